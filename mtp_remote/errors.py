@@ -1,0 +1,98 @@
+"""One exception tree for mtp-remote; every error carries the evidence needed to act on it.
+
+::
+
+    MtpRemoteError                 base; ``exit_code`` is what the CLI exits with
+    ├── ConfigError                a file failed validation: file, field, allowed values
+    ├── RemoteError                a command on a host failed or could not run: host, command, output tail
+    │   ├── ConnectError           SSH could not connect (unknown host key, auth, network)
+    │   └── LockError              another run holds the host lock (owner, run id, heartbeat age)
+    ├── LaunchError                the server did not become ready: outcome, cause, hint, log tail
+    ├── StopError                  a server we started would not stop, or GPU memory was not released
+    ├── ServerRequestError         a request to the server failed at the run level (not per sample)
+    └── AnalysisInputError         a file given to ``analyze`` could not be read as text/JSON
+
+Per-sample and per-host failures are data (``error`` fields), not exceptions. Only the entry points
+(``cli.py``, ``tasks.py``) catch ``MtpRemoteError`` and turn it into one red line and an exit code.
+"""
+
+from __future__ import annotations
+
+#: Exit codes shared by the CLI and the Fabric tasks.
+EXIT_HEALTHY = 0
+EXIT_CORRUPT = 1  # a speculative profile corrupts output, or failed to launch
+EXIT_RUN_FAILED = 2  # the run could not be done (config, SSH, baseline launch, ...)
+
+
+class MtpRemoteError(Exception):
+    """Base of every expected error. ``evidence`` is printed under the message by the CLI."""
+
+    exit_code = EXIT_RUN_FAILED
+
+    def __init__(self, message: str, *, evidence: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.evidence = evidence
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(MtpRemoteError):
+    """A config file is missing or invalid. Names the file, the field and the allowed values."""
+
+    def __init__(self, message: str, *, file: str | None = None, field: str | None = None,
+                 evidence: str | None = None):
+        prefix = f"{file}: " if file else ""
+        where = f"{field}: " if field else ""
+        super().__init__(f"{prefix}{where}{message}", evidence=evidence)
+        self.file = file
+        self.field = field
+
+
+class RemoteError(MtpRemoteError):
+    """A command on a host failed. Carries host, the (masked) command, exit code and output tail."""
+
+    def __init__(self, message: str, *, host: str | None = None, command: str | None = None,
+                 exit_code: int | None = None, output: str | None = None):
+        evidence_parts = []
+        if command:
+            evidence_parts.append(f"command: {command}")
+        if exit_code is not None:
+            evidence_parts.append(f"exit code: {exit_code}")
+        if output:
+            evidence_parts.append(output.rstrip()[-3000:])
+        super().__init__(f"[{host}] {message}" if host else message,
+                         evidence="\n".join(evidence_parts) or None)
+        self.host = host
+        self.command = command
+        self.returncode = exit_code
+        self.output = output
+
+
+class ConnectError(RemoteError):
+    """SSH connection failed: unknown host key (see ``accept_new_host_key``), auth, or network."""
+
+
+class LockError(RemoteError):
+    """Another run holds the host lock."""
+
+
+class LaunchError(MtpRemoteError):
+    """The server did not become ready. ``outcome`` is the WaitOutcome (Crashed or TimedOut)."""
+
+    def __init__(self, message: str, *, outcome=None, evidence: str | None = None):
+        super().__init__(message, evidence=evidence)
+        self.outcome = outcome
+
+
+class StopError(MtpRemoteError):
+    """A server we started did not exit, or its GPU memory was not released in time."""
+
+
+class ServerRequestError(MtpRemoteError):
+    """The server could not be reached at all (not a per-sample failure)."""
+
+
+class AnalysisInputError(MtpRemoteError):
+    """An input to ``analyze`` is unreadable or of an unknown shape."""
