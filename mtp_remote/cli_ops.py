@@ -1,0 +1,63 @@
+"""Operator commands that need no host: ``classify-log`` and ``lint-command``.
+
+Thin click commands over :func:`mtp_remote.remote.logs.classify_log` and :func:`mtp_remote.lint.lint_command`;
+the main CLI registers them (``main.add_command(classify_log_cmd, "classify-log")``). Plain output is a
+short rich table for people; ``--json`` prints one JSON object per line for scripts. A file that cannot be
+read is a :class:`click.ClickException` naming it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from mtp_remote.remote.logs import classify_log, milestone_durations
+
+_STYLE = {"ok": "green", "warning": "yellow", "fatal": "red"}
+
+
+def _read_text(path: str) -> str:
+    p = Path(path)
+    try:
+        return p.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise click.ClickException(f"{path}: no such file") from None
+    except (IsADirectoryError, PermissionError, OSError) as exc:
+        raise click.ClickException(f"{path}: cannot read ({exc.__class__.__name__}: {exc})") from None
+
+
+@click.command("classify-log")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line per file.")
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+def classify_log_cmd(as_json: bool, files: tuple[str, ...]) -> None:
+    """Classify SGLang server logs: final state, hint, startup milestones, decode stats."""
+    texts = [(f, _read_text(f)) for f in files]  # fail on a missing file before printing anything
+    if as_json:
+        for f, text in texts:
+            click.echo(json.dumps(classify_log(text).to_dict(file=f)))
+        return
+    table = Table(show_lines=False)
+    for col in ("file", "state", "reached", "decode", "hint"):
+        table.add_column(col, overflow="fold", no_wrap=col == "state")
+    for f, text in texts:
+        r = classify_log(text)
+        reached = "-"
+        if r.milestones:
+            elapsed = sum(milestone_durations(r.milestones, start=r.started_at).values())
+            reached = f"{r.milestones[-1].name} ({elapsed:.0f} s)"
+        decode = "-"
+        if r.decode:
+            last = r.decode[-1]
+            parts = [f"{len(r.decode)} lines"]
+            if last.accept_len is not None:
+                parts.append(f"accept {last.accept_len:.2f}")
+            if last.gen_throughput is not None:
+                parts.append(f"{last.gen_throughput:.1f} tok/s")
+            decode = ", ".join(parts)
+        state = f"[{_STYLE.get(r.severity, 'white')}]{r.cls}[/]"
+        table.add_row(Path(f).name, state, reached, decode, r.hint)
+    Console().print(table)

@@ -1,0 +1,281 @@
+"""Read an SGLang server log: its final state with a hint, its startup milestones and its decode stats.
+
+``classify_log`` is pure (text in, :class:`LogClassification` out) and is what the lifecycle's wait-ready
+loop calls on the log text read so far each time new bytes arrive, what ``classify-log`` prints and what
+the report records. The failure signatures are the data table of :mod:`mtp_remote.remote.signatures`; this
+module only scans. Every pattern is precompiled and searched over the whole text once (no per-line Python
+loop except over ``Decode batch`` lines), so a few-MB log classifies in milliseconds.
+
+The log's *final state*: a fatal signature after the last ``The server is fired up and ready to roll!``
+line wins over ``ready``; a fatal line before it is history (the server still came up). Without a ready
+line and without a fatal line the server is ``starting``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from mtp_remote.remote.signatures import SIGNATURES, STATE_HINTS, Signature
+
+#: The line SGLang's HTTP server prints once warmup succeeded (``http_server.py``).
+READY_LINE = "The server is fired up and ready to roll!"
+
+#: Startup milestones in SGLang's order, each the first line that matches its pattern.
+MILESTONE_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
+    ("weights_loaded", re.compile(r"Load weight end\.")),
+    ("kv_cache_allocated", re.compile(r"KV Cache is allocated\.|Memory pool end\.")),
+    ("cuda_graph_captured", re.compile(r"Capture cuda graph end\.")),
+    ("http_up", re.compile(r"Uvicorn running on ")),
+    ("ready", re.compile(re.escape(READY_LINE))),
+)
+MILESTONE_NAMES = tuple(name for name, _ in MILESTONE_PATTERNS)
+
+# SGLang's prefix: "[2026-11-02 09:14:47 TP0] ..." or "[2026-11-02 09:14:47] ..." (rank suffix optional).
+_TIMESTAMP = re.compile(r"\[(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})(?:[.,]\d+)?(?: [^\]]*)?\]")
+# "Decode batch, #running-req: 8, ..." (0.5.x) and "Decode batch. #running-req: 1, ..." (0.4.x).
+_DECODE = re.compile(r"Decode batch[.,]([^\n]*)")
+_RUNNING = re.compile(r"#running-req: (\d+)")
+_GEN_THROUGHPUT = re.compile(r"gen throughput \(token/s\): ([0-9.]+)")
+_ACCEPT_LEN = re.compile(r"accept len: ([0-9.]+)")
+_ACCEPT_RATE = re.compile(r"accept rate: ([0-9.]+)")
+
+
+@dataclass(frozen=True)
+class Milestone:
+    """One startup milestone: ``name`` (one of ``MILESTONE_NAMES``), its log timestamp and 1-based line."""
+
+    name: str
+    at: datetime | None
+    line_no: int
+
+
+@dataclass(frozen=True)
+class DecodeStats:
+    """Values of one ``Decode batch`` line: running requests, generation tokens/s, acceptance.
+
+    ``accept_len`` is SGLang's mean tokens committed per verify step (bonus token included);
+    ``accept_rate`` is absent before SGLang printed it (0.4.x) and on non-speculative servers.
+    """
+
+    at: datetime | None
+    running: int | None
+    gen_throughput: float | None
+    accept_len: float | None
+    accept_rate: float | None
+
+    def to_dict(self) -> dict:
+        """``{"at", "running", "gen_throughput", "accept_len", "accept_rate"}`` with ``at`` in ISO form."""
+        return {"at": _iso(self.at), "running": self.running, "gen_throughput": self.gen_throughput,
+                "accept_len": self.accept_len, "accept_rate": self.accept_rate}
+
+
+@dataclass(frozen=True)
+class LogClassification:
+    """A log's final state.
+
+    ``cls`` is ``ready``, ``starting`` or a failure class of ``../shared/corpus/README.md``; ``severity`` is
+    ``ok``, ``warning`` (ready/starting but a warning signature matched) or ``fatal``; ``hint`` is one line
+    saying what to do; ``fatal_line`` the line that decided a fatal class; ``port``/``flag`` are what the
+    deciding line names (busy port, bad flag). ``started_at`` is the first timestamp in the log.
+    """
+
+    cls: str
+    severity: str
+    hint: str
+    fatal_line: str | None
+    milestones: list[Milestone] = field(default_factory=list)
+    decode: list[DecodeStats] = field(default_factory=list)
+    port: int | None = None
+    flag: str | None = None
+    started_at: datetime | None = None
+
+    @property
+    def is_ready(self) -> bool:
+        """True when the ready line was seen and no fatal signature came after it."""
+        return self.cls == "ready"
+
+    @property
+    def is_fatal(self) -> bool:
+        """True when a fatal signature decided the state (the server is down or going down)."""
+        return self.severity == "fatal"
+
+    @property
+    def last_milestone(self) -> Milestone | None:
+        """The latest milestone reached, or None before weights are loaded."""
+        return self.milestones[-1] if self.milestones else None
+
+    def to_dict(self, file: str | None = None) -> dict:
+        """The JSON shape of ``classify-log --json`` (issue 5): ``{"file"?, "cls", "severity", "hint",
+        "fatal_line", "port", "flag", "milestones": [{"name", "at", "line_no"}], "durations_s",
+        "decode": [{"at", "running", "gen_throughput", "accept_len", "accept_rate"}]}``."""
+        out: dict = {"file": file} if file is not None else {}
+        out.update({
+            "cls": self.cls, "severity": self.severity, "hint": self.hint, "fatal_line": self.fatal_line,
+            "port": self.port, "flag": self.flag,
+            "milestones": [{"name": m.name, "at": _iso(m.at), "line_no": m.line_no} for m in self.milestones],
+            "durations_s": milestone_durations(self.milestones, start=self.started_at),
+            "decode": [d.to_dict() for d in self.decode],
+        })
+        return out
+
+
+def classify_log(text: str) -> LogClassification:
+    """Classify SGLang log text (the whole log, or what was read of it so far).
+
+    Returns the final state (see the module docstring), the milestones reached in log order, and one
+    :class:`DecodeStats` per ``Decode batch`` line. Never raises on odd input: unknown text is ``starting``.
+    Cost is linear in ``len(text)``: one C-level search per signature and milestone.
+    """
+    ready_at = text.rfind(READY_LINE)
+    after = ready_at + len(READY_LINE) if ready_at >= 0 else 0
+
+    fatal: tuple[Signature, re.Match] | None = None
+    warning: tuple[Signature, re.Match] | None = None
+    for sig in SIGNATURES:
+        if sig.severity == "fatal" and fatal is None:
+            m = _first_unindented(sig.regex, text, after)
+            if m:
+                fatal = (sig, m)
+        elif sig.severity == "warning" and warning is None:
+            m = sig.regex.search(text)
+            if m:
+                warning = (sig, m)
+
+    milestones = _milestones(text)
+    decode = _decode_stats(text)
+    started_at = _first_timestamp(text)
+    if fatal is not None:
+        sig, m = fatal
+        groups = {k: v for k, v in m.groupdict().items() if v is not None}
+        port = int(groups["port"]) if "port" in groups else None
+        return LogClassification(
+            cls=sig.cls, severity="fatal", hint=_fill_hint(sig.hint, groups),
+            fatal_line=_line_at(text, m.start()), milestones=milestones, decode=decode,
+            port=port, flag=groups.get("flag"), started_at=started_at)
+    cls = "ready" if ready_at >= 0 else "starting"
+    if warning is not None:
+        sig, m = warning
+        return LogClassification(cls=cls, severity="warning", hint=_fill_hint(sig.hint, m.groupdict()),
+                                 fatal_line=None, milestones=milestones, decode=decode, started_at=started_at)
+    return LogClassification(cls=cls, severity="ok", hint=STATE_HINTS[cls], fatal_line=None,
+                             milestones=milestones, decode=decode, started_at=started_at)
+
+
+def milestone_durations(milestones: Iterable[Milestone], *, start: datetime | None = None) -> dict[str, float]:
+    """Seconds from each milestone's predecessor to it: ``{name: seconds}``, in milestone order.
+
+    The first milestone is measured from ``start`` (e.g. the log's first timestamp) when given, and left
+    out otherwise; milestones without a timestamp are skipped. Resolution is SGLang's: whole seconds.
+    """
+    out: dict[str, float] = {}
+    prev = start
+    for m in milestones:
+        if m.at is None:
+            continue
+        if prev is not None:
+            out[m.name] = (m.at - prev).total_seconds()
+        prev = m.at
+    return out
+
+
+# --- helpers -------------------------------------------------------------------------------------------
+
+
+class _Defaults(dict):
+    """Hint fields for a signature whose optional group did not match."""
+
+    def __missing__(self, key: str) -> str:
+        return {"port": "(see log)", "flag": "the flag"}.get(key, "?")
+
+
+def _fill_hint(hint: str, groups: dict) -> str:
+    return hint.format_map(_Defaults({k: v for k, v in groups.items() if v is not None}))
+
+
+def _first_unindented(pattern: re.Pattern, text: str, pos: int) -> re.Match | None:
+    """First match from ``pos``, preferring one not on an indented traceback source line (``  raise X(...)``)."""
+    first = None
+    for n, m in enumerate(pattern.finditer(text, pos)):
+        first = first or m
+        start = text.rfind("\n", 0, m.start()) + 1
+        if text[start:start + 1] not in (" ", "\t"):
+            return m
+        if n >= 8:
+            break
+    return first
+
+
+def _line_bounds(text: str, pos: int) -> tuple[int, int]:
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    return start, (len(text) if end < 0 else end)
+
+
+def _line_at(text: str, pos: int) -> str:
+    start, end = _line_bounds(text, pos)
+    return text[start:end].rstrip("\r")
+
+
+def _timestamp_of_line(text: str, pos: int) -> datetime | None:
+    start, end = _line_bounds(text, pos)
+    m = _TIMESTAMP.match(text, start, end)
+    return _parse_ts(m.group(1)) if m else None
+
+
+def _parse_ts(raw: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(raw.replace("T", " "))
+    except ValueError:
+        return None
+
+
+def _first_timestamp(text: str) -> datetime | None:
+    m = _TIMESTAMP.search(text)
+    return _parse_ts(m.group(1)) if m else None
+
+
+def _milestones(text: str) -> list[Milestone]:
+    found = []
+    for name, pattern in MILESTONE_PATTERNS:
+        m = pattern.search(text)
+        if m:
+            found.append((m.start(), name))
+    found.sort()
+    out: list[Milestone] = []
+    line_no, last = 1, 0
+    for pos, name in found:
+        line_no += text.count("\n", last, pos)
+        last = pos
+        out.append(Milestone(name=name, at=_timestamp_of_line(text, pos), line_no=line_no))
+    return out
+
+
+def _decode_stats(text: str) -> list[DecodeStats]:
+    out: list[DecodeStats] = []
+    for m in _DECODE.finditer(text):
+        rest = m.group(1)
+        out.append(DecodeStats(
+            at=_timestamp_of_line(text, m.start()),
+            running=_num(_RUNNING, rest, int),
+            gen_throughput=_num(_GEN_THROUGHPUT, rest, float),
+            accept_len=_num(_ACCEPT_LEN, rest, float),
+            accept_rate=_num(_ACCEPT_RATE, rest, float),
+        ))
+    return out
+
+
+def _num(pattern: re.Pattern, s: str, kind):
+    m = pattern.search(s)
+    if not m:
+        return None
+    try:
+        return kind(m.group(1).rstrip("."))
+    except ValueError:
+        return None
+
+
+def _iso(at: datetime | None) -> str | None:
+    return at.isoformat(sep=" ") if at is not None else None

@@ -1,0 +1,38 @@
+"""``classify-log`` as an operator runs it: JSON lines per file, a table, and a clear error for a bad path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from mtp_remote.cli_ops import classify_log_cmd
+
+LOGS = Path(__file__).resolve().parents[3].parent / "shared" / "corpus" / "logs"
+
+
+def test_json_output_is_one_object_per_file_with_the_issue_5_keys():
+    files = [str(LOGS / "l13_ready_then_decode_stats.log"), str(LOGS / "l05_http_port_in_use.log")]
+    result = CliRunner().invoke(classify_log_cmd, ["--json", *files])
+    assert result.exit_code == 0, result.output
+    first, second = (json.loads(line) for line in result.output.splitlines())
+    assert {"file", "cls", "hint", "milestones", "decode"} <= set(first)
+    assert first["file"] == files[0] and first["cls"] == "ready"
+    assert first["milestones"][-1] == {"name": "ready", "at": "2026-11-02 09:15:00", "line_no": 29}
+    assert first["decode"][0]["accept_len"] == 3.12
+    assert (second["cls"], second["port"]) == ("port_in_use", 30000)
+
+
+def test_plain_output_is_a_table_naming_state_and_hint():
+    result = CliRunner(env={"COLUMNS": "240"}).invoke(classify_log_cmd, [str(LOGS / "l03_kv_pool_too_small.log")])
+    assert result.exit_code == 0, result.output
+    assert "kv_pool_too_small" in result.output
+    assert "--mem-fraction-static" in result.output
+
+
+def test_a_missing_file_is_an_error_that_names_it():
+    result = CliRunner().invoke(classify_log_cmd, ["--json", str(LOGS / "l01_ready_tp2_nextn.log"), "nope.log"])
+    assert result.exit_code == 1
+    assert "nope.log" in result.output
+    assert result.output.startswith("Error:")
