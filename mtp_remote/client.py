@@ -1,0 +1,152 @@
+"""HTTP client for an SGLang server (the only module that imports httpx).
+
+Async requests to ``/v1/chat/completions`` and ``/generate`` return a :class:`Completion` — a per-request
+result that is *data*: a failed request has ``error`` set instead of raising, so one bad request never loses
+a run. ``/health``, ``/server_info`` and ``/flush_cache`` are small helpers. Times are wall seconds measured
+on the driver (through the tunnel).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+
+@dataclass
+class Completion:
+    """One request's result.
+
+    ``text`` is the full generated text, reasoning included (``<think>``-free reasoning + ``</think>`` +
+    answer when the server split it out with a reasoning parser, so the text analysis sees what the model
+    produced). ``completion_tokens`` is in tokens; ``latency_s`` in seconds. ``spec_verify_ct`` is the number
+    of verify steps (speculative servers, /generate only)."""
+
+    text: str = ""
+    reasoning: str | None = None
+    content: str | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int | None = None
+    latency_s: float = 0.0
+    spec_verify_ct: int | None = None
+    spec_accept_length: float | None = None
+    output_ids: list[int] | None = None
+    error: str | None = None
+    raw_meta: dict[str, Any] = field(default_factory=dict)
+
+
+def _join_reasoning(reasoning: str | None, content: str | None) -> str:
+    """Rebuild what the model emitted from a reasoning-parser split: reasoning, ``</think>`` if the block
+    closed (content is not None), then the answer."""
+    if reasoning is None:
+        return content or ""
+    if content is None:
+        return "<think>\n" + reasoning
+    return "<think>\n" + reasoning + "\n</think>\n\n" + content
+
+
+def _finish(fr: Any) -> str | None:
+    if isinstance(fr, dict):
+        return fr.get("type")
+    return fr
+
+
+class ServerClient:
+    """Async client for one server base URL. Use as ``async with ServerClient(url) as sc:``.
+
+    ``timeout_s`` bounds each request (seconds); ``api_key`` is sent as a Bearer token."""
+
+    def __init__(self, base_url: str, *, timeout_s: float = 600.0, api_key: str | None = None,
+                 max_connections: int = 64):
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.AsyncClient(
+            base_url=base_url, headers=headers,
+            timeout=httpx.Timeout(timeout_s, connect=10.0),
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections))
+
+    async def __aenter__(self) -> "ServerClient":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self._client.aclose()
+
+    async def health(self) -> int | None:
+        """HTTP status of ``/health`` (200 ready, 503 warming up), or None when unreachable."""
+        try:
+            r = await self._client.get("/health", timeout=5.0)
+            return r.status_code
+        except httpx.HTTPError:
+            return None
+
+    async def server_info(self) -> dict:
+        """``/server_info`` JSON ({} when unavailable)."""
+        try:
+            r = await self._client.get("/server_info", timeout=10.0)
+            return r.json() if r.status_code == 200 else {}
+        except (httpx.HTTPError, ValueError):
+            return {}
+
+    async def flush_cache(self) -> bool:
+        try:
+            r = await self._client.post("/flush_cache", timeout=30.0)
+            return r.status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    async def chat(self, prompt: str, *, temperature: float, max_tokens: int, top_p: float = 1.0,
+                   seed: int | None = None, model: str = "default") -> Completion:
+        """POST ``/v1/chat/completions`` with one user message."""
+        body: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": prompt}],
+                                "temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
+        if seed is not None:
+            body["seed"] = seed
+        t0 = time.perf_counter()
+        try:
+            r = await self._client.post("/v1/chat/completions", json=body)
+            latency = time.perf_counter() - t0
+            if r.status_code != 200:
+                return Completion(latency_s=latency, error=f"HTTP {r.status_code}: {r.text[:300]}")
+            data = r.json()
+        except (httpx.HTTPError, ValueError) as e:
+            return Completion(latency_s=time.perf_counter() - t0, error=f"{type(e).__name__}: {e}")
+        choice = (data.get("choices") or [{}])[0]
+        msg = choice.get("message") or {}
+        usage = data.get("usage") or {}
+        reasoning, content = msg.get("reasoning_content"), msg.get("content")
+        details = usage.get("completion_tokens_details") or {}
+        return Completion(
+            text=_join_reasoning(reasoning, content), reasoning=reasoning, content=content,
+            finish_reason=_finish(choice.get("finish_reason")), prompt_tokens=usage.get("prompt_tokens", 0),
+            completion_tokens=usage.get("completion_tokens", 0),
+            reasoning_tokens=usage.get("reasoning_tokens", details.get("reasoning_tokens")),
+            latency_s=latency, raw_meta={k: v for k, v in data.items() if k not in ("choices",)})
+
+    async def generate(self, text: str, *, temperature: float, max_new_tokens: int, top_p: float = 1.0,
+                       seed: int | None = None, return_logprob: bool = False) -> Completion:
+        """POST ``/generate`` (SGLang native); reads ``meta_info`` (tokens, finish reason, spec_verify_ct)."""
+        sp: dict[str, Any] = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
+        if seed is not None:
+            sp["sampling_seed"] = seed
+        body: dict[str, Any] = {"text": text, "sampling_params": sp}
+        if return_logprob:
+            body["return_logprob"] = True
+        t0 = time.perf_counter()
+        try:
+            r = await self._client.post("/generate", json=body)
+            latency = time.perf_counter() - t0
+            if r.status_code != 200:
+                return Completion(latency_s=latency, error=f"HTTP {r.status_code}: {r.text[:300]}")
+            data = r.json()
+        except (httpx.HTTPError, ValueError) as e:
+            return Completion(latency_s=time.perf_counter() - t0, error=f"{type(e).__name__}: {e}")
+        meta = data.get("meta_info") or {}
+        return Completion(
+            text=data.get("text", ""), finish_reason=_finish(meta.get("finish_reason")),
+            prompt_tokens=meta.get("prompt_tokens", 0), completion_tokens=meta.get("completion_tokens", 0),
+            latency_s=latency, spec_verify_ct=meta.get("spec_verify_ct"),
+            spec_accept_length=meta.get("spec_accept_length"),
+            output_ids=data.get("output_ids") or meta.get("output_ids"), raw_meta=meta)

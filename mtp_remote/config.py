@@ -1,0 +1,268 @@
+"""Configuration: the inventory of hosts and the experiment playbooks, validated once at the edge.
+
+``load_inventory`` and ``load_playbook`` turn YAML files into pydantic models that forbid unknown fields;
+any problem becomes a :class:`~mtp_remote.errors.ConfigError` naming the file, the field and what is
+allowed. Inside the package only these typed objects travel.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import ConfigError
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASS)$", re.IGNORECASE)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class HostConfig(_Strict):
+    """One GPU machine (or container) and how to reach it."""
+
+    name: str = Field("", description="Host name; filled from the inventory key")
+    transport: Literal["ssh", "local"] = Field("ssh", description="ssh: Fabric Connection; local: Invoke Context")
+    engine: Literal["sglang", "sim"] = Field(
+        "sglang", description="sglang: python -m sglang.launch_server; sim: the built-in simulated engine")
+    address: str | None = Field(None, description="SSH address (hostname or IP); required for transport ssh")
+    user: str | None = Field(None, description="SSH user; default: the SSH config's or the local user")
+    ssh_port: int = Field(22, ge=1, le=65535, description="SSH port")
+    key_file: str | None = Field(None, description="Private key file for SSH (path, ~ expanded)")
+    gateway: str | None = Field(
+        None, description="Jump host as [user@]host[:port] (like ssh -J / ProxyJump)")
+    known_hosts: str | None = Field(
+        None, description="known_hosts file to trust; default ~/.ssh/known_hosts")
+    accept_new_host_key: bool = Field(
+        False, description="Accept and remember an unknown SSH host key (default: reject it)")
+    connect_timeout: float = Field(15.0, gt=0, description="SSH connect timeout, seconds")
+    python: str | None = Field(
+        None, description="Remote python executable; default python3 (sim on local transport: this python)")
+    workdir: str = Field("~/.mtp-remote", description="Remote work directory (mode 0700): PID file, logs, lock")
+    model_path: str = Field("/models/Qwen3.6-27B", description="--model-path passed to the server")
+    gpus: list[int] | None = Field(None, description="GPU indices (CUDA_VISIBLE_DEVICES); default: all")
+    port: int = Field(30000, ge=1, le=65535, description="Server HTTP port on the host (bound to 127.0.0.1)")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the server")
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_to_str(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            return {str(k): str(val) for k, val in v.items()}
+        return v
+
+    @model_validator(mode="after")
+    def _ssh_needs_address(self) -> "HostConfig":
+        if self.transport == "ssh" and not self.address:
+            raise ValueError("transport 'ssh' needs an 'address'")
+        return self
+
+    @property
+    def is_sim(self) -> bool:
+        return self.engine == "sim"
+
+    @property
+    def engine_module(self) -> str:
+        """The Python module launched with ``python -m``."""
+        return "mtp_remote.sim.launch_server" if self.is_sim else "sglang.launch_server"
+
+    def masked_env(self) -> dict[str, str]:
+        """``env`` with secret-looking values (``*KEY``, ``*TOKEN``, ...) replaced by ``***``."""
+        return {k: ("***" if SECRET_ENV.search(k) else v) for k, v in self.env.items()}
+
+
+class Inventory(_Strict):
+    """All hosts, by name, and the default one."""
+
+    default_host: str = Field(..., description="Host used when none is given")
+    hosts: dict[str, HostConfig] = Field(..., description="Hosts by name")
+
+    @model_validator(mode="after")
+    def _names(self) -> "Inventory":
+        for name, host in self.hosts.items():
+            if not _NAME.match(name):
+                raise ValueError(f"host name {name!r} must match {_NAME.pattern}")
+            host.name = name
+        if self.default_host not in self.hosts:
+            raise ValueError(
+                f"default_host {self.default_host!r} is not a host; choose one of {sorted(self.hosts)}")
+        return self
+
+    def get(self, name: str | None) -> HostConfig:
+        """The named host (or the default). Raises ConfigError naming the valid choices."""
+        key = name or self.default_host
+        if key not in self.hosts:
+            raise ConfigError(f"unknown host {key!r}; choose one of: {', '.join(sorted(self.hosts))}",
+                              field="hosts")
+        return self.hosts[key]
+
+
+def _split_flags(v: Any) -> Any:
+    if v is None:
+        return []
+    if isinstance(v, str):
+        return shlex.split(v)
+    if isinstance(v, list):
+        return [str(x) for x in v]
+    return v
+
+
+class ProfileConfig(_Strict):
+    """One server configuration: the playbook's base flags plus these."""
+
+    flags: list[str] = Field(default_factory=list, description="Extra SGLang flags (string or list)")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment for this profile")
+    description: str = ""
+
+    @field_validator("flags", mode="before")
+    @classmethod
+    def _split(cls, v: Any) -> Any:
+        return _split_flags(v)
+
+    @property
+    def speculative(self) -> bool:
+        return any(f.startswith("--speculative-algo") for f in self.flags)
+
+
+class Prompt(_Strict):
+    id: str = Field(..., description="Short stable id, used for pairing and in reports")
+    text: str = Field(..., description="The user message")
+
+
+class CompareConfig(_Strict):
+    alpha: float = Field(0.05, gt=0, lt=1, description="Family-wise error rate for the loop-rate tests")
+
+
+class TimeoutsConfig(_Strict):
+    ready_s: float = Field(1200.0, gt=0, description="Seconds to wait for the ready line and /health 200")
+    request_s: float = Field(600.0, gt=0, description="Seconds per request")
+    term_s: float = Field(60.0, gt=0, description="Seconds after SIGTERM before SIGKILL")
+    gpu_release_s: float = Field(120.0, gt=0, description="Seconds to wait for GPU memory release after exit")
+
+
+class Playbook(_Strict):
+    """A YAML experiment: base flags, named profiles, prompts, sampling grid, comparison settings."""
+
+    name: str = Field(..., description="Playbook name")
+    description: str = ""
+    base_flags: list[str] = Field(default_factory=list, description="SGLang flags shared by every profile")
+    profiles: dict[str, ProfileConfig] = Field(..., description="Profiles by name")
+    baseline: str = Field("baseline", description="The profile without speculation that others are compared to")
+    prompts: list[Prompt] = Field(..., min_length=1)
+    temperatures: list[float] = Field([0.0, 0.7], min_length=1, description="Sampling temperatures")
+    samples: int = Field(4, ge=1, description="Samples per prompt per temperature and profile")
+    max_tokens: int = Field(2048, ge=1, description="max_tokens / max_new_tokens per request")
+    top_p: float = Field(1.0, gt=0, le=1)
+    seed: int = Field(1234, description="Base seed; sample i of a prompt uses seed + i in every arm")
+    api: Literal["chat", "generate"] = Field("chat", description="/v1/chat/completions or /generate")
+    prompt_template: str = Field(
+        "{prompt}", description="/generate only: the text sent, with {prompt} replaced by the prompt "
+                                "(put the model's chat template here; /generate does not apply one)")
+    concurrency: int | None = Field(None, ge=1, description="Requests in flight; default --max-running-requests")
+    compare: CompareConfig = Field(default_factory=CompareConfig)
+    timeouts: TimeoutsConfig = Field(default_factory=TimeoutsConfig)
+
+    @field_validator("base_flags", mode="before")
+    @classmethod
+    def _split(cls, v: Any) -> Any:
+        return _split_flags(v)
+
+    @field_validator("temperatures")
+    @classmethod
+    def _temps(cls, v: list[float]) -> list[float]:
+        if any(t < 0 for t in v):
+            raise ValueError("temperatures must be >= 0")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> "Playbook":
+        if self.baseline not in self.profiles:
+            raise ValueError(f"baseline {self.baseline!r} is not a profile; choose one of {sorted(self.profiles)}")
+        if self.profiles[self.baseline].speculative:
+            raise ValueError(f"baseline profile {self.baseline!r} must not have --speculative-* flags")
+        for name in self.profiles:
+            if not _NAME.match(name):
+                raise ValueError(f"profile name {name!r} must match {_NAME.pattern}")
+        for flag in ("--host", "--port", "--model-path"):
+            if flag in self.base_flags or any(flag in p.flags for p in self.profiles.values()):
+                raise ValueError(f"{flag} is set by mtp-remote from the inventory; remove it from the playbook")
+        if "{prompt}" not in self.prompt_template:
+            raise ValueError("prompt_template must contain {prompt}")
+        ids = [p.id for p in self.prompts]
+        if len(set(ids)) != len(ids):
+            raise ValueError("prompt ids must be unique")
+        return self
+
+    def profile_order(self) -> list[str]:
+        """Baseline first, then the others in file order."""
+        return [self.baseline] + [p for p in self.profiles if p != self.baseline]
+
+    def max_running_requests(self) -> int:
+        """--max-running-requests from the base flags, or 16."""
+        flags = self.base_flags
+        for i, f in enumerate(flags):
+            if f == "--max-running-requests" and i + 1 < len(flags):
+                return int(flags[i + 1])
+            if f.startswith("--max-running-requests="):
+                return int(f.split("=", 1)[1])
+        return 16
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError("file not found", file=str(path)) from None
+    except OSError as e:
+        raise ConfigError(f"cannot read: {e.strerror}", file=str(path)) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"not valid YAML: {e}", file=str(path)) from None
+
+
+def _validation_error(path: Path, err: ValidationError) -> ConfigError:
+    lines = []
+    first_field = None
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
+        first_field = first_field or loc
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown field"
+        elif e["type"] == "literal_error":
+            msg = f"invalid value {e.get('input')!r}; {msg.lower()}"
+        lines.append(f"{loc}: {msg}")
+    return ConfigError("; ".join(lines), file=str(path), evidence=None) if len(lines) > 1 else \
+        ConfigError(lines[0].split(": ", 1)[1], file=str(path), field=first_field)
+
+
+def load_inventory(path: str | Path) -> Inventory:
+    """Read ``inventory.yaml``. Raises ConfigError with file and field on any problem."""
+    path = Path(path)
+    data = _read_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError("expected a mapping with 'default_host' and 'hosts'", file=str(path))
+    try:
+        return Inventory.model_validate(data)
+    except ValidationError as e:
+        raise _validation_error(path, e) from None
+
+
+def load_playbook(path: str | Path) -> Playbook:
+    """Read a playbook YAML. Raises ConfigError with file and field on any problem."""
+    path = Path(path)
+    data = _read_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError("expected a mapping (name, profiles, prompts, ...)", file=str(path))
+    try:
+        return Playbook.model_validate(data)
+    except ValidationError as e:
+        raise _validation_error(path, e) from None

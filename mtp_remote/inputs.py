@@ -1,0 +1,70 @@
+"""Read texts to analyse from files: plain text, a JSON response body (chat or /generate), samples.jsonl.
+
+``read_texts(path)`` yields ``(label, text, token_ids)``; ``-`` reads standard input. Raises
+AnalysisInputError naming the file and the shapes accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Iterator
+
+from .client import _join_reasoning
+from .errors import AnalysisInputError
+
+SHAPES = "plain text, a /v1/chat/completions or /generate JSON response body, or samples.jsonl"
+
+
+def _from_json(label: str, data) -> list[tuple[str, str, list[int] | None]]:
+    if isinstance(data, dict) and "choices" in data:
+        out = []
+        for i, ch in enumerate(data["choices"]):
+            msg = ch.get("message") or {}
+            text = _join_reasoning(msg.get("reasoning_content"), msg.get("content")) if msg else ch.get("text", "")
+            out.append((label if len(data["choices"]) == 1 else f"{label}#{i}", text, None))
+        return out
+    if isinstance(data, dict) and "text" in data:
+        meta = data.get("meta_info") or {}
+        if "profile" in data:  # one samples.jsonl record
+            label = f"{label}:{data['profile']}/T={data.get('temperature')}/{data.get('prompt_id')}/{data.get('sample_index')}"
+        return [(label, data["text"] or "", data.get("output_ids") or meta.get("output_ids"))]
+    if isinstance(data, list):
+        out = []
+        for i, item in enumerate(data):
+            out.extend(_from_json(f"{label}#{i}", item))
+        return out
+    raise AnalysisInputError(f"{label}: JSON of unknown shape; expected {SHAPES}")
+
+
+def read_texts(path: str) -> Iterator[tuple[str, str, list[int] | None]]:
+    """(label, text, token ids or None) for every text in ``path``."""
+    if path == "-":
+        raw = sys.stdin.read()
+        label = "<stdin>"
+    else:
+        p = Path(path)
+        try:
+            raw = p.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            raise AnalysisInputError(f"{path}: no such file") from None
+        except IsADirectoryError:
+            raise AnalysisInputError(f"{path}: is a directory; give files ({SHAPES})") from None
+        label = path
+    stripped = raw.lstrip()
+    if stripped.startswith("{") or stripped.startswith("["):
+        try:
+            yield from _from_json(label, json.loads(raw))
+            return
+        except ValueError:
+            lines = [ln for ln in raw.splitlines() if ln.strip()]
+            try:
+                records = [json.loads(ln) for ln in lines]
+            except ValueError:
+                records = None
+            if records is not None:  # JSON lines
+                for rec in records:
+                    yield from _from_json(label, rec)
+                return
+    yield label, raw, None

@@ -1,0 +1,142 @@
+"""Shell command builders: server argv, the detached launch line, signals — every value quoted.
+
+Builders are pure: they take typed values and return a :class:`Command` whose ``text`` is what runs and
+whose ``masked`` is what may be logged or written (values of ``--api-key`` and of secret-looking
+environment variables replaced by ``***``). Every user value passes through ``shlex.quote``.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
+
+from ..config import SECRET_ENV, HostConfig, Playbook
+
+#: Flags whose value is a secret and is masked in anything logged.
+SECRET_FLAGS = ("--api-key", "--admin-api-key")
+#: Where the server listens on the host: loopback only, reached through an SSH tunnel.
+BIND_HOST = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Command:
+    """A shell command line: ``text`` runs, ``masked`` is safe to log."""
+
+    text: str
+    masked: str
+
+    def __str__(self) -> str:  # never leak the secret form by accident
+        return self.masked
+
+
+def _q(value: object) -> str:
+    return shlex.quote(str(value))
+
+
+def mask_argv(argv: Sequence[str]) -> list[str]:
+    """Copy of ``argv`` with the values of secret flags (``--api-key X``, ``--api-key=X``) as ``***``."""
+    out: list[str] = []
+    hide_next = False
+    for a in argv:
+        if hide_next:
+            out.append("***")
+            hide_next = False
+        elif a in SECRET_FLAGS:
+            out.append(a)
+            hide_next = True
+        elif any(a.startswith(f + "=") for f in SECRET_FLAGS):
+            out.append(a.split("=", 1)[0] + "=***")
+        else:
+            out.append(a)
+    return out
+
+
+def mask_text(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every non-trivial secret value replaced by ``***``."""
+    for s in sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True):
+        text = text.replace(s, "***")
+    return text
+
+
+def secrets_of(argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    """The secret values in an argv and an environment (to mask them in logs and reports)."""
+    vals = [v for k, v in env.items() if SECRET_ENV.search(k)]
+    for i, a in enumerate(argv):
+        if a in SECRET_FLAGS and i + 1 < len(argv):
+            vals.append(argv[i + 1])
+        for f in SECRET_FLAGS:
+            if a.startswith(f + "="):
+                vals.append(a.split("=", 1)[1])
+    return vals
+
+
+def server_argv(host: HostConfig, playbook: Playbook, profile: str) -> list[str]:
+    """SGLang argv for one profile: ``--model-path`` from the host, the playbook's base flags, the
+    profile's flags, then ``--host 127.0.0.1 --port <host.port>``.
+
+    Raises KeyError for an unknown profile (the playbook validator names the choices earlier)."""
+    prof = playbook.profiles[profile]
+    return ["--model-path", host.model_path, *playbook.base_flags, *prof.flags,
+            "--host", BIND_HOST, "--port", str(host.port)]
+
+
+def server_env(host: HostConfig, playbook: Playbook, profile: str, workdir: str) -> dict[str, str]:
+    """Environment for the server: host env, profile env, CUDA_VISIBLE_DEVICES from ``host.gpus``, and for
+    sim hosts the simulator's state directory under the workdir (one simulated machine per host)."""
+    env: dict[str, str] = {}
+    if host.gpus is not None:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in host.gpus)
+    if host.is_sim:
+        env["SGLANG_SIM_STATE_DIR"] = f"{workdir}/sim-gpus"
+    env.update(host.env)
+    env.update(playbook.profiles[profile].env)
+    return env
+
+
+def env_prefix(env: Mapping[str, str]) -> tuple[str, str]:
+    """``env K=V ...`` (text, masked), or empty strings when there is nothing to set."""
+    if not env:
+        return "", ""
+    text = "env " + " ".join(f"{k}={_q(v)}" for k, v in env.items()) + " "
+    masked = "env " + " ".join(f"{k}={'***' if SECRET_ENV.search(k) else _q(v)}" for k, v in env.items()) + " "
+    return text, masked
+
+
+def launch_command(*, python: str, module: str, argv: Sequence[str], log_path: str, workdir: str,
+                   env: Mapping[str, str]) -> Command:
+    """The detached launch line; prints the server PID (= its process group id, thanks to setsid).
+
+    Shape: ``cd WD; env K=V setsid nohup PY -m MODULE ARGV > LOG 2>&1 < /dev/null & echo $!``.
+    The background job is one simple command, so ``$!`` is the server itself and the SSH channel closes
+    (a ``cd && …`` list would be backgrounded as a subshell holding the channel open)."""
+    etext, emasked = env_prefix(env)
+    tail = f"> {_q(log_path)} 2>&1 < /dev/null & echo $!"
+    head = f"cd {_q(workdir)}; "
+    cmd = f"setsid nohup {_q(python)} -m {_q(module)} "
+    text = head + etext + cmd + " ".join(_q(a) for a in argv) + " " + tail
+    masked = head + emasked + cmd + " ".join(_q(a) for a in mask_argv(argv)) + " " + tail
+    return Command(text, masked)
+
+
+def signal_group_command(pgid: int, signal: str) -> Command:
+    """``kill -SIG -- -PGID``: signal one process group, by number, never by name pattern."""
+    if signal not in ("TERM", "KILL", "INT", "0"):
+        raise ValueError(f"signal must be TERM, KILL, INT or 0, not {signal!r}")
+    text = f"kill -{signal} -- -{int(pgid)}"
+    return Command(text, text)
+
+
+def signal_pid_command(pid: int, signal: str) -> Command:
+    """``kill -SIG PID``: one process by number (used only with --force, after listing it)."""
+    if signal not in ("TERM", "KILL", "INT", "0"):
+        raise ValueError(f"signal must be TERM, KILL, INT or 0, not {signal!r}")
+    text = f"kill -{signal} {int(pid)}"
+    return Command(text, text)
+
+
+def write_file_command(path: str, content: str, mode: str = "600") -> Command:
+    """Write ``content`` to ``path`` atomically (temp file in the same directory, then ``mv``)."""
+    text = (f"umask 077; printf '%s' {_q(content)} > {_q(path)}.tmp.$$ && chmod {mode} {_q(path)}.tmp.$$ "
+            f"&& mv -f {_q(path)}.tmp.$$ {_q(path)}")
+    return Command(text, text)

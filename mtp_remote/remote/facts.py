@@ -1,0 +1,217 @@
+"""Read-only probes of a host. Each fact is a shell command plus a pure parser of its output.
+
+Facts never change the host. The ``*_command`` functions build the command, the ``parse_*`` functions turn
+its output into typed values (tested from recorded outputs), and ``get_*`` run one through a context ``c``
+(Fabric ``Connection`` or Invoke ``Context``).
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from ..config import HostConfig
+
+_HZ = 100  # USER_HZ: /proc start times are in clock ticks
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    """One process from ``/proc/<pid>/stat`` and ``cmdline``. ``start_ticks``: clock ticks after boot."""
+
+    pid: int
+    ppid: int
+    pgid: int
+    state: str
+    start_ticks: int
+    cmdline: tuple[str, ...]
+
+    @property
+    def alive(self) -> bool:
+        return self.state not in ("Z", "X")
+
+
+@dataclass(frozen=True)
+class PsEntry:
+    """One row of ``ps``: pid, parent, group, user, age in seconds, command line."""
+
+    pid: int
+    ppid: int
+    pgid: int
+    user: str
+    age_s: int
+    args: str
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """One GPU from ``nvidia-smi --query-gpu``; memory in MiB."""
+
+    index: int
+    name: str
+    memory_used_mib: int
+    memory_total_mib: int
+
+    @property
+    def memory_free_mib(self) -> int:
+        return self.memory_total_mib - self.memory_used_mib
+
+
+@dataclass(frozen=True)
+class GpuApp:
+    """One compute app from ``nvidia-smi --query-compute-apps``; memory in MiB."""
+
+    pid: int
+    used_memory_mib: int
+
+
+def _run(c, cmd: str, *, warn: bool = True):
+    return c.run(cmd, hide=True, warn=warn, in_stream=False)
+
+
+# -- home ---------------------------------------------------------------------------------------------
+
+def home_command() -> str:
+    return 'printf "%s" "$HOME"'
+
+
+def resolve_path(home: str, path: str) -> str:
+    """Expand a leading ``~`` against the remote ``$HOME`` (quoting would stop the shell doing it)."""
+    if path == "~":
+        return home
+    if path.startswith("~/"):
+        return home.rstrip("/") + path[1:]
+    return path
+
+
+def get_home(c) -> str:
+    return _run(c, home_command(), warn=False).stdout.strip()
+
+
+# -- processes ----------------------------------------------------------------------------------------
+
+def process_info_command(pid: int) -> str:
+    p = int(pid)
+    return f"cat /proc/{p}/stat 2>/dev/null && printf '\\n--cmdline--\\n' && tr '\\0' '\\n' < /proc/{p}/cmdline"
+
+
+def parse_process_info(output: str) -> ProcessInfo | None:
+    """Parse ``/proc/PID/stat`` (+ cmdline, NULs as newlines). None when the process does not exist.
+
+    The comm field may hold spaces and parentheses, so fields are read after the last ``)``;
+    starttime is field 22 of proc(5)."""
+    if "--cmdline--" not in output:
+        return None
+    stat, _, cmdline = output.partition("\n--cmdline--\n")
+    stat = stat.strip()
+    if not stat or ")" not in stat:
+        return None
+    pid = int(stat.split(" ", 1)[0])
+    rest = stat[stat.rindex(")") + 2:].split()
+    return ProcessInfo(pid=pid, state=rest[0], ppid=int(rest[1]), pgid=int(rest[2]),
+                       start_ticks=int(rest[19]),
+                       cmdline=tuple(x for x in cmdline.split("\n") if x != ""))
+
+
+def get_process_info(c, pid: int) -> ProcessInfo | None:
+    return parse_process_info(_run(c, process_info_command(pid)).stdout)
+
+
+def ps_command() -> str:
+    return "ps -eo pid=,ppid=,pgid=,user:32=,etimes=,args="
+
+
+def parse_ps(output: str) -> list[PsEntry]:
+    """Parse ``ps -eo pid=,ppid=,pgid=,user=,etimes=,args=``."""
+    rows = []
+    for line in output.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) < 5 or not parts[0].isdigit():
+            continue
+        rows.append(PsEntry(pid=int(parts[0]), ppid=int(parts[1]), pgid=int(parts[2]), user=parts[3],
+                            age_s=int(parts[4]) if parts[4].isdigit() else 0,
+                            args=parts[5] if len(parts) > 5 else ""))
+    return rows
+
+
+def get_ps(c) -> list[PsEntry]:
+    return parse_ps(_run(c, ps_command(), warn=False).stdout)
+
+
+def group_members(ps: list[PsEntry], pgid: int) -> list[PsEntry]:
+    """Processes in process group ``pgid``."""
+    return [p for p in ps if p.pgid == pgid]
+
+
+# -- GPUs ---------------------------------------------------------------------------------------------
+
+def nvidia_smi(host: HostConfig, python: str) -> str:
+    """The nvidia-smi executable: the real one, or the simulator's stand-in on sim hosts."""
+    if host.is_sim:
+        return f"{shlex.quote(python)} -m mtp_remote.sim.nvidia_smi"
+    return "nvidia-smi"
+
+
+def gpu_apps_command(smi: str) -> str:
+    return f"{smi} --query-compute-apps=pid,used_memory --format=csv,noheader,nounits"
+
+
+def parse_gpu_apps(output: str) -> list[GpuApp]:
+    """Parse ``--query-compute-apps=pid,used_memory --format=csv,noheader,nounits`` (MiB)."""
+    apps = []
+    for line in output.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) >= 2 and parts[0].isdigit():
+            mem = parts[1].split()[0]
+            apps.append(GpuApp(pid=int(parts[0]), used_memory_mib=int(mem) if mem.isdigit() else 0))
+    return apps
+
+
+def get_gpu_apps(c, smi: str) -> list[GpuApp]:
+    r = _run(c, gpu_apps_command(smi))
+    if r.exited != 0:
+        return []
+    return parse_gpu_apps(r.stdout)
+
+
+def gpus_command(smi: str) -> str:
+    return f"{smi} --query-gpu=index,name,memory.used,memory.total --format=csv,noheader,nounits"
+
+
+def parse_gpus(output: str) -> list[GpuInfo]:
+    """Parse ``--query-gpu=index,name,memory.used,memory.total --format=csv,noheader,nounits`` (MiB)."""
+    gpus = []
+    for line in output.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) >= 4 and parts[0].isdigit():
+            gpus.append(GpuInfo(index=int(parts[0]), name=parts[1], memory_used_mib=int(float(parts[2])),
+                                memory_total_mib=int(float(parts[3]))))
+    return gpus
+
+
+def get_gpus(c, smi: str) -> list[GpuInfo]:
+    r = _run(c, gpus_command(smi))
+    return parse_gpus(r.stdout) if r.exited == 0 else []
+
+
+# -- ports --------------------------------------------------------------------------------------------
+
+def listening_ports_command() -> str:
+    return "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null"
+
+
+def parse_listening_ports(output: str) -> set[int]:
+    """TCP ports in LISTEN state (``0A``) from ``/proc/net/tcp`` and ``tcp6``."""
+    ports = set()
+    for line in output.splitlines():
+        parts = line.split()
+        if len(parts) > 3 and parts[3] == "0A" and ":" in parts[1]:
+            try:
+                ports.add(int(parts[1].rsplit(":", 1)[1], 16))
+            except ValueError:
+                continue
+    return ports
+
+
+def port_in_use(c, port: int) -> bool:
+    return port in parse_listening_ports(_run(c, listening_ports_command(), warn=False).stdout)

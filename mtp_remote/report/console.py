@@ -1,0 +1,78 @@
+"""Rich renderings for the terminal: the verdict table, the cell table, and progress hooks for a run."""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .markdown import num, pct
+
+_STYLE = {"healthy": "green", "spec-corrupts-output": "bold red", "base-model-degenerates": "yellow",
+          "spec-ineffective": "yellow", "spec-slower": "yellow", "inconclusive": "magenta"}
+
+
+def verdict_style(kind: str) -> str:
+    return "bold red" if kind.startswith("launch-failed") else _STYLE.get(kind, "")
+
+
+def cells_table(doc: dict) -> Table:
+    """Per (profile, temperature): loops, loop rate with CI, acceptance and tokens/s (all / non-loop)."""
+    t = Table(title="Cells (loop rate with 95 % Wilson interval; accept len = completion_tokens / spec_verify_ct)")
+    for col in ("profile", "T", "loops", "loop rate [95 % CI]", "think closed", "accept len (all/non-loop)",
+                "tok/s (all/non-loop)"):
+        t.add_column(col, justify="right" if col not in ("profile",) else "left")
+    for c in doc["cells"]:
+        t.add_row(c["profile"], f"{c['temperature']:g}", f"{c['loops']}/{c['n']}",
+                  f"{pct(c['loop_rate'])} [{pct(c['loop_ci'][0])}, {pct(c['loop_ci'][1])}]",
+                  pct(c.get("think_closed_rate")),
+                  f"{num(c.get('accept_length'))} / {num(c.get('accept_length_nonloop'))}",
+                  f"{num(c.get('tokens_per_s'), 1)} / {num(c.get('tokens_per_s_nonloop'), 1)}")
+    return t
+
+
+def verdict_table(doc: dict) -> Table:
+    """One row per speculative profile: verdict and its one-sentence evidence."""
+    sim = " [simulated host]" if doc.get("simulated") else ""
+    t = Table(title=f"Verdicts — {doc['playbook']['name']} on {doc['host']['name']}{sim}")
+    t.add_column("profile")
+    t.add_column("verdict")
+    t.add_column("evidence", overflow="fold")
+    for v in doc["verdicts"]:
+        t.add_row(v["profile"], f"[{verdict_style(v['kind'])}]{v['kind']}[/]", v["evidence"])
+    return t
+
+
+class RichHooks:
+    """Runner hooks that show progress on a rich console: one line per lifecycle event with the elapsed
+    time, a progress bar per profile while sampling."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.t0 = time.monotonic()
+        self._progress: Progress | None = None
+        self._task = None
+
+    def on_progress(self, msg: str) -> None:
+        self.console.log(f"[dim]{time.monotonic() - self.t0:6.1f} s[/] {msg}")
+
+    def on_profile(self, profile: str, total: int) -> None:
+        self._close()
+        self._progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                  TimeElapsedColumn(), console=self.console, transient=True)
+        self._progress.start()
+        self._task = self._progress.add_task(f"{profile}: sampling", total=total)
+
+    def on_sample(self, profile: str, done: int, total: int) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, completed=done)
+            if done >= total:
+                self._close()
+                self.on_progress(f"{profile}: {total} samples done")
+
+    def _close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None

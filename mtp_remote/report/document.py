@@ -1,0 +1,94 @@
+"""The run's versioned summary document (``summary.json``): build, save, load.
+
+The document holds everything a renderer needs — schema and tool version, host facts (simulated or not,
+faults), the expanded plan, per-profile launch outcomes, cells and verdicts — so reports can be re-rendered
+later without the network. Secrets were masked before anything got here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .. import __version__
+from ..config import HostConfig, Playbook
+from ..diagnosis import Diagnosis
+from ..errors import ConfigError
+
+SCHEMA_VERSION = 1
+
+
+def host_facts(host: HostConfig) -> dict:
+    """Host facts for the report header: name, transport, engine, simulated?, faults (sim), masked env."""
+    return {"name": host.name, "transport": host.transport, "engine": host.engine, "simulated": host.is_sim,
+            "address": host.address, "port": host.port, "model_path": host.model_path,
+            "faults": host.env.get("SGLANG_SIM_FAULTS", "") if host.is_sim else None,
+            "env": host.masked_env()}
+
+
+def build_summary(*, run_id: str, host: HostConfig, playbook: Playbook, profile_runs: list, diagnosis: Diagnosis,
+                  exit_code: int, started_at: datetime, n_samples: int, playbook_file: str | None = None) -> dict:
+    """The summary.json document (a plain dict, JSON-able). Times: ISO-8601 UTC; durations: seconds."""
+    finished = datetime.now(timezone.utc)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": "mtp-remote",
+        "tool_version": __version__,
+        "run_id": run_id,
+        "started_at": started_at.isoformat(),
+        "finished_at": finished.isoformat(),
+        "duration_s": round((finished - started_at).total_seconds(), 2),
+        "host": host_facts(host),
+        "simulated": host.is_sim,
+        "playbook": {
+            "name": playbook.name, "file": playbook_file, "baseline": playbook.baseline,
+            "base_flags": playbook.base_flags,
+            "profiles": {n: {"flags": p.flags, "speculative": p.speculative} for n, p in playbook.profiles.items()},
+            "prompts": [p.model_dump() for p in playbook.prompts], "temperatures": playbook.temperatures,
+            "samples": playbook.samples, "max_tokens": playbook.max_tokens, "api": playbook.api,
+            "alpha": playbook.compare.alpha,
+        },
+        "profiles": [_profile_dict(pr) for pr in profile_runs],
+        "cells": [_cell_dict(c) for c in diagnosis.cells],
+        "verdicts": [v.to_dict() for v in diagnosis.verdicts],
+        "n_samples": n_samples,
+        "exit_code": exit_code,
+        "files": {"samples": "samples.jsonl", "report": "report.md", "logs": "logs/"},
+    }
+
+
+def _profile_dict(pr) -> dict:
+    d = asdict(pr)
+    d["launched"] = pr.launched
+    return d
+
+
+def _cell_dict(c) -> dict:
+    d = asdict(c)
+    d["loop_ci"] = list(c.loop_ci)
+    return d
+
+
+def save_summary(doc: dict, run_dir: Path) -> Path:
+    path = run_dir / "summary.json"
+    path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    return path
+
+
+def load_summary(path: str | Path) -> dict:
+    """Read a summary.json (or a run directory). Raises ConfigError for a missing file or a newer schema."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "summary.json"
+    try:
+        doc = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise ConfigError("no summary.json here", file=str(p)) from None
+    except ValueError as e:
+        raise ConfigError(f"not valid JSON: {e}", file=str(p)) from None
+    if doc.get("schema_version", 0) > SCHEMA_VERSION:
+        raise ConfigError(f"schema_version {doc.get('schema_version')} is newer than this tool reads "
+                          f"({SCHEMA_VERSION}); upgrade mtp-remote", file=str(p), field="schema_version")
+    return doc

@@ -1,0 +1,60 @@
+"""Render ``report.md`` from a summary document (and, for excerpts, the stored samples).
+
+Renderers read documents, never the network: ``render_markdown(doc, samples)`` is pure apart from loading
+its jinja2 template from the package.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+EXCERPT_CHARS = 600
+
+
+def pct(x) -> str:
+    return "–" if x is None else f"{100 * x:.0f} %"
+
+
+def num(x, digits: int = 2) -> str:
+    return "–" if x is None else f"{x:.{digits}f}"
+
+
+def worst_samples(samples: list[dict]) -> list[dict]:
+    """Per (profile, temperature): the sample with the largest loop fraction (then the longest output),
+    with a one-line summary and the end of its text."""
+    best: dict[tuple, dict] = {}
+    for s in samples:
+        m = s.get("metrics") or {}
+        score = (m.get("loop_fraction") or 0.0, s.get("completion_tokens") or 0)
+        key = (s["profile"], s["temperature"])
+        if key not in best or score > best[key]["_score"]:
+            best[key] = {**s, "_score": score}
+    out = []
+    for (profile, t), s in sorted(best.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        m = s.get("metrics") or {}
+        if m.get("loop"):
+            summary = (f"Loops: a unit of {m.get('loop_unit_tokens')} tokens repeated {m.get('loop_repeats')} "
+                       f"times from token {m.get('loop_start_token')} ({pct(m.get('loop_fraction'))} of the "
+                       f"output); finish reason {s.get('finish_reason')}, {s.get('completion_tokens')} tokens.")
+        else:
+            summary = (f"No loop; finish reason {s.get('finish_reason')}, {s.get('completion_tokens')} tokens.")
+        text = s.get("text") or ""
+        excerpt = text if len(text) <= EXCERPT_CHARS else "…" + text[-EXCERPT_CHARS:]
+        out.append({"profile": profile, "temperature": t, "prompt_id": s["prompt_id"],
+                    "sample_index": s["sample_index"], "summary": summary, "excerpt": excerpt})
+    return out
+
+
+def render_markdown(doc: dict, samples: list[dict] | None = None) -> str:
+    env = Environment(loader=PackageLoader("mtp_remote.report", "templates"), undefined=StrictUndefined,
+                      keep_trailing_newline=True)
+    env.globals.update(pct=pct, num=num)
+    return env.get_template("report.md.j2").render(doc=doc, worst=worst_samples(samples or []))
+
+
+def write_markdown(doc: dict, samples: list[dict], run_dir: Path) -> Path:
+    path = run_dir / "report.md"
+    path.write_text(render_markdown(doc, samples))
+    return path

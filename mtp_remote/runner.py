@@ -1,0 +1,258 @@
+"""Drive a plan on one host: for each profile, launch → wait ready → sample through the tunnel → stop.
+
+Every sample is appended to ``runs/<run-id>/samples.jsonl`` the moment it arrives, so an interrupted run
+keeps what it has and ``--resume RUN_ID`` requests only what is missing. Per-request failures are data
+(``error`` field); a baseline that cannot launch makes the run fail (exit 2); a speculative profile that
+cannot launch gets the verdict ``launch-failed:<cause>``. ``finally`` always stops the server we launched
+and releases the host lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import json
+import logging
+import secrets
+import socket
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from .analysis.degeneracy import analyze_text
+from .client import Completion, ServerClient
+from .config import HostConfig, Playbook
+from .errors import LaunchError, MtpRemoteError
+from .plan import LaunchPlan, RequestSpec, plan_run
+from .remote import connect as transport
+from .remote.commands import mask_argv, mask_text, secrets_of
+from .remote.logs import classify_log
+from .server import ServerLifecycle, TimedOut, WaitOutcome
+
+log = logging.getLogger(__name__)
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """``YYYYmmdd-HHMMSS-xxxx`` in UTC."""
+    now = now or datetime.now(timezone.utc)
+    return now.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+@dataclass
+class ProfileRun:
+    """What happened to one profile: its launch outcome, stop, server facts and timing (seconds)."""
+
+    profile: str
+    speculative: bool
+    argv_masked: list[str]
+    outcome: dict | None = None
+    launch_error: str | None = None
+    cause: str | None = None
+    hint: str | None = None
+    stop: str | None = None
+    gpu_release_s: float | None = None
+    ready_s: float | None = None
+    sampling_s: float | None = None
+    server_info: dict = field(default_factory=dict)
+    decode: list[dict] = field(default_factory=list)
+    n_requests: int = 0
+    n_resumed: int = 0
+
+    @property
+    def launched(self) -> bool:
+        return self.outcome is not None and self.outcome.get("kind") == "ready"
+
+
+@dataclass
+class Hooks:
+    """Progress callbacks: ``on_progress(message)``, ``on_profile(profile, n_requests)``,
+    ``on_sample(profile, done, total)``."""
+
+    on_progress: Callable[[str], None] = lambda msg: None
+    on_profile: Callable[[str, int], None] = lambda profile, n: None
+    on_sample: Callable[[str, int, int], None] = lambda profile, done, total: None
+
+
+def sample_record(req: RequestSpec, comp: Completion, *, speculative: bool, api: str) -> dict:
+    """One line of samples.jsonl: the request, the response and its degeneracy metrics."""
+    metrics = analyze_text(comp.text, comp.output_ids).to_dict() if comp.error is None else None
+    accept = (comp.completion_tokens / comp.spec_verify_ct) if comp.spec_verify_ct else None
+    return {
+        "profile": req.profile, "speculative": speculative, "temperature": req.temperature,
+        "prompt_id": req.prompt_id, "sample_index": req.sample_index, "seed": req.seed, "api": api,
+        "text": comp.text, "finish_reason": comp.finish_reason, "prompt_tokens": comp.prompt_tokens,
+        "completion_tokens": comp.completion_tokens, "reasoning_tokens": comp.reasoning_tokens,
+        "latency_s": round(comp.latency_s, 4), "spec_verify_ct": comp.spec_verify_ct,
+        "accept_length": round(accept, 4) if accept else None, "output_ids": comp.output_ids,
+        "error": comp.error, "metrics": metrics,
+    }
+
+
+def load_samples(path: Path) -> list[dict]:
+    """Samples already stored (a truncated last line from a crash is skipped)."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            log.warning("skipping a truncated line in %s", path)
+    return out
+
+
+def sample_key(s: dict) -> tuple:
+    return (s["profile"], float(s["temperature"]), s["prompt_id"], s["sample_index"])
+
+
+class Runner:
+    """Runs a playbook on one host and writes ``run_dir`` (samples.jsonl, logs/, run.json).
+
+    ``python`` is the remote python; ``workdir`` the remote work directory. Call :meth:`run`; it returns the
+    list of :class:`ProfileRun`. Raises MtpRemoteError when the run cannot be done (SSH, lock, baseline
+    launch)."""
+
+    def __init__(self, host: HostConfig, playbook: Playbook, run_dir: Path, *, run_id: str, python: str,
+                 profiles: list[str] | None = None, hooks: Hooks | None = None, c=None):
+        self.host = host
+        self.playbook = playbook
+        self.run_dir = run_dir
+        self.run_id = run_id
+        self.python = python
+        self.profiles = profiles
+        self.hooks = hooks or Hooks()
+        self.c = c
+        self.samples_path = run_dir / "samples.jsonl"
+        self.profile_runs: list[ProfileRun] = []
+        self._secrets = secrets_of(playbook.base_flags, host.env)
+
+    # -- run ------------------------------------------------------------------------------------------------
+
+    def run(self) -> list[ProfileRun]:
+        (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        own_c = self.c is None
+        c = self.c or transport.connect(self.host)
+        lc = ServerLifecycle(c, self.host, python=self.python, workdir=self.host.workdir, run_id=self.run_id,
+                             on_progress=self.hooks.on_progress)
+        try:
+            lc.prepare()
+            lc.acquire_lock(f"{getpass.getuser()}@{socket.gethostname()}")
+            try:
+                self._stop_leftover(lc)
+                for lp in plan_run(self.host, self.playbook, lc.workdir, self.profiles):
+                    self._run_profile(c, lc, lp)
+            finally:
+                try:
+                    lc.stop(term_s=self.playbook.timeouts.term_s,
+                            gpu_release_s=self.playbook.timeouts.gpu_release_s)
+                finally:
+                    lc.release_lock()
+        finally:
+            if own_c:
+                transport.close(c)
+        return self.profile_runs
+
+    def _stop_leftover(self, lc: ServerLifecycle) -> None:
+        res = lc.stop(term_s=self.playbook.timeouts.term_s, gpu_release_s=self.playbook.timeouts.gpu_release_s)
+        if res.found in ("running", "group-only", "gone") and res.log_path:
+            text = lc.read_log(res.log_path)
+            if text:
+                dest = self.run_dir / "logs" / f"previous-{res.pid}.log"
+                dest.write_text(mask_text(text, self._secrets))
+                self.hooks.on_progress(f"stopped a server left by an earlier run (PID {res.pid}); "
+                                       f"its log {res.log_path} is kept and copied to {dest}")
+
+    def _run_profile(self, c, lc: ServerLifecycle, lp: LaunchPlan) -> None:
+        pr = ProfileRun(profile=lp.profile, speculative=lp.speculative, argv_masked=mask_argv(lp.argv))
+        self.profile_runs.append(pr)
+        done = {sample_key(s) for s in load_samples(self.samples_path) if s.get("error") is None}
+        todo = [r for r in lp.requests if r.key not in done]
+        pr.n_requests, pr.n_resumed = len(lp.requests), len(lp.requests) - len(todo)
+        if not todo:
+            self.hooks.on_progress(f"{lp.profile}: all {len(lp.requests)} samples already stored; not launched")
+            pr.outcome = {"kind": "skipped", "profile": lp.profile}
+            return
+        is_baseline = lp.profile == self.playbook.baseline
+        t0 = time.monotonic()
+        self.hooks.on_progress(f"{lp.profile}: launching ({'speculative' if lp.speculative else 'baseline'})")
+        try:
+            rec = lc.launch(lp.profile, lp.argv, lp.env)
+        except LaunchError as e:
+            pr.launch_error, pr.cause, pr.hint = e.message, "launch_refused", e.message
+            if is_baseline:
+                raise
+            return
+        try:
+            outcome = lc.wait_ready(rec, timeout_s=self.playbook.timeouts.ready_s)
+            if outcome.ok:
+                with transport.tunnel(c, self.host) as url:
+                    outcome = self._confirm_health(lc, rec, url, outcome, t0)
+                    pr.ready_s = time.monotonic() - t0
+                    if outcome.ok:
+                        self.hooks.on_progress(f"{lp.profile}: ready in {pr.ready_s:.1f} s")
+                        ts = time.monotonic()
+                        asyncio.run(self._sample(url, lp, todo, pr))
+                        pr.sampling_s = time.monotonic() - ts
+            pr.outcome = outcome.to_dict()
+            if not outcome.ok:
+                pr.cause, pr.hint = outcome.cause, outcome.hint
+                self.hooks.on_progress(outcome.describe())
+        finally:
+            text = lc.read_log(rec.log_path)
+            (self.run_dir / "logs" / f"{lp.profile}.log").write_text(mask_text(text, self._secrets))
+            pr.decode = [d.to_dict() for d in classify_log(text).decode]
+            res = lc.stop(term_s=self.playbook.timeouts.term_s, gpu_release_s=self.playbook.timeouts.gpu_release_s)
+            pr.stop, pr.gpu_release_s = res.describe(), res.gpu_release_s
+        if is_baseline and not pr.launched:
+            raise LaunchError(f"baseline profile {lp.profile!r} did not start: {pr.cause} — {pr.hint}",
+                              evidence="\n".join((pr.outcome or {}).get("log_tail", [])))
+
+    def _confirm_health(self, lc: ServerLifecycle, rec, url: str, outcome: WaitOutcome, t0: float) -> WaitOutcome:
+        """After the ready line: /health must answer 200 (it is 503 until warmup ends)."""
+        deadline = t0 + self.playbook.timeouts.ready_s
+
+        async def poll() -> bool:
+            async with ServerClient(url, timeout_s=10) as sc:
+                while time.monotonic() < deadline:
+                    if await sc.health() == 200:
+                        return True
+                    await asyncio.sleep(0.1)
+            return False
+
+        if asyncio.run(poll()):
+            return outcome
+        return TimedOut(profile=rec.profile, elapsed_s=time.monotonic() - t0, milestones=outcome.milestones,
+                        log_tail=outcome.log_tail, cause="health_check_failed",
+                        hint="the ready line was printed but /health never answered 200")
+
+    async def _sample(self, url: str, lp: LaunchPlan, todo: list[RequestSpec], pr: ProfileRun) -> None:
+        pb = self.playbook
+        limit = pb.concurrency or pb.max_running_requests()
+        sem = asyncio.Semaphore(limit)
+        done = 0
+        total = len(todo)
+        self.hooks.on_profile(lp.profile, total)
+        with self.samples_path.open("a") as f:
+            async with ServerClient(url, timeout_s=pb.timeouts.request_s,
+                                    max_connections=limit + 2) as sc:
+
+                async def one(req: RequestSpec) -> None:
+                    nonlocal done
+                    async with sem:
+                        if pb.api == "chat":
+                            comp = await sc.chat(req.prompt, temperature=req.temperature,
+                                                 max_tokens=pb.max_tokens, top_p=pb.top_p, seed=req.seed)
+                        else:
+                            text = pb.prompt_template.replace("{prompt}", req.prompt)
+                            comp = await sc.generate(text, temperature=req.temperature,
+                                                     max_new_tokens=pb.max_tokens, top_p=pb.top_p, seed=req.seed)
+                    rec = sample_record(req, comp, speculative=lp.speculative, api=pb.api)
+                    f.write(json.dumps(rec) + "\n")
+                    f.flush()
+                    done += 1
+                    self.hooks.on_sample(lp.profile, done, total)
+
+                await asyncio.gather(*(one(r) for r in todo))
+                pr.server_info = await sc.server_info()
