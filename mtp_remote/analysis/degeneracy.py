@@ -1,0 +1,306 @@
+"""Degeneracy metrics of one generated text: repetition loops, n-gram repetition, compression, think block.
+
+This is the per-sample half of the diagnosis: :func:`analyze_text` turns an output (and, when the server
+returned them, its token ids) into a :class:`TextMetrics`. Loops follow the definition of
+``corpus/README.md`` exactly; the other figures are standard degeneration measures (seq-rep-n of Welleck
+et al. 2019, distinct-n of Li et al. 2016, zlib compression ratio). Pure and ~O(n): a 32k-token output is
+analysed in a few milliseconds (see ``docs/PERFORMANCE.md``).
+
+Loop definition (``corpus/README.md``):
+
+- **Tokens.** Without token ids the text is split into words (runs of letters/digits), each CJK character,
+  each punctuation or symbol character (emoji included) and each newline (``"\\n"``); other whitespace
+  (``"\\r"`` included) only separates tokens. With ids, loops are detected on the ids.
+- **Tail loop.** The text ends in consecutive copies of a unit of ``n`` tokens (a trailing partial copy
+  allowed), repeated ``r`` times, covering at least 32 tokens, with ``n >= 3 and r >= 3``, or ``r >= 50``.
+  Without ids, a last token that is a proper prefix of the token the unit expects there (output cut by
+  ``max_tokens`` inside a word) counts as a partial copy.
+- **Escaped loop.** Anywhere, consecutive copies of a unit with ``n >= 3 and r >= 10``, or ``r >= 50``.
+- The unit is the *smallest* period of the repeated stretch ("!!!!" has n = 1, not n = 3), and the loop
+  starts where the maximal repeated stretch starts. A tail loop is reported in preference to escaped ones;
+  among escaped loops, the one covering most tokens.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+import numpy as np
+
+from .loops import Run, find_runs, longest_repeated_span, token_hashes
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f"
+# A token with the other whitespace before it; the whitespace is stripped afterwards (faster than finditer).
+_TOKEN_WITH_GAP = re.compile(rf"[^\S\n]*(?:[^\W_{_CJK}]+|[{_CJK}]|\n|[^\w\s]|_)")
+_THINK_OPEN = "<think>"
+_THINK_CLOSE = "</think>"
+
+TAIL_MIN_TOKENS = 32
+TAIL_MIN_REPEATS = 3
+ESCAPED_MIN_REPEATS = 10
+ANY_UNIT_MIN_REPEATS = 50
+MIN_UNIT_TOKENS = 3
+
+
+def _split(text: str) -> tuple[list[str], list[str]]:
+    """(raw matches with their leading whitespace, tokens)."""
+    raw = _TOKEN_WITH_GAP.findall(text)
+    return raw, [t.lstrip() or "\n" for t in raw]
+
+
+def tokenize(text: str) -> list[tuple[str, int]]:
+    """Split ``text`` into ``(token, char_offset)`` pairs by the corpus README rule (module docstring).
+
+    Offsets are indexes into ``text`` (Python characters, not bytes). Example:
+    ``tokenize("Hi, 世界!\\n")`` -> ``[("Hi", 0), (",", 2), ("世", 4), ("界", 5), ("!", 6), ("\\n", 7)]``.
+    """
+    raw, toks = _split(text)
+    out: list[tuple[str, int]] = []
+    pos = 0
+    for r, t in zip(raw, toks):
+        out.append((t, pos + len(r) - len(t)))
+        pos += len(r)
+    return out
+
+
+def _char_offset(raw: list[str], toks: list[str], index: int) -> int:
+    """Character offset of token ``index`` from the raw matches (sum of the preceding match lengths)."""
+    if index >= len(raw):
+        return sum(map(len, raw))
+    return sum(map(len, raw[:index])) + len(raw[index]) - len(toks[index])
+
+
+@dataclass(frozen=True)
+class LoopMetrics:
+    """The reported loop of one text.
+
+    ``unit_tokens``: unit length n; ``repeats``: complete copies r; ``start_token``/``end_token``: token
+    span ``[start, end)`` of the repeated stretch (partial last copy included); ``start_char``: character
+    offset of the start (estimated from text tokens when the loop was found on ids and the text split has
+    no loop); ``fraction``: share of the text's tokens inside the loop, in [0, 1].
+    """
+
+    kind: Literal["tail", "escaped"]
+    unit_tokens: int
+    repeats: int
+    start_token: int
+    start_char: int
+    end_token: int
+    fraction: float
+
+    @property
+    def onset(self) -> int:
+        """Token index where the loop begins (same as ``start_token``)."""
+        return self.start_token
+
+
+@dataclass(frozen=True)
+class TextMetrics:
+    """Metrics of one output. Token counts are in the unit loops were detected on (ids when given).
+
+    ``seq_rep_4``: 1 - unique 4-grams / total 4-grams (Welleck et al. 2019), 0.0 under 4 tokens.
+    ``distinct_1``/``distinct_2``: unique n-grams / total n-grams *of this text* (per-sample normalisation,
+    Li et al. 2016; so ``distinct_4 == 1 - seq_rep_4``), 1.0 when the text has no n-gram.
+    ``compression_ratio``: UTF-8 bytes / zlib (level 6) bytes; loops give high values (> 4), prose ~2-3.
+    ``think_closed``: True/False for a think block that is closed/unterminated, None without one.
+    ``reasoning_tokens``/``answer_tokens``: text tokens inside the think block / after it (tags excluded);
+    without a think block every token is an answer token. ``longest_repeated_span``: tokens of the longest
+    span occurring twice (overlaps allowed).
+    """
+
+    n_tokens: int
+    loop: LoopMetrics | None
+    seq_rep_4: float
+    distinct_1: float
+    distinct_2: float
+    compression_ratio: float
+    think_closed: bool | None
+    reasoning_tokens: int
+    answer_tokens: int
+    longest_repeated_span: int
+
+    @property
+    def is_loop(self) -> bool:
+        return self.loop is not None
+
+    @property
+    def loop_onset(self) -> int | None:
+        """Token index where the loop starts, None without a loop."""
+        return self.loop.start_token if self.loop else None
+
+    def to_dict(self) -> dict:
+        """Flat JSON-able dict: ``loop`` (bool), ``loop_kind``, ``loop_unit_tokens``, ``loop_repeats``,
+        ``loop_start_token``, ``loop_start_char``, ``loop_end_token``, ``loop_fraction`` (None without a
+        loop), then every other field by name."""
+        d = asdict(self)
+        loop = d.pop("loop")
+        out: dict = {"loop": loop is not None}
+        for key in ("kind", "unit_tokens", "repeats", "start_token", "start_char", "end_token", "fraction"):
+            out[f"loop_{key}"] = loop[key] if loop else None
+        out.update(d)
+        return out
+
+
+def think_block(text: str) -> tuple[bool | None, int, int]:
+    """Locate the think block: ``(closed, reasoning_end, answer_start)`` as character offsets.
+
+    ``<think>...</think>`` or, as Qwen3 chat templates emit (the generation prompt opened the block), a
+    ``</think>`` without an opening tag. Returns ``(None, 0, 0)`` without any tag; an opening tag without
+    a close gives ``(False, len(text), len(text))``. The first ``</think>`` after the opening decides.
+    """
+    open_at = text.find(_THINK_OPEN)
+    search_from = open_at + len(_THINK_OPEN) if open_at >= 0 else 0
+    close_at = text.find(_THINK_CLOSE, search_from)
+    if close_at >= 0:
+        return True, close_at, close_at + len(_THINK_CLOSE)
+    if open_at >= 0:
+        return False, len(text), len(text)
+    return None, 0, 0
+
+
+def _count_tokens(text: str) -> int:
+    return len(_TOKEN_WITH_GAP.findall(text))
+
+
+def _ngram_keys(h: np.ndarray, n: int) -> np.ndarray:
+    """uint64 key per n-gram of the mixed token hashes ``h`` (64-bit, collisions negligible)."""
+    keys = h[: h.shape[0] - n + 1].copy()
+    with np.errstate(over="ignore"):
+        for j in range(1, n):
+            keys = keys * np.uint64(0x100000001B3) + h[j: h.shape[0] - n + 1 + j]
+    return keys
+
+
+def distinct_n(h: np.ndarray, n: int) -> float:
+    """Unique n-grams / total n-grams of one sequence of token hashes; 1.0 when there is no n-gram."""
+    total = h.shape[0] - n + 1
+    if total <= 0:
+        return 1.0
+    keys = np.sort(_ngram_keys(h, n))
+    unique = 1 + int(np.count_nonzero(keys[1:] != keys[:-1]))
+    return unique / total
+
+
+def compression_ratio(text: str) -> float:
+    """``len(utf8) / len(zlib.compress(utf8))`` at zlib's default level; 0.0 for an empty text."""
+    data = text.encode("utf-8")
+    return len(data) / len(zlib.compress(data)) if data else 0.0
+
+
+def _loop_rules(n_total: int, tail_end: int) -> Callable[[int, int, int], bool]:
+    """The README thresholds as a ``keep(start, end, period)`` predicate for :func:`find_runs`."""
+
+    def keep(start: int, end: int, p: int) -> bool:
+        r = (end - start) // p
+        if r >= ANY_UNIT_MIN_REPEATS:
+            return True
+        if p < MIN_UNIT_TOKENS:
+            return False
+        if r >= ESCAPED_MIN_REPEATS:
+            return True
+        return end >= tail_end and r >= TAIL_MIN_REPEATS and (n_total - start) >= TAIL_MIN_TOKENS
+
+    return keep
+
+
+def detect_loop(ids: np.ndarray, *, cut_last_token: Sequence[str] | None = None) -> tuple[Run, str] | None:
+    """The loop of an integer sequence by the README rules: ``(run, "tail" | "escaped")`` or None.
+
+    ``cut_last_token``: the text tokens, when ``ids`` came from them; lets a last token that is a proper
+    prefix of the expected one (a word cut by ``max_tokens``) count as a partial copy of the unit.
+    """
+    n = int(ids.shape[0])
+    if n == 0:
+        return None
+    toks = cut_last_token
+    cut_ok = toks is not None and n >= 2
+
+    def reaches_end(run: Run) -> bool:
+        if run.end >= n:
+            return True
+        if cut_ok and run.end == n - 1:
+            expected = toks[n - 1 - run.period]
+            return expected != toks[n - 1] and expected.startswith(toks[n - 1])
+        return False
+
+    runs = find_runs(ids, _loop_rules(n, n - 1 if cut_ok else n))
+    best: tuple[Run, str] | None = None
+    for run in runs:
+        r = run.repeats
+        is_tail = reaches_end(run) and (
+            r >= ANY_UNIT_MIN_REPEATS
+            or (run.period >= MIN_UNIT_TOKENS and r >= TAIL_MIN_REPEATS and run.length >= TAIL_MIN_TOKENS)
+        )
+        is_escaped = r >= ANY_UNIT_MIN_REPEATS or (run.period >= MIN_UNIT_TOKENS and r >= ESCAPED_MIN_REPEATS)
+        if is_tail:
+            if run.end == n - 1:
+                run = Run(run.start, n, run.period)
+            if best is None or best[1] != "tail" or run.length > best[0].length:
+                best = (run, "tail")
+        elif is_escaped and (best is None or (best[1] != "tail" and run.length > best[0].length)):
+            best = (run, "escaped")
+    return best
+
+
+def _ids_of(toks: list[str]) -> np.ndarray:
+    """Integer ids for text tokens (Python string hashes: equal tokens, equal ids)."""
+    return np.fromiter(map(hash, toks), dtype=np.int64, count=len(toks))
+
+
+def analyze_text(text: str, token_ids: Sequence[int] | None = None) -> TextMetrics:
+    """All per-sample metrics of ``text`` (module docstring for the definitions).
+
+    ``token_ids``: the output's token ids when the server returned them; loops, n-gram figures and
+    ``n_tokens`` are then computed on the ids, the think block and reasoning/answer counts on the text.
+    Runs in ~O(n); never raises on any string.
+    """
+    raw, toks = _split(text)
+    text_ids = _ids_of(toks)
+    if token_ids is not None:
+        ids = np.asarray(token_ids, dtype=np.int64).reshape(-1)
+        found = detect_loop(ids)
+    else:
+        ids = text_ids
+        found = detect_loop(ids, cut_last_token=toks)
+    n = int(ids.shape[0])
+
+    loop = None
+    lower = 0
+    if found is not None:
+        run, kind = found
+        lower = run.length - run.period
+        if token_ids is None:
+            start_char = _char_offset(raw, toks, run.start)
+        else:
+            on_text = detect_loop(text_ids, cut_last_token=toks)
+            start_char = (_char_offset(raw, toks, on_text[0].start) if on_text
+                          else round(len(text) * run.start / max(n, 1)))
+        loop = LoopMetrics(kind=kind, unit_tokens=run.period, repeats=run.repeats, start_token=run.start,
+                           start_char=start_char, end_token=run.end, fraction=run.length / n)
+
+    closed, reasoning_end, answer_start = think_block(text)
+    if closed is None:
+        reasoning_tokens, answer_tokens = 0, len(toks)
+    else:
+        open_at = text.find(_THINK_OPEN)
+        body_from = open_at + len(_THINK_OPEN) if 0 <= open_at < reasoning_end else 0
+        reasoning_tokens = _count_tokens(text[body_from:reasoning_end])
+        answer_tokens = _count_tokens(text[answer_start:])
+
+    h = token_hashes(ids)
+    return TextMetrics(
+        n_tokens=n,
+        loop=loop,
+        seq_rep_4=1.0 - distinct_n(h, 4) if n >= 4 else 0.0,
+        distinct_1=distinct_n(h, 1),
+        distinct_2=distinct_n(h, 2),
+        compression_ratio=compression_ratio(text),
+        think_closed=closed,
+        reasoning_tokens=reasoning_tokens,
+        answer_tokens=answer_tokens,
+        longest_repeated_span=longest_repeated_span(ids, lower),
+    )

@@ -1,0 +1,149 @@
+"""Greedy-output comparison between arms: first divergence index, LCS ratio, and the KL probe estimator.
+
+At temperature 0, correct speculative decoding reproduces the baseline's greedy output token for token
+(acceptance only when the draft equals the target's argmax), so the first index where the two outputs
+differ is direct evidence; SGLang's own tests only check 8 greedy tokens while failures live in long
+reasoning blocks. Real kernels are not bitwise deterministic, so a flip at a *near tie* (the top-2 logprob
+margin below a threshold) is reported as such, not as corruption. The KL probe re-scores generated tokens
+by prefill and averages the k3 estimator of KL(decode || prefill) (Schulman 2020: ``exp(r) - 1 - r``,
+``r = prefill logprob - decode logprob``; unbiased, non-negative). Pure functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .degeneracy import tokenize
+
+#: Top-2 logprob margin (nats) under which a greedy flip counts as a near tie.
+NEAR_TIE_MARGIN = 0.05
+
+
+@dataclass(frozen=True)
+class GreedyDivergence:
+    """Comparison of two greedy outputs, in tokens (ids when both sides had them, else text tokens).
+
+    ``first_index``: first position where they differ (None when identical; when one is a prefix of
+    the other, the shorter length). ``lcs_ratio``: 2 * LCS / (len_a + len_b), 1.0 for two empty outputs.
+    """
+
+    first_index: int | None
+    lcs_ratio: float
+    len_a: int
+    len_b: int
+    unit: str  # "ids" or "text-tokens"
+
+    @property
+    def identical(self) -> bool:
+        return self.first_index is None
+
+
+def _as_tokens(x: str | Sequence[int]) -> list:
+    if isinstance(x, str):
+        return [t for t, _ in tokenize(x)]
+    return list(x)
+
+
+def first_divergence(a: Sequence, b: Sequence) -> int | None:
+    """First index where sequences ``a`` and ``b`` differ; None when equal (prefix -> shorter length)."""
+    m = min(len(a), len(b))
+    if m:
+        try:
+            x = np.asarray(a[:m])
+            y = np.asarray(b[:m])
+            diff = np.flatnonzero(x != y)
+            if diff.size:
+                return int(diff[0])
+        except (TypeError, ValueError):  # pragma: no cover - mixed element types
+            for i in range(m):
+                if a[i] != b[i]:
+                    return i
+    return None if len(a) == len(b) else m
+
+
+def lcs_length(a: Sequence, b: Sequence) -> int:
+    """Length of the longest common subsequence, bit-parallel (Allison & Dix 1986): O(len_a * len_b / 64)."""
+    if not a or not b:
+        return 0
+    masks: dict = {}
+    for i, x in enumerate(a):
+        masks[x] = masks.get(x, 0) | (1 << i)
+    full = (1 << len(a)) - 1
+    v = full
+    for y in b:
+        u = v & masks.get(y, 0)
+        v = ((v + u) | (v - u)) & full
+    return len(a) - (v).bit_count()
+
+
+def greedy_divergence(a: str | Sequence[int], b: str | Sequence[int]) -> GreedyDivergence:
+    """Compare two greedy outputs: token-id sequences, or texts split by :func:`tokenize`.
+
+    Mixing a text with ids compares text tokens of the text against the ids' string forms, which is
+    meaningless; pass both as ids or both as text. A 32k x 32k comparison takes well under a second.
+    """
+    unit = "text-tokens" if isinstance(a, str) or isinstance(b, str) else "ids"
+    ta, tb = _as_tokens(a), _as_tokens(b)
+    total = len(ta) + len(tb)
+    first = first_divergence(ta, tb)
+    if first is None:
+        ratio = 1.0
+    else:
+        prefix = first  # the common prefix is part of every LCS
+        ratio = (2 * (prefix + lcs_length(ta[prefix:], tb[prefix:])) / total) if total else 1.0
+    return GreedyDivergence(first_index=first, lcs_ratio=ratio, len_a=len(ta), len_b=len(tb), unit=unit)
+
+
+@dataclass(frozen=True)
+class KLProbe:
+    """The KL probe of one sample: mean k3 over its tokens (nats/token) and where greedy flips were ties.
+
+    ``near_tie_flip``: the first divergence (when given) sits where the baseline's top-2 logprob margin is
+    below the threshold, so it is numerical noise rather than corruption.
+    """
+
+    mean_k3: float
+    max_k3: float
+    n_tokens: int
+    near_tie_flip: bool | None
+
+
+def k3_estimates(prefill_logprobs: Sequence[float], decode_logprobs: Sequence[float]) -> np.ndarray:
+    """Per-token k3 = exp(r) - 1 - r with r = prefill logprob - decode logprob (natural logs).
+
+    Both sequences are the logprobs of the *same generated tokens*: as sampled (decode) and re-scored by a
+    prefill pass. Raises ``ValueError`` when the lengths differ.
+    """
+    p = np.asarray(prefill_logprobs, dtype=float)
+    d = np.asarray(decode_logprobs, dtype=float)
+    if p.shape != d.shape:
+        raise ValueError(f"prefill and decode logprobs differ in length: {p.shape[0]} vs {d.shape[0]}")
+    r = p - d
+    return np.expm1(r) - r
+
+
+def kl_probe(prefill_logprobs: Sequence[float], decode_logprobs: Sequence[float], *,
+             divergence_index: int | None = None, top2_margins: Sequence[float] | None = None,
+             near_tie_margin: float = NEAR_TIE_MARGIN) -> KLProbe:
+    """Mean k3 estimator of one sample plus the near-tie rule for its greedy divergence.
+
+    ``top2_margins[i]``: logprob(top-1) - logprob(top-2) of the reference (baseline) at position i.
+    ``near_tie_flip`` is None when no divergence index or no margins are given.
+    """
+    k3 = k3_estimates(prefill_logprobs, decode_logprobs)
+    flip = None
+    if divergence_index is not None and top2_margins is not None and divergence_index < len(top2_margins):
+        flip = bool(top2_margins[divergence_index] < near_tie_margin)
+    return KLProbe(mean_k3=float(k3.mean()) if k3.size else 0.0, max_k3=float(k3.max()) if k3.size else 0.0,
+                   n_tokens=int(k3.size), near_tie_flip=flip)
+
+
+def kl_gap_flag(spec_k3: Sequence[float], base_k3: Sequence[float], margin: float = 0.01) -> bool:
+    """True when the spec profile's mean k3 (over samples) exceeds the baseline's by more than ``margin``
+    nats/token: its sampled tokens are less likely under a clean prefill than the baseline's are."""
+    if not spec_k3 or not base_k3:
+        return False
+    return float(np.mean(spec_k3)) - float(np.mean(base_k3)) > margin

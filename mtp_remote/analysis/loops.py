@@ -1,0 +1,178 @@
+"""Periodic runs in integer token sequences: the engine under loop detection and repeated-span search.
+
+A *run* is a maximal stretch ``ids[start:end]`` with smallest period ``p`` (``ids[i] == ids[i + p]``
+throughout) that holds at least three copies of its unit. This module finds the runs that matter for the
+loop rules of ``corpus/README.md`` in about O(n) numpy work: every period up to :data:`SMALL_PERIOD` is
+checked exhaustively (one vector comparison per period); longer periods are proposed by content-defined
+anchors (minimizers of rolling 32-gram hashes, whose repeat distances inside a loop equal the period) and
+then verified exactly, so a reported run is never a hash artefact. It also computes the longest repeated
+span with rolling hashes (exact-length gallop from the loops' lower bound). Pure: arrays in, numbers out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Periods up to this many tokens are checked exhaustively; longer ones through anchors.
+SMALL_PERIOD = 32
+_ANCHOR_K = 32  # k-gram length hashed for the anchors
+_ANCHOR_W = 16  # minimizer window (in k-grams)
+_BASE = np.uint64(0x9E3779B97F4A7C15)  # odd, so invertible modulo 2**64
+_MIX = np.uint64(0xBF58476D1CE4E5B9)
+
+
+@dataclass(frozen=True)
+class Run:
+    """A maximal periodic stretch ``[start, end)`` of tokens with smallest period ``period`` (tokens)."""
+
+    start: int
+    end: int
+    period: int
+
+    @property
+    def length(self) -> int:
+        """Tokens covered, the trailing partial copy included."""
+        return self.end - self.start
+
+    @property
+    def repeats(self) -> int:
+        """Complete copies of the unit (a trailing partial copy is not counted)."""
+        return self.length // self.period
+
+
+def _runs_for_period(a: np.ndarray, p: int, min_len: int) -> list[tuple[int, int]]:
+    """Maximal ``[start, end)`` stretches of period ``p`` covering at least ``min_len`` tokens."""
+    n = a.shape[0]
+    if n - p < max(1, min_len - p):
+        return []
+    eq = (a[p:] == a[:-p]).view(np.int8)
+    edges = np.flatnonzero(np.diff(eq, prepend=np.int8(0), append=np.int8(0)))
+    starts, stops = edges[0::2], edges[1::2]
+    keep = (stops - starts) >= (min_len - p)
+    return [(int(s), int(e) + p) for s, e in zip(starts[keep], stops[keep])]
+
+
+def _is_primitive(unit: np.ndarray) -> bool:
+    """True when ``unit`` is not a power of a shorter unit (its smallest period is its length)."""
+    p = unit.shape[0]
+    for q in range(1, p // 2 + 1):
+        if p % q == 0 and np.array_equal(unit[q:], unit[:-q]):
+            return False
+    return True
+
+
+def token_hashes(a: np.ndarray) -> np.ndarray:
+    """Mix integer ids into well-spread uint64 values (same id, same value)."""
+    x = a.astype(np.uint64, copy=True)
+    x ^= x >> np.uint64(31)
+    x *= _MIX
+    x ^= x >> np.uint64(29)
+    return x
+
+
+class GramHasher:
+    """Rolling polynomial hashes of every ``L``-gram of a sequence, modulo 2**64.
+
+    ``grams(L)[i]`` identifies ``ids[i:i+L]``; equal spans give equal values and unequal spans collide with
+    probability about ``n**2 / 2**64`` per call (callers verify anything they report).
+    """
+
+    def __init__(self, a: np.ndarray):
+        n = a.shape[0]
+        x = token_hashes(a)
+        with np.errstate(over="ignore"):
+            powers = np.cumprod(np.full(n + 1, _BASE, dtype=np.uint64))
+            powers = np.concatenate(([np.uint64(1)], powers[:-1]))
+            inv = np.uint64(pow(int(_BASE), -1, 2**64))
+            self._inv_powers = np.cumprod(np.full(n + 1, inv, dtype=np.uint64))
+            self._inv_powers = np.concatenate(([np.uint64(1)], self._inv_powers[:-1]))
+            self._prefix = np.concatenate(([np.uint64(0)], np.cumsum(x * powers[:n], dtype=np.uint64)))
+        self.n = n
+
+    def grams(self, length: int) -> np.ndarray:
+        """uint64 array of shape ``(n - length + 1,)``; empty when ``length > n``."""
+        m = self.n - length + 1
+        if m <= 0 or length <= 0:
+            return np.zeros(0, dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            return (self._prefix[length:] - self._prefix[:m]) * self._inv_powers[:m]
+
+
+def _anchor_periods(hasher: GramHasher, max_period: int) -> list[int]:
+    """Candidate periods above :data:`SMALL_PERIOD`: repeat distances of minimizer k-grams (seen twice+)."""
+    g = hasher.grams(_ANCHOR_K)
+    if g.shape[0] < _ANCHOR_W + 2:
+        return []
+    windows = np.lib.stride_tricks.sliding_window_view(g, _ANCHOR_W)
+    picks = np.unique(windows.argmin(axis=1) + np.arange(windows.shape[0]))
+    vals = g[picks]
+    order = np.argsort(vals, kind="stable")
+    sv, sp = vals[order], picks[order]
+    same = sv[1:] == sv[:-1]
+    dist = (sp[1:] - sp[:-1])[same]
+    dist = dist[(dist > SMALL_PERIOD) & (dist <= max_period)]
+    if dist.size == 0:
+        return []
+    values, counts = np.unique(dist, return_counts=True)
+    return [int(v) for v in values[counts >= 2]]
+
+
+def find_runs(a: np.ndarray, keep: Callable[[int, int, int], bool], *, min_repeats: int = 3) -> list[Run]:
+    """Maximal periodic runs of ``a`` (1-D integer array) that ``keep(start, end, period)`` accepts.
+
+    Only runs with at least ``min_repeats`` complete copies of a primitive unit are considered. Periods
+    up to :data:`SMALL_PERIOD` are exhaustive; longer periods rely on anchors and are found whenever each
+    copy of the unit contains a 32-gram that is unique inside the unit (true of natural text). Runs are
+    sorted by start, then period. Cost: O(n) vector operations per small period plus one sort of n/8
+    anchors.
+    """
+    n = int(a.shape[0])
+    runs: list[Run] = []
+    max_period = n // min_repeats
+    periods = list(range(1, min(SMALL_PERIOD, max_period) + 1))
+    if max_period > SMALL_PERIOD:
+        periods += _anchor_periods(GramHasher(a), max_period)
+    for p in periods:
+        for s, e in _runs_for_period(a, p, min_repeats * p):
+            if keep(s, e, p) and _is_primitive(a[s:s + p]):
+                runs.append(Run(s, e, p))
+    runs.sort(key=lambda r: (r.start, r.period))
+    return runs
+
+
+def longest_repeated_span(a: np.ndarray, lower_bound: int = 0) -> int:
+    """Length in tokens of the longest span occurring at least twice in ``a`` (occurrences may overlap).
+
+    ``lower_bound`` is a length already known to repeat (a run of period p and length L gives L - p);
+    the search gallops upward from it, so a looping text costs one or two hash passes. Exact up to 64-bit
+    hash collisions. 0 for sequences without any repeated token.
+    """
+    n = int(a.shape[0])
+    if n < 2:
+        return 0
+    hasher = GramHasher(a)
+
+    def repeats(length: int) -> bool:
+        g = np.sort(hasher.grams(length))
+        return bool(g.shape[0] > 1 and np.any(g[1:] == g[:-1]))
+
+    lo = max(0, min(lower_bound, n - 1))  # known to repeat (0 trivially)
+    if lo and not repeats(lo):
+        lo = 0
+    step = 1
+    hi = lo + 1
+    while hi < n and repeats(hi):
+        lo = hi
+        step *= 2
+        hi = lo + step
+    hi = min(hi, n)  # lo repeats, hi does not (or is out of range)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if repeats(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo

@@ -1,0 +1,47 @@
+"""Intervals, exact tests and multiplicity correction against known values."""
+
+from __future__ import annotations
+
+import pytest
+
+from mtp_remote.analysis.stats import fisher_loops, holm, ratio_ci, samples_needed, wilson_interval
+
+
+def test_wilson_interval_matches_the_textbook_values():
+    lo, hi = wilson_interval(15, 16)
+    assert (round(lo, 4), round(hi, 4)) == (0.7167, 0.9889)
+    assert wilson_interval(0, 16)[0] == 0.0 and wilson_interval(0, 16)[1] == pytest.approx(0.1936, abs=1e-4)
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+
+
+def test_wilson_interval_rejects_impossible_counts():
+    with pytest.raises(ValueError):
+        wilson_interval(5, 4)
+
+
+def test_fisher_is_one_sided_towards_spec_looping_more():
+    assert fisher_loops(15, 16, 0, 16) == pytest.approx(16 / 565722720)  # C(16,15) / C(32,15)
+    assert fisher_loops(0, 16, 15, 16) == pytest.approx(1.0)
+    assert fisher_loops(3, 3, 0, 0) == 1.0
+
+
+def test_holm_adjusts_step_down_and_keeps_input_order():
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert holm([0.5]) == [0.5]
+    assert holm([]) == []
+
+
+def test_ratio_ci_brackets_the_ratio_of_means():
+    spec = [20.0, 22.0, 21.0, 19.0, 20.5, 21.5]
+    base = [10.0, 11.0, 10.5, 9.5, 10.2, 10.8]
+    ratio, lo, hi = ratio_ci(spec, base)
+    assert ratio == pytest.approx(sum(spec) / sum(base))
+    assert 1.8 < lo < ratio < hi < 2.2
+    assert ratio_ci([1.0], base) is None
+
+
+def test_samples_needed_is_a_size_where_the_observed_rates_would_be_significant():
+    n = samples_needed(3, 8, 0, 8)
+    assert n is not None and 8 < n < 64
+    assert fisher_loops(round(3 / 8 * n), n, round(0.5 / 9 * n), n) < 0.05
+    assert samples_needed(0, 8, 2, 8) is None
