@@ -1,0 +1,81 @@
+"""The SSH transport against a real OpenSSH sshd on 127.0.0.1: host-key policy, commands, tunnels."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+
+import httpx
+import pytest
+
+from mtp_remote.config import HostConfig
+from mtp_remote.errors import ConnectError
+from mtp_remote.remote import connect as transport
+from mtp_remote.remote import facts
+
+pytestmark = pytest.mark.ssh
+
+
+def test_commands_run_over_ssh_with_a_known_host_key(sshd):
+    host = HostConfig(name="t", **sshd.host_config())
+    c = transport.connect(host)
+    try:
+        r = c.run("echo hello; printf '%s' \"$HOME\"", hide=True)
+        assert r.stdout.splitlines()[0] == "hello"
+        assert facts.get_home(c) == r.stdout.splitlines()[1]
+    finally:
+        transport.close(c)
+
+
+def test_an_unknown_host_key_is_rejected_by_default(sshd, tmp_path):
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    host = HostConfig(name="t", **sshd.host_config(known_hosts=str(empty)))
+    with pytest.raises(ConnectError, match="unknown SSH host key"):
+        transport.connect(host)
+
+
+def test_an_unknown_host_key_is_accepted_only_when_told(sshd, tmp_path):
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    host = HostConfig(name="t", **sshd.host_config(known_hosts=str(empty), accept_new_host_key=True))
+    c = transport.connect(host)
+    try:
+        assert c.run("echo ok", hide=True).stdout.strip() == "ok"
+    finally:
+        transport.close(c)
+
+
+def test_a_wrong_user_key_fails_with_a_clear_error(sshd, tmp_path):
+    import subprocess
+
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "other")], check=True)
+    host = HostConfig(name="t", **sshd.host_config(key_file=str(tmp_path / "other")))
+    with pytest.raises(ConnectError, match="authentication failed"):
+        transport.connect(host)
+
+
+def test_the_tunnel_reaches_a_server_bound_to_the_hosts_loopback(sshd):
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"through the tunnel"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    host = HostConfig(name="t", **sshd.host_config(port=srv.server_address[1]))
+    c = transport.connect(host)
+    try:
+        with transport.tunnel(c, host) as url:
+            assert not url.endswith(f":{srv.server_address[1]}")  # a local forward, not the port itself
+            for _ in range(3):
+                assert httpx.get(url + "/x", timeout=5).text == "through the tunnel"
+    finally:
+        transport.close(c)
+        srv.shutdown()
