@@ -36,6 +36,7 @@ from .loops import Run, find_runs, longest_repeated_span, token_hashes
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f"
 # A token with the other whitespace before it; the whitespace is stripped afterwards (faster than finditer).
 _TOKEN_WITH_GAP = re.compile(rf"[^\S\n]*(?:[^\W_{_CJK}]+|[{_CJK}]|\n|[^\w\s]|_)")
+_ASCII_TOKEN_WITH_GAP = re.compile(r"[^\S\n]*(?:[A-Za-z0-9]+|\n|[^\sA-Za-z0-9])")  # same rule, ~30 % faster
 _THINK_OPEN = "<think>"
 _THINK_CLOSE = "</think>"
 
@@ -48,7 +49,7 @@ MIN_UNIT_TOKENS = 3
 
 def _split(text: str) -> tuple[list[str], list[str]]:
     """(raw matches with their leading whitespace, tokens)."""
-    raw = _TOKEN_WITH_GAP.findall(text)
+    raw = (_ASCII_TOKEN_WITH_GAP if text.isascii() else _TOKEN_WITH_GAP).findall(text)
     return raw, [t.lstrip() or "\n" for t in raw]
 
 
@@ -162,8 +163,30 @@ def think_block(text: str) -> tuple[bool | None, int, int]:
     return None, 0, 0
 
 
-def _count_tokens(text: str) -> int:
-    return len(_TOKEN_WITH_GAP.findall(text))
+def _count(text: str) -> int:
+    return len((_ASCII_TOKEN_WITH_GAP if text.isascii() else _TOKEN_WITH_GAP).findall(text))
+
+
+def _think_counts(text: str, n_text_tokens: int) -> tuple[bool | None, int, int]:
+    """``(think_closed, reasoning_tokens, answer_tokens)``; splits only the shorter side again.
+
+    Tags are punctuation-delimited (``<``/``>`` are tokens), so counts of the pieces add up: text before
+    the body (with ``<think>``), body, ``</think>`` (4 tokens), answer.
+    """
+    closed, reasoning_end, answer_start = think_block(text)
+    if closed is None:
+        return None, 0, n_text_tokens
+    open_at = text.find(_THINK_OPEN)
+    body_from = open_at + len(_THINK_OPEN) if 0 <= open_at < reasoning_end else 0
+    before = _count(text[:body_from]) if body_from else 0
+    if not closed:
+        return False, n_text_tokens - before, 0
+    tag = n_text_tokens and _count(_THINK_CLOSE)
+    if reasoning_end - body_from <= len(text) - answer_start:
+        reasoning = _count(text[body_from:reasoning_end])
+        return True, reasoning, n_text_tokens - before - tag - reasoning
+    answer = _count(text[answer_start:])
+    return True, n_text_tokens - before - tag - answer, answer
 
 
 def _ngram_keys(h: np.ndarray, n: int) -> np.ndarray:
@@ -227,7 +250,8 @@ def detect_loop(ids: np.ndarray, *, cut_last_token: Sequence[str] | None = None)
             return expected != toks[n - 1] and expected.startswith(toks[n - 1])
         return False
 
-    runs = find_runs(ids, _loop_rules(n, n - 1 if cut_ok else n))
+    runs = find_runs(ids, _loop_rules(n, n - 1 if cut_ok else n),
+                     min_length=lambda p: p * (ANY_UNIT_MIN_REPEATS if p < MIN_UNIT_TOKENS else TAIL_MIN_REPEATS))
     best: tuple[Run, str] | None = None
     for run in runs:
         r = run.repeats
@@ -282,14 +306,7 @@ def analyze_text(text: str, token_ids: Sequence[int] | None = None) -> TextMetri
         loop = LoopMetrics(kind=kind, unit_tokens=run.period, repeats=run.repeats, start_token=run.start,
                            start_char=start_char, end_token=run.end, fraction=run.length / n)
 
-    closed, reasoning_end, answer_start = think_block(text)
-    if closed is None:
-        reasoning_tokens, answer_tokens = 0, len(toks)
-    else:
-        open_at = text.find(_THINK_OPEN)
-        body_from = open_at + len(_THINK_OPEN) if 0 <= open_at < reasoning_end else 0
-        reasoning_tokens = _count_tokens(text[body_from:reasoning_end])
-        answer_tokens = _count_tokens(text[answer_start:])
+    closed, reasoning_tokens, answer_tokens = _think_counts(text, len(toks))
 
     h = token_hashes(ids)
     return TextMetrics(

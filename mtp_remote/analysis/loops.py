@@ -4,7 +4,7 @@ A *run* is a maximal stretch ``ids[start:end]`` with smallest period ``p`` (``id
 throughout) that holds at least three copies of its unit. This module finds the runs that matter for the
 loop rules of ``corpus/README.md`` in about O(n) numpy work: every period up to :data:`SMALL_PERIOD` is
 checked exhaustively (one vector comparison per period); longer periods are proposed by content-defined
-anchors (minimizers of rolling 32-gram hashes, whose repeat distances inside a loop equal the period) and
+anchors (32-grams whose rolling hash is 0 mod 4; their repeat distances inside a loop equal the period) and
 then verified exactly, so a reported run is never a hash artefact. It also computes the longest repeated
 span with rolling hashes (exact-length gallop from the loops' lower bound). Pure: arrays in, numbers out.
 """
@@ -19,7 +19,7 @@ import numpy as np
 #: Periods up to this many tokens are checked exhaustively; longer ones through anchors.
 SMALL_PERIOD = 32
 _ANCHOR_K = 32  # k-gram length hashed for the anchors
-_ANCHOR_W = 16  # minimizer window (in k-grams)
+_ANCHOR_MOD = 4  # a k-gram is an anchor when its hash is 0 modulo this (a power of two)
 _BASE = np.uint64(0x9E3779B97F4A7C15)  # odd, so invertible modulo 2**64
 _MIX = np.uint64(0xBF58476D1CE4E5B9)
 
@@ -46,12 +46,17 @@ class Run:
 def _runs_for_period(a: np.ndarray, p: int, min_len: int) -> list[tuple[int, int]]:
     """Maximal ``[start, end)`` stretches of period ``p`` covering at least ``min_len`` tokens."""
     n = a.shape[0]
-    if n - p < max(1, min_len - p):
+    need = min_len - p  # consecutive positions with a[i] == a[i + p]
+    if need < 1 or n - p < need:
         return []
-    eq = (a[p:] == a[:-p]).view(np.int8)
-    edges = np.flatnonzero(np.diff(eq, prepend=np.int8(0), append=np.int8(0)))
+    eq = a[p:] == a[:-p]
+    block = (need + 1) // 2  # a stretch of ``need`` Trues contains an aligned all-True block of this size
+    m = (eq.shape[0] // block) * block
+    if block > 1 and not eq[:m].reshape(-1, block).all(axis=1).any():
+        return []
+    edges = np.flatnonzero(np.diff(eq.view(np.int8), prepend=np.int8(0), append=np.int8(0)))
     starts, stops = edges[0::2], edges[1::2]
-    keep = (stops - starts) >= (min_len - p)
+    keep = (stops - starts) >= need
     return [(int(s), int(e) + p) for s, e in zip(starts[keep], stops[keep])]
 
 
@@ -102,12 +107,16 @@ class GramHasher:
 
 
 def _anchor_periods(hasher: GramHasher, max_period: int) -> list[int]:
-    """Candidate periods above :data:`SMALL_PERIOD`: repeat distances of minimizer k-grams (seen twice+)."""
+    """Candidate periods above :data:`SMALL_PERIOD`: repeat distances of sampled k-grams (seen twice+).
+
+    A k-gram is an anchor when its hash is 0 modulo :data:`_ANCHOR_MOD` (content-defined, so every copy of
+    a unit has the same anchors). A unit of p > 32 tokens has no anchor with probability about
+    ``(1 - 1/_ANCHOR_MOD) ** p`` (< 1e-4).
+    """
     g = hasher.grams(_ANCHOR_K)
-    if g.shape[0] < _ANCHOR_W + 2:
+    picks = np.flatnonzero((g & np.uint64(_ANCHOR_MOD - 1)) == 0)
+    if picks.shape[0] < 2:
         return []
-    windows = np.lib.stride_tricks.sliding_window_view(g, _ANCHOR_W)
-    picks = np.unique(windows.argmin(axis=1) + np.arange(windows.shape[0]))
     vals = g[picks]
     order = np.argsort(vals, kind="stable")
     sv, sp = vals[order], picks[order]
@@ -120,13 +129,15 @@ def _anchor_periods(hasher: GramHasher, max_period: int) -> list[int]:
     return [int(v) for v in values[counts >= 2]]
 
 
-def find_runs(a: np.ndarray, keep: Callable[[int, int, int], bool], *, min_repeats: int = 3) -> list[Run]:
+def find_runs(a: np.ndarray, keep: Callable[[int, int, int], bool], *, min_repeats: int = 3,
+              min_length: Callable[[int], int] | None = None) -> list[Run]:
     """Maximal periodic runs of ``a`` (1-D integer array) that ``keep(start, end, period)`` accepts.
 
-    Only runs with at least ``min_repeats`` complete copies of a primitive unit are considered. Periods
-    up to :data:`SMALL_PERIOD` are exhaustive; longer periods rely on anchors and are found whenever each
-    copy of the unit contains a 32-gram that is unique inside the unit (true of natural text). Runs are
-    sorted by start, then period. Cost: O(n) vector operations per small period plus one sort of n/8
+    Only runs with at least ``min_repeats`` complete copies of a primitive unit are considered, and at
+    least ``min_length(period)`` tokens when given (a cheap pre-filter; ``keep`` has the last word). Periods
+    up to :data:`SMALL_PERIOD` are exhaustive; longer periods rely on anchors and are found whenever a
+    copy of the unit holds an anchor 32-gram that is unique inside the unit (true of natural text). Runs
+    are sorted by start, then period. Cost: one vector comparison per small period plus one sort of n/4
     anchors.
     """
     n = int(a.shape[0])
@@ -136,7 +147,8 @@ def find_runs(a: np.ndarray, keep: Callable[[int, int, int], bool], *, min_repea
     if max_period > SMALL_PERIOD:
         periods += _anchor_periods(GramHasher(a), max_period)
     for p in periods:
-        for s, e in _runs_for_period(a, p, min_repeats * p):
+        floor = max(min_repeats * p, min_length(p) if min_length else 0)
+        for s, e in _runs_for_period(a, p, floor):
             if keep(s, e, p) and _is_primitive(a[s:s + p]):
                 runs.append(Run(s, e, p))
     runs.sort(key=lambda r: (r.start, r.period))
