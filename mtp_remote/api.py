@@ -7,6 +7,7 @@ hooks given.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -16,6 +17,7 @@ from .analysis.verdict import exit_code as verdicts_exit_code
 from .config import HostConfig, Inventory, Playbook, load_inventory, load_playbook
 from .diagnosis import diagnose as diagnose_samples
 from .errors import EXIT_RUN_FAILED, ConfigError
+from .remote import connect as transport
 from .report.document import build_summary, save_summary
 from .report.markdown import write_markdown
 from .runner import Hooks, Runner, load_samples, new_run_id
@@ -97,3 +99,17 @@ def _write_partial(run_dir: Path, runner: Runner) -> None:
             "exit_code": EXIT_RUN_FAILED,
             "resume": f"mtp-remote diagnose --resume {runner.run_id}"}
     (run_dir / "partial.json").write_text(json.dumps(note, indent=2) + "\n")
+
+
+@contextlib.contextmanager
+def open_host(inventory: str | Path = DEFAULT_INVENTORY, host: str | None = None, c=None):
+    """Yield (HostConfig, transport, remote python) for an inventory host; closes the connection after."""
+    inv = load_inventory(inventory)
+    cfg = inv.get(host)
+    own = c is None
+    conn = c or transport.connect(cfg)
+    try:
+        yield cfg, conn, remote_python(cfg)
+    finally:
+        if own:
+            transport.close(conn)

@@ -10,6 +10,7 @@ import functools
 import json
 import logging
 import sys
+import time
 
 import click
 from rich.console import Console
@@ -121,6 +122,149 @@ def analyze(as_json, files):
                       f"{r['compression_ratio']:.2f}", str(r["think_closed"]))
         Console().print(t)
     sys.exit(1 if any(r["loop"] for r in rows) else 0)
+
+
+_playbook_opt = click.option("-p", "--playbook", default=api.DEFAULT_PLAYBOOK, show_default=True,
+                             help="Playbook (YAML): flags and profiles.")
+
+
+def _progress(console: Console):
+    t0 = time.monotonic()
+    return lambda msg: console.log(f"[dim]{time.monotonic() - t0:6.1f} s[/] {msg}")
+
+
+@main.command()
+@_inventory_opt
+@_host_opt
+@_playbook_opt
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+@handle_errors
+def preflight(inventory, host, playbook, as_json):
+    """Read-only checks: SSH, python/SGLang/torch, GPUs, model, disk, port, foreign processes, flag lint."""
+    from .config import load_playbook
+    from .ops import preflight as run_preflight
+    from .report.console import checks_table
+
+    pb = load_playbook(playbook)
+    with api.open_host(inventory, host) as (cfg, c, py):
+        checks = run_preflight(c, cfg, pb, py)
+    if as_json:
+        click.echo(json.dumps([ch.to_dict() for ch in checks], indent=2))
+    else:
+        Console().print(checks_table(cfg.name, checks))
+    sys.exit(EXIT_RUN_FAILED if any(ch.status == "fail" for ch in checks) else 0)
+
+
+@main.command()
+@_inventory_opt
+@_host_opt
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@handle_errors
+def status(inventory, host, as_json):
+    """Our server (if any), the port, GPU memory and SGLang processes we did not start."""
+    from .ops import status as run_status
+    from .report.console import status_table
+
+    with api.open_host(inventory, host) as (cfg, c, py):
+        st = run_status(c, cfg, py)
+    if as_json:
+        click.echo(json.dumps(st.to_dict(), indent=2))
+    else:
+        Console().print(status_table(st))
+
+
+@main.command()
+@_inventory_opt
+@_host_opt
+@click.option("--force", is_flag=True, help="Also stop SGLang processes we did not start, each by PID, after listing them.")
+@click.option("--term-timeout", type=float, default=60.0, show_default=True, help="Seconds after SIGTERM before SIGKILL.")
+@handle_errors
+def stop(inventory, host, force, term_timeout):
+    """Stop the server we started (SIGTERM, then SIGKILL) and wait for its GPU memory to be released."""
+    from .ops import stop as run_stop
+
+    console = Console()
+    with api.open_host(inventory, host) as (cfg, c, py):
+        res = run_stop(c, cfg, py, force=force, term_s=term_timeout, on_progress=_progress(console))
+    console.print(res["ours_text"])
+    if res["foreign"] and not force:
+        console.print("[yellow]SGLang processes we did not start (left alone; --force stops them by PID):[/]")
+        for f in res["foreign"]:
+            console.print(f"  PID {f['pid']} ({f['kind']}, user {f['user']}, {f['gpu_mib']} MiB GPU): {f['args'][:100]}")
+    if res["forced"]:
+        console.print(f"--force: signalled PIDs {res['forced']}; GPU memory released after "
+                      f"{res['gpu_release_s']:.1f} s")
+
+
+@main.command()
+@_inventory_opt
+@_host_opt
+@_playbook_opt
+@click.option("--profile", required=True, help="Profile of the playbook to launch.")
+@handle_errors
+def launch(inventory, host, playbook, profile):
+    """Launch one profile's server detached and wait until it is ready (it keeps running)."""
+    from .config import load_playbook
+    from .ops import launch as run_launch
+    from .runner import new_run_id
+
+    pb = load_playbook(playbook)
+    console = Console()
+    with api.open_host(inventory, host) as (cfg, c, py):
+        outcome = run_launch(c, cfg, pb, profile, py, run_id=new_run_id(), on_progress=_progress(console))
+    if not outcome.ok:
+        from .server import raise_for_outcome
+
+        raise_for_outcome(outcome)
+    console.print(f"[green]{outcome.describe()}[/]; server on {cfg.name} 127.0.0.1:{cfg.port}")
+
+
+@main.command()
+@_inventory_opt
+@_host_opt
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines (Ctrl-C to stop).")
+@click.option("-n", "--lines", type=click.IntRange(min=0), default=50, show_default=True, help="Lines of tail to show.")
+@handle_errors
+def logs(inventory, host, follow, lines):
+    """Show the log of our server (or the newest one), optionally following it."""
+    from .ops import current_log, follow_log
+
+    with api.open_host(inventory, host) as (cfg, c, py):
+        path = current_log(c, cfg)
+        click.echo(f"==> {path} <==", err=True)
+        for chunk in follow_log(c, path, lines=lines, until=(lambda: True) if not follow else None):
+            click.echo(chunk, nl=not follow)
+
+
+@main.command()
+@_inventory_opt
+@_host_opt
+@_playbook_opt
+@click.option("--prompt", default=None, help="Prompt to send (default: the playbook's first).")
+@click.option("--temperature", type=float, default=0.7, show_default=True)
+@click.option("--max-tokens", type=click.IntRange(min=1), default=None)
+@click.option("--json", "as_json", is_flag=True)
+@handle_errors
+def smoke(inventory, host, playbook, prompt, temperature, max_tokens, as_json):
+    """Send one prompt to the running server and say whether its output loops (exit 1 if it does)."""
+    from .config import load_playbook
+    from .ops import smoke as run_smoke
+    from .remote import connect as transport
+
+    pb = load_playbook(playbook)
+    with api.open_host(inventory, host) as (cfg, c, py):
+        with transport.tunnel(c, cfg) as url:
+            res = run_smoke(url, pb, prompt=prompt, temperature=temperature, max_tokens=max_tokens)
+    if as_json:
+        click.echo(json.dumps(res, indent=2))
+    else:
+        m = res["metrics"]
+        style = "red" if res["verdict"] == "loops" else "green"
+        Console().print(f"[{style}]{res['verdict']}[/]: {res['completion_tokens']} tokens, finish {res['finish_reason']}, "
+                        f"{res['latency_s']} s, accept length {res['accept_length']}; seq-rep-4 {m['seq_rep_4']:.3f}"
+                        + (f"; loop of {m['loop_unit_tokens']} tokens x {m['loop_repeats']}" if m["loop"] else ""))
+        click.echo(res["text_tail"])
+    sys.exit(1 if res["verdict"] == "loops" else 0)
 
 
 def _register_ops() -> None:

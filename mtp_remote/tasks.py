@@ -56,3 +56,119 @@ def diagnose(c, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY, 
     console.print(f"report: {res.run_dir / 'report.md'}  (exit code {res.exit_code})")
     if res.exit_code:
         raise Exit(code=res.exit_code)
+
+
+def _progress(console: Console):
+    import time
+
+    t0 = time.monotonic()
+    return lambda msg: console.log(f"[dim]{time.monotonic() - t0:6.1f} s[/] {msg}")
+
+
+@task(help={"playbook": "playbook YAML whose profiles are linted", "inventory": "inventory YAML"})
+def preflight(c, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY):
+    """Read-only checks: SSH, python/SGLang/torch, GPUs, model, disk, port, foreign processes, flag lint."""
+    from .config import load_playbook
+    from .ops import preflight as run_preflight
+    from .report.console import checks_table
+
+    try:
+        pb = load_playbook(playbook)
+        with api.open_host(inventory, _host_name(c)) as (cfg, conn, py):
+            checks = run_preflight(conn, cfg, pb, py)
+    except MtpRemoteError as e:
+        raise _fail(e) from None
+    Console().print(checks_table(cfg.name, checks))
+    if any(ch.status == "fail" for ch in checks):
+        raise Exit(code=2)
+
+
+@task(help={"inventory": "inventory YAML"})
+def status(c, inventory=api.DEFAULT_INVENTORY):
+    """Show our server, the port, GPU memory and SGLang processes we did not start."""
+    from .ops import status as run_status
+    from .report.console import status_table
+
+    try:
+        with api.open_host(inventory, _host_name(c)) as (cfg, conn, py):
+            st = run_status(conn, cfg, py)
+    except MtpRemoteError as e:
+        raise _fail(e) from None
+    Console().print(status_table(st))
+
+
+@task(help={"force": "also stop SGLang processes we did not start, by PID, after listing them",
+            "inventory": "inventory YAML"})
+def stop(c, force=False, inventory=api.DEFAULT_INVENTORY):
+    """Stop the server we started (SIGTERM, then SIGKILL) and wait until its GPU memory is released."""
+    from .ops import stop as run_stop
+
+    console = Console()
+    try:
+        with api.open_host(inventory, _host_name(c)) as (cfg, conn, py):
+            res = run_stop(conn, cfg, py, force=force, on_progress=_progress(console))
+    except MtpRemoteError as e:
+        raise _fail(e) from None
+    console.print(res["ours_text"])
+    for f in res["foreign"]:
+        what = "signalled" if force else "left alone (--force stops it)"
+        console.print(f"  foreign PID {f['pid']} ({f['kind']}, {f['gpu_mib']} MiB GPU): {what}")
+
+
+@task(help={"profile": "profile of the playbook to launch", "playbook": "playbook YAML",
+            "inventory": "inventory YAML"})
+def launch(c, profile, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY):
+    """Launch one profile's server detached and wait until ready (it keeps running)."""
+    from .config import load_playbook
+    from .ops import launch as run_launch
+    from .runner import new_run_id
+    from .server import raise_for_outcome
+
+    console = Console()
+    try:
+        pb = load_playbook(playbook)
+        with api.open_host(inventory, _host_name(c)) as (cfg, conn, py):
+            outcome = run_launch(conn, cfg, pb, profile, py, run_id=new_run_id(), on_progress=_progress(console))
+        raise_for_outcome(outcome)
+    except MtpRemoteError as e:
+        raise _fail(e) from None
+    console.print(f"[green]{outcome.describe()}[/]; server on {cfg.name} 127.0.0.1:{cfg.port}")
+
+
+@task(help={"follow": "keep printing new lines (Ctrl-C stops)", "lines": "lines of tail (default 50)",
+            "inventory": "inventory YAML"})
+def logs(c, follow=False, lines=50, inventory=api.DEFAULT_INVENTORY):
+    """Show the log of our server (or the newest one); --follow keeps printing."""
+    from .ops import current_log, follow_log
+
+    try:
+        with api.open_host(inventory, _host_name(c)) as (cfg, conn, py):
+            path = current_log(conn, cfg)
+            print(f"==> {path} <==")
+            for chunk in follow_log(conn, path, lines=int(lines), until=None if follow else (lambda: True)):
+                print(chunk, end="" if follow else "\n", flush=True)
+    except MtpRemoteError as e:
+        raise _fail(e) from None
+
+
+@task(help={"prompt": "prompt (default: the playbook's first)", "temperature": "default 0.7",
+            "playbook": "playbook YAML", "inventory": "inventory YAML"})
+def smoke(c, prompt=None, temperature=0.7, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY):
+    """Send one prompt to the running server and say whether its output loops (exit 1 if it does)."""
+    from .config import load_playbook
+    from .ops import smoke as run_smoke
+    from .remote import connect as transport
+
+    try:
+        pb = load_playbook(playbook)
+        with api.open_host(inventory, _host_name(c)) as (cfg, conn, py):
+            with transport.tunnel(conn, cfg) as url:
+                res = run_smoke(url, pb, prompt=prompt, temperature=float(temperature))
+    except MtpRemoteError as e:
+        raise _fail(e) from None
+    style = "red" if res["verdict"] == "loops" else "green"
+    Console().print(f"[{style}]{res['verdict']}[/]: {res['completion_tokens']} tokens, finish "
+                    f"{res['finish_reason']}, accept length {res['accept_length']}")
+    print(res["text_tail"])
+    if res["verdict"] == "loops":
+        raise Exit(code=1)

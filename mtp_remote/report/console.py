@@ -76,3 +76,36 @@ class RichHooks:
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
+
+
+_CHECK_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red"}
+
+
+def checks_table(host: str, checks) -> Table:
+    """Preflight checks: name, status, detail."""
+    t = Table(title=f"Preflight — {host}")
+    t.add_column("check")
+    t.add_column("status")
+    t.add_column("detail", overflow="fold")
+    for ch in checks:
+        t.add_row(ch.name, f"[{_CHECK_STYLE.get(ch.status, '')}]{ch.status}[/]", ch.detail)
+    return t
+
+
+def status_table(st) -> Table:
+    """Our server, the port, GPUs and foreign SGLang processes."""
+    t = Table(title=f"Status — {st.host}")
+    t.add_column("what")
+    t.add_column("state", overflow="fold")
+    if st.server:
+        s = st.server
+        t.add_row("our server", f"{st.server_state}: PID {s['pid']} profile {s['profile']} port {s['port']} "
+                                f"run {s['run_id']}\nlog {s['log_path']}")
+    else:
+        t.add_row("our server", "none recorded")
+    t.add_row("port", "in use" if st.port_in_use else "free")
+    for g in st.gpus:
+        t.add_row(f"GPU{g['index']}", f"{g['name']}: {g['memory_used_mib']}/{g['memory_total_mib']} MiB used")
+    for f in st.foreign:
+        t.add_row("[yellow]foreign[/]", f.describe())
+    return t

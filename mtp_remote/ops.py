@@ -1,0 +1,269 @@
+"""Operator operations behind the small tasks: preflight, status, stop, launch, logs, smoke.
+
+Each takes a transport ``c`` and typed config and returns data (``Check`` lists, ``StatusReport``, …); the
+entry points render them. They change the host only where their name says so (``stop``, ``launch``), and
+then only through :class:`~mtp_remote.server.ServerLifecycle` — our process group, never by name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Iterator
+
+from .config import HostConfig, Playbook
+from .errors import MtpRemoteError
+from .remote import facts, process
+from .remote.commands import server_argv, server_env
+from .remote.foreign import ForeignProcess, find_foreign
+from .server import ServerLifecycle
+
+MIN_FREE_DISK_MIB = 2048
+
+
+@dataclass
+class Check:
+    """One preflight finding: ``status`` is ok, warn or fail."""
+
+    name: str
+    status: str
+    detail: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class StatusReport:
+    host: str
+    server: dict | None
+    server_state: str  # "running" | "not running" | "not ours" | "none"
+    port_in_use: bool
+    gpus: list[dict] = field(default_factory=list)
+    foreign: list[ForeignProcess] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["foreign"] = [f.to_dict() for f in self.foreign]
+        return d
+
+
+def _run(c, cmd: str):
+    return c.run(cmd, hide=True, warn=True, in_stream=False)
+
+
+def _py_version_command(python: str, package: str | None) -> str:
+    if package is None:
+        code = "import sys; print(sys.version.split()[0])"
+    else:
+        code = f"import importlib.metadata as m; print(m.version({package!r}))"
+    return f"{shlex.quote(python)} -c {shlex.quote(code)}"
+
+
+def lifecycle(c, host: HostConfig, python: str, run_id: str = "ops",
+              on_progress: Callable[[str], None] | None = None) -> ServerLifecycle:
+    lc = ServerLifecycle(c, host, python=python, workdir=host.workdir, run_id=run_id, on_progress=on_progress)
+    lc.prepare()
+    return lc
+
+
+def foreign_processes(c, host: HostConfig, python: str, our_pgid: int | None) -> list[ForeignProcess]:
+    smi = facts.nvidia_smi(host, python)
+    return find_foreign(facts.get_ps(c), facts.get_gpu_apps(c, smi), our_pgid=our_pgid)
+
+
+def parse_df(output: str) -> int | None:
+    """Free MiB from ``df -Pk PATH`` (second line, fourth column in KiB)."""
+    lines = output.strip().splitlines()
+    if len(lines) < 2:
+        return None
+    parts = lines[-1].split()
+    return int(parts[3]) // 1024 if len(parts) >= 4 and parts[3].isdigit() else None
+
+
+def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> list[Check]:
+    """Read-only checks of a host before a run: python, SGLang and torch versions, GPUs, model, disk, port,
+    foreign SGLang processes, and the lint of each profile's launch command."""
+    checks = [Check("ssh", "ok", f"{host.transport} transport to {host.address or 'localhost'} works")]
+    r = _run(c, _py_version_command(python, None))
+    checks.append(Check("python", "ok" if r.exited == 0 else "fail",
+                        f"{python} {r.stdout.strip()}" if r.exited == 0 else f"{python} not runnable: {r.stderr.strip()[:200]}"))
+    sglang_version = None
+    if host.is_sim:
+        checks.append(Check("sglang", "ok", "simulated engine (mtp_remote.sim)"))
+    else:
+        for pkg in ("sglang", "torch"):
+            r = _run(c, _py_version_command(python, pkg))
+            if pkg == "sglang" and r.exited == 0:
+                sglang_version = r.stdout.strip()
+            checks.append(Check(pkg, "ok" if r.exited == 0 else "fail",
+                                r.stdout.strip() if r.exited == 0 else f"{pkg} is not installed for {python}"))
+    smi = facts.nvidia_smi(host, python)
+    gpus = facts.get_gpus(c, smi)
+    if gpus:
+        detail = "; ".join(f"GPU{g.index} {g.name}: {g.memory_used_mib}/{g.memory_total_mib} MiB used" for g in gpus)
+        busy = [g for g in gpus if g.memory_used_mib > 0.05 * g.memory_total_mib]
+        checks.append(Check("gpus", "warn" if busy else "ok",
+                            detail + ("; memory already in use" if busy else "")))
+    else:
+        checks.append(Check("gpus", "fail", "nvidia-smi returned no GPUs"))
+    if host.is_sim:
+        checks.append(Check("model", "ok", f"{host.model_path} (simulated: not read)"))
+    else:
+        r = _run(c, f"cat {shlex.quote(host.model_path + '/config.json')}")
+        if r.exited != 0:
+            checks.append(Check("model", "fail", f"{host.model_path}/config.json not found"))
+        else:
+            try:
+                arch = json.loads(r.stdout).get("architectures")
+                checks.append(Check("model", "ok", f"{host.model_path}: architectures {arch}"))
+            except ValueError:
+                checks.append(Check("model", "warn", f"{host.model_path}/config.json is not valid JSON"))
+    r = _run(c, f"df -Pk {shlex.quote(host.workdir if not host.workdir.startswith('~') else '.')}")
+    free = parse_df(r.stdout) if r.exited == 0 else None
+    checks.append(Check("disk", "ok" if free and free >= MIN_FREE_DISK_MIB else "warn",
+                        f"{free} MiB free in the workdir's filesystem" if free is not None else "df failed"))
+    busy = facts.port_in_use(c, host.port)
+    checks.append(Check("port", "fail" if busy else "ok",
+                        f"port {host.port} is {'already in use' if busy else 'free'}"))
+    rec = process.read_record(c, facts.resolve_path(facts.get_home(c), host.workdir))
+    foreign = foreign_processes(c, host, python, rec.pgid if rec else None)
+    checks.append(Check("foreign-processes", "warn" if foreign else "ok",
+                        "; ".join(f.describe() for f in foreign) if foreign else "no SGLang process we did not start"))
+    if playbook is not None:
+        checks.extend(_lint_checks(host, playbook, sglang_version))
+    return checks
+
+
+def _lint_checks(host: HostConfig, playbook: Playbook, sglang_version: str | None) -> list[Check]:
+    from .lint import lint_command
+
+    out = []
+    for name in playbook.profile_order():
+        cmd = "python -m sglang.launch_server " + " ".join(shlex.quote(a) for a in server_argv(host, playbook, name))
+        res = lint_command(cmd, sglang_version=sglang_version)
+        findings = [f for f in res.to_dict()["findings"]]
+        if findings:
+            out.append(Check(f"lint:{name}", "warn",
+                             "; ".join(f"{f['code']}{(' ' + f['flag']) if f.get('flag') else ''}: {f.get('message', '')}"
+                                       for f in findings)))
+        else:
+            out.append(Check(f"lint:{name}", "ok", "no findings"))
+    return out
+
+
+def status(c, host: HostConfig, python: str) -> StatusReport:
+    """Our server (recorded and alive?), the port, GPUs and foreign SGLang processes. Read-only."""
+    workdir = facts.resolve_path(facts.get_home(c), host.workdir)
+    rec = process.read_record(c, workdir)
+    state = "none"
+    if rec is not None:
+        info = facts.get_process_info(c, rec.pid)
+        if info is None or not info.alive:
+            state = "not running"
+        else:
+            state = "running" if process.is_ours(info, rec) else "not ours"
+    smi = facts.nvidia_smi(host, python)
+    return StatusReport(host=host.name, server=asdict(rec) if rec else None, server_state=state,
+                        port_in_use=facts.port_in_use(c, host.port),
+                        gpus=[asdict(g) for g in facts.get_gpus(c, smi)],
+                        foreign=foreign_processes(c, host, python, rec.pgid if rec and state == "running" else None))
+
+
+def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float = 60.0,
+         gpu_release_s: float = 120.0, on_progress: Callable[[str], None] | None = None) -> dict:
+    """Stop our server; with ``force`` also the foreign SGLang processes, each by PID after listing them.
+
+    Returns {"ours": StopResult dict, "foreign": [listed], "forced": [PIDs signalled], "killed": [...]}."""
+    lc = lifecycle(c, host, python, on_progress=on_progress)
+    res = lc.stop(term_s=term_s, gpu_release_s=gpu_release_s)
+    foreign = foreign_processes(c, host, python, None)
+    out = {"ours": asdict(res), "ours_text": res.describe(), "foreign": [f.to_dict() for f in foreign],
+           "forced": [], "killed": [], "gpu_release_s": None}
+    if force and foreign:
+        pids = [f.pid for f in foreign]
+        if on_progress:
+            for f in foreign:
+                on_progress(f"--force: signalling {f.describe()}")
+        out["killed"] = process.signal_pids(c, pids, term_s=min(term_s, 30.0))
+        out["forced"] = pids
+        out["gpu_release_s"], _ = process.wait_gpu_release(c, lc.smi, set(pids), gpu_release_s, on_progress)
+    return out
+
+
+def launch(c, host: HostConfig, playbook: Playbook, profile: str, python: str, *, run_id: str,
+           on_progress: Callable[[str], None] | None = None):
+    """Stop our previous server, launch ``profile`` and wait until its log says ready; leave it running.
+    Returns the wait outcome (Ready / Crashed / TimedOut); a crashed server is stopped again."""
+    if profile not in playbook.profiles:
+        raise MtpRemoteError(f"unknown profile {profile!r}; choose one of: {', '.join(playbook.profile_order())}")
+    lc = lifecycle(c, host, python, run_id=run_id, on_progress=on_progress)
+    lc.stop(term_s=playbook.timeouts.term_s, gpu_release_s=playbook.timeouts.gpu_release_s)
+    rec = lc.launch(profile, server_argv(host, playbook, profile), server_env(host, playbook, profile, lc.workdir))
+    outcome = lc.wait_ready(rec, timeout_s=playbook.timeouts.ready_s)
+    if not outcome.ok:
+        lc.stop(term_s=playbook.timeouts.term_s, gpu_release_s=playbook.timeouts.gpu_release_s)
+    return outcome
+
+
+def current_log(c, host: HostConfig) -> str:
+    """Path of our server's log (from server.json), else the newest log in the workdir. Raises
+    MtpRemoteError when there is none."""
+    workdir = facts.resolve_path(facts.get_home(c), host.workdir)
+    rec = process.read_record(c, workdir)
+    if rec is not None:
+        return rec.log_path
+    r = _run(c, f"ls -1t {shlex.quote(workdir)}/logs/*/*.log 2>/dev/null | head -n 1")
+    path = r.stdout.strip()
+    if not path:
+        raise MtpRemoteError(f"no server log on {host.name} under {workdir}/logs")
+    return path
+
+
+def follow_log(c, path: str, *, lines: int = 50, poll_s: float = 0.5,
+               until: Callable[[], bool] | None = None) -> Iterator[str]:
+    """Yield the last ``lines`` lines of ``path``, then new text as it is written (polled from a byte offset)
+    until ``until()`` is true (or forever; stop with Ctrl-C)."""
+    r = _run(c, f"tail -n {int(lines)} {shlex.quote(path)}; echo; stat -c %s {shlex.quote(path)}")
+    body, _, size = r.stdout.rstrip("\n").rpartition("\n")
+    yield body
+    offset = int(size) if size.strip().isdigit() else 0
+    while until is None or not until():
+        time.sleep(poll_s)
+        new = _run(c, f"tail -c +{offset + 1} {shlex.quote(path)} | head -c 1048576").stdout
+        if new:
+            offset += len(new.encode())
+            yield new
+
+
+def smoke(base_url: str, playbook: Playbook, *, prompt: str | None = None, temperature: float = 0.7,
+          max_tokens: int | None = None) -> dict:
+    """One request to a running server, its degeneracy metrics and a quick verdict ("ok" or "loops")."""
+    from .analysis.degeneracy import analyze_text
+    from .client import ServerClient
+
+    text = prompt or playbook.prompts[0].text
+    mt = max_tokens or playbook.max_tokens
+
+    async def go():
+        async with ServerClient(base_url, timeout_s=playbook.timeouts.request_s) as sc:
+            if await sc.health() != 200:
+                raise MtpRemoteError(f"no healthy server at {base_url}; start one with `launch --profile NAME`")
+            if playbook.api == "generate":
+                return await sc.generate(playbook.prompt_template.replace("{prompt}", text),
+                                         temperature=temperature, max_new_tokens=mt, seed=playbook.seed)
+            return await sc.chat(text, temperature=temperature, max_tokens=mt, seed=playbook.seed)
+
+    comp = asyncio.run(go())
+    if comp.error:
+        raise MtpRemoteError(f"smoke request failed: {comp.error}")
+    m = analyze_text(comp.text, comp.output_ids)
+    accept = comp.completion_tokens / comp.spec_verify_ct if comp.spec_verify_ct else None
+    return {"prompt": text, "temperature": temperature, "verdict": "loops" if m.is_loop else "ok",
+            "finish_reason": comp.finish_reason, "completion_tokens": comp.completion_tokens,
+            "latency_s": round(comp.latency_s, 3), "accept_length": accept, "metrics": m.to_dict(),
+            "text_tail": comp.text[-400:]}
+

@@ -1,0 +1,75 @@
+"""Find SGLang processes on a host that we did not start (pure: facts in, findings out).
+
+A process is *SGLang-like* when its command line runs ``sglang.launch_server`` (or the simulator's
+``mtp_remote.sim.launch_server``) or is titled ``sglang::…`` (SGLang's scheduler/detokenizer children). It is
+*foreign* unless it belongs to the process group recorded in our ``server.json``. An *orphan* is a
+``sglang::`` child whose parent is gone (re-parented to PID 1 or a subreaper). Each finding carries PID,
+user, age and the GPU memory its PID holds, so an operator can decide before ``stop --force``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from .facts import GpuApp, PsEntry
+
+SGLANG_MARKERS = ("sglang.launch_server", "mtp_remote.sim.launch_server", "sglang::")
+
+
+@dataclass(frozen=True)
+class ForeignProcess:
+    """An SGLang-like process that is not ours. ``age_s`` seconds; ``gpu_mib`` MiB (0 if none)."""
+
+    pid: int
+    ppid: int
+    pgid: int
+    user: str
+    age_s: int
+    gpu_mib: int
+    kind: str  # "server" | "child" | "orphan" | "gpu-app"
+    args: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def describe(self) -> str:
+        mem = f", {self.gpu_mib} MiB GPU" if self.gpu_mib else ""
+        return f"PID {self.pid} ({self.kind}, user {self.user}, {self.age_s} s old{mem}): {self.args[:120]}"
+
+
+def is_sglang_like(args: str) -> bool:
+    return any(m in args for m in SGLANG_MARKERS)
+
+
+def find_foreign(ps: list[PsEntry], gpu_apps: list[GpuApp], *, our_pgid: int | None = None,
+                 include_gpu_apps: bool = True) -> list[ForeignProcess]:
+    """SGLang-like processes outside our process group, plus (optionally) any other GPU compute app.
+
+    Zombies (``[name] <defunct>``) are skipped: they hold nothing and cannot be signalled."""
+    mem = {}
+    for a in gpu_apps:
+        mem[a.pid] = mem.get(a.pid, 0) + a.used_memory_mib
+    pids = {p.pid for p in ps}
+    out = []
+    seen = set()
+    for p in ps:
+        if p.args.startswith("[") or (our_pgid is not None and p.pgid == our_pgid):
+            continue
+        if is_sglang_like(p.args):
+            if p.args.startswith("sglang::"):
+                kind = "orphan" if p.ppid == 1 or p.ppid not in pids else "child"
+            else:
+                kind = "server"
+            out.append(ForeignProcess(pid=p.pid, ppid=p.ppid, pgid=p.pgid, user=p.user, age_s=p.age_s,
+                                      gpu_mib=mem.get(p.pid, 0), kind=kind, args=p.args))
+            seen.add(p.pid)
+    if include_gpu_apps:
+        by_pid = {p.pid: p for p in ps}
+        for pid, mib in mem.items():
+            p = by_pid.get(pid)
+            if pid in seen or (p is not None and our_pgid is not None and p.pgid == our_pgid):
+                continue
+            out.append(ForeignProcess(pid=pid, ppid=p.ppid if p else 0, pgid=p.pgid if p else 0,
+                                      user=p.user if p else "?", age_s=p.age_s if p else 0, gpu_mib=mib,
+                                      kind="gpu-app", args=p.args if p else "(not visible to ps)"))
+    return sorted(out, key=lambda f: f.pid)
