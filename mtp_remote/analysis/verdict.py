@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 
 from ..errors import EXIT_CORRUPT, EXIT_HEALTHY
 from .degeneracy import TextMetrics
-from .pairing import greedy_report
+from .pairing import greedy_report, pair_samples
 from .stats import fisher_loops, holm, ratio_ci, samples_needed, wilson_interval
 
 BASE_DEGENERATE_RATE = 0.25
@@ -278,17 +278,47 @@ def _speed(spec_cells, base_cells, spec_samples, base_samples) -> tuple[float | 
     return _mean(ratios), None
 
 
+def _matched(spec_cells, base_cells, spec_samples, base_samples, warnings):
+    """Cells restricted to samples that pair across arms (prompt, index, seed), where some do not pair."""
+    if not spec_samples or not base_samples:
+        return list(spec_cells), list(base_cells)
+    pairs = pair_samples(spec_samples, base_samples)
+    if not pairs:
+        warnings.append("no sample pairs with a baseline sample by (prompt, index, seed): pooled cells compared")
+        return list(spec_cells), list(base_cells)
+    by_t: dict[float, list] = {}
+    for s, b in pairs:
+        by_t.setdefault(float(s.temperature), []).append((s, b))
+    base_by_t = {float(c.temperature): c for c in base_cells}
+    spec_out, base_out = [], dict(base_by_t)
+    for sc in spec_cells:
+        t = float(sc.temperature)
+        pp, bc = by_t.get(t), base_by_t.get(t)
+        if not pp or bc is None or len(pp) == sc.n + sc.n_errors == bc.n + bc.n_errors:
+            spec_out.append(sc)
+            continue
+        warnings.append(f"T={_fmt_t(t)}: compared on the {len(pp)} matched pairs only "
+                        f"(spec {sc.n + sc.n_errors}, baseline {bc.n + bc.n_errors} samples)")
+        spec_out.append(summarize_cell(sc.profile, t, sc.speculative, [s for s, _ in pp]))
+        base_out[t] = summarize_cell(bc.profile, t, bc.speculative, [b for _, b in pp])
+    return spec_out, list(base_out.values())
+
+
 def judge(profile: str, spec_cells: Sequence[CellSummary], base_cells: Sequence[CellSummary], *,
           spec_samples: Sequence[SampleObs] = (), base_samples: Sequence[SampleObs] = (),
           alpha: float = 0.05, n_spec_profiles: int = 1) -> Verdict:
     """Verdict on one speculative profile against the baseline (rules in the module docstring).
 
     Cells are matched by temperature; spec cells without a baseline cell at their temperature are ignored.
-    ``spec_samples``/``base_samples`` enable the greedy comparison and bootstrap speed intervals.
+    ``spec_samples``/``base_samples`` enable the greedy comparison, bootstrap speed intervals, and the
+    matching rule: where some samples of a cell have no counterpart (same prompt, index, seed) in the other
+    arm, both cells are recomputed from the matched pairs only (and a warning says so).
     """
+    warnings: list[str] = []
+    spec_cells, base_cells = _matched(spec_cells, base_cells, spec_samples, base_samples, warnings)
     rows = _compare(spec_cells, base_cells, n_spec_profiles)
     greedy = _greedy(spec_samples, base_samples, rows)
-    warnings = _warnings(spec_cells, rows)
+    warnings += _warnings(spec_cells, rows)
     tail = f"; {greedy}" if greedy else ""
 
     def verdict(kind, evidence, row=None):

@@ -113,3 +113,16 @@ def test_launch_failure_is_a_verdict_that_fails_the_run():
     v = launch_failed("mtp", "cuda_oom", "lower --mem-fraction-static")
     assert v.kind == "launch-failed:cuda_oom" and v.to_dict()["evidence"] == "lower --mem-fraction-static"
     assert exit_code([v]) == 1 and exit_code(["healthy", "spec-slower", "inconclusive"]) == 0
+
+
+def test_loops_count_only_against_matched_baseline_samples():
+    ss = samples("mtp", 0.7, 8, 16, spec=True)
+    for s in ss[:8]:
+        s.prompt_id = "only-in-spec"  # the looping prompts were never asked of the baseline
+    bs = samples("baseline", 0.7, 0, 16, spec=False)
+    spec = [summarize_cell("mtp", 0.7, True, ss)]
+    base = [summarize_cell("baseline", 0.7, False, bs)]
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs)
+    row = v.comparisons[0]
+    assert (row["spec_loops"], row["spec_n"], row["base_n"]) == (0, 8, 8)
+    assert v.kind != "spec-corrupts-output" and any("matched pairs" in w for w in v.warnings)
