@@ -166,6 +166,9 @@ class Playbook(_Strict):
         "{prompt}", description="/generate only: the text sent, with {prompt} replaced by the prompt "
                                 "(put the model's chat template here; /generate does not apply one)")
     concurrency: int | None = Field(None, ge=1, description="Requests in flight; default --max-running-requests")
+    early_stop: bool = Field(
+        False, description="Sample in rounds (one sample per prompt per round) and stop a cell once its "
+                           "decision is settled (analysis.stopping); `samples` is then the budget")
     compare: CompareConfig = Field(default_factory=CompareConfig)
     timeouts: TimeoutsConfig = Field(default_factory=TimeoutsConfig)
 

@@ -59,6 +59,7 @@ class ProfileRun:
     decode: list[dict] = field(default_factory=list)
     n_requests: int = 0
     n_resumed: int = 0
+    stopping: dict = field(default_factory=dict)  # temperature -> early-stopping decision
 
     @property
     def launched(self) -> bool:
@@ -231,15 +232,12 @@ class Runner:
         pb = self.playbook
         limit = pb.concurrency or pb.max_running_requests()
         sem = asyncio.Semaphore(limit)
-        done = 0
-        total = len(todo)
-        self.hooks.on_profile(lp.profile, total)
+        progress = {"done": 0, "total": len(todo)}
+        self.hooks.on_profile(lp.profile, len(todo))
         with self.samples_path.open("a") as f:
-            async with ServerClient(url, timeout_s=pb.timeouts.request_s,
-                                    max_connections=limit + 2) as sc:
+            async with ServerClient(url, timeout_s=pb.timeouts.request_s, max_connections=limit + 2) as sc:
 
-                async def one(req: RequestSpec) -> None:
-                    nonlocal done
+                async def one(req: RequestSpec) -> dict:
                     async with sem:
                         if pb.api == "chat":
                             comp = await sc.chat(req.prompt, temperature=req.temperature,
@@ -251,8 +249,51 @@ class Runner:
                     rec = sample_record(req, comp, speculative=lp.speculative, api=pb.api)
                     f.write(json.dumps(rec) + "\n")
                     f.flush()
-                    done += 1
-                    self.hooks.on_sample(lp.profile, done, total)
+                    progress["done"] += 1
+                    self.hooks.on_sample(lp.profile, progress["done"], progress["total"])
+                    return rec
 
-                await asyncio.gather(*(one(r) for r in todo))
+                if pb.early_stop:
+                    cells = sorted({r.temperature for r in todo})
+                    await asyncio.gather(*(self._sample_cell_in_rounds(
+                        lp, t, [r for r in todo if r.temperature == t], one, pr, progress) for t in cells))
+                else:
+                    await asyncio.gather(*(one(r) for r in todo))
                 pr.server_info = await sc.server_info()
+
+    async def _sample_cell_in_rounds(self, lp: LaunchPlan, temperature: float, todo: list[RequestSpec], one,
+                                     pr: ProfileRun, progress: dict) -> None:
+        """Rounds of one sample per prompt; stop when :func:`settled` says the cell is decided."""
+        rounds = sorted({r.sample_index for r in todo})
+        decision = None
+        for i in rounds:
+            await asyncio.gather(*(one(r) for r in todo if r.sample_index == i))
+            decision = self._cell_decision(lp, temperature)
+            if decision["settled"]:
+                skipped = sum(1 for r in todo if r.sample_index > i)
+                progress["total"] -= skipped
+                self.hooks.on_progress(f"{lp.profile} T={temperature:g}: settled after {decision['n']} samples "
+                                       f"({decision['reason']}); {skipped} requests saved")
+                break
+        pr.stopping[str(temperature)] = decision
+
+    def _cell_decision(self, lp: LaunchPlan, temperature: float) -> dict:
+        """Early-stopping state of one cell from the stored samples (see analysis.stopping)."""
+        from .analysis.stopping import StopRule, baseline_settled, stop_decision
+
+        stored = [s for s in load_samples(self.samples_path)
+                  if s.get("error") is None and float(s["temperature"]) == temperature]
+
+        def counts(profile: str) -> tuple[int, int]:
+            arm = [s for s in stored if s["profile"] == profile]
+            return sum(1 for s in arm if (s.get("metrics") or {}).get("loop")), len(arm)
+
+        pb = self.playbook
+        rule = StopRule(budget=pb.samples * len(pb.prompts), round_size=len(pb.prompts), alpha=pb.compare.alpha)
+        k, n = counts(lp.profile)
+        if lp.profile == pb.baseline:
+            d = baseline_settled(k, n, rule)
+        else:
+            kb, nb = counts(pb.baseline)
+            d = stop_decision(k, n, kb, nb, rule)
+        return {"settled": d.settled, "outcome": d.outcome, "reason": d.reason, "n": n, "budget": rule.budget}

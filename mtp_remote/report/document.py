@@ -54,9 +54,18 @@ def build_summary(*, run_id: str, host: HostConfig, playbook: Playbook, profile_
         "cells": [_cell_dict(c) for c in diagnosis.cells],
         "verdicts": [v.to_dict() for v in diagnosis.verdicts],
         "n_samples": n_samples,
+        "sampling": _sampling(playbook, profile_runs, n_samples),
         "exit_code": exit_code,
         "files": {"samples": "samples.jsonl", "report": "report.md", "logs": "logs/"},
     }
+
+
+def _sampling(playbook: Playbook, profile_runs: list, n_samples: int) -> dict:
+    """Fixed budget (profiles × temperatures × prompts × samples) against what was requested."""
+    budget = len(profile_runs) * len(playbook.temperatures) * len(playbook.prompts) * playbook.samples
+    return {"early_stop": playbook.early_stop, "budget": budget, "used": n_samples,
+            "saved": max(0, budget - n_samples),
+            "used_fraction": round(n_samples / budget, 3) if budget else None}
 
 
 def _profile_dict(pr) -> dict:

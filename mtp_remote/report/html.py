@@ -1,0 +1,96 @@
+"""Render ``report.html``: one self-contained page (inline CSS, plots as base64 PNG) from a summary document.
+
+Plots (matplotlib, Agg backend): loop rate per profile and temperature with 95 % Wilson intervals;
+acceptance length and tokens/s per cell, over all and over non-looping samples; a histogram of loop onsets
+(token index where the loop starts). Pure apart from rendering: reads the document and samples, never the
+network.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from .markdown import num, pct, worst_samples
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def plots(doc: dict, samples: list[dict]) -> dict[str, str]:
+    """{name: data URI} for the report's figures (empty when there are no cells)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cells = doc.get("cells") or []
+    if not cells:
+        return {}
+    out = {}
+    profiles = list(dict.fromkeys(c["profile"] for c in cells))
+    temps = sorted({c["temperature"] for c in cells})
+    width = 0.8 / max(1, len(profiles))
+
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    for i, p in enumerate(profiles):
+        xs, ys, lo, hi = [], [], [], []
+        for j, t in enumerate(temps):
+            c = next((c for c in cells if c["profile"] == p and c["temperature"] == t), None)
+            if c is None:
+                continue
+            xs.append(j + i * width)
+            ys.append(c["loop_rate"])
+            lo.append(c["loop_rate"] - c["loop_ci"][0])
+            hi.append(c["loop_ci"][1] - c["loop_rate"])
+        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, label=p)
+    ax.set_xticks([j + width * (len(profiles) - 1) / 2 for j in range(len(temps))], [f"T={t:g}" for t in temps])
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("loop rate (95 % Wilson CI)")
+    ax.legend()
+    out["loop_rate"] = _png(fig)
+
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.0))
+    labels = [f"{c['profile']}\nT={c['temperature']:g}" for c in cells]
+    for ax, key, title in ((axes[0], "accept_length", "acceptance length"), (axes[1], "tokens_per_s", "tokens/s")):
+        allv = [c.get(key) or 0 for c in cells]
+        nonloop = [c.get(key + "_nonloop") or 0 for c in cells]
+        xs = range(len(cells))
+        ax.bar([x - 0.2 for x in xs], allv, 0.4, label="all samples")
+        ax.bar([x + 0.2 for x in xs], nonloop, 0.4, label="non-looping")
+        ax.set_xticks(list(xs), labels, fontsize=7)
+        ax.set_title(title, fontsize=9)
+    axes[0].legend(fontsize=7)
+    out["speed"] = _png(fig)
+
+    onsets = [(s.get("metrics") or {}).get("loop_start_token") for s in samples]
+    onsets = [o for o in onsets if o is not None]
+    if onsets:
+        fig, ax = plt.subplots(figsize=(6, 2.6))
+        ax.hist(onsets, bins=min(30, max(5, len(onsets) // 2)))
+        ax.set_xlabel("loop onset (token index)")
+        ax.set_ylabel("samples")
+        out["onset"] = _png(fig)
+    return out
+
+
+def render_html(doc: dict, samples: list[dict] | None = None) -> str:
+    samples = samples or []
+    env = Environment(loader=PackageLoader("mtp_remote.report", "templates"), autoescape=select_autoescape(["html", "j2"]))
+    env.globals.update(pct=pct, num=num)
+    return env.get_template("report.html.j2").render(doc=doc, plots=plots(doc, samples), worst=worst_samples(samples))
+
+
+def write_html(doc: dict, samples: list[dict], run_dir: Path) -> Path:
+    path = run_dir / "report.html"
+    path.write_text(render_html(doc, samples))
+    return path

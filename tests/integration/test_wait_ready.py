@@ -1,0 +1,77 @@
+"""wait_ready on real corpus log text written by a real process: Ready, Crashed (with cause and hint), TimedOut."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from invoke import Context
+
+from mtp_remote.config import HostConfig
+from mtp_remote.remote import facts, process
+from mtp_remote.server import ServerLifecycle
+
+REPLAY = Path(__file__).parent / "replay_log.py"
+
+
+@pytest.fixture
+def replay(tmp_path, corpus):
+    procs = []
+
+    def start(name: str, then: str, delay: float = 0.002):
+        log = tmp_path / f"{name}.log"
+        p = subprocess.Popen([sys.executable, str(REPLAY), str(corpus / "logs" / f"{name}.log"), str(log),
+                              str(delay), then], start_new_session=True)
+        procs.append(p)
+        c = Context()
+        info = None
+        for _ in range(100):
+            info = facts.get_process_info(c, p.pid)
+            if info and str(REPLAY) in info.cmdline:
+                break
+            time.sleep(0.01)
+        rec = process.ServerRecord(pid=p.pid, pgid=p.pid, start_ticks=info.start_ticks, cmdline=list(info.cmdline),
+                                   profile=name, port=0, log_path=str(log), run_id="r", started_at=time.time())
+        host = HostConfig(name="replay", transport="local", engine="sim", workdir=str(tmp_path))
+        return ServerLifecycle(c, host, python=sys.executable, workdir=str(tmp_path), run_id="r"), rec
+
+    yield start
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+def test_a_ready_log_gives_ready_with_its_milestones_in_order(replay):
+    lc, rec = replay("l01_ready_tp2_nextn", "stay")
+    out = lc.wait_ready(rec, timeout_s=30)
+    assert out.kind == "ready"
+    assert [m["name"] for m in out.milestones] == ["weights_loaded", "kv_cache_allocated", "cuda_graph_captured",
+                                                   "http_up", "ready"]
+    assert "The server is fired up and ready to roll!" in out.log_tail[-1] or any(
+        "ready to roll" in ln for ln in out.log_tail)
+
+
+def test_a_kv_pool_failure_is_a_crash_with_cause_and_hint_even_before_the_process_exits(replay):
+    lc, rec = replay("l03_kv_pool_too_small", "stay")
+    out = lc.wait_ready(rec, timeout_s=30)
+    assert out.kind == "crashed" and out.cause == "kv_pool_too_small"
+    assert "increase --mem-fraction-static" in out.hint
+    assert 0 < len(out.log_tail) <= 30
+
+
+def test_a_process_that_exits_is_a_crash_classified_from_its_log(replay):
+    lc, rec = replay("l12_unknown_flag", "exit")
+    out = lc.wait_ready(rec, timeout_s=30)
+    assert out.kind == "crashed" and out.cause == "argparse_error"
+
+
+def test_a_log_that_stops_short_of_ready_times_out(replay):
+    lc, rec = replay("l02_still_starting", "stay")
+    t0 = time.monotonic()
+    out = lc.wait_ready(rec, timeout_s=1.0)
+    assert out.kind == "timed_out" and 1.0 <= time.monotonic() - t0 < 5
+    assert {"weights_loaded", "kv_cache_allocated"} <= {m["name"] for m in out.milestones}
+    assert "starting" in out.hint

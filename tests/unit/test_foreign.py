@@ -1,0 +1,37 @@
+"""Foreign SGLang processes: servers, children, orphans and other GPU users outside our process group."""
+
+from __future__ import annotations
+
+from mtp_remote.remote.facts import GpuApp, PsEntry
+from mtp_remote.remote.foreign import find_foreign
+
+PS = [
+    PsEntry(1, 0, 1, "root", 9000, "/sbin/init"),
+    PsEntry(500, 1, 500, "ops", 100, "python -m sglang.launch_server --port 30000"),   # ours
+    PsEntry(510, 500, 500, "ops", 99, "sglang::scheduler_TP0"),                         # ours
+    PsEntry(700, 1, 700, "bob", 5000, "python3 -m sglang.launch_server --port 31000"),  # foreign server
+    PsEntry(710, 700, 700, "bob", 4999, "sglang::scheduler_TP0"),                       # its child
+    PsEntry(800, 1, 650, "ops", 7000, "sglang::scheduler_TP1"),                         # orphan
+    PsEntry(900, 1, 900, "ops", 10, "vim notes-about-sglang.txt"),                     # not SGLang
+    PsEntry(950, 1, 950, "ops", 10, "[python3] <defunct>"),                             # zombie
+]
+APPS = [GpuApp(510, 40000), GpuApp(710, 30000), GpuApp(800, 20000), GpuApp(1234, 1000)]
+
+
+def test_our_group_is_never_listed_and_the_rest_is_classified():
+    found = {f.pid: f for f in find_foreign(PS, APPS, our_pgid=500)}
+    assert set(found) == {700, 710, 800, 1234}
+    assert found[700].kind == "server" and found[700].user == "bob"
+    assert found[710].kind == "child" and found[710].gpu_mib == 30000
+    assert found[800].kind == "orphan" and found[800].gpu_mib == 20000
+    assert found[1234].kind == "gpu-app" and found[1234].args == "(not visible to ps)"
+
+
+def test_without_a_recorded_server_our_old_processes_count_as_foreign():
+    pids = {f.pid for f in find_foreign(PS, [], our_pgid=None)}
+    assert pids == {500, 510, 700, 710, 800}
+
+
+def test_a_description_names_pid_user_age_and_memory():
+    f = next(f for f in find_foreign(PS, APPS, our_pgid=500) if f.pid == 800)
+    assert f.describe() == "PID 800 (orphan, user ops, 7000 s old, 20000 MiB GPU): sglang::scheduler_TP1"
