@@ -143,3 +143,27 @@ def samples_saved(samples_used: list[int], budget: int) -> tuple[int, float]:
     saved = total - sum(min(budget, n) for n in samples_used)
     return saved, (saved / total if total else 0.0)
 
+
+
+def baseline_settled(k_base: int, n_base: int, rule: StopRule = StopRule()) -> StopDecision:
+    """Whether a baseline cell has enough samples before its speculative arms are sampled.
+
+    Arms run one after another (one server launch per profile, baseline first), so the baseline cannot wait
+    for the comparisons. It stops once its loop rate is known to be small — the one-sided Wilson upper bound at
+    confidence ``1 - beta / K`` is below ``margin`` (**clean**) — or is clearly large — the lower bound at
+    ``1 - alpha / K`` exceeds ``margin`` (**degenerate**: the model loops without speculation) — or at the
+    budget. ``p_value`` is not used here (1.0)."""
+    if n_base == 0:
+        return StopDecision("continue", 1.0, rule.alpha_per_look, 1.0, "no baseline samples yet")
+    _, upper = wilson_interval(k_base, n_base, 2 * (1 - rule.beta_per_look) - 1)
+    lower, _ = wilson_interval(k_base, n_base, 2 * (1 - rule.alpha_per_look) - 1)
+    counts = f"baseline loops {k_base}/{n_base}"
+    if upper < rule.margin:
+        return StopDecision("baseline-clean", 1.0, rule.alpha_per_look, upper,
+                            f"{counts}: rate at most {upper:.2f} < margin {rule.margin:.2f}")
+    if lower > rule.margin:
+        return StopDecision("baseline-degenerate", 1.0, rule.alpha_per_look, upper,
+                            f"{counts}: rate at least {lower:.2f} > margin {rule.margin:.2f}")
+    if n_base >= rule.budget:
+        return StopDecision("budget-spent", 1.0, rule.alpha_per_look, upper, f"{counts}: budget spent")
+    return StopDecision("continue", 1.0, rule.alpha_per_look, upper, f"{counts}: not settled")
