@@ -19,6 +19,7 @@ from .diagnosis import diagnose as diagnose_samples
 from .errors import EXIT_RUN_FAILED, ConfigError
 from .remote import connect as transport
 from .report.document import build_summary, save_summary
+from .report.ci import write_ci_outputs
 from .report.html import write_html
 from .report.markdown import write_markdown
 from .runner import Hooks, Runner, load_samples, new_run_id
@@ -90,6 +91,7 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
     save_summary(doc, run_dir)
     write_markdown(doc, samples, run_dir)
     write_html(doc, samples, run_dir)
+    write_ci_outputs(doc, run_dir)
     return DiagnoseResult(run_id=run_id, run_dir=run_dir, summary=doc, exit_code=code)
 
 

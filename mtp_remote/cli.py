@@ -267,6 +267,62 @@ def smoke(inventory, host, playbook, prompt, temperature, max_tokens, as_json):
     sys.exit(1 if res["verdict"] == "loops" else 0)
 
 
+@main.command()
+@_inventory_opt
+@_host_opt
+@click.option("-p", "--playbook", default="playbooks/nightly.yaml", show_default=True, help="Playbook (YAML).")
+@click.option("--runs-dir", default="runs", show_default=True)
+@click.option("--history", "history_db", default=None, help="SQLite history file (default RUNS_DIR/history.sqlite).")
+@handle_errors
+def nightly(inventory, host, playbook, runs_dir, history_db):
+    """Diagnose, record the run in the history, and flag regressions since the last run (for cron/CI).
+
+    Exit 1 when a speculative profile corrupts output or regressed, 2 when the run could not be done.
+    Writes junit.xml and metrics.prom in the run directory."""
+    from pathlib import Path
+
+    from . import store
+    from .report.console import verdict_table
+
+    console = Console()
+    res = api.diagnose(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir)
+    db = Path(history_db or Path(runs_dir) / "history.sqlite")
+    doc = res.summary
+    store.record_run(db, doc, res.run_dir)
+    prev = store.previous_verdicts(db, host=doc["host"]["name"], playbook=doc["playbook"]["name"], before_run=res.run_id)
+    regressed = store.regressions(prev, {v["profile"]: v["kind"] for v in doc["verdicts"]})
+    console.print(verdict_table(doc))
+    if regressed:
+        console.print(f"[bold red]regression:[/] {', '.join(regressed)} (previously {', '.join(prev[p] for p in regressed)})")
+    console.print(f"run {res.run_id}: {res.run_dir}; history {db}")
+    sys.exit(max(res.exit_code, 1 if regressed else 0))
+
+
+@main.command("history")
+@_host_opt
+@click.option("--history", "history_db", default="runs/history.sqlite", show_default=True)
+@click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@handle_errors
+def history_cmd(host, history_db, limit, as_json):
+    """List recorded runs (newest first) with their verdicts."""
+    from rich.table import Table
+
+    from . import store
+
+    rows = store.history(history_db, host=host, limit=limit)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    t = Table(title=f"History — {history_db}")
+    for col in ("run", "host", "playbook", "started", "exit", "verdicts"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(r["run_id"], r["host"], r["playbook"], r["started_at"][:19], str(r["exit_code"]),
+                  ", ".join(f"{p}: {k}" for p, k in r["verdicts"].items()))
+    Console().print(t)
+
+
 def _register_ops() -> None:
     try:
         from .cli_ops import classify_log_cmd

@@ -1,0 +1,95 @@
+"""History of runs for nightly regression checks (stdlib ``sqlite3``).
+
+One row per run (host, playbook, exit code, time, directory) and one per verdict and per cell, so a nightly
+job can ask "what did this profile say last time?" and flag a regression (a profile that was healthy and now
+corrupts output, or whose loop rate rose). The database file defaults to ``runs/history.sqlite``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+  run_id TEXT PRIMARY KEY, host TEXT NOT NULL, playbook TEXT NOT NULL, simulated INTEGER NOT NULL,
+  started_at TEXT NOT NULL, duration_s REAL, exit_code INTEGER NOT NULL, run_dir TEXT, tool_version TEXT
+);
+CREATE TABLE IF NOT EXISTS verdicts (
+  run_id TEXT NOT NULL REFERENCES runs(run_id), profile TEXT NOT NULL, kind TEXT NOT NULL,
+  evidence TEXT, p_value REAL, PRIMARY KEY (run_id, profile)
+);
+CREATE TABLE IF NOT EXISTS cells (
+  run_id TEXT NOT NULL REFERENCES runs(run_id), profile TEXT NOT NULL, temperature REAL NOT NULL,
+  n INTEGER, loops INTEGER, loop_rate REAL, accept_length REAL, tokens_per_s REAL,
+  PRIMARY KEY (run_id, profile, temperature)
+);
+"""
+
+BAD = ("spec-corrupts-output",)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path)
+    db.executescript(SCHEMA)
+    return db
+
+
+def record_run(path: str | Path, doc: dict, run_dir: str | Path) -> None:
+    """Insert (or replace) one run's summary document into the history at ``path``."""
+    with closing(_connect(Path(path))) as db, db:
+        db.execute("INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?)",
+                   (doc["run_id"], doc["host"]["name"], doc["playbook"]["name"], int(bool(doc.get("simulated"))),
+                    doc["started_at"], doc.get("duration_s"), doc["exit_code"], str(run_dir), doc.get("tool_version")))
+        db.execute("DELETE FROM verdicts WHERE run_id = ?", (doc["run_id"],))
+        db.execute("DELETE FROM cells WHERE run_id = ?", (doc["run_id"],))
+        db.executemany("INSERT INTO verdicts VALUES (?,?,?,?,?)",
+                       [(doc["run_id"], v["profile"], v["kind"], v.get("evidence"), v.get("p_value"))
+                        for v in doc.get("verdicts", [])])
+        db.executemany("INSERT INTO cells VALUES (?,?,?,?,?,?,?,?)",
+                       [(doc["run_id"], c["profile"], c["temperature"], c["n"], c["loops"], c["loop_rate"],
+                         c.get("accept_length"), c.get("tokens_per_s")) for c in doc.get("cells", [])])
+
+
+def previous_verdicts(path: str | Path, *, host: str, playbook: str, before_run: str) -> dict[str, str]:
+    """{profile: verdict kind} of the latest earlier run of the same host and playbook ({} if none)."""
+    p = Path(path)
+    if not p.exists():
+        return {}
+    with closing(_connect(p)) as db:
+        row = db.execute("SELECT run_id FROM runs WHERE host = ? AND playbook = ? AND run_id != ? "
+                         "AND started_at <= (SELECT COALESCE(MAX(started_at), '9999') FROM runs WHERE run_id = ?) "
+                         "ORDER BY started_at DESC LIMIT 1", (host, playbook, before_run, before_run)).fetchone()
+        if row is None:
+            return {}
+        return dict(db.execute("SELECT profile, kind FROM verdicts WHERE run_id = ?", (row[0],)).fetchall())
+
+
+def regressions(previous: dict[str, str], current: dict[str, str]) -> list[str]:
+    """Profiles whose verdict turned bad (corrupt output or a failed launch) since the previous run."""
+    def bad(kind: str) -> bool:
+        return kind in BAD or kind.startswith("launch-failed")
+
+    return sorted(p for p, kind in current.items() if bad(kind) and p in previous and not bad(previous[p]))
+
+
+def history(path: str | Path, *, host: str | None = None, limit: int = 20) -> list[dict]:
+    """Latest runs (newest first) with their verdicts, as dicts."""
+    p = Path(path)
+    if not p.exists():
+        return []
+    with closing(_connect(p)) as db:
+        q = "SELECT run_id, host, playbook, started_at, exit_code FROM runs"
+        args: tuple = ()
+        if host:
+            q += " WHERE host = ?"
+            args = (host,)
+        rows = db.execute(q + " ORDER BY started_at DESC LIMIT ?", (*args, limit)).fetchall()
+        out = []
+        for run_id, h, pb, started, code in rows:
+            verdicts = dict(db.execute("SELECT profile, kind FROM verdicts WHERE run_id = ?", (run_id,)).fetchall())
+            out.append({"run_id": run_id, "host": h, "playbook": pb, "started_at": started, "exit_code": code,
+                        "verdicts": verdicts})
+        return out
