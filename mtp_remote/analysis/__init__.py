@@ -2,5 +2,6 @@
 
 ``degeneracy`` (per-sample metrics, loop detection on top of ``loops``), ``stats`` (intervals, exact tests,
 bootstrap, sample sizes), ``divergence`` (greedy comparison, KL probe), ``pairing`` (matched samples across
-arms), ``stopping`` (when a cell's decision is settled), ``verdict`` (cells to verdicts with evidence).
+arms), ``stopping`` (when a cell's decision is settled), ``cells`` (samples pooled per profile and temperature),
+``verdict`` (cells to verdicts with evidence).
 """

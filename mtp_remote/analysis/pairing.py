@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .divergence import GreedyDivergence, greedy_divergence
+from .divergence import NEAR_TIE_MARGIN, GreedyDivergence, greedy_divergence
 
 
 def pair_key(sample: Any) -> tuple:
@@ -33,12 +33,17 @@ def pair_samples(spec: Sequence[Any], base: Sequence[Any]) -> list[tuple[Any, An
 
 @dataclass(frozen=True)
 class GreedyPair:
-    """One paired T=0 comparison; ``spec_loop_onset`` is the spec output's loop start token or None."""
+    """One paired T=0 comparison; ``spec_loop_onset`` is the spec output's loop start token or None.
+
+    ``near_tie``: the divergence sits where the baseline's top-2 logprob margin is below
+    ``divergence.NEAR_TIE_MARGIN`` (None without margins or without a divergence on ids).
+    """
 
     prompt_id: str
     divergence: GreedyDivergence
     spec_loop_onset: int | None
     base_loops: bool
+    near_tie: bool | None = None
 
 
 def _comparable(sample: Any):
@@ -67,5 +72,10 @@ def greedy_report(spec: Sequence[Any], base: Sequence[Any]) -> list[GreedyPair]:
             if sa is None or ba is None:
                 continue
         onset = s.metrics.loop.start_token if s.metrics.loop else None
-        out.append(GreedyPair(s.prompt_id, greedy_divergence(sa, ba), onset, b.metrics.is_loop))
+        div = greedy_divergence(sa, ba)
+        margins = getattr(b, "top2_margins", None)
+        tie = None
+        if margins and div.unit == "ids" and div.first_index is not None and div.first_index < len(margins):
+            tie = bool(margins[div.first_index] < NEAR_TIE_MARGIN)
+        out.append(GreedyPair(s.prompt_id, div, onset, b.metrics.is_loop, tie))
     return out

@@ -1,7 +1,7 @@
 """Cells to verdicts: per-cell summaries and one verdict per speculative profile, with its evidence.
 
 The runner hands one :class:`SampleObs` per request; :func:`summarize_cell` pools a (profile, temperature)
-cell into a :class:`CellSummary`; :func:`judge` compares a speculative profile's cells with the baseline's
+cell into a :class:`CellSummary` (both defined in ``cells.py``, re-exported here); :func:`judge` compares a speculative profile's cells with the baseline's
 cells at the same temperatures and returns a :class:`Verdict` whose ``evidence`` is one sentence. The rules
 (thresholds are the module constants) are documented in ``docs/metrics.md``:
 
@@ -25,9 +25,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from ..errors import EXIT_CORRUPT, EXIT_HEALTHY
-from .degeneracy import TextMetrics
+from .cells import CellSummary, SampleObs, mean_of, summarize_cell
+from .divergence import kl_gap_flag
 from .pairing import greedy_report, pair_samples
-from .stats import fisher_loops, holm, ratio_ci, samples_needed, wilson_interval
+from .stats import fisher_loops, holm, ratio_ci, samples_needed
+
+__all__ = ["KINDS", "CellSummary", "SampleObs", "Verdict", "exit_code", "judge", "launch_failed",
+           "summarize_cell"]
 
 BASE_DEGENERATE_RATE = 0.25
 MIN_SAMPLES = 4
@@ -38,123 +42,6 @@ INFLATED_ACCEPT = 1.10  # warn when acceptance over all samples exceeds the non-
 
 KINDS = ("spec-corrupts-output", "base-model-degenerates", "healthy", "spec-ineffective", "spec-slower",
          "inconclusive", "launch-failed:<cause>")
-
-
-@dataclass
-class SampleObs:
-    """What the runner hands over for one request.
-
-    ``metrics`` is None when the request failed (then ``error`` says why). ``latency_s``: wall seconds for
-    the whole request. ``spec_verify_ct``: verify steps reported by a speculative server (None otherwise).
-    ``output_ids``/``text``: the output, used for the greedy comparison at T=0 (ids preferred).
-    """
-
-    profile: str
-    temperature: float
-    prompt_id: str
-    sample_index: int
-    seed: int | None
-    metrics: TextMetrics | None
-    finish_reason: str | None
-    completion_tokens: int
-    latency_s: float
-    spec_verify_ct: int | None
-    output_ids: list[int] | None = None
-    error: str | None = None
-    text: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.metrics is not None and self.error is None
-
-    @property
-    def is_loop(self) -> bool:
-        return bool(self.metrics is not None and self.metrics.is_loop)
-
-    @property
-    def tokens_per_s(self) -> float | None:
-        """completion_tokens / latency_s, None for failed requests or a non-positive latency."""
-        if not self.ok or self.latency_s <= 0:
-            return None
-        return self.completion_tokens / self.latency_s
-
-    @property
-    def accept_length(self) -> float | None:
-        """Per-request acceptance length as SGLang computes it: completion_tokens / spec_verify_ct."""
-        if not self.ok or not self.spec_verify_ct:
-            return None
-        return self.completion_tokens / self.spec_verify_ct
-
-
-@dataclass
-class CellSummary:
-    """One (profile, temperature) cell, all prompts pooled.
-
-    ``n``: analysed samples (failed requests excluded, counted in ``n_errors``). ``loop_ci``: 95 % Wilson
-    interval. ``accept_length``: sum(completion_tokens) / sum(spec_verify_ct) (token-weighted, as SGLang's
-    server-wide figure); ``*_nonloop``: the same over non-looping samples. ``tokens_per_s``: mean of the
-    per-sample completion_tokens / latency_s. Rates are in [0, 1]; None where undefined.
-    """
-
-    profile: str
-    temperature: float
-    speculative: bool
-    n: int
-    n_errors: int
-    loops: int
-    loop_rate: float
-    loop_ci: tuple[float, float]
-    accept_length: float | None
-    accept_length_nonloop: float | None
-    tokens_per_s: float | None
-    tokens_per_s_nonloop: float | None
-    think_closed_rate: float | None
-    finish_length_rate: float
-    mean_completion_tokens: float
-    steps_per_s: float | None = None
-    mean_seq_rep_4: float | None = None
-    loop_onsets: list[int] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def _accept(samples: Sequence[SampleObs]) -> float | None:
-    rows = [s for s in samples if s.spec_verify_ct]
-    if not rows:
-        return None
-    return sum(s.completion_tokens for s in rows) / sum(s.spec_verify_ct for s in rows)
-
-
-def _mean(values: Iterable[float | None]) -> float | None:
-    vals = [v for v in values if v is not None]
-    return sum(vals) / len(vals) if vals else None
-
-
-def summarize_cell(profile: str, temperature: float, speculative: bool,
-                   samples: Sequence[SampleObs]) -> CellSummary:
-    """Pool one cell's samples (any prompts) into a :class:`CellSummary`; never raises on empty input."""
-    ok = [s for s in samples if s.ok]
-    n = len(ok)
-    loops = sum(s.is_loop for s in ok)
-    clean = [s for s in ok if not s.is_loop]
-    think = [s.metrics.think_closed for s in ok if s.metrics.think_closed is not None]
-    steps = _mean(s.spec_verify_ct / s.latency_s for s in ok if s.spec_verify_ct and s.latency_s > 0)
-    return CellSummary(
-        profile=profile, temperature=float(temperature), speculative=speculative, n=n,
-        n_errors=len(samples) - n, loops=loops, loop_rate=loops / n if n else 0.0,
-        loop_ci=wilson_interval(loops, n),
-        accept_length=_accept(ok) if speculative else None,
-        accept_length_nonloop=_accept(clean) if speculative else None,
-        tokens_per_s=_mean(s.tokens_per_s for s in ok),
-        tokens_per_s_nonloop=_mean(s.tokens_per_s for s in clean),
-        think_closed_rate=sum(think) / len(think) if think else None,
-        finish_length_rate=sum(s.finish_reason == "length" for s in ok) / n if n else 0.0,
-        mean_completion_tokens=sum(s.completion_tokens for s in ok) / n if n else 0.0,
-        steps_per_s=steps if speculative else None,
-        mean_seq_rep_4=_mean(s.metrics.seq_rep_4 for s in ok),
-        loop_onsets=[s.metrics.loop.start_token for s in ok if s.metrics.loop],
-    )
 
 
 @dataclass
@@ -245,8 +132,14 @@ def _greedy(spec_samples, base_samples, rows) -> str:
             r["greedy_min_lcs_ratio"] = min(g.divergence.lcs_ratio for g in pairs)
     if not diverged:
         return f"greedy output identical to baseline on {len(pairs)}/{len(pairs)} prompts"
-    first = min(g.divergence.first_index for g in diverged)
-    return f"greedy output diverges at token {first} ({len(diverged)}/{len(pairs)} prompts)"
+    first = min(diverged, key=lambda g: g.divergence.first_index)
+    ties = sum(bool(g.near_tie) for g in diverged)
+    for r in rows:
+        if r["temperature"] == 0.0:
+            r["greedy_near_tie_flips"] = ties
+    note = f"; {ties} at a near tie" if ties else ""
+    return (f"greedy output diverges at token {first.divergence.first_index} "
+            f"({len(diverged)}/{len(pairs)} prompts{note})")
 
 
 def _warnings(spec_cells, rows) -> list[str]:
@@ -266,6 +159,15 @@ def _warnings(spec_cells, rows) -> list[str]:
     return out
 
 
+def _kl_warning(spec_cells, base_cells) -> list[str]:
+    spec = [c.mean_kl_k3 for c in spec_cells if c.mean_kl_k3 is not None]
+    base = [c.mean_kl_k3 for c in base_cells if c.mean_kl_k3 is not None]
+    if kl_gap_flag(spec, base):
+        return [(f"KL probe: mean k3 {sum(spec) / len(spec):.3g} vs baseline {sum(base) / len(base):.3g} "
+                 f"nats/token: speculative tokens are less likely under a clean prefill")]
+    return []
+
+
 def _speed(spec_cells, base_cells, spec_samples, base_samples) -> tuple[float | None, tuple | None]:
     """Pooled non-looping tokens/s ratio spec/base and its bootstrap interval (when samples are given)."""
     a = [s.tokens_per_s for s in spec_samples if s.ok and not s.is_loop and s.tokens_per_s is not None]
@@ -275,7 +177,7 @@ def _speed(spec_cells, base_cells, spec_samples, base_samples) -> tuple[float | 
         return ci[0], ci
     ratios = [_ratio(s.tokens_per_s_nonloop, b.tokens_per_s_nonloop)
               for s in spec_cells for b in base_cells if b.temperature == s.temperature]
-    return _mean(ratios), None
+    return mean_of(ratios), None
 
 
 def _matched(spec_cells, base_cells, spec_samples, base_samples, warnings):
@@ -318,7 +220,7 @@ def judge(profile: str, spec_cells: Sequence[CellSummary], base_cells: Sequence[
     spec_cells, base_cells = _matched(spec_cells, base_cells, spec_samples, base_samples, warnings)
     rows = _compare(spec_cells, base_cells, n_spec_profiles)
     greedy = _greedy(spec_samples, base_samples, rows)
-    warnings += _warnings(spec_cells, rows)
+    warnings += _warnings(spec_cells, rows) + _kl_warning(spec_cells, base_cells)
     tail = f"; {greedy}" if greedy else ""
 
     def verdict(kind, evidence, row=None):
@@ -349,7 +251,7 @@ def judge(profile: str, spec_cells: Sequence[CellSummary], base_cells: Sequence[
         return verdict("inconclusive", f"{loops_of(r)} is not conclusive; {more}{tail}", r)
     decisive = min(rows, key=lambda r: r["p_adjusted"])
     accepts = [c.accept_length_nonloop for c in spec_cells if c.accept_length_nonloop is not None]
-    accept = _mean(accepts)
+    accept = mean_of(accepts)
     ratio, ci = _speed(spec_cells, base_cells, spec_samples, base_samples)
     speed = ""
     if ratio is not None:

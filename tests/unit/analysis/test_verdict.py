@@ -126,3 +126,27 @@ def test_loops_count_only_against_matched_baseline_samples():
     row = v.comparisons[0]
     assert (row["spec_loops"], row["spec_n"], row["base_n"]) == (0, 8, 8)
     assert v.kind != "spec-corrupts-output" and any("matched pairs" in w for w in v.warnings)
+
+
+def test_greedy_divergence_at_a_near_tie_is_called_out():
+    spec, ss = cells("mtp", {0.0: (0, 4)}, spec=True)
+    base, bs = cells("baseline", {0.0: (0, 4)}, spec=False)
+    for i, (s, b) in enumerate(zip(ss, bs)):
+        b.output_ids, b.top2_margins = list(range(50)), [2.0] * 50
+        s.output_ids = list(range(50))
+    ss[0].output_ids = list(range(23)) + [999] + list(range(24, 50))
+    bs[0].top2_margins[23] = 0.01
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs)
+    assert "diverges at token 23 (1/4 prompts; 1 at a near tie)" in v.evidence
+    assert v.comparisons[0]["greedy_near_tie_flips"] == 1
+
+
+def test_a_kl_probe_gap_over_the_baseline_is_warned_about():
+    ss = samples("mtp", 0.7, 0, 8, spec=True)
+    bs = samples("baseline", 0.7, 0, 8, spec=False)
+    for s in ss:
+        s.kl_k3 = 0.08
+    for b in bs:
+        b.kl_k3 = 0.001
+    v = judge("mtp", [summarize_cell("mtp", 0.7, True, ss)], [summarize_cell("baseline", 0.7, False, bs)])
+    assert any(w.startswith("KL probe: mean k3 0.08 vs baseline 0.001") for w in v.warnings)
