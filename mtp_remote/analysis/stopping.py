@@ -144,7 +144,6 @@ def samples_saved(samples_used: list[int], budget: int) -> tuple[int, float]:
     return saved, (saved / total if total else 0.0)
 
 
-
 def baseline_settled(k_base: int, n_base: int, rule: StopRule = StopRule()) -> StopDecision:
     """Whether a baseline cell has enough samples before its speculative arms are sampled.
 

@@ -6,6 +6,7 @@ import pytest
 
 from mtp_remote.analysis.stopping import (
     StopRule,
+    baseline_settled,
     diff_upper_bound,
     samples_saved,
     simulate_stopping,
@@ -49,3 +50,10 @@ def test_equal_arms_rarely_claim_spec_loops_more():
 
 def test_samples_saved_counts_against_the_fixed_budget():
     assert samples_saved([8, 12, 32], 32) == (44, pytest.approx(44 / 96))
+
+
+def test_a_baseline_sampled_first_stops_once_clearly_clean_or_clearly_degenerate():
+    assert baseline_settled(0, 12).outcome == "continue"
+    assert baseline_settled(0, 16).outcome == "baseline-clean"
+    assert baseline_settled(12, 16).outcome == "baseline-degenerate"
+    assert baseline_settled(4, 32).outcome == "budget-spent"
