@@ -1,0 +1,226 @@
+"""The simulated scheduler: batches running requests, steps them together, and keeps SGLang's statistics.
+
+One asyncio task (:meth:`Engine.run`) admits waiting requests up to ``--max-running-requests`` (logging a
+``Prefill batch`` line), then steps every running sequence once per iteration: one token each without
+speculation, one draft-then-verify step each with it. An iteration costs simulated GPU time (seconds, times
+``SGLANG_SIM_TIME_SCALE``): ``30 ms + 0.5 ms * batch`` per decode step, ``36 ms + 0.8 ms * batch`` per verify
+step plus ``4 ms`` per draft step, so tokens/s reflect acceptance (healthy steps 3 / topk 1 is about 1.9x
+the baseline; a useless draft head is slower than none). Every ``--decode-log-interval`` iterations it logs a
+``Decode batch`` line in SGLang's format (``accept len`` / ``accept rate`` on speculative servers) and
+publishes the average acceptance length that ``/server_info`` reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+
+from mtp_remote.sim.args import ServerArgs
+from mtp_remote.sim.decode import SamplingParams, Sequence
+from mtp_remote.sim.faults import Faults
+from mtp_remote.sim.logfmt import SimLog
+from mtp_remote.sim.memory import MemoryPlan
+from mtp_remote.sim.model import ModelKnobs, ToyModel
+from mtp_remote.sim.tokens import THINK_OPEN, Vocab
+
+
+def knobs_for(faults: Faults) -> ModelKnobs:
+    """Model parameters under the active faults (``base_loops``, ``low_accept``)."""
+    kw: dict = {}
+    if "base_loops" in faults:
+        kw["repeat_base"] = -0.3
+    if "low_accept" in faults:
+        kw.update(draft_error=0.97, draft_decay=1.0)
+    return ModelKnobs(**kw)
+
+
+def leak_active(args: ServerArgs, faults: Faults) -> bool:
+    """state_leak applies under speculation unless mitigated (no radix cache, or extra_buffer strategy)."""
+    return ("state_leak" in faults and args.speculative and not args.disable_radix_cache
+            and args.mamba_scheduler_strategy != "extra_buffer")
+
+
+@dataclass
+class Request:
+    """One generation request in the scheduler."""
+
+    rid: str
+    prompt_ids: list[int]
+    seq: Sequence
+    created: float
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    updates: asyncio.Queue | None = None
+    finished_at: float | None = None
+    warmup: bool = False
+
+
+class Engine:
+    """The scheduler and its statistics; one per server process."""
+
+    def __init__(self, args: ServerArgs, faults: Faults, vocab: Vocab, log: SimLog, scale: float,
+                 mem: MemoryPlan):
+        self.args, self.faults, self.vocab, self.log, self.scale, self.mem = args, faults, vocab, log, scale, mem
+        self.knobs = knobs_for(faults)
+        self.leak = leak_active(args, faults)
+        self.spec_steps = args.speculative_num_steps if args.speculative else 0
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self._wake = asyncio.Event()
+        self.finished_requests = 0
+        self.hung = False
+        self.crashed = False
+        self.on_crash = None  # callable(kind) set by the server
+        self.forward_ct = 0
+        # cumulative since start / since flush
+        self.prompt_tokens_total = 0
+        self.gen_tokens_total = 0
+        self.requests_total = 0
+        self._since_flush_tokens = 0
+        self._since_flush_verify = 0
+        self.avg_spec_accept_length = 0.0
+        self.last_gen_throughput = 0.0
+        self._iv_tokens = 0
+        self._iv_verify = 0
+        self._iv_start = time.monotonic()
+        self._seed_counter = random.Random(os.getpid() ^ int(time.time()))
+
+    # ---- requests ------------------------------------------------------------------------------
+    def new_request(self, prompt_text: str, prompt_ids: list[int], sp: SamplingParams, *, stream: bool = False,
+                    warmup: bool = False, rid: str | None = None) -> Request:
+        """Build a request (prompt text for the model, ids for counting) ready for :meth:`submit`."""
+        model = ToyModel.for_prompt(prompt_text, self.vocab, self.knobs)
+        seed = sp.seed if sp.seed is not None else self._seed_counter.getrandbits(63)
+        seq = Sequence(model, sp, random.Random(seed), self.spec_steps, self.leak)
+        return Request(rid or uuid.uuid4().hex, prompt_ids, seq, time.monotonic(),
+                       updates=asyncio.Queue() if stream else None, warmup=warmup)
+
+    def submit(self, req: Request) -> None:
+        """Queue a request; await ``req.done`` for the result."""
+        self.waiting.append(req)
+        self._wake.set()
+
+    @property
+    def idle(self) -> bool:
+        return not self.waiting and not self.running
+
+    def flush_cache(self) -> bool:
+        """Reset the acceptance statistics (SGLang: only when idle). Returns whether it flushed."""
+        if not self.idle:
+            return False
+        self._since_flush_tokens = self._since_flush_verify = 0
+        self.avg_spec_accept_length = 0.0
+        return True
+
+    # ---- the loop ------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Schedule forever: admit, step, finish, log; sleeps while idle."""
+        while True:
+            if self.idle or self.hung:
+                self._wake.clear()
+                await self._wake.wait()
+                if self.hung:
+                    continue
+            t0 = time.monotonic()
+            admitted = self._admit()
+            cost = sum(len(r.prompt_ids) for r in admitted) * 0.00005
+            tokens = 0
+            stepped = list(self.running)
+            for req in stepped:
+                tokens += req.seq.step()
+                if req.updates is not None:
+                    req.updates.put_nowait(None)
+                if req.seq.finished:
+                    self._finish(req)
+            bs = len(stepped)
+            self.forward_ct += 1
+            if self.spec_steps:
+                cost += 0.036 + 0.0008 * bs + 0.004 * self.spec_steps
+                self._iv_verify += bs
+            else:
+                cost += 0.030 + 0.0005 * bs
+            self._iv_tokens += tokens
+            self.gen_tokens_total += tokens
+            if self.forward_ct % max(self.args.decode_log_interval, 1) == 0:
+                self._log_decode()
+            delay = cost * self.scale - (time.monotonic() - t0)
+            await asyncio.sleep(max(delay, 0.0))
+
+    def _admit(self) -> list[Request]:
+        admitted = []
+        while self.waiting and len(self.running) < self.args.max_running_requests:
+            req = self.waiting.popleft()
+            self.running.append(req)
+            admitted.append(req)
+        if admitted:
+            n_tok = sum(len(r.prompt_ids) for r in admitted)
+            self.prompt_tokens_total += n_tok
+            self.log.line(f"Prefill batch, #new-seq: {len(admitted)}, #new-token: {n_tok}, #cached-token: 0, "
+                          f"{self._usage_fields(prefill=True)}, #running-req: {len(self.running) - len(admitted)}, "
+                          f"#queue-req: {len(self.waiting)}, #pending-token: 0, cuda graph: False, "
+                          f"input throughput (token/s): 0.00", 0)
+        return admitted
+
+    def _finish(self, req: Request) -> None:
+        self.running.remove(req)
+        req.finished_at = time.monotonic()
+        seq = req.seq
+        if self.spec_steps:
+            self._since_flush_tokens += len(seq.output_ids)
+            self._since_flush_verify += seq.verify_ct
+        req.done.set()
+        if req.warmup:
+            return
+        self.finished_requests += 1
+        self.requests_total += 1
+        n = self.finished_requests
+        if "crash_after" in self.faults and n >= self.faults.value("crash_after") and self.on_crash:
+            self.on_crash("crash")
+        elif "hang_after" in self.faults and n >= self.faults.value("hang_after") and not self.hung:
+            self.hung = True
+            if self.on_crash:
+                self.on_crash("hang")
+
+    def _usage_fields(self, prefill: bool = False) -> str:
+        toks = sum(len(r.prompt_ids) + len(r.seq.output_ids) for r in self.running)
+        usage = toks / max(self.mem.kv_tokens, 1)
+        if not self.mem.hybrid:
+            return f"token usage: {usage:.2f}" if prefill else f"#token: {toks}, token usage: {usage:.2f}"
+        per_req = 2 if self.spec_steps else 1
+        mnum = per_req * len(self.running)
+        musage = mnum / max(self.mem.mamba_slots, 1)
+        if prefill:
+            return f"full token usage: {usage:.2f}, mamba usage: {musage:.2f}"
+        return f"#full token: {toks}, full token usage: {usage:.2f}, mamba num: {mnum}, mamba usage: {musage:.2f}"
+
+    def _log_decode(self) -> None:
+        now = time.monotonic()
+        dt = max(now - self._iv_start, 1e-6)
+        thr = self._iv_tokens / dt
+        self.last_gen_throughput = thr
+        msg = f"Decode batch, #running-req: {len(self.running)}, {self._usage_fields()}, "
+        if self.spec_steps:
+            acc = self._iv_tokens / max(self._iv_verify, 1)
+            msg += f"accept len: {acc:.2f}, accept rate: {acc / (self.spec_steps + 1):.2f}, "
+            running_tok = sum(len(r.seq.output_ids) for r in self.running)
+            running_ver = sum(r.seq.verify_ct for r in self.running)
+            tot_v = self._since_flush_verify + running_ver
+            if tot_v:
+                self.avg_spec_accept_length = (self._since_flush_tokens + running_tok) / tot_v
+        msg += (f"cuda graph: {not self.args.disable_cuda_graph}, gen throughput (token/s): {thr:.2f}, "
+                f"#queue-req: {len(self.waiting)}")
+        self.log.line(msg, 0)
+        self._iv_tokens = self._iv_verify = 0
+        self._iv_start = now
+
+
+def split_prompt_ids(ids: list[int]) -> tuple[list[int], list[int]]:
+    """Split input ids at the first ``<think>``: (prompt, an earlier completion to replay), for scoring."""
+    if THINK_OPEN in ids:
+        k = ids.index(THINK_OPEN)
+        return ids[:k], ids[k:]
+    return ids, []

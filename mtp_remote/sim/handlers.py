@@ -1,0 +1,317 @@
+"""Request parsing and response building for the simulated engine's routes (SGLang's JSON shapes).
+
+``/generate`` (source: sglang ``managers/tokenizer_manager.py`` meta_info): ``{"text", "output_ids",
+"meta_info": {"id", "finish_reason": {"type": "stop"|"length", "matched"|"length"}, "prompt_tokens",
+"completion_tokens", "cached_tokens", "e2e_latency", ...}}``; on speculative servers also ``spec_verify_ct``,
+``spec_accept_length`` (completion_tokens / spec_verify_ct), ``spec_accept_rate`` (accepted drafts / drafted),
+``spec_accept_histogram`` (verify steps by tokens committed); with ``return_logprob``
+``input_token_logprobs`` / ``output_token_logprobs`` as ``[logprob, token_id, null]``. ``max_new_tokens`` 0
+scores the input (prefill) without generating. ``/v1/chat/completions`` follows OpenAI's shape with
+SGLang's ``reasoning_content`` split (``--reasoning-parser``) and ``usage.reasoning_tokens``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import time
+
+from mtp_remote.sim.decode import SamplingParams, raw_logprob
+from mtp_remote.sim.engine import Request, split_prompt_ids
+from mtp_remote.sim.tokens import ENDOFTEXT, IM_END, IM_START, THINK_CLOSE
+
+_HIDDEN = {ENDOFTEXT, IM_START, IM_END}
+
+
+class BadRequest(ValueError):
+    """A request the server rejects with 400."""
+
+
+def visible_text(srv, ids: list[int], finish_reason: dict | None) -> str:
+    """Output text with end-of-sequence tokens skipped and a matched stop string trimmed (SGLang default)."""
+    text = srv.vocab.decode([t for t in ids if t not in _HIDDEN])
+    if finish_reason and isinstance(finish_reason.get("matched"), str):
+        cut = text.find(finish_reason["matched"])
+        if cut >= 0:
+            text = text[:cut]
+    return text
+
+
+def sampling_params(d: dict, default_max: int) -> SamplingParams:
+    """SGLang ``sampling_params`` (or OpenAI fields mapped to them) -> :class:`SamplingParams`."""
+    try:
+        stop = d.get("stop") or []
+        stop = [stop] if isinstance(stop, str) else list(stop)
+        mx = d.get("max_new_tokens")
+        sp = SamplingParams(
+            temperature=float(d.get("temperature", 1.0) if d.get("temperature") is not None else 1.0),
+            top_p=float(d.get("top_p", 1.0) if d.get("top_p") is not None else 1.0),
+            top_k=int(d.get("top_k", -1) if d.get("top_k") is not None else -1),
+            max_new_tokens=int(default_max if mx is None else mx),
+            stop=stop, stop_token_ids=list(d.get("stop_token_ids") or []),
+            ignore_eos=bool(d.get("ignore_eos", False)),
+            seed=None if d.get("sampling_seed") is None else int(d["sampling_seed"]))
+    except (TypeError, ValueError) as e:
+        raise BadRequest(f"invalid sampling_params: {e}") from e
+    if sp.temperature < 0 or not 0 < sp.top_p <= 1 or sp.max_new_tokens < 0:
+        raise BadRequest("temperature must be >= 0, top_p in (0, 1], max_new_tokens >= 0")
+    return sp
+
+
+def _start(srv, ids: list[int], sp: SamplingParams, stream: bool) -> Request:
+    prompt, replay = split_prompt_ids(ids)
+    req = srv.engine.new_request(srv.vocab.decode(prompt), ids, sp, stream=stream)
+    model = req.seq.model
+    for t in replay:
+        req.seq.state = model.step(req.seq.state, t)
+    if sp.max_new_tokens == 0:
+        req.seq.finish_reason = {"type": "length", "length": 0}
+        req.finished_at = time.monotonic()
+        req.done.set()
+        if stream:
+            req.updates.put_nowait(None)
+    else:
+        srv.engine.submit(req)
+    return req
+
+
+def input_logprobs(srv, ids: list[int], start: int) -> list:
+    """``[logprob, id, null]`` for input tokens from ``start``: a healthy prefill of the same model."""
+    prompt, replay = split_prompt_ids(ids)
+    from mtp_remote.sim.model import ToyModel
+    model = ToyModel.for_prompt(srv.vocab.decode(prompt), srv.vocab, srv.engine.knobs)
+    lps: list = [None] + [-2.0 - (t % 997) / 250.0 for t in prompt[1:]]
+    st = model.initial_state()
+    for t in replay:
+        lps.append(raw_logprob(model.logits(st), t))
+        st = model.step(st, t)
+    return [[lp, t, None] for lp, t in zip(lps[start:], ids[start:])]
+
+
+def meta_info(srv, req: Request, return_logprob: bool, logprob_start_len: int) -> dict:
+    """SGLang's ``meta_info`` for a finished (or streaming) request."""
+    seq = req.seq
+    n = len(seq.output_ids)
+    end = req.finished_at or time.monotonic()
+    meta = {"id": req.rid, "finish_reason": seq.finish_reason, "prompt_tokens": len(req.prompt_ids),
+            "weight_version": "default", "completion_tokens": n, "cached_tokens": 0,
+            "e2e_latency": round(end - req.created, 6)}
+    if srv.engine.spec_steps:
+        k = srv.engine.spec_steps
+        v = seq.verify_ct
+        meta.update(spec_verify_ct=v, spec_accept_length=(n / v) if v else 0.0,
+                    spec_accept_rate=((n - v) / (v * k)) if v else 0.0,
+                    spec_accept_token_num=max(n - v, 0), spec_draft_token_num=v * k,
+                    spec_accept_histogram=list(seq.accept_hist))
+    if return_logprob:
+        start = logprob_start_len if logprob_start_len >= 0 else max(len(req.prompt_ids) - 1, 0)
+        meta["input_token_logprobs"] = input_logprobs(srv, req.prompt_ids, start)
+        meta["output_token_logprobs"] = [[lp, t, None] for lp, t in zip(seq.logprobs, seq.output_ids)]
+    return meta
+
+
+def _inputs(srv, body: dict) -> list[list[int]]:
+    if body.get("input_ids") is not None:
+        ids = body["input_ids"]
+        return [list(x) for x in ids] if ids and isinstance(ids[0], list) else [list(ids)]
+    text = body.get("text")
+    if text is None:
+        raise BadRequest("Either text or input_ids should be provided.")
+    texts = text if isinstance(text, list) else [text]
+    return [srv.vocab.encode(t) for t in texts]
+
+
+async def generate(srv, body: dict) -> tuple[int, object]:
+    """``POST /generate`` -> (status, JSON); a list of prompts gives a list of results."""
+    try:
+        batch = _inputs(srv, body)
+        sp_d = body.get("sampling_params") or {}
+        reqs = [_start(srv, ids, sampling_params(sp_d, 128), False) for ids in batch]
+    except BadRequest as e:
+        return 400, {"error": {"message": str(e)}}
+    await asyncio.gather(*(r.done.wait() for r in reqs))
+    lp, start = bool(body.get("return_logprob")), int(body.get("logprob_start_len", -1))
+    outs = [{"text": visible_text(srv, r.seq.output_ids, r.seq.finish_reason),
+             "output_ids": list(r.seq.output_ids), "meta_info": meta_info(srv, r, lp, start)} for r in reqs]
+    single = not isinstance(body.get("text"), list) and not (
+        body.get("input_ids") and isinstance(body["input_ids"][0], list))
+    return 200, outs[0] if single else outs
+
+
+async def generate_stream(srv, body: dict):
+    """``POST /generate`` with ``stream``: cumulative ``text`` per event, then ``data: [DONE]``."""
+    try:
+        ids = _inputs(srv, body)[0]
+        req = _start(srv, ids, sampling_params(body.get("sampling_params") or {}, 128), True)
+    except BadRequest as e:
+        yield sse({"error": {"message": str(e)}})
+        return
+    lp, start = bool(body.get("return_logprob")), int(body.get("logprob_start_len", -1))
+    while True:
+        await req.updates.get()
+        seq = req.seq
+        yield sse({"text": visible_text(srv, seq.output_ids, seq.finish_reason),
+                   "output_ids": list(seq.output_ids), "meta_info": meta_info(srv, req, lp and seq.finished,
+                                                                               start)})
+        if seq.finished:
+            break
+    yield "data: [DONE]\n\n"
+
+
+def chat_prompt(messages: list[dict]) -> str:
+    """Qwen's ChatML template with the generation prompt (``<|im_start|>assistant\\n``)."""
+    parts = []
+    for m in messages:
+        content = m.get("content") or ""
+        if isinstance(content, list):
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        parts.append(f"<|im_start|>{m.get('role', 'user')}\n{content}<|im_end|>\n")
+    return "".join(parts) + "<|im_start|>assistant\n"
+
+
+def split_reasoning(text: str) -> tuple[str | None, str | None]:
+    """(reasoning_content, content) as SGLang's qwen3 reasoning parser splits a completion."""
+    if "<think>" not in text and "</think>" not in text:
+        return None, text
+    body = text.split("<think>", 1)[1] if "<think>" in text else text
+    if "</think>" not in body:
+        return body.strip(), None
+    r, c = body.split("</think>", 1)
+    return r.strip(), c.strip()
+
+
+def _chat_request(srv, body: dict) -> Request:
+    msgs = body.get("messages")
+    if not isinstance(msgs, list) or not msgs:
+        raise BadRequest("messages must be a non-empty list")
+    ids = srv.vocab.encode(chat_prompt(msgs))
+    mx = body.get("max_completion_tokens") or body.get("max_tokens")
+    d = {"temperature": body.get("temperature"), "top_p": body.get("top_p"), "top_k": body.get("top_k"),
+         "max_new_tokens": mx, "stop": body.get("stop"), "sampling_seed": body.get("seed"),
+         "ignore_eos": body.get("ignore_eos", False), "stop_token_ids": body.get("stop_token_ids")}
+    sp = sampling_params(d, max(srv.args.context_length - len(ids), 1))
+    return _start(srv, ids, sp, bool(body.get("stream")))
+
+
+def _reasoning_tokens(req: Request) -> int:
+    ids = req.seq.output_ids
+    return ids.index(THINK_CLOSE) + 1 if THINK_CLOSE in ids else len(ids)
+
+
+def _finish(req: Request) -> tuple[str | None, object]:
+    fr = req.seq.finish_reason
+    if not fr:
+        return None, None
+    return ("length" if fr["type"] == "length" else "stop"), fr.get("matched")
+
+
+async def chat(srv, body: dict) -> tuple[int, dict]:
+    """``POST /v1/chat/completions`` (non-streaming)."""
+    try:
+        req = _chat_request(srv, body)
+    except BadRequest as e:
+        return 400, {"object": "error", "message": str(e), "type": "BadRequestError", "code": 400}
+    await req.done.wait()
+    text = visible_text(srv, req.seq.output_ids, req.seq.finish_reason)
+    use_parser = srv.args.reasoning_parser and body.get("separate_reasoning", True)
+    reasoning, content = split_reasoning(text) if use_parser else (None, text)
+    reason, matched = _finish(req)
+    n, p = len(req.seq.output_ids), len(req.prompt_ids)
+    rt = _reasoning_tokens(req) if srv.args.reasoning_parser else 0
+    return 200, {
+        "id": f"chatcmpl-{req.rid}", "object": "chat.completion", "created": now(),
+        "model": body.get("model") or srv.args.served_model_name,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content,
+                                             "reasoning_content": reasoning, "tool_calls": None},
+                     "logprobs": None, "finish_reason": reason, "matched_stop": matched}],
+        "usage": {"prompt_tokens": p, "total_tokens": p + n, "completion_tokens": n,
+                  "prompt_tokens_details": None, "reasoning_tokens": rt,
+                  "completion_tokens_details": {"reasoning_tokens": rt}},
+        "metadata": {"weight_version": "default"}}
+
+
+async def chat_stream(srv, body: dict):
+    """``POST /v1/chat/completions`` with ``stream``: OpenAI chunks with content/reasoning deltas."""
+    try:
+        req = _chat_request(srv, body)
+    except BadRequest as e:
+        yield sse({"object": "error", "message": str(e), "type": "BadRequestError", "code": 400})
+        return
+    cid, model = f"chatcmpl-{req.rid}", body.get("model") or srv.args.served_model_name
+    use_parser = srv.args.reasoning_parser and body.get("separate_reasoning", True)
+
+    def chunk(delta: dict, reason=None, matched=None) -> str:
+        return sse({"id": cid, "object": "chat.completion.chunk", "created": now(), "model": model,
+                    "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason,
+                                 "matched_stop": matched}]})
+
+    yield chunk({"role": "assistant", "content": ""})
+    sent_r, sent_c = "", ""
+    while True:
+        await req.updates.get()
+        text = visible_text(srv, req.seq.output_ids, req.seq.finish_reason)
+        r, c = split_reasoning(text) if use_parser else (None, text)
+        r, c = r or "", c or ""
+        delta = {}
+        if r[len(sent_r):]:
+            delta["reasoning_content"] = r[len(sent_r):]
+        if c[len(sent_c):]:
+            delta["content"] = c[len(sent_c):]
+        sent_r, sent_c = r, c
+        if delta:
+            yield chunk(delta)
+        if req.seq.finished:
+            break
+    reason, matched = _finish(req)
+    yield chunk({}, reason, matched)
+    if (body.get("stream_options") or {}).get("include_usage"):
+        n, p = len(req.seq.output_ids), len(req.prompt_ids)
+        yield sse({"id": cid, "object": "chat.completion.chunk", "created": now(), "model": model, "choices": [],
+                   "usage": {"prompt_tokens": p, "completion_tokens": n, "total_tokens": p + n,
+                             "reasoning_tokens": _reasoning_tokens(req) if srv.args.reasoning_parser else 0}})
+    yield "data: [DONE]\n\n"
+
+
+async def health_generate(srv) -> bool:
+    """Generate one token through the scheduler; False when it does not finish in time (a hung server)."""
+    sp = SamplingParams(temperature=0.0, max_new_tokens=1)
+    req = _start(srv, srv.vocab.encode("Health check."), sp, False)
+    try:
+        await asyncio.wait_for(req.done.wait(), timeout=max(20.0 * srv.scale, 1.0))
+        return True
+    except asyncio.TimeoutError:
+        return False
+
+
+def server_info(srv) -> dict:
+    """``/server_info``: server args, ``internal_states`` and version (SGLang's shape)."""
+    e, m = srv.engine, srv.mem
+    state = {"last_gen_throughput": round(e.last_gen_throughput, 2),
+             "memory_usage": {"weight": round(m.weights_gb, 2), "kvcache": round(m.kv_gb, 2),
+                              "token_capacity": m.kv_tokens, "graph": round(m.graph_gb, 2)},
+             "effective_max_running_requests_per_dp": srv.args.max_running_requests}
+    if e.spec_steps:
+        state["avg_spec_accept_length"] = round(e.avg_spec_accept_length, 4)
+    info = dataclasses.asdict(srv.args)
+    info.update(internal_states=[state], version=srv.version, simulated=True)
+    return info
+
+
+def model_info(srv) -> dict:
+    """``/model_info``."""
+    arch = "Qwen3_5ForConditionalGeneration" if srv.mem.hybrid else "Qwen3ForCausalLM"
+    return {"model_path": srv.args.model_path, "tokenizer_path": srv.args.tokenizer_path, "is_generation": True,
+            "preferred_sampling_params": None, "weight_version": "default", "has_image_understanding": False,
+            "has_audio_understanding": False, "model_type": "qwen3_5" if srv.mem.hybrid else "qwen3",
+            "architectures": [arch]}
+
+
+def sse(obj) -> str:
+    """One server-sent event as SGLang writes them."""
+    return f"data: {json.dumps(obj)}\n\n"
+
+
+def now() -> int:
+    """Unix time in whole seconds (OpenAI ``created``)."""
+    return int(time.time())

@@ -1,0 +1,300 @@
+"""The simulated SGLang server process: startup milestones, HTTP serving, warmup, faults, shutdown.
+
+:class:`SimServer` plays ``python -m sglang.launch_server``: it logs the startup milestones in SGLang's order
+and format (TP-prefixed when tp > 1), timed by ``SGLANG_SIM_TIME_SCALE`` (1.0 ~ a 27B model on two 48 GiB
+GPUs, about a minute), starts its ``sglang::scheduler_TP<n>`` children and records their GPU memory
+(:mod:`mtp_remote.sim.gpu`), binds the HTTP port only after the model is loaded (as SGLang does, so a busy
+port is found late), warms up with a real ``/generate`` request, and prints ``The server is fired up and ready
+to roll!``. SIGTERM stops admission (503), drains in-flight requests (bounded by
+``SGLANG_SIM_DRAIN_TIMEOUT``, default 30 s), then exits 0. Startup faults print SGLang's own error text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import sys
+import time
+
+import httpx
+import uvicorn
+
+from mtp_remote.sim import children, gpu
+from mtp_remote.sim.api import build_app
+from mtp_remote.sim.args import ServerArgs
+from mtp_remote.sim.engine import Engine
+from mtp_remote.sim.faults import Faults
+from mtp_remote.sim.logfmt import SimLog
+from mtp_remote.sim.memory import MemoryPlan, params_billion
+from mtp_remote.sim.startup_text import (
+    SIGQUIT_LINE,
+    crash_traceback,
+    cuda_graph_oom_traceback,
+    kv_pool_traceback,
+    nccl_traceback,
+    weights_oom_traceback,
+)
+from mtp_remote.sim.tokens import Vocab
+
+VERSION = "0.5.10"
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn without its own signal handling (the sim drains on SIGTERM itself)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self):
+        yield
+
+
+class SimServer:
+    """One simulated server process. ``run()`` returns the exit code."""
+
+    def __init__(self, args: ServerArgs, faults: Faults, scale: float, log: SimLog, mem: MemoryPlan,
+                 gpus: list[gpu.GpuSpec]):
+        self.args, self.faults, self.scale, self.log, self.mem, self.gpus = args, faults, scale, log, mem, gpus
+        self.vocab = Vocab()
+        self.version = VERSION
+        self.ready = False
+        self.draining = False
+        self.started_at = time.time()
+        self.engine: Engine | None = None
+        self.children: list = []
+        self._uv: _Uvicorn | None = None
+        release = float(faults.value("slow_release")) if "slow_release" in faults else max(0.5 * scale, 0.05)
+        self.release_delay = release
+
+    # ---- helpers -------------------------------------------------------------------------------
+    def pause(self, seconds: float) -> None:
+        """Sleep ``seconds`` of simulated time."""
+        time.sleep(seconds * self.scale)
+
+    def _hold(self, used_gb: float) -> None:
+        for rank, child in enumerate(self.children[: self.args.tp_size]):
+            gpu.register_holder(child.pid, f"sglang::scheduler_TP{rank}",
+                                {self.gpus[rank % len(self.gpus)].index: int(used_gb * 1024)}, self.release_delay)
+
+    def _orphan_pid(self) -> int | None:
+        if "stale_orphan" in self.faults and len(self.children) >= self.args.tp_size:
+            return self.children[self.args.tp_size - 1].pid
+        return None
+
+    def stop_children(self) -> None:
+        """Start the children's memory release and kill them, except a stale orphan."""
+        orphan = self._orphan_pid()
+        for c in self.children:
+            if c.pid == orphan:
+                continue
+            gpu.mark_exited(c.pid)
+            with contextlib.suppress(OSError):
+                c.kill()
+
+    def die(self, code: int = 1) -> None:
+        """Exit now like SGLang after a child failed: children killed (except a stale orphan)."""
+        self.stop_children()
+        sys.stdout.flush()
+        os._exit(code)
+
+    def fail(self, traceback_text: str, rank: int = 0) -> None:
+        """Log a scheduler exception from ``rank`` and the main process' SIGQUIT line, then die."""
+        self.log.line(f"Scheduler hit an exception: {traceback_text}", rank)
+        self.pause(0.5)
+        self.log.line(SIGQUIT_LINE)
+        self.die(1)
+
+    # ---- startup -------------------------------------------------------------------------------
+    def start_children(self) -> None:
+        """Scheduler children (one per TP rank) and the detokenizer."""
+        tp = self.args.tp_size
+        for rank in range(tp):
+            orphan = 60.0 if ("stale_orphan" in self.faults and rank == tp - 1) else None
+            self.children.append(children.spawn(f"sglang::scheduler_TP{rank}", orphan))
+        self.children.append(children.spawn("sglang::detokenizer"))
+        time.sleep(0.05)
+
+    def load(self) -> None:
+        """The milestones up to ``max_total_num_tokens=...``; a flag-driven failure ends the process."""
+        a, m, log = self.args, self.mem, self.log
+        tp = a.tp_size
+        log.all_ranks("Init torch distributed begin.")
+        if tp > len(self.gpus):
+            self.fail(crash_traceback("RuntimeError: CUDA error: invalid device ordinal"), len(self.gpus))
+        self.pause(1.0)
+        if tp > 1 and "nccl_error" in self.faults:
+            self.fail(nccl_traceback(), 1)
+        if tp > 1:
+            log.line("sglang is using nccl==2.27.3", 0)
+        self.pause(0.92)
+        log.line(f"Init torch distributed ends. elapsed=1.92 s, mem usage={m.init_gb:.2f} GB", 0)
+        self._hold(m.init_gb)
+        avail = m.avail_start_gb
+        for r in range(tp):
+            log.line(f"Load weight begin. avail mem={avail:.2f} GB", r)
+        if m.failure == "weights_oom":
+            self.pause(5.0)
+            self.fail(weights_oom_traceback(m.total_gb, avail))
+        t_load = 41.6 * params_billion(a.model_path) / 27 * 2 / tp
+        self.pause(t_load)
+        mins, secs = divmod(int(t_load), 60)
+        log.raw(f"Loading safetensors checkpoint shards: 100% Completed | 11/11 [{mins:02d}:{secs:02d}<00:00, "
+                f"{t_load / 11:5.2f}s/it]")
+        arch = "Qwen3_5ForConditionalGeneration" if m.hybrid else "Qwen3ForCausalLM"
+        avail -= m.weights_gb
+        log.line(f"Load weight end. elapsed={t_load:.2f} s, type={arch}, avail mem={avail:.2f} GB, "
+                 f"mem usage={m.weights_gb:.2f} GB.", 0)
+        self._hold(m.init_gb + m.weights_gb)
+        if m.failure == "kv_pool_too_small":
+            self.fail(kv_pool_traceback(a.mem_fraction_static))
+        if m.hybrid:
+            log.line(f"Mamba Cache is allocated. max_mamba_cache_size: {m.mamba_slots}, conv_state size: "
+                     f"{m.mamba_conv_gb:.2f}GB, ssm_state size: {m.mamba_ssm_gb:.2f}GB", 0)
+        log.line(f"KV Cache is allocated. #tokens: {m.kv_tokens}, K size: {m.kv_gb / 2:.2f} GB, "
+                 f"V size: {m.kv_gb / 2:.2f} GB", 0)
+        avail = m.avail_after_pool_gb
+        log.line(f"Memory pool end. avail mem={avail:.2f} GB", 0)
+        used = m.init_gb + m.weights_gb + m.mamba_conv_gb + m.mamba_ssm_gb + m.kv_gb
+        self._hold(used)
+        self.pause(0.3)
+        if not a.disable_cuda_graph:
+            avail -= 0.03
+            log.line(f"Capture cuda graph begin. This can take up to several minutes. avail mem={avail:.2f} GB", 0)
+            log.line(f"Capture cuda graph bs {list(m.cuda_graph_bs)}", 0)
+            if m.failure == "cuda_graph_oom":
+                self.pause(1.0)
+                self.fail(cuda_graph_oom_traceback(m.total_gb, avail))
+            t_graph = 8.31 * len(m.cuda_graph_bs) / 6
+            self.pause(t_graph)
+            avail -= m.graph_gb
+            log.line(f"Capture cuda graph end. Time elapsed: {t_graph:.2f} s. mem usage={m.graph_gb:.2f} GB. "
+                     f"avail mem={avail:.2f} GB.", 0)
+            used += m.graph_gb
+            self._hold(used)
+        if a.speculative:
+            draft_arch = {"EAGLE3": "LlamaForCausalLMEagle3", "NGRAM": None}.get(
+                a.speculative_algorithm, "Qwen3_5ForCausalLMMTP" if m.hybrid else "Qwen3ForCausalLMEagle")
+            if draft_arch:
+                log.line(f"Load weight begin. avail mem={avail:.2f} GB", 0)
+                self.pause(1.12)
+                avail -= m.draft_weights_gb
+                log.line(f"Load weight end. elapsed=1.12 s, type={draft_arch}, avail mem={avail:.2f} GB, "
+                         f"mem usage={m.draft_weights_gb:.2f} GB.", 0)
+                used += m.draft_weights_gb
+                if not a.disable_cuda_graph:
+                    log.line("Capture draft cuda graph begin. This can take up to several minutes. "
+                             f"avail mem={avail:.2f} GB", 0)
+                    self.pause(2.4)
+                    avail -= m.draft_graph_gb
+                    log.line(f"Capture draft cuda graph end. Time elapsed: 2.40 s. mem usage={m.draft_graph_gb:.2f}"
+                             f" GB. avail mem={avail:.2f} GB.", 0)
+                    used += m.draft_graph_gb
+                self._hold(used)
+        log.line(f"max_total_num_tokens={m.kv_tokens}, chunked_prefill_size={a.chunked_prefill_size}, "
+                 f"max_prefill_tokens=16384, max_running_requests={a.max_running_requests}, "
+                 f"context_len={a.context_length}, available_gpu_mem={avail:.2f} GB", 0)
+        log.raw("")
+
+    # ---- serving -------------------------------------------------------------------------------
+    def bind(self) -> socket.socket:
+        """Bind the HTTP port (after loading, as SGLang); a busy port logs uvicorn's error and exits."""
+        log = self.log
+        log.uvicorn(f"Started server process [{os.getpid()}]")
+        log.uvicorn("Waiting for application startup.")
+        log.uvicorn("Application startup complete.")
+        host, port = self.args.host, self.args.port
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            if "port_in_use" in self.faults:
+                raise OSError(98, "address already in use")
+            sock.bind((host, port))
+        except OSError as e:
+            log.uvicorn(f"[Errno {e.errno}] error while attempting to bind on address ('{host}', {port}): "
+                        f"{(e.strerror or str(e)).lower()}", level="ERROR")
+            log.uvicorn("Waiting for application shutdown.")
+            log.uvicorn("Application shutdown complete.")
+            self.die(1)
+        sock.listen(2048)
+        sock.setblocking(False)
+        return sock
+
+    async def serve(self, sock: socket.socket) -> int:
+        """Serve until SIGTERM/SIGINT has drained the server; returns the exit code."""
+        loop = asyncio.get_running_loop()
+        self.engine = Engine(self.args, self.faults, self.vocab, self.log, self.scale, self.mem)
+        self.engine.on_crash = self._on_engine_fault
+        engine_task = asyncio.create_task(self.engine.run())
+        config = uvicorn.Config(build_app(self), log_level="critical", access_log=False, lifespan="off",
+                                timeout_keep_alive=5)
+        self._uv = _Uvicorn(config)
+        serve_task = asyncio.create_task(self._uv.serve(sockets=[sock]))
+        while not self._uv.started:
+            if serve_task.done():
+                return 1
+            await asyncio.sleep(0.005)
+        host, port = self.args.host, self.args.port
+        self.log.uvicorn(f"Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)")
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._on_term)
+        await self._warmup()
+        self.ready = True
+        self.log.line("The server is fired up and ready to roll!")
+        await serve_task
+        self.log.uvicorn("Shutting down")
+        self.log.uvicorn("Waiting for application shutdown.")
+        self.log.uvicorn("Application shutdown complete.")
+        self.log.uvicorn(f"Finished server process [{os.getpid()}]")
+        engine_task.cancel()
+        return 0
+
+    async def _warmup(self) -> None:
+        host = "127.0.0.1" if self.args.host in ("0.0.0.0", "") else self.args.host
+        if ":" in host:
+            host = f"[{host}]"
+        headers = {"Authorization": f"Bearer {self.args.api_key}"} if self.args.api_key else {}
+        base = f"http://{host}:{self.args.port}"
+        async with httpx.AsyncClient(base_url=base, headers=headers, timeout=None, trust_env=False) as client:
+            await client.get("/model_info")
+            if not self.args.skip_server_warmup:
+                await client.post("/generate", json={"text": "The capital city of France is",
+                                                     "sampling_params": {"temperature": 0, "max_new_tokens": 8}})
+        self.engine.finished_requests = 0
+        self.engine.requests_total = 0
+
+    def _on_term(self) -> None:
+        if self.draining:
+            return
+        self.draining = True
+        asyncio.get_running_loop().create_task(self._drain())
+
+    async def _drain(self) -> None:
+        limit = float(os.environ.get("SGLANG_SIM_DRAIN_TIMEOUT", "30"))
+        deadline = time.monotonic() + limit
+        while not self.engine.idle and not self.engine.hung and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)  # let the last responses go out
+        self._uv.should_exit = True
+
+    def _on_engine_fault(self, kind: str) -> None:
+        if kind == "crash":
+            self.fail(crash_traceback("torch.AcceleratorError: CUDA error: an illegal memory access was "
+                                      "encountered"), self.args.tp_size - 1)
+        else:
+            asyncio.get_running_loop().create_task(self._watchdog())
+
+    async def _watchdog(self) -> None:
+        stuck_since = None
+        timeout = self.args.watchdog_timeout * self.scale
+        while True:
+            await asyncio.sleep(0.05)
+            busy = not self.engine.idle
+            stuck_since = (stuck_since or time.monotonic()) if busy else None
+            if stuck_since and time.monotonic() - stuck_since > timeout:
+                for r in range(self.args.tp_size):
+                    self.log.line(f"Scheduler watchdog timeout (self.watchdog_timeout="
+                                  f"{self.args.watchdog_timeout}, self.soft=False)", r)
+                self.log.line("Subprocess scheduler_0 crashed with exit code -3. Triggering SIGQUIT for cleanup...")
+                self.die(1)

@@ -1,0 +1,81 @@
+"""The simulated engine starts like SGLang, answers in SGLang's shapes, and stops on SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+
+from tests.sim.conftest import FIELD_FLAGS, MTP_FLAGS
+
+MILESTONES = ["server_args=ServerArgs(", "Load weight begin.", "Load weight end.", "KV Cache is allocated.",
+              "Capture cuda graph end.", "max_total_num_tokens=", "Uvicorn running on http://127.0.0.1:",
+              '"POST /generate HTTP/1.1" 200 OK', "The server is fired up and ready to roll!"]
+
+
+def test_startup_prints_sglang_milestones_in_order_and_health_turns_200(sim):
+    s = sim(FIELD_FLAGS + MTP_FLAGS)
+    log = s.log
+    positions = [log.index(m) for m in MILESTONES]
+    assert positions == sorted(positions)
+    assert "speculative_algorithm='EAGLE'" in log
+    assert re.search(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d TP1\] Load weight begin\.", log, re.MULTILINE)
+    with s.client() as c:
+        assert c.get("/health").status_code == 200
+
+
+def test_generate_on_a_speculative_server_reports_acceptance(sim):
+    s = sim(FIELD_FLAGS + MTP_FLAGS)
+    with s.client() as c:
+        out = c.post("/generate", json={"text": "What is 2+2?",
+                                        "sampling_params": {"temperature": 0, "max_new_tokens": 512}}).json()
+    meta = out["meta_info"]
+    assert out["text"].startswith("<think>\nThe user's question is 2+2.")
+    assert meta["finish_reason"]["type"] == "stop"
+    assert meta["completion_tokens"] == len(out["output_ids"])
+    assert 2.0 < meta["spec_accept_length"] <= 4.0
+    assert meta["spec_accept_length"] == meta["completion_tokens"] / meta["spec_verify_ct"]
+
+
+def test_chat_splits_reasoning_and_unterminated_thinking_is_length(sim):
+    s = sim(FIELD_FLAGS)
+    with s.client() as c:
+        full = c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "What is 2+2?"}],
+                                                    "temperature": 0, "max_tokens": 1024}).json()
+        cut = c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "What is 2+2?"}],
+                                                   "temperature": 0, "max_tokens": 20}).json()
+    msg = full["choices"][0]["message"]
+    assert msg["reasoning_content"].startswith("The user's question is 2+2.")
+    assert "4" in msg["content"] and "<think>" not in msg["content"]
+    assert full["choices"][0]["finish_reason"] == "stop"
+    assert 0 < full["usage"]["reasoning_tokens"] < full["usage"]["completion_tokens"]
+    assert cut["choices"][0]["message"]["content"] is None
+    assert cut["choices"][0]["message"]["reasoning_content"]
+    assert cut["choices"][0]["finish_reason"] == "length"
+
+
+def test_sigterm_drains_in_flight_requests_then_exits_zero(sim):
+    import threading
+
+    s = sim(FIELD_FLAGS)
+    results = []
+
+    def ask():
+        with s.client() as c:
+            results.append(c.post("/generate", json={"text": "What is 2+2?", "sampling_params": {
+                "temperature": 0.7, "max_new_tokens": 300, "ignore_eos": True}}).json())
+
+    threads = [threading.Thread(target=ask) for _ in range(3)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # all three admitted (the first prefill line is the warmup)
+        if sum(int(n) for n in re.findall(r"#new-seq: (\d+)", s.log)) >= 4:
+            break
+        time.sleep(0.005)
+    os.killpg(s.proc.pid, signal.SIGTERM)
+    for t in threads:
+        t.join(30)
+    assert s.wait_exit(20) == 0
+    assert [r["meta_info"]["completion_tokens"] for r in results] == [300, 300, 300]
