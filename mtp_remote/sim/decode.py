@@ -131,8 +131,9 @@ class Sequence:
         if not self.model.draft_errs(st, depth):
             return p
         d = self.model.distractor(st, argmax(p))
-        q = [(t, 0.15 * pr) for t, pr in p if t != d]
-        return [(d, 0.85 + 0.15 * dict(p).get(d, 0.0))] + q
+        miss = self.model.knobs.draft_miss_mass
+        q = [(t, (1 - miss) * pr) for t, pr in p if t != d]
+        return [(d, miss + (1 - miss) * dict(p).get(d, 0.0))] + q
 
     def _spec_step(self) -> int:
         model, sp, greedy = self.model, self.sp, self.sp.temperature < 1e-5
@@ -207,3 +208,14 @@ class Sequence:
             self.finish_reason = {"type": "length", "length": sp.max_new_tokens}
             return True
         return False
+
+
+def score_tokens(model: ToyModel, ids: list[int]) -> list[float]:
+    """Prefill scoring: raw logprob of each of ``ids`` given the ones before, from the initial state (clean:
+    no speculation, nothing leaked). On a healthy server this equals the decode-time logprobs."""
+    st = model.initial_state()
+    out = []
+    for t in ids:
+        out.append(raw_logprob(model.logits(st), t))
+        st = model.step(st, t)
+    return out

@@ -33,9 +33,9 @@ def knobs_for(faults: Faults) -> ModelKnobs:
     """Model parameters under the active faults (``base_loops``, ``low_accept``)."""
     kw: dict = {}
     if "base_loops" in faults:
-        kw["repeat_base"] = -0.3
+        kw["repeat_base"] = 0.5
     if "low_accept" in faults:
-        kw.update(draft_error=0.97, draft_decay=1.0)
+        kw.update(draft_error=1.0, draft_decay=1.0, draft_miss_mass=0.98)
     return ModelKnobs(**kw)
 
 
@@ -73,7 +73,7 @@ class Engine:
         self._wake = asyncio.Event()
         self.finished_requests = 0
         self.hung = False
-        self.crashed = False
+        self.warming_up = False  #: requests made while True are the server's own warmup (not counted)
         self.on_crash = None  # callable(kind) set by the server
         self.forward_ct = 0
         # cumulative since start / since flush
@@ -97,7 +97,7 @@ class Engine:
         seed = sp.seed if sp.seed is not None else self._seed_counter.getrandbits(63)
         seq = Sequence(model, sp, random.Random(seed), self.spec_steps, self.leak)
         return Request(rid or uuid.uuid4().hex, prompt_ids, seq, time.monotonic(),
-                       updates=asyncio.Queue() if stream else None, warmup=warmup)
+                       updates=asyncio.Queue() if stream else None, warmup=warmup or self.warming_up)
 
     def submit(self, req: Request) -> None:
         """Queue a request; await ``req.done`` for the result."""
@@ -125,7 +125,11 @@ class Engine:
                 await self._wake.wait()
                 if self.hung:
                     continue
+                self._iv_start = time.monotonic()  # throughput counts busy time, as SGLang's does
             t0 = time.monotonic()
+            if ("crash_after" in self.faults and self.finished_requests >= self.faults.value("crash_after")
+                    and self.on_crash):
+                self.on_crash("crash")  # the next step after N finished requests dies mid-run
             admitted = self._admit()
             cost = sum(len(r.prompt_ids) for r in admitted) * 0.00005
             tokens = 0
@@ -178,9 +182,7 @@ class Engine:
         self.finished_requests += 1
         self.requests_total += 1
         n = self.finished_requests
-        if "crash_after" in self.faults and n >= self.faults.value("crash_after") and self.on_crash:
-            self.on_crash("crash")
-        elif "hang_after" in self.faults and n >= self.faults.value("hang_after") and not self.hung:
+        if "hang_after" in self.faults and n >= self.faults.value("hang_after") and not self.hung:
             self.hung = True
             if self.on_crash:
                 self.on_crash("hang")

@@ -21,7 +21,7 @@ FAULTS: dict[str, tuple[bool, float | None, str]] = {
     "crash_after": (True, 10, "the scheduler crashes after N finished requests"),
     "hang_after": (True, 10, "requests stop after N finished requests; /health stays 200 until the watchdog"),
     "slow_release": (True, 5.0, "GPU memory lingers for SECONDS after the process exits"),
-    "stale_orphan": (False, None, "a scheduler child outlives its parent and keeps its GPU memory"),
+    "stale_orphan": (True, 60.0, "a scheduler child outlives its parent for SECONDS, keeping its GPU memory"),
 }
 
 

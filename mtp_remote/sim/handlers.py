@@ -17,8 +17,9 @@ import dataclasses
 import json
 import time
 
-from mtp_remote.sim.decode import SamplingParams, raw_logprob
+from mtp_remote.sim.decode import SamplingParams, score_tokens
 from mtp_remote.sim.engine import Request, split_prompt_ids
+from mtp_remote.sim.model import ToyModel
 from mtp_remote.sim.tokens import ENDOFTEXT, IM_END, IM_START, THINK_CLOSE
 
 _HIDDEN = {ENDOFTEXT, IM_START, IM_END}
@@ -79,13 +80,8 @@ def _start(srv, ids: list[int], sp: SamplingParams, stream: bool) -> Request:
 def input_logprobs(srv, ids: list[int], start: int) -> list:
     """``[logprob, id, null]`` for input tokens from ``start``: a healthy prefill of the same model."""
     prompt, replay = split_prompt_ids(ids)
-    from mtp_remote.sim.model import ToyModel
     model = ToyModel.for_prompt(srv.vocab.decode(prompt), srv.vocab, srv.engine.knobs)
-    lps: list = [None] + [-2.0 - (t % 997) / 250.0 for t in prompt[1:]]
-    st = model.initial_state()
-    for t in replay:
-        lps.append(raw_logprob(model.logits(st), t))
-        st = model.step(st, t)
+    lps: list = [None] + [-2.0 - (t % 997) / 250.0 for t in prompt[1:]] + score_tokens(model, replay)
     return [[lp, t, None] for lp, t in zip(lps[start:], ids[start:])]
 
 

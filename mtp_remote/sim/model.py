@@ -41,10 +41,11 @@ class ModelKnobs:
     """Parameters of the toy model; faults change them (see :mod:`mtp_remote.sim.faults`)."""
 
     repeat_base: float = -7.0  #: R(0): log-weight of repeating a sentence that was said once
-    blur_gain: float = 1.0  #: how much one leaked token raises the repeat log-weight
+    blur_gain: float = 1.5  #: how much one leaked token raises the repeat log-weight
     blur_decay: float = 0.6  #: blur kept at each completed sentence
     draft_error: float = 0.2  #: probability that the draft head errs at one position (no repetition)
     draft_decay: float = 0.3  #: error rate factor per repetition of the current sentence
+    draft_miss_mass: float = 0.85  #: probability mass an erring draft head puts on its distractor
     copy_boost: float = 2.5  #: log-weight bonus per repetition for reusing the same wording
 
 
@@ -127,8 +128,9 @@ class ToyModel:
         ws = [w for _, w in seg]
         mem = st.mem
         if h[0] == mem.last and h[0] >= 0 and (mem.said >> h[0] & 1) and h[1] < len(mem.last_alts):
-            ws[mem.last_alts[h[1]]] += self.knobs.copy_boost * (1 + mem.reps)
-        lse = math.log(sum(math.exp(w) for w in ws))
+            ws[mem.last_alts[h[1]]] += self.knobs.copy_boost * (1 + min(mem.reps, 4))
+        m = max(ws)
+        lse = m + math.log(sum(math.exp(w - m) for w in ws))
         return [w - lse for w in ws]
 
     # ---- distributions -------------------------------------------------------------------------

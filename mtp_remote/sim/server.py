@@ -110,7 +110,8 @@ class SimServer:
         """Scheduler children (one per TP rank) and the detokenizer."""
         tp = self.args.tp_size
         for rank in range(tp):
-            orphan = 60.0 if ("stale_orphan" in self.faults and rank == tp - 1) else None
+            orphan = self.faults.value("stale_orphan") if ("stale_orphan" in self.faults and rank == tp - 1) \
+                else None
             self.children.append(children.spawn(f"sglang::scheduler_TP{rank}", orphan))
         self.children.append(children.spawn("sglang::detokenizer"))
         time.sleep(0.05)
@@ -256,13 +257,13 @@ class SimServer:
             host = f"[{host}]"
         headers = {"Authorization": f"Bearer {self.args.api_key}"} if self.args.api_key else {}
         base = f"http://{host}:{self.args.port}"
+        self.engine.warming_up = True
         async with httpx.AsyncClient(base_url=base, headers=headers, timeout=None, trust_env=False) as client:
             await client.get("/model_info")
             if not self.args.skip_server_warmup:
                 await client.post("/generate", json={"text": "The capital city of France is",
                                                      "sampling_params": {"temperature": 0, "max_new_tokens": 8}})
-        self.engine.finished_requests = 0
-        self.engine.requests_total = 0
+        self.engine.warming_up = False
 
     def _on_term(self) -> None:
         if self.draining:
