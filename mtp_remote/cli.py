@@ -21,11 +21,22 @@ from .errors import EXIT_RUN_FAILED, MtpRemoteError
 err_console = Console(stderr=True)
 
 
+def _sigterm_as_interrupt() -> None:
+    """SIGTERM (cron/systemd/CI stopping us) unwinds like Ctrl-C, so ``finally`` stops our servers."""
+    import signal
+
+    def raise_interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, raise_interrupt)
+
+
 def handle_errors(fn):
     """Turn MtpRemoteError into a red line + evidence + exit code; KeyboardInterrupt into exit 130."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        _sigterm_as_interrupt()
         try:
             return fn(*args, **kwargs)
         except MtpRemoteError as e:

@@ -70,8 +70,13 @@ def lifecycle(c, host: HostConfig, python: str, run_id: str = "ops",
     return lc
 
 
-def foreign_processes(c, host: HostConfig, python: str, our_pgid: int | None) -> list[ForeignProcess]:
-    smi = facts.nvidia_smi(host, python)
+def remote_workdir(c, host: HostConfig) -> str:
+    """The host's workdir with ``~`` resolved against the remote $HOME."""
+    return facts.resolve_path(facts.get_home(c), host.workdir)
+
+
+def foreign_processes(c, host: HostConfig, python: str, workdir: str, our_pgid: int | None) -> list[ForeignProcess]:
+    smi = facts.nvidia_smi(host, python, workdir)
     return find_foreign(facts.get_ps(c), facts.get_gpu_apps(c, smi), our_pgid=our_pgid)
 
 
@@ -101,7 +106,8 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
                 sglang_version = r.stdout.strip()
             checks.append(Check(pkg, "ok" if r.exited == 0 else "fail",
                                 r.stdout.strip() if r.exited == 0 else f"{pkg} is not installed for {python}"))
-    smi = facts.nvidia_smi(host, python)
+    workdir = remote_workdir(c, host)
+    smi = facts.nvidia_smi(host, python, workdir)
     gpus = facts.get_gpus(c, smi)
     if gpus:
         detail = "; ".join(f"GPU{g.index} {g.name}: {g.memory_used_mib}/{g.memory_total_mib} MiB used" for g in gpus)
@@ -122,15 +128,15 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
                 checks.append(Check("model", "ok", f"{host.model_path}: architectures {arch}"))
             except ValueError:
                 checks.append(Check("model", "warn", f"{host.model_path}/config.json is not valid JSON"))
-    r = _run(c, f"df -Pk {shlex.quote(host.workdir if not host.workdir.startswith('~') else '.')}")
+    r = _run(c, f"mkdir -p {shlex.quote(workdir)} && df -Pk {shlex.quote(workdir)}")
     free = parse_df(r.stdout) if r.exited == 0 else None
     checks.append(Check("disk", "ok" if free and free >= MIN_FREE_DISK_MIB else "warn",
                         f"{free} MiB free in the workdir's filesystem" if free is not None else "df failed"))
     busy = facts.port_in_use(c, host.port)
     checks.append(Check("port", "fail" if busy else "ok",
                         f"port {host.port} is {'already in use' if busy else 'free'}"))
-    rec = process.read_record(c, facts.resolve_path(facts.get_home(c), host.workdir))
-    foreign = foreign_processes(c, host, python, rec.pgid if rec else None)
+    rec = process.read_record(c, workdir)
+    foreign = foreign_processes(c, host, python, workdir, rec.pgid if rec else None)
     checks.append(Check("foreign-processes", "warn" if foreign else "ok",
                         "; ".join(f.describe() for f in foreign) if foreign else "no SGLang process we did not start"))
     if playbook is not None:
@@ -157,7 +163,7 @@ def _lint_checks(host: HostConfig, playbook: Playbook, sglang_version: str | Non
 
 def status(c, host: HostConfig, python: str) -> StatusReport:
     """Our server (recorded and alive?), the port, GPUs and foreign SGLang processes. Read-only."""
-    workdir = facts.resolve_path(facts.get_home(c), host.workdir)
+    workdir = remote_workdir(c, host)
     rec = process.read_record(c, workdir)
     state = "none"
     if rec is not None:
@@ -166,11 +172,12 @@ def status(c, host: HostConfig, python: str) -> StatusReport:
             state = "not running"
         else:
             state = "running" if process.is_ours(info, rec) else "not ours"
-    smi = facts.nvidia_smi(host, python)
+    smi = facts.nvidia_smi(host, python, workdir)
     return StatusReport(host=host.name, server=asdict(rec) if rec else None, server_state=state,
                         port_in_use=facts.port_in_use(c, host.port),
                         gpus=[asdict(g) for g in facts.get_gpus(c, smi)],
-                        foreign=foreign_processes(c, host, python, rec.pgid if rec and state == "running" else None))
+                        foreign=foreign_processes(c, host, python, workdir,
+                                                  rec.pgid if rec and state == "running" else None))
 
 
 def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float = 60.0,
@@ -180,7 +187,7 @@ def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float
     Returns {"ours": StopResult dict, "foreign": [listed], "forced": [PIDs signalled], "killed": [...]}."""
     lc = lifecycle(c, host, python, on_progress=on_progress)
     res = lc.stop(term_s=term_s, gpu_release_s=gpu_release_s)
-    foreign = foreign_processes(c, host, python, None)
+    foreign = foreign_processes(c, host, python, lc.workdir, None)
     out = {"ours": asdict(res), "ours_text": res.describe(), "foreign": [f.to_dict() for f in foreign],
            "forced": [], "killed": [], "gpu_release_s": None}
     if force and foreign:
@@ -212,7 +219,7 @@ def launch(c, host: HostConfig, playbook: Playbook, profile: str, python: str, *
 def current_log(c, host: HostConfig) -> str:
     """Path of our server's log (from server.json), else the newest log in the workdir. Raises
     MtpRemoteError when there is none."""
-    workdir = facts.resolve_path(facts.get_home(c), host.workdir)
+    workdir = remote_workdir(c, host)
     rec = process.read_record(c, workdir)
     if rec is not None:
         return rec.log_path

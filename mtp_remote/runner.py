@@ -61,9 +61,12 @@ class ProfileRun:
     n_resumed: int = 0
     stopping: dict = field(default_factory=dict)  # temperature -> early-stopping decision
 
+    crashed: dict | None = None  # {"cause", "hint", "fatal_line"} when the server died while sampling
+
     @property
     def launched(self) -> bool:
-        return self.outcome is not None and self.outcome.get("kind") == "ready"
+        """Ready, and did not die while sampling."""
+        return self.outcome is not None and self.outcome.get("kind") == "ready" and self.crashed is None
 
 
 @dataclass
@@ -194,9 +197,12 @@ class Runner:
                     if outcome.ok:
                         self.hooks.on_progress(f"{lp.profile}: ready in {pr.ready_s:.1f} s")
                         ts = time.monotonic()
-                        asyncio.run(self._sample(url, lp, todo, pr))
+                        asyncio.run(self._sample_watched(lc, rec, url, lp, todo, pr))
                         pr.sampling_s = time.monotonic() - ts
             pr.outcome = outcome.to_dict()
+            if pr.crashed is not None:
+                pr.cause, pr.hint = pr.crashed["cause"], pr.crashed["hint"]
+                self.hooks.on_progress(f"{lp.profile}: server failed during sampling: {pr.cause} — {pr.hint}")
             if not outcome.ok:
                 pr.cause, pr.hint = outcome.cause, outcome.hint
                 self.hooks.on_progress(outcome.describe())
@@ -227,6 +233,39 @@ class Runner:
         return TimedOut(profile=rec.profile, elapsed_s=time.monotonic() - t0, milestones=outcome.milestones,
                         log_tail=outcome.log_tail, cause="health_check_failed",
                         hint="the ready line was printed but /health never answered 200")
+
+    async def _sample_watched(self, lc: ServerLifecycle, rec, url: str, lp: LaunchPlan, todo: list[RequestSpec],
+                              pr: ProfileRun) -> None:
+        """Sample while watching the server: if its process dies or its log shows a fatal line, pending
+        requests are cancelled (samples already stored are kept) and ``pr.crashed`` says why."""
+        sampling = asyncio.ensure_future(self._sample(url, lp, todo, pr))
+        watching = asyncio.ensure_future(self._watch(lc, rec))
+        done, _ = await asyncio.wait({sampling, watching}, return_when=asyncio.FIRST_COMPLETED)
+        if sampling in done:
+            watching.cancel()
+            sampling.result()
+            return
+        pr.crashed = watching.result()
+        sampling.cancel()
+        try:
+            await sampling
+        except asyncio.CancelledError:
+            pass
+
+    async def _watch(self, lc: ServerLifecycle, rec, interval_s: float = 1.0) -> dict:
+        """Poll the server's process and log (from a byte offset) until it dies or logs a fatal line."""
+        offset, text = 0, ""
+        while True:
+            alive, new = await asyncio.to_thread(lc.poll, rec, offset)
+            if new:
+                offset += len(new.encode("utf-8", "surrogateescape"))
+                text += new
+            cls = classify_log(text)
+            if cls.is_fatal or not alive:
+                cause = cls.cls if cls.is_fatal else "process_exited"
+                hint = cls.hint if cls.is_fatal else "the server process exited while requests were running"
+                return {"cause": cause, "hint": hint, "fatal_line": cls.fatal_line}
+            await asyncio.sleep(interval_s)
 
     async def _sample(self, url: str, lp: LaunchPlan, todo: list[RequestSpec], pr: ProfileRun) -> None:
         pb = self.playbook

@@ -95,7 +95,11 @@ class ServerLifecycle:
         self.workdir = workdir
         self.run_id = run_id
         self.on_progress = on_progress or (lambda msg: None)
-        self.smi = facts.nvidia_smi(host, python)
+
+    @property
+    def smi(self) -> str:
+        """The nvidia-smi command for this host (the sim's stand-in on sim hosts)."""
+        return facts.nvidia_smi(self.host, self.python, self.workdir)
 
     # -- setup -------------------------------------------------------------------------------------------
 
@@ -181,7 +185,8 @@ class ServerLifecycle:
 
     # -- readiness ----------------------------------------------------------------------------------------
 
-    def _poll(self, rec: process.ServerRecord, offset: int) -> tuple[bool, str]:
+    def poll(self, rec: process.ServerRecord, offset: int) -> tuple[bool, str]:
+        """(process alive, log text from byte ``offset``) in one round trip."""
         cmd = (f"cat /proc/{int(rec.pid)}/stat 2>/dev/null; echo; echo --log--; "
                f"tail -c +{offset + 1} {shlex.quote(rec.log_path)} 2>/dev/null | head -c {CHUNK}")
         return _parse_poll(self._run(cmd).stdout)
@@ -198,7 +203,7 @@ class ServerLifecycle:
         seen: dict[str, float] = {}  # milestone -> seconds after wait start when the tool saw it
         cls: LogClassification | None = None
         while True:
-            alive, new = self._poll(rec, offset)
+            alive, new = self.poll(rec, offset)
             if new:
                 offset += len(new.encode("utf-8", "surrogateescape"))
                 text += new
@@ -215,7 +220,7 @@ class ServerLifecycle:
                 return Crashed(cause=cls.cls, hint=cls.hint, fatal_line=cls.fatal_line, **kw)
             if not alive:
                 if cls is None or not new:  # read the last bytes before judging
-                    _, new = self._poll(rec, offset)
+                    _, new = self.poll(rec, offset)
                     text += new
                     cls = classify_log(text)
                     kw["log_tail"] = text.splitlines()[-TAIL_LINES:]

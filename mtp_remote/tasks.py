@@ -16,6 +16,16 @@ from . import api
 from .errors import MtpRemoteError
 
 
+def _sigterm_as_interrupt() -> None:
+    """SIGTERM unwinds like Ctrl-C, so ``finally`` blocks stop the servers we started."""
+    import signal
+
+    def raise_interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, raise_interrupt)
+
+
 def _host_name(c) -> str | None:
     """The inventory host named by ``fab -H``, or None for the default host."""
     host = getattr(c, "host", None)
@@ -42,6 +52,7 @@ def diagnose(c, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY, 
     from .report.console import RichHooks, cells_table, verdict_table
     from .runner import Hooks
 
+    _sigterm_as_interrupt()
     console = Console()
     rh = RichHooks(console)
     hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample)

@@ -88,10 +88,16 @@ def server_env(host: HostConfig, playbook: Playbook, profile: str, workdir: str)
     if host.gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in host.gpus)
     if host.is_sim:
-        env["SGLANG_SIM_STATE_DIR"] = f"{workdir}/sim-gpus"
+        env["SGLANG_SIM_STATE_DIR"] = sim_state_dir(host, workdir)
     env.update(host.env)
     env.update(playbook.profiles[profile].env)
     return env
+
+
+def sim_state_dir(host: HostConfig, workdir: str) -> str:
+    """Where a sim host keeps its simulated GPU state: ``SGLANG_SIM_STATE_DIR`` from the host env, else
+    ``<workdir>/sim-gpus`` (one simulated machine per inventory host)."""
+    return host.env.get("SGLANG_SIM_STATE_DIR") or f"{workdir}/sim-gpus"
 
 
 def env_prefix(env: Mapping[str, str]) -> tuple[str, str]:

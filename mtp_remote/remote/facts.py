@@ -145,10 +145,14 @@ def group_members(ps: list[PsEntry], pgid: int) -> list[PsEntry]:
 
 # -- GPUs ---------------------------------------------------------------------------------------------
 
-def nvidia_smi(host: HostConfig, python: str) -> str:
-    """The nvidia-smi executable: the real one, or the simulator's stand-in on sim hosts."""
+def nvidia_smi(host: HostConfig, python: str, workdir: str) -> str:
+    """The nvidia-smi command: the real one, or on sim hosts the simulator's stand-in reading the host's
+    simulated GPU state (``workdir`` resolved, no ``~``)."""
     if host.is_sim:
-        return f"{shlex.quote(python)} -m mtp_remote.sim.nvidia_smi"
+        from .commands import sim_state_dir
+
+        state = shlex.quote(sim_state_dir(host, workdir))
+        return f"env SGLANG_SIM_STATE_DIR={state} {shlex.quote(python)} -m mtp_remote.sim.nvidia_smi"
     return "nvidia-smi"
 
 

@@ -62,7 +62,7 @@ class StopResult:
     members: list[int] = field(default_factory=list)
     exit_s: float = 0.0
     gpu_release_s: float = 0.0
-    gpu_mib_held: int = 0
+    gpu_mib_held: int = 0  # held by the group's processes just before the stop
     log_path: str | None = None
 
     def describe(self) -> str:
@@ -192,6 +192,7 @@ def stop_server(c, workdir: str, smi: str, *, term_s: float = 60.0, gpu_release_
             res.found = "group-only"
     res.members = sorted(m.pid for m in members)
     pids = set(res.members) | {rec.pid}
+    res.gpu_mib_held = sum(a.used_memory_mib for a in facts.get_gpu_apps(c, smi) if a.pid in pids)
     t0 = time.monotonic()
     if members:
         _run(c, signal_group_command(rec.pgid, "TERM").text)
@@ -206,7 +207,7 @@ def stop_server(c, workdir: str, smi: str, *, term_s: float = 60.0, gpu_release_
             if not gone:
                 raise StopError(f"process group {rec.pgid} survived SIGKILL: PIDs {[m.pid for m in left]}")
     res.exit_s = time.monotonic() - t0
-    res.gpu_release_s, res.gpu_mib_held = wait_gpu_release(c, smi, pids, gpu_release_s, on_progress)
+    res.gpu_release_s, _ = wait_gpu_release(c, smi, pids, gpu_release_s, on_progress)
     remove_record(c, workdir)
     return res
 

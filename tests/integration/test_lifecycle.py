@@ -38,10 +38,22 @@ def sim_host(tmp_path: Path, **env) -> HostConfig:
                       env={"SGLANG_SIM_TIME_SCALE": "0.01", **env})
 
 
+_STARTED: list[ServerLifecycle] = []
+
+
 def lifecycle(host: HostConfig, run_id: str = "r1") -> ServerLifecycle:
     lc = ServerLifecycle(Context(), host, python=sys.executable, workdir=host.workdir, run_id=run_id)
     lc.prepare()
+    _STARTED.append(lc)
     return lc
+
+
+@pytest.fixture(autouse=True)
+def _stop_what_tests_started():
+    """A failing test must not leave a sim server running: stop every lifecycle's server afterwards."""
+    yield
+    while _STARTED:
+        _STARTED.pop().stop(term_s=10, gpu_release_s=10)
 
 
 def launch_ready(lc: ServerLifecycle, profile: str = "baseline"):
