@@ -15,6 +15,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from mtp_remote.errors import MtpRemoteError
+from mtp_remote.lint import lint_command
 from mtp_remote.remote.logs import classify_log, milestone_durations
 
 _STYLE = {"ok": "green", "warning": "yellow", "fatal": "red"}
@@ -61,3 +63,31 @@ def classify_log_cmd(as_json: bool, files: tuple[str, ...]) -> None:
         state = f"[{_STYLE.get(r.severity, 'white')}]{r.cls}[/]"
         table.add_row(Path(f).name, state, reached, decode, r.hint)
     Console().print(table)
+
+
+@click.command("lint-command")
+@click.option("--json", "as_json", is_flag=True, help='Print {"flags", "findings"} as one JSON object.')
+@click.option("--sglang-version", default=None, metavar="V",
+              help="The host's SGLang release (picks the flag table; newest when omitted).")
+@click.argument("command_line", metavar='"<command line>"')
+def lint_command_cmd(as_json: bool, sglang_version: str | None, command_line: str) -> None:
+    """Lint an SGLang launch line: unknown/ambiguous flags, bad values, risky flag combinations.
+
+    Exits 1 when there is a finding, 0 when the line is clean.
+    """
+    try:
+        result = lint_command(command_line, sglang_version=sglang_version)
+    except MtpRemoteError as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), default=repr))
+    else:
+        console = Console()
+        console.print(f"SGLang {result.sglang_version} flag table: "
+                      + ("[green]no findings[/]" if result.ok else f"[red]{len(result.findings)} finding(s)[/]"))
+        for f in result.findings:
+            target = f" [bold]{f.flag}[/]" if f.flag else ""
+            better = f" -> [green]{f.suggestion}[/]" if f.suggestion else ""
+            console.print(f"  [red]{f.code}[/]{target}{better}: {f.message}", highlight=False)
+    if result.findings:
+        raise SystemExit(1)

@@ -1,0 +1,87 @@
+"""check_with_real_parser against a real, pinned SGLang installed in a throwaway venv (CPU torch, no GPU).
+
+The venv is cached under ``<repo>/.cache/sglang-<version>`` (git-ignored), so only the first run pays for
+the install (measured: ~50 s cold, ~2 s per probe warm). Skips only when the package registry is unreachable.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+from mtp_remote.errors import MtpRemoteError
+from mtp_remote.lint import check_many_with_real_parser, check_with_real_parser, lint_command
+from mtp_remote.lint.cmdline import split_launch_command
+from mtp_remote.lint.sglang_env import ensure_sglang_venv, registry_unreachable
+
+PINNED = "0.5.23"  # the newest table; the corpus speaks 0.5.23
+COMMANDS = json.loads(
+    (Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "commands" / "commands.json").read_text())
+
+pytestmark = pytest.mark.timeout(1500)
+
+
+@pytest.fixture(scope="module")
+def sglang_python() -> str:
+    try:
+        return str(ensure_sglang_venv(PINNED))
+    except MtpRemoteError as exc:
+        if registry_unreachable(exc):
+            pytest.skip(f"package registry unreachable, cannot install sglang=={PINNED}: {exc}")
+        raise
+
+
+def test_the_real_parser_reports_its_own_version_and_parses_the_field_case(sglang_python):
+    argv = split_launch_command(COMMANDS["c01_field_case_mtp"]["cmd"]).argv
+    result = check_with_real_parser(sglang_python, argv)
+    assert result is not None and result.source == "real-parser"
+    assert result.sglang_version == PINNED
+    assert result.flags["speculative_algorithm"] == "NEXTN"
+    assert result.flags["tp_size"] == 2
+    assert result.codes == ["public-bind-without-api-key"]
+
+
+NAMES = sorted(COMMANDS)
+ERRORS = [
+    (["--cuda-graph-max-bs", "16"], "ambiguous-flag:--cuda-graph-max-bs"),
+    (["--tp-size", "two"], "invalid-value:--tp-size"),
+    (["--load-format", "nonsense"], "invalid-value:--load-format"),
+    (["--speculative-num-stpes", "3"], "unknown-flag:--speculative-num-stpes:--speculative-num-steps"),
+]
+ERROR_ARGVS = [["--model-path", "/models/Qwen2.5-7B-Instruct", *extra] for extra, _ in ERRORS]
+
+
+@pytest.fixture(scope="module")
+def real_results(sglang_python) -> list:
+    """One probe run (one ~2 s SGLang import) for every corpus command and every error case."""
+    argvs = [split_launch_command(COMMANDS[n]["cmd"]).argv for n in NAMES] + ERROR_ARGVS
+    results = check_many_with_real_parser(sglang_python, argvs)
+    assert results is not None
+    return results
+
+
+@pytest.mark.parametrize("index, name", list(enumerate(NAMES)))
+def test_real_parser_and_flag_table_agree_on_every_corpus_command(real_results, index, name):
+    real = real_results[index]
+    table = lint_command(COMMANDS[name]["cmd"], sglang_version=PINNED)
+    assert real.codes == table.codes == COMMANDS[name]["findings"]
+    for dest, value in COMMANDS[name]["flags"].items():
+        assert real.flags[dest] == value
+
+
+@pytest.mark.parametrize("index, case", list(enumerate(ERRORS)))
+def test_argparse_errors_of_the_real_parser_become_the_table_parsers_findings(real_results, index, case):
+    real = real_results[len(NAMES) + index]
+    argv, code = ERROR_ARGVS[index], case[1]
+    assert real.codes == [code]
+    assert lint_command("python -m sglang.launch_server " + shlex.join(argv), sglang_version=PINNED).codes == [code]
+
+
+def test_a_python_without_sglang_gives_none(tmp_path):
+    import sys
+
+    assert check_with_real_parser(sys.executable, ["--model-path", "/m"]) is None
+    assert check_with_real_parser(str(tmp_path / "no-such-python"), ["--model-path", "/m"]) is None
