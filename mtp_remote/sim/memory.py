@@ -94,9 +94,9 @@ def plan_memory(args: ServerArgs, total_mib: int, faults: Faults) -> MemoryPlan:
         failure = "weights_oom"
     avail1 = avail0 - weights
     pool = avail1 - total * (1 - args.mem_fraction_static) - draft_w
-    slots = 3 * args.max_running_requests if hybrid else 0
-    conv = slots * _MAMBA_SLOT_GB_TP1[0] / tp
-    ssm = slots * _MAMBA_SLOT_GB_TP1[1] / tp
+    per_slot = [g * pb / 27 / tp for g in _MAMBA_SLOT_GB_TP1]
+    slots = min(3 * args.max_running_requests, int(max(pool, 0) * 0.3 / sum(per_slot))) if hybrid else 0
+    conv, ssm = slots * per_slot[0], slots * per_slot[1]
     kv_gb = pool - conv - ssm
     kv_tokens = int(kv_gb * 2**30 / (_TOKEN_BYTES_TP1 / tp)) if kv_gb > 0 else 0
     if args.max_total_tokens:
