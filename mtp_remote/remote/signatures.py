@@ -95,11 +95,11 @@ SIGNATURES: tuple[Signature, ...] = (
     _S("cuda_graph_capture_failed", "fatal",
        r"Capture (?:cuda|draft cuda|npu) graph failed",
        "CUDA graph capture ran out of memory: set --mem-fraction-static to a smaller value (e.g. -0.05) "
-       "or lower the largest captured batch size (--cuda-graph-max-bs)"),
+       "or lower the largest captured batch size (--cuda-graph-max-bs; --cuda-graph-max-bs-decode on 0.5.2x)"),
     _S("cuda_oom", "fatal",
        r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory",
-       "GPU out of memory: set --mem-fraction-static to a smaller value, or lower --cuda-graph-max-bs / "
-       "--max-running-requests"),
+       "GPU out of memory: set --mem-fraction-static to a smaller value, or lower --max-running-requests "
+       "or the CUDA graph batch size (--cuda-graph-max-bs; --cuda-graph-max-bs-decode on 0.5.2x)"),
     # --- network, devices -----------------------------------------------------------------------------------
     _S("port_in_use", "fatal",
        r"error while attempting to bind on address \('[^']*', (?P<port>\d+)\)",
