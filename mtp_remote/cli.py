@@ -83,10 +83,10 @@ _host_opt = click.option("-H", "--host", default=None, help="Host name from the 
 @handle_errors
 def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir, resume, as_json):
     """Run the speculative vs baseline experiment on a host and give verdicts."""
-    from .report.console import RichHooks, cells_table, verdict_table
+    from .report.console import RichHooks, cells_table, make_console, verdict_table
     from .runner import Hooks
 
-    console = Console(stderr=as_json)
+    console = make_console(stderr=as_json)
     rh = RichHooks(console)
     hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample)
     overrides = {k: v for k, v in (("samples", samples), ("max_tokens", max_tokens)) if v is not None}

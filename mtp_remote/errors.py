@@ -81,9 +81,10 @@ class LockError(RemoteError):
 class LaunchError(MtpRemoteError):
     """The server did not become ready. ``outcome`` is the WaitOutcome (Crashed or TimedOut)."""
 
-    def __init__(self, message: str, *, outcome=None, evidence: str | None = None):
+    def __init__(self, message: str, *, outcome=None, evidence: str | None = None, cause: str | None = None):
         super().__init__(message, evidence=evidence)
         self.outcome = outcome
+        self.cause = cause or (getattr(outcome, "cause", None) if outcome is not None else None)
 
 
 class StopError(MtpRemoteError):

@@ -8,8 +8,11 @@ then only through :class:`~mtp_remote.server.ServerLifecycle` — our process gr
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import getpass
 import json
 import shlex
+import socket
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterator
@@ -73,6 +76,16 @@ def lifecycle(c, host: HostConfig, python: str, run_id: str = "ops",
 def remote_workdir(c, host: HostConfig) -> str:
     """The host's workdir with ``~`` resolved against the remote $HOME."""
     return facts.resolve_path(facts.get_home(c), host.workdir)
+
+
+@contextlib.contextmanager
+def held_lock(lc: ServerLifecycle):
+    """Hold the host lock while an operation changes the host (a diagnose run may be using it)."""
+    lc.acquire_lock(f"{getpass.getuser()}@{socket.gethostname()}")
+    try:
+        yield
+    finally:
+        lc.release_lock()
 
 
 def foreign_processes(c, host: HostConfig, python: str, workdir: str, our_pgid: int | None) -> list[ForeignProcess]:
@@ -186,7 +199,8 @@ def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float
 
     Returns {"ours": StopResult dict, "foreign": [listed], "forced": [PIDs signalled], "killed": [...]}."""
     lc = lifecycle(c, host, python, on_progress=on_progress)
-    res = lc.stop(term_s=term_s, gpu_release_s=gpu_release_s)
+    with held_lock(lc):
+        res = lc.stop(term_s=term_s, gpu_release_s=gpu_release_s)
     foreign = foreign_processes(c, host, python, lc.workdir, None)
     out = {"ours": asdict(res), "ours_text": res.describe(), "foreign": [f.to_dict() for f in foreign],
            "forced": [], "killed": [], "gpu_release_s": None}
@@ -208,11 +222,13 @@ def launch(c, host: HostConfig, playbook: Playbook, profile: str, python: str, *
     if profile not in playbook.profiles:
         raise MtpRemoteError(f"unknown profile {profile!r}; choose one of: {', '.join(playbook.profile_order())}")
     lc = lifecycle(c, host, python, run_id=run_id, on_progress=on_progress)
-    lc.stop(term_s=playbook.timeouts.term_s, gpu_release_s=playbook.timeouts.gpu_release_s)
-    rec = lc.launch(profile, server_argv(host, playbook, profile), server_env(host, playbook, profile, lc.workdir))
-    outcome = lc.wait_ready(rec, timeout_s=playbook.timeouts.ready_s)
-    if not outcome.ok:
+    with held_lock(lc):
         lc.stop(term_s=playbook.timeouts.term_s, gpu_release_s=playbook.timeouts.gpu_release_s)
+        rec = lc.launch(profile, server_argv(host, playbook, profile),
+                        server_env(host, playbook, profile, lc.workdir))
+        outcome = lc.wait_ready(rec, timeout_s=playbook.timeouts.ready_s)
+        if not outcome.ok:
+            lc.stop(term_s=playbook.timeouts.term_s, gpu_release_s=playbook.timeouts.gpu_release_s)
     return outcome
 
 

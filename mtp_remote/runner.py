@@ -184,7 +184,7 @@ class Runner:
         try:
             rec = lc.launch(lp.profile, lp.argv, lp.env)
         except LaunchError as e:
-            pr.launch_error, pr.cause, pr.hint = e.message, "launch_refused", e.message
+            pr.launch_error, pr.cause, pr.hint = e.message, e.cause or "launch_refused", e.message
             if is_baseline:
                 raise
             return

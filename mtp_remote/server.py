@@ -10,6 +10,7 @@ alone is not readiness: the caller then confirms ``/health`` answers 200 (throug
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -70,6 +71,16 @@ class TimedOut(WaitOutcome):
     kind = "timed_out"
 
 
+def _local_pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _parse_poll(output: str) -> tuple[bool, str]:
     """Split one poll's output into (process alive, new log text)."""
     head, _, text = output.partition("--log--\n")
@@ -123,19 +134,26 @@ class ServerLifecycle:
     # -- lock --------------------------------------------------------------------------------------------
 
     def acquire_lock(self, owner: str, stale_s: float = 6 * 3600) -> None:
-        """Take ``<workdir>/lock`` (noclobber create). A lock older than ``stale_s`` seconds is taken over.
-        Raises LockError naming the holder."""
+        """Take ``<workdir>/lock`` (noclobber create) as ``owner`` (``user@machine``).
+
+        The lock holds owner, run id, epoch seconds and the driver's PID. It is taken over when it is older
+        than ``stale_s`` seconds, or when it was taken on this same machine by a driver process that no
+        longer exists (a run that was killed). Raises LockError naming the holder otherwise."""
         path = shlex.quote(f"{self.workdir}/lock")
-        content = shlex.quote(f"{owner} {self.run_id} {int(time.time())}\n")
+        content = shlex.quote(f"{owner} {self.run_id} {int(time.time())} {os.getpid()}\n")
         r = self._run(f"(set -C; printf '%s' {content} > {path}) 2>/dev/null")
         if r.exited == 0:
             return
         cur = self._run(f"cat {path} 2>/dev/null").stdout.strip().split()
         age = time.time() - float(cur[2]) if len(cur) >= 3 and cur[2].isdigit() else 0.0
-        if cur and age < stale_s:
+        dead_local = (len(cur) >= 4 and cur[0] == owner and cur[3].isdigit()
+                      and not _local_pid_alive(int(cur[3])))
+        if cur and age < stale_s and not dead_local:
             raise LockError(f"host is locked by {cur[0]} (run {cur[1] if len(cur) > 1 else '?'}, "
                             f"{age:.0f} s ago); wait for it or remove {self.workdir}/lock if that run is dead",
                             host=self.host.name)
+        self.on_progress(f"taking over a stale lock ({' '.join(cur[:2])}, {age:.0f} s old"
+                         f"{', its driver is gone' if dead_local else ''})")
         self._run(f"printf '%s' {content} > {path}")
 
     def release_lock(self) -> None:
@@ -159,7 +177,7 @@ class ServerLifecycle:
             raise LaunchError(
                 f"port {self.host.port} on {self.host.name} is already in use; a server we did not start may "
                 f"be running (see `mtp-remote status`) — stop it or choose another port",
-                evidence=None)
+                cause="port_in_use")
         log_path = self.log_path(profile)
         cmd = launch_command(python=self.python, module=self.host.engine_module, argv=argv,
                              log_path=log_path, workdir=self.workdir, env=env)
@@ -167,13 +185,13 @@ class ServerLifecycle:
         r = self._run(cmd)
         out = r.stdout.strip().splitlines()
         if r.exited != 0 or not out or not out[-1].isdigit():
-            raise LaunchError(f"launch command failed on {self.host.name}",
+            raise LaunchError(f"launch command failed on {self.host.name}", cause="launch_command_failed",
                               evidence=f"command: {cmd.masked}\n{r.stderr[-2000:]}")
         pid = int(out[-1])
         info = process.wait_for_exec(self.c, pid, self.host.engine_module)
         if info is None:
             tail = self.read_log_tail(log_path)
-            raise LaunchError(f"{profile}: server exited immediately",
+            raise LaunchError(f"{profile}: server exited immediately", cause="process_exited",
                               evidence="\n".join(tail) or "(empty log)")
         rec = process.ServerRecord(pid=pid, pgid=info.pgid, start_ticks=info.start_ticks,
                                    cmdline=list(info.cmdline), profile=profile, port=self.host.port,

@@ -49,11 +49,11 @@ def _fail(e: MtpRemoteError) -> Exit:
 def diagnose(c, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY, profile=None, samples=None,
              resume=None, runs_dir="runs"):
     """Run the speculative vs baseline experiment on a host and print verdicts (-H NAME from inventory)."""
-    from .report.console import RichHooks, cells_table, verdict_table
+    from .report.console import RichHooks, cells_table, make_console, verdict_table
     from .runner import Hooks
 
     _sigterm_as_interrupt()
-    console = Console()
+    console = make_console()
     rh = RichHooks(console)
     hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample)
     try:

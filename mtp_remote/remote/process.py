@@ -113,15 +113,16 @@ def is_ours(info: facts.ProcessInfo | None, rec: ServerRecord) -> bool:
 
 
 def wait_for_exec(c, pid: int, module: str, timeout_s: float = 10.0) -> facts.ProcessInfo | None:
-    """Right after launch ``$!`` is still ``env``/``setsid``/``nohup`` on its way to exec python; poll until
-    the command line shows ``module`` (or the process is gone). Returns the final ProcessInfo or None."""
+    """Right after launch ``$!`` is still ``env``/``setsid``/``nohup`` on its way to exec python (their command
+    lines contain ``module`` too); poll until the command line is ``PYTHON -m MODULE ...`` (or the process is
+    gone). Returns the final ProcessInfo, or None if the process died."""
     deadline = time.monotonic() + timeout_s
     info = None
     while time.monotonic() < deadline:
         info = facts.get_process_info(c, pid)
         if info is None or not info.alive:
             return None
-        if module in info.cmdline:
+        if info.cmdline[1:3] == ("-m", module):  # python itself, not env/setsid/nohup on their way
             return info
         time.sleep(0.02)
     return info

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import sys
+
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -20,9 +22,10 @@ def verdict_style(kind: str) -> str:
 
 def cells_table(doc: dict) -> Table:
     """Per (profile, temperature): loops, loop rate with CI, acceptance and tokens/s (all / non-loop)."""
-    t = Table(title="Cells (loop rate with 95 % Wilson interval; accept len = completion_tokens / spec_verify_ct)")
-    for col in ("profile", "T", "loops", "loop rate [95 % CI]", "think closed", "accept len (all/non-loop)",
-                "tok/s (all/non-loop)"):
+    t = Table(title="Cells — loop rate with 95 % Wilson CI; accept len = completion_tokens / spec_verify_ct; "
+                    "'all / ok' = all samples / non-looping ones", title_justify="left")
+    for col in ("profile", "T", "loops", "loop rate [95 % CI]", "think closed", "accept len all / ok",
+                "tok/s all / ok"):
         t.add_column(col, justify="right" if col not in ("profile",) else "left")
     for c in doc["cells"]:
         t.add_row(c["profile"], f"{c['temperature']:g}", f"{c['loops']}/{c['n']}",
@@ -43,6 +46,12 @@ def verdict_table(doc: dict) -> Table:
     for v in doc["verdicts"]:
         t.add_row(v["profile"], f"[{verdict_style(v['kind'])}]{v['kind']}[/]", v["evidence"])
     return t
+
+
+def make_console(stderr: bool = False) -> Console:
+    """A rich console; 120 columns when not writing to a terminal (logs, CI), so tables stay readable."""
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, width=None if stream.isatty() else 120)
 
 
 class RichHooks:

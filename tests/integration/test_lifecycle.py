@@ -82,6 +82,7 @@ def test_launch_waits_for_the_ready_line_and_stop_releases_the_gpu_memory(tmp_pa
     assert [m["name"] for m in outcome.milestones][-1] == "ready"
     assert {"weights_loaded", "kv_cache_allocated", "http_up", "ready"} <= {m["name"] for m in outcome.milestones}
     assert rec.pgid == rec.pid  # setsid made it a process-group leader
+    assert rec.cmdline[1:3] == ["-m", "mtp_remote.sim.launch_server"], "recorded after exec, not env/setsid's line"
     members = facts.group_members(facts.get_ps(lc.c), rec.pgid)
     held = {a.pid for a in facts.get_gpu_apps(lc.c, lc.smi)}
     assert held & {m.pid for m in members}, "the sim's GPU stand-in shows our processes holding memory"
