@@ -106,7 +106,7 @@ class Sequence:
         self.output_ids: list[int] = []
         self.logprobs: list[float] = []
         self.verify_ct = 0
-        self.accept_hist: list[int] = [0] * (spec_steps + 2)
+        self.accept_hist: list[int] = [0] * (spec_steps + 1)  # verify steps by draft tokens accepted
         self.finish_reason: dict | None = None
         self._text_len_checked = 0
 
@@ -177,9 +177,8 @@ class Sequence:
             base = model.leak(base, len(drafts) - accepted)
         committed = [(drafts[i], states[i]) for i in range(accepted)] + [(correction, base)]
         self.verify_ct += 1
-        n = self._commit(committed, model.step(base, correction))
-        self.accept_hist[min(n, len(self.accept_hist) - 1)] += 1
-        return n
+        self.accept_hist[accepted] += 1
+        return self._commit(committed, model.step(base, correction))
 
     def _commit(self, toks: list[tuple[int, State]], final: State) -> int:
         """Append tokens (each with the state that predicted it) until a finish condition; set the state."""

@@ -80,9 +80,8 @@ class Engine:
         self.prompt_tokens_total = 0
         self.gen_tokens_total = 0
         self.requests_total = 0
-        self._since_flush_tokens = 0
-        self._since_flush_verify = 0
-        self.avg_spec_accept_length = 0.0
+        self._total_accepted = 0  # committed tokens / verify steps at decode-log time since the last flush
+        self._total_verify = 0
         self.last_gen_throughput = 0.0
         self._iv_tokens = 0
         self._iv_verify = 0
@@ -112,9 +111,13 @@ class Engine:
         """Reset the acceptance statistics (SGLang: only when idle). Returns whether it flushed."""
         if not self.idle:
             return False
-        self._since_flush_tokens = self._since_flush_verify = 0
-        self.avg_spec_accept_length = 0.0
+        self._total_accepted = self._total_verify = 0
         return True
+
+    @property
+    def avg_spec_accept_length(self) -> float | None:
+        """SGLang's ``avg_spec_accept_length``: accumulated at each decode log, None before the first."""
+        return self._total_accepted / self._total_verify if self._total_verify else None
 
     # ---- the loop ------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -172,10 +175,6 @@ class Engine:
     def _finish(self, req: Request) -> None:
         self.running.remove(req)
         req.finished_at = time.monotonic()
-        seq = req.seq
-        if self.spec_steps:
-            self._since_flush_tokens += len(seq.output_ids)
-            self._since_flush_verify += seq.verify_ct
         req.done.set()
         if req.warmup:
             return
@@ -208,11 +207,8 @@ class Engine:
         if self.spec_steps:
             acc = self._iv_tokens / max(self._iv_verify, 1)
             msg += f"accept len: {acc:.2f}, accept rate: {acc / (self.spec_steps + 1):.2f}, "
-            running_tok = sum(len(r.seq.output_ids) for r in self.running)
-            running_ver = sum(r.seq.verify_ct for r in self.running)
-            tot_v = self._since_flush_verify + running_ver
-            if tot_v:
-                self.avg_spec_accept_length = (self._since_flush_tokens + running_tok) / tot_v
+            self._total_accepted += self._iv_tokens
+            self._total_verify += self._iv_verify
         msg += (f"cuda graph: {not self.args.disable_cuda_graph}, gen throughput (token/s): {thr:.2f}, "
                 f"#queue-req: {len(self.waiting)}")
         self.log.line(msg, 0)

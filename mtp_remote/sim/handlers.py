@@ -287,8 +287,8 @@ def server_info(srv) -> dict:
              "memory_usage": {"weight": round(m.weights_gb, 2), "kvcache": round(m.kv_gb, 2),
                               "token_capacity": m.kv_tokens, "graph": round(m.graph_gb, 2)},
              "effective_max_running_requests_per_dp": srv.args.max_running_requests}
-    if e.spec_steps:
-        state["avg_spec_accept_length"] = round(e.avg_spec_accept_length, 4)
+    if e.spec_steps and e.avg_spec_accept_length is not None:
+        state["avg_spec_accept_length"] = e.avg_spec_accept_length
     info = dataclasses.asdict(srv.args)
     info.update(internal_states=[state], version=srv.version, simulated=True)
     return info

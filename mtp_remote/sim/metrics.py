@@ -26,7 +26,7 @@ def render_metrics(srv) -> str:
     ]
     if e.spec_steps:
         rows.append(("sglang:spec_accept_length", "gauge", ("The average acceptance length of speculative "
-                                                      "decoding."), e.avg_spec_accept_length))
+                                                      "decoding."), e.avg_spec_accept_length or 0.0))
     out = []
     for name, kind, help_, value in rows:
         out += [f"# HELP {name} {help_}", f"# TYPE {name} {kind}", f"{name}{labels} {float(value)}"]

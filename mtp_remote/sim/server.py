@@ -260,7 +260,13 @@ class SimServer:
         self.engine.warming_up = True
         async with httpx.AsyncClient(base_url=base, headers=headers, timeout=None, trust_env=False) as client:
             await client.get("/model_info")
-            if not self.args.skip_server_warmup:
+            if self.args.skip_server_warmup:
+                pass
+            elif self.mem.hybrid:  # Qwen3.5/3.6 are VLMs: SGLang warms them up through chat (as in l01)
+                await client.post("/v1/chat/completions", json={
+                    "model": self.args.served_model_name, "max_tokens": 8, "temperature": 0,
+                    "messages": [{"role": "user", "content": "Describe the image."}]})
+            else:
                 await client.post("/generate", json={"text": "The capital city of France is",
                                                      "sampling_params": {"temperature": 0, "max_new_tokens": 8}})
         self.engine.warming_up = False

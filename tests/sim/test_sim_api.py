@@ -83,7 +83,7 @@ def test_server_info_reports_eagle_48_and_acceptance_that_flush_cache_resets(sim
             assert info["max_running_requests"] == 48 and info["tp_size"] == 2
             assert 2.5 <= info["internal_states"][0]["avg_spec_accept_length"] <= 3.8
         assert c.post("/flush_cache").status_code == 200
-        assert c.get("/server_info").json()["internal_states"][0]["avg_spec_accept_length"] == 0.0
+        assert "avg_spec_accept_length" not in c.get("/server_info").json()["internal_states"][0]
 
 
 def test_model_info_models_and_metrics(spec_server):

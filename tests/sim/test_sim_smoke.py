@@ -11,7 +11,7 @@ from tests.sim.conftest import FIELD_FLAGS, MTP_FLAGS
 
 MILESTONES = ["server_args=ServerArgs(", "Load weight begin.", "Load weight end.", "KV Cache is allocated.",
               "Capture cuda graph end.", "max_total_num_tokens=", "Uvicorn running on http://127.0.0.1:",
-              '"POST /generate HTTP/1.1" 200 OK', "The server is fired up and ready to roll!"]
+              '"POST /v1/chat/completions HTTP/1.1" 200 OK', "The server is fired up and ready to roll!"]
 
 
 def test_startup_prints_sglang_milestones_in_order_and_health_turns_200(sim):
