@@ -24,7 +24,7 @@ from typing import Callable
 from .analysis.degeneracy import analyze_text
 from .client import Completion, ServerClient
 from .config import HostConfig, Playbook
-from .errors import LaunchError, MtpRemoteError
+from .errors import LaunchError
 from .plan import LaunchPlan, RequestSpec, plan_run
 from .remote import connect as transport
 from .remote.commands import mask_argv, mask_text, secrets_of

@@ -12,8 +12,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import select
 import socket
-import time
+import threading
 from pathlib import Path
 from typing import Iterator
 
@@ -110,36 +111,80 @@ def close(c) -> None:
             closer()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+class _Forwarder:
+    """Local TCP listener on 127.0.0.1 whose connections are carried to ``remote`` over SSH channels.
 
+    Fabric's ``forward_local`` listens with a backlog of 1 and its thread dies on the first channel that
+    cannot be opened (e.g. while the server restarts), which drops the concurrent connections a benchmark
+    opens. This forwarder uses the same paramiko ``direct-tcpip`` channels, with a real backlog, one pump
+    thread per connection, and a failed channel closing only its own connection."""
 
-def _wait_accepting(port: int, timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+    def __init__(self, transport, remote: tuple[str, int]):
+        self.transport = transport
+        self.remote = remote
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(128)
+        self.port = self.sock.getsockname()[1]
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._accept, name=f"tunnel:{self.port}", daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn, addr = self.sock.accept()
+            except OSError:
                 return
+            threading.Thread(target=self._serve, args=(conn, addr), daemon=True).start()
+
+    def _serve(self, conn: socket.socket, addr) -> None:
+        try:
+            chan = self.transport.open_channel("direct-tcpip", self.remote, addr, timeout=30)
+        except Exception as e:  # the remote port refused, or SSH went away: close this connection only
+            log.debug("tunnel channel to %s failed: %s", self.remote, e)
+            conn.close()
+            return
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            while not self._closed.is_set():
+                r, _, _ = select.select([conn, chan], [], [], 0.5)
+                if conn in r:
+                    data = conn.recv(65536)
+                    if not data:
+                        break
+                    chan.sendall(data)
+                if chan in r:
+                    data = chan.recv(65536)
+                    if not data:
+                        break
+                    conn.sendall(data)
         except OSError:
-            if time.monotonic() > deadline:
-                raise ConnectError(f"tunnel listener on 127.0.0.1:{port} did not come up") from None
-            time.sleep(0.005)
+            pass
+        finally:
+            chan.close()
+            conn.close()
+
+    def close(self) -> None:
+        self._closed.set()
+        self.sock.close()
+        self._thread.join(timeout=2)
 
 
 @contextlib.contextmanager
 def tunnel(c, host: HostConfig) -> Iterator[str]:
     """Yield the base URL (``http://127.0.0.1:PORT``) at which the driver reaches the server.
 
-    Over SSH this is a local forward to the host's 127.0.0.1:``host.port`` (Fabric ``forward_local``); it
-    waits until the local listener accepts, since Fabric binds it in a thread. Locally it is the port
-    itself. One tunnel serves every launch of a run: each request opens its own channel."""
+    Over SSH this is a local forward (paramiko ``direct-tcpip`` channels of the open connection) to the host's
+    127.0.0.1:``host.port``; locally it is the port itself. One tunnel can serve every launch of a run: each
+    connection opens its own channel."""
     if host.transport == "local":
         yield f"http://127.0.0.1:{host.port}"
         return
-    local_port = _free_port()
-    with c.forward_local(local_port, remote_port=host.port, remote_host="127.0.0.1", local_host="127.0.0.1"):
-        _wait_accepting(local_port)
-        log.debug("tunnel 127.0.0.1:%d -> %s:127.0.0.1:%d", local_port, host.name, host.port)
-        yield f"http://127.0.0.1:{local_port}"
+    fwd = _Forwarder(c.transport, ("127.0.0.1", host.port))
+    try:
+        log.debug("tunnel 127.0.0.1:%d -> %s:127.0.0.1:%d", fwd.port, host.name, host.port)
+        yield f"http://127.0.0.1:{fwd.port}"
+    finally:
+        fwd.close()

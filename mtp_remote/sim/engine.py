@@ -76,6 +76,7 @@ class Engine:
         self.warming_up = False  #: requests made while True are the server's own warmup (not counted)
         self.on_crash = None  # callable(kind) set by the server
         self.forward_ct = 0
+        self.last_output_at: float | None = None  #: wall time of the last committed token
         # cumulative since start / since flush
         self.prompt_tokens_total = 0
         self.gen_tokens_total = 0
@@ -151,6 +152,8 @@ class Engine:
             else:
                 cost += 0.030 + 0.0005 * bs
             self._iv_tokens += tokens
+            if tokens:
+                self.last_output_at = time.time()
             self.gen_tokens_total += tokens
             if self.forward_ct % max(self.args.decode_log_interval, 1) == 0:
                 self._log_decode()

@@ -270,13 +270,19 @@ async def chat_stream(srv, body: dict):
 
 
 async def health_generate(srv) -> bool:
-    """Generate one token through the scheduler; False when it does not finish in time (a hung server)."""
+    """Generate one token through the scheduler; False when it does not finish in time (a hung server), after
+    logging SGLang's ``Health check failed`` line (as in ``corpus/logs/l09``)."""
     sp = SamplingParams(temperature=0.0, max_new_tokens=1)
     req = _start(srv, srv.vocab.encode("Health check."), sp, False)
+    tic = time.time()
     try:
         await asyncio.wait_for(req.done.wait(), timeout=max(20.0 * srv.scale, 1.0))
         return True
     except asyncio.TimeoutError:
+        last = srv.engine.last_output_at or tic
+        srv.log.line("Health check failed. Server couldn't get a response from detokenizer for last 20 seconds. "
+                     f"tic start time: {time.strftime('%H:%M:%S', time.localtime(tic))}. "
+                     f"last_heartbeat time: {time.strftime('%H:%M:%S', time.localtime(last))}")
         return False
 
 

@@ -55,6 +55,46 @@ def test_a_wrong_user_key_fails_with_a_clear_error(sshd, tmp_path):
         transport.connect(host)
 
 
+class _Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"through the tunnel"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+
+def test_the_tunnel_survives_a_refused_channel_and_carries_many_concurrent_connections(sshd):
+    import asyncio
+
+    from tests.conftest import free_port
+
+    port = free_port()
+    host = HostConfig(name="t", **sshd.host_config(port=port))
+    c = transport.connect(host)
+    try:
+        with transport.tunnel(c, host) as url:
+            with pytest.raises(httpx.HTTPError):  # nothing listens yet: this connection fails ...
+                httpx.get(url + "/x", timeout=5)
+            srv = http.server.ThreadingHTTPServer(("127.0.0.1", port), _Handler)
+            threading.Thread(target=srv.serve_forever, daemon=True).start()
+            try:
+                async def many():
+                    async with httpx.AsyncClient(timeout=10) as client:
+                        rs = await asyncio.gather(*(client.get(url + f"/{i}") for i in range(40)))
+                    return [r.text for r in rs]
+
+                # ... but the tunnel lives on, and 40 connections at once all get through
+                assert asyncio.run(many()) == ["through the tunnel"] * 40
+            finally:
+                srv.shutdown()
+    finally:
+        transport.close(c)
+
+
 def test_the_tunnel_reaches_a_server_bound_to_the_hosts_loopback(sshd):
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
