@@ -77,6 +77,7 @@ def test_hang_after_n_requests_keeps_health_200_until_the_watchdog_fires(sim):
             c.post("/generate", json=GENERATE, timeout=0.5)
         assert c.get("/health").status_code == 200
         assert c.get("/health_generate", timeout=5).status_code == 503
+    assert classify_log(s.log).cls == "health_check_failed"
     assert s.wait_exit(10) == 1
     assert classify_log(s.log).cls == "watchdog_timeout"
 
