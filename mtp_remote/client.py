@@ -35,6 +35,9 @@ class Completion:
     spec_verify_ct: int | None = None
     spec_accept_length: float | None = None
     output_ids: list[int] | None = None
+    prompt_ids: list[int] | None = None
+    output_logprobs: list[float] | None = None  # decode logprob of each output token (nats)
+    top2_margins: list[float] | None = None  # logprob(top-1) - logprob(top-2) per output token
     error: str | None = None
     raw_meta: dict[str, Any] = field(default_factory=dict)
 
@@ -127,13 +130,16 @@ class ServerClient:
 
     async def generate(self, text: str, *, temperature: float, max_new_tokens: int, top_p: float = 1.0,
                        seed: int | None = None, return_logprob: bool = False) -> Completion:
-        """POST ``/generate`` (SGLang native); reads ``meta_info`` (tokens, finish reason, spec_verify_ct)."""
+        """POST ``/generate`` (SGLang native); reads ``meta_info`` (tokens, finish reason, spec_verify_ct).
+
+        With ``return_logprob`` also asks for the prompt's token ids (``logprob_start_len`` 0), each output
+        token's decode logprob and the top-2 logprobs (``top_logprobs_num`` 2) for near-tie margins."""
         sp: dict[str, Any] = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
         if seed is not None:
             sp["sampling_seed"] = seed
         body: dict[str, Any] = {"text": text, "sampling_params": sp}
         if return_logprob:
-            body["return_logprob"] = True
+            body.update(return_logprob=True, logprob_start_len=0, top_logprobs_num=2)
         t0 = time.perf_counter()
         try:
             r = await self._client.post("/generate", json=body)
@@ -144,9 +150,33 @@ class ServerClient:
         except (httpx.HTTPError, ValueError) as e:
             return Completion(latency_s=time.perf_counter() - t0, error=f"{type(e).__name__}: {e}")
         meta = data.get("meta_info") or {}
-        return Completion(
+        comp = Completion(
             text=data.get("text", ""), finish_reason=_finish(meta.get("finish_reason")),
             prompt_tokens=meta.get("prompt_tokens", 0), completion_tokens=meta.get("completion_tokens", 0),
             latency_s=latency, spec_verify_ct=meta.get("spec_verify_ct"),
             spec_accept_length=meta.get("spec_accept_length"),
-            output_ids=data.get("output_ids") or meta.get("output_ids"), raw_meta=meta)
+            output_ids=data.get("output_ids") or meta.get("output_ids"),
+            raw_meta={k: v for k, v in meta.items() if not k.endswith("logprobs")})
+        if return_logprob:
+            out_lp = meta.get("output_token_logprobs") or []
+            comp.output_logprobs = [e[0] for e in out_lp]
+            comp.output_ids = comp.output_ids or [e[1] for e in out_lp]
+            comp.prompt_ids = [e[1] for e in meta.get("input_token_logprobs") or []]
+            tops = meta.get("output_top_logprobs")
+            if tops:
+                comp.top2_margins = [(t[0][0] - t[1][0]) if t and len(t) > 1 else float("inf") for t in tops]
+        return comp
+
+    async def score(self, input_ids: list[int], start: int) -> list[float] | None:
+        """Prefill-score ``input_ids`` (``max_new_tokens`` 0): logprob of each token from index ``start``
+        given the tokens before it, as SGLang's ``input_token_logprobs``. None when the request fails."""
+        body = {"input_ids": input_ids, "sampling_params": {"max_new_tokens": 0, "temperature": 0.0},
+                "return_logprob": True, "logprob_start_len": start}
+        try:
+            r = await self._client.post("/generate", json=body)
+            if r.status_code != 200:
+                return None
+            lps = (r.json().get("meta_info") or {}).get("input_token_logprobs") or []
+        except (httpx.HTTPError, ValueError):
+            return None
+        return [e[0] for e in lps]

@@ -166,6 +166,9 @@ class Playbook(_Strict):
         "{prompt}", description="/generate only: the text sent, with {prompt} replaced by the prompt "
                                 "(put the model's chat template here; /generate does not apply one)")
     concurrency: int | None = Field(None, ge=1, description="Requests in flight; default --max-running-requests")
+    kl_probe: bool = Field(
+        False, description="/generate only: ask for decode logprobs, re-score each output by prefill and report "
+                           "the mean k3 KL estimator per sample (a healthy server gives ~0)")
     early_stop: bool = Field(
         False, description="Sample in rounds (one sample per prompt per round) and stop a cell once its "
                            "decision is settled (analysis.stopping); `samples` is then the budget")
@@ -196,6 +199,8 @@ class Playbook(_Strict):
         for flag in ("--host", "--port", "--model-path"):
             if flag in self.base_flags or any(flag in p.flags for p in self.profiles.values()):
                 raise ValueError(f"{flag} is set by mtp-remote from the inventory; remove it from the playbook")
+        if self.kl_probe and self.api != "generate":
+            raise ValueError("kl_probe needs api: generate (chat responses carry no token logprobs here)")
         if "{prompt}" not in self.prompt_template:
             raise ValueError("prompt_template must contain {prompt}")
         ids = [p.id for p in self.prompts]

@@ -29,7 +29,8 @@ def to_obs(s: dict) -> SampleObs:
                      sample_index=int(s["sample_index"]), seed=s.get("seed"), metrics=metrics,
                      finish_reason=s.get("finish_reason"), completion_tokens=int(s.get("completion_tokens") or 0),
                      latency_s=float(s.get("latency_s") or 0.0), spec_verify_ct=s.get("spec_verify_ct"),
-                     output_ids=s.get("output_ids"), error=s.get("error"), text=s.get("text"))
+                     output_ids=s.get("output_ids"), error=s.get("error"), text=s.get("text"),
+                     kl_k3=(s.get("kl") or {}).get("mean_k3"), top2_margins=s.get("top2_margins"))
 
 
 def diagnose(*, baseline: str, profiles: dict[str, bool], samples: list[dict],

@@ -79,8 +79,9 @@ class Hooks:
     on_sample: Callable[[str, int, int], None] = lambda profile, done, total: None
 
 
-def sample_record(req: RequestSpec, comp: Completion, *, speculative: bool, api: str) -> dict:
-    """One line of samples.jsonl: the request, the response and its degeneracy metrics."""
+def sample_record(req: RequestSpec, comp: Completion, *, speculative: bool, api: str, kl: dict | None = None) -> dict:
+    """One line of samples.jsonl: the request, the response, its degeneracy metrics and (with the KL probe)
+    the k3 estimator of prefill vs decode logprobs; top-2 margins are kept at T=0 for the near-tie rule."""
     metrics = analyze_text(comp.text, comp.output_ids).to_dict() if comp.error is None else None
     accept = (comp.completion_tokens / comp.spec_verify_ct) if comp.spec_verify_ct else None
     return {
@@ -90,7 +91,8 @@ def sample_record(req: RequestSpec, comp: Completion, *, speculative: bool, api:
         "completion_tokens": comp.completion_tokens, "reasoning_tokens": comp.reasoning_tokens,
         "latency_s": round(comp.latency_s, 4), "spec_verify_ct": comp.spec_verify_ct,
         "accept_length": round(accept, 4) if accept else None, "output_ids": comp.output_ids,
-        "error": comp.error, "metrics": metrics,
+        "error": comp.error, "metrics": metrics, "kl": kl,
+        "top2_margins": comp.top2_margins if req.temperature == 0 else None,
     }
 
 
@@ -284,8 +286,10 @@ class Runner:
                         else:
                             text = pb.prompt_template.replace("{prompt}", req.prompt)
                             comp = await sc.generate(text, temperature=req.temperature,
-                                                     max_new_tokens=pb.max_tokens, top_p=pb.top_p, seed=req.seed)
-                    rec = sample_record(req, comp, speculative=lp.speculative, api=pb.api)
+                                                     max_new_tokens=pb.max_tokens, top_p=pb.top_p, seed=req.seed,
+                                                     return_logprob=pb.kl_probe)
+                        kl = await self._kl_probe(sc, comp) if pb.kl_probe else None
+                    rec = sample_record(req, comp, speculative=lp.speculative, api=pb.api, kl=kl)
                     f.write(json.dumps(rec) + "\n")
                     f.flush()
                     progress["done"] += 1
@@ -299,6 +303,23 @@ class Runner:
                 else:
                     await asyncio.gather(*(one(r) for r in todo))
                 pr.server_info = await sc.server_info()
+
+    @staticmethod
+    async def _kl_probe(sc: ServerClient, comp: Completion) -> dict | None:
+        """Re-score the generated tokens by prefill; mean/max k3 of prefill vs decode logprobs."""
+        from .analysis.divergence import kl_probe
+
+        if comp.error or not comp.prompt_ids or not comp.output_ids or not comp.output_logprobs:
+            return None
+        prefill = await sc.score(comp.prompt_ids + comp.output_ids, len(comp.prompt_ids))
+        if not prefill:
+            return None
+        n = min(len(prefill), len(comp.output_logprobs))
+        pairs = [(p, d) for p, d in zip(prefill[:n], comp.output_logprobs[:n]) if p is not None and d is not None]
+        if not pairs:
+            return None
+        probe = kl_probe([p for p, _ in pairs], [d for _, d in pairs])
+        return {"mean_k3": probe.mean_k3, "max_k3": probe.max_k3, "n_tokens": probe.n_tokens}
 
     async def _sample_cell_in_rounds(self, lp: LaunchPlan, temperature: float, todo: list[RequestSpec], one,
                                      pr: ProfileRun, progress: dict) -> None:

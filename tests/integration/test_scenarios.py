@@ -1,0 +1,91 @@
+"""Each simulated scenario gets its verdict through the real lifecycle (local transport, the sim as a real
+process): healthy, state_leak, base_loops, low_accept. Plus early stopping, resume and the KL probe."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+import yaml
+
+from mtp_remote import api
+from tests.conftest import ROOT, free_port
+
+pytestmark = pytest.mark.sim
+
+
+def write_config(tmp_path, faults: str | None, **playbook) -> tuple[str, str]:
+    env = {"SGLANG_SIM_TIME_SCALE": "0.01"}
+    if faults:
+        env["SGLANG_SIM_FAULTS"] = faults
+    inv = {"default_host": "sim", "hosts": {"sim": {
+        "transport": "local", "engine": "sim", "workdir": str(tmp_path / "wd"), "port": free_port(),
+        "python": sys.executable, "env": env}}}
+    (tmp_path / "inventory.yaml").write_text(yaml.safe_dump(inv))
+    pb = yaml.safe_load((ROOT / "playbooks" / "diagnose-mtp.yaml").read_text())
+    pb.update(samples=3, max_tokens=1024, temperatures=[0.7])
+    pb["prompts"] = pb["prompts"][:4]
+    pb.update(playbook)
+    (tmp_path / "pb.yaml").write_text(yaml.safe_dump(pb))
+    return str(tmp_path / "inventory.yaml"), str(tmp_path / "pb.yaml")
+
+
+@pytest.mark.parametrize("faults,expected", [
+    (None, "healthy"),
+    ("state_leak", "spec-corrupts-output"),
+    ("base_loops", "base-model-degenerates"),
+    ("low_accept", "spec-ineffective"),
+])
+def test_each_scenario_gets_its_verdict(tmp_path, faults, expected):
+    inv, pb = write_config(tmp_path, faults)
+    res = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs")
+    (v,) = res.summary["verdicts"]
+    assert v["kind"] == expected, v["evidence"]
+    assert res.exit_code == (1 if expected == "spec-corrupts-output" else 0)
+    cells = {c["profile"]: c for c in res.summary["cells"]}
+    if faults == "state_leak":  # loops inflate acceptance: it is higher over all samples than over clean ones
+        assert cells["mtp"]["loops"] >= 8 and cells["baseline"]["loops"] == 0
+    if faults == "low_accept":
+        assert cells["mtp"]["accept_length"] < 1.2
+
+
+def test_early_stopping_settles_state_leak_on_a_fraction_of_the_budget(tmp_path):
+    inv, pb = write_config(tmp_path, "state_leak", samples=8, early_stop=True, prompts=[
+        {"id": f"p{i}", "text": t} for i, t in enumerate(
+            ["What is 2+2?", "What is the capital of France?", "List the prime numbers below 20.",
+             "Why is the sky blue?"])])
+    res = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs")
+    s = res.summary["sampling"]
+    assert res.summary["verdicts"][0]["kind"] == "spec-corrupts-output"
+    print("early stopping used", s)
+    assert s["budget"] == 64 and s["used"] <= 0.4 * s["budget"], s
+    stopping = {p["profile"]: p["stopping"] for p in res.summary["profiles"]}
+    assert stopping["mtp"]["0.7"]["outcome"] == "spec-loops-more"
+
+
+def test_resume_requests_only_what_is_missing(tmp_path):
+    inv, pb = write_config(tmp_path, None, samples=2)
+    first = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs", profiles=["baseline"])
+    stored = (first.run_dir / "samples.jsonl").read_text().splitlines()
+    assert len(stored) == 8
+    again = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs", resume=first.run_id)
+    lines = [json.loads(ln) for ln in (first.run_dir / "samples.jsonl").read_text().splitlines()]
+    assert len(lines) == 16, "baseline samples were not requested again"
+    assert sum(1 for ln in lines if ln["profile"] == "baseline") == 8
+    prof = {p["profile"]: p for p in again.summary["profiles"]}
+    assert prof["baseline"]["outcome"]["kind"] == "skipped" and prof["mtp"]["n_resumed"] == 0
+    assert again.summary["verdicts"][0]["kind"] == "healthy"
+
+
+def test_the_kl_probe_is_near_zero_when_healthy_and_positive_under_state_leak(tmp_path):
+    means = {}
+    for faults in (None, "state_leak"):
+        d = tmp_path / (faults or "healthy")
+        d.mkdir()
+        inv, pb = write_config(d, faults, kl_probe=True, samples=1)
+        res = api.diagnose(inventory=inv, playbook=pb, runs_dir=d / "runs")
+        cells = {c["profile"]: c for c in res.summary["cells"]}
+        means[faults or "healthy"] = (cells["baseline"]["mean_kl_k3"], cells["mtp"]["mean_kl_k3"])
+    assert means["healthy"][0] == pytest.approx(0, abs=1e-6) and means["healthy"][1] == pytest.approx(0, abs=1e-6)
+    assert means["state_leak"][1] > 1e-3 and abs(means["state_leak"][0]) < 1e-6
