@@ -2,7 +2,7 @@
 
 ``sim`` is a factory: ``sim(argv, faults="...", wait=True)`` launches the server on a free 127.0.0.1 port
 in its own process group (as the lifecycle code does, with ``setsid``), stdout+stderr to a log file, with a
-private ``SGLANG_SIM_STATE_DIR`` and ``SGLANG_SIM_TIME_SCALE=0.02``; it waits for the ready line (or the
+private ``SGLANG_SIM_STATE_DIR`` and ``SGLANG_SIM_TIME_SCALE=0.01``; it waits for the ready line (or the
 process exit) and returns a :class:`SimProc`. Every process group started is killed at teardown.
 """
 
@@ -78,7 +78,7 @@ class SimProc:
 @pytest.fixture
 def sim_env(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_SIM_")}
-    env.update(SGLANG_SIM_STATE_DIR=str(tmp_path / "state"), SGLANG_SIM_TIME_SCALE="0.02")
+    env.update(SGLANG_SIM_STATE_DIR=str(tmp_path / "state"), SGLANG_SIM_TIME_SCALE="0.01")
     return env
 
 

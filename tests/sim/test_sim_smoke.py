@@ -79,3 +79,25 @@ def test_sigterm_drains_in_flight_requests_then_exits_zero(sim):
         t.join(30)
     assert s.wait_exit(20) == 0
     assert [r["meta_info"]["completion_tokens"] for r in results] == [300, 300, 300]
+
+
+def _cell(s, n: int = 10) -> tuple[int, float]:
+    from mtp_remote.analysis.degeneracy import analyze_text
+
+    prompt = "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n<think>\n"
+    with s.client() as c:
+        outs = [c.post("/generate", json={"text": prompt, "sampling_params": {
+            "temperature": 0.7, "max_new_tokens": 1024, "sampling_seed": 100 + i}}).json() for i in range(n)]
+    loops = sum(analyze_text(o["text"]).loop is not None for o in outs)
+    accept = sum(o["meta_info"]["completion_tokens"] for o in outs) / sum(o["meta_info"]["spec_verify_ct"]
+                                                                          for o in outs)
+    return loops, accept
+
+
+def test_state_leak_server_loops_at_t07_with_higher_acceptance_than_a_healthy_one(sim):
+    healthy_loops, healthy_accept = _cell(sim(FIELD_FLAGS + MTP_FLAGS))
+    leak_loops, leak_accept = _cell(sim(FIELD_FLAGS + MTP_FLAGS, faults="state_leak"))
+    mitigated_loops, _ = _cell(sim(FIELD_FLAGS + MTP_FLAGS + ["--disable-radix-cache"], faults="state_leak"))
+    assert healthy_loops == 0 and mitigated_loops == 0
+    assert leak_loops >= 6
+    assert leak_accept > healthy_accept + 0.3
