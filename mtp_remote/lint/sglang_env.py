@@ -10,6 +10,8 @@ ignores itself) and are reused once an import check has passed, so the second us
 from __future__ import annotations
 
 import logging
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,14 +22,21 @@ from mtp_remote.errors import MtpRemoteError
 
 log = logging.getLogger(__name__)
 
-#: What ``sglang.srt.server_args`` imports, found by importing it in an empty venv (0.5.9 .. 0.5.23).
-#: torch is pinned to the CPU build on local disk (``/opt/wheels``) so pip never fetches the CUDA build;
-#: transformers is added at the version the SGLang release itself pins.
+#: What ``sglang.srt.server_args`` of 0.5.23 imports, found by importing it in an empty venv. torch is pinned
+#: to the CPU build on local disk (``/opt/wheels``) so pip never fetches the CUDA build.
 IMPORT_REQUIREMENTS: tuple[str, ...] = (
     "torch==2.13.0", "triton", "numpy", "orjson", "psutil", "pybase64", "requests",
     "packaging", "pillow", "starlette", "msgspec", "pydantic", "pyzmq", "tqdm", "IPython", "aiohttp",
-    "safetensors", "openai", "partial_json_parser", "huggingface_hub", "dill", "sentencepiece",
 )
+#: Older releases import more (0.5.9: safetensors, openai, partial_json_parser, huggingface_hub,
+#: transformers, dill, sentencepiece): each ``No module named X`` installs X's distribution, named here when
+#: it differs from the module; transformers comes at the version the SGLang release pins.
+MODULE_DISTRIBUTIONS: dict[str, str] = {
+    "PIL": "pillow", "zmq": "pyzmq", "yaml": "pyyaml", "cv2": "opencv-python-headless", "google": "protobuf",
+    "sklearn": "scikit-learn",
+}
+_MAX_IMPORT_ROUNDS = 20
+_MISSING = re.compile(r"No module named '([A-Za-z0-9_]+)")
 
 #: Modules that some releases (0.5.9-0.5.13) import at module level but the parser never uses. torchvision's
 #: PyPI wheels are linked against the CUDA build of torch and fail to load beside the CPU build, so the
@@ -70,9 +79,10 @@ _READY_MARK = ".mtp-ready"
 
 
 def default_cache_dir() -> Path:
-    """``<repo>/.cache`` (repo = the checkout holding this package); it carries a ``.gitignore`` of ``*``."""
-    cache = Path(__file__).resolve().parents[2] / ".cache"
-    cache.mkdir(exist_ok=True)
+    """``$MTP_REMOTE_CACHE_DIR`` or ``<repo>/.cache`` (repo = the checkout holding this package), created
+    with a ``.gitignore`` of ``*`` so git never sees the venvs."""
+    cache = Path(os.environ.get("MTP_REMOTE_CACHE_DIR") or Path(__file__).resolve().parents[2] / ".cache")
+    cache.mkdir(parents=True, exist_ok=True)
     ignore = cache / ".gitignore"
     if not ignore.exists():
         ignore.write_text("*\n")
@@ -90,7 +100,8 @@ def ensure_sglang_venv(version: str, *, cache_dir: Path | None = None, extra: tu
 
     Reuses ``<cache_dir>/sglang-<version>`` when it passed the import check before (marker file); builds it
     otherwise: ``python -m venv``, ``pip install --no-deps sglang==version``, ``pip install`` of
-    :data:`IMPORT_REQUIREMENTS` + ``extra``, then ``import sglang.srt.server_args``. Raises
+    :data:`IMPORT_REQUIREMENTS` + ``extra``, the :data:`IMPORT_STUBS`, then ``import sglang.srt.server_args``
+    until it works, installing each module it names as missing (older releases need more). Raises
     :class:`~mtp_remote.errors.MtpRemoteError` with pip's output tail when a step fails
     (:func:`registry_unreachable` tells whether that was the network).
     """
@@ -105,11 +116,9 @@ def ensure_sglang_venv(version: str, *, cache_dir: Path | None = None, extra: tu
     _run([sys.executable, "-m", "venv", str(venv)], "create venv", timeout_s)
     pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     _run([*pip, "--no-deps", f"sglang=={version}"], f"install sglang=={version}", timeout_s)
-    transformers = _run([str(python), "-c", _PINNED_TRANSFORMERS], "read sglang's pins", timeout_s).strip()
-    reqs = [*IMPORT_REQUIREMENTS, transformers or "transformers", *extra]
-    _run([*pip, *reqs], "install sglang's import requirements", timeout_s)
+    _run([*pip, *IMPORT_REQUIREMENTS, *extra], "install sglang's import requirements", timeout_s)
     _write_stubs(python, timeout_s)
-    _run([str(python), "-c", "import sglang.srt.server_args"], "import sglang.srt.server_args", timeout_s)
+    _install_missing_imports(python, pip, timeout_s)
     (venv / _READY_MARK).write_text(f"sglang=={version}\n")
     log.info("built %s in %.1f s", venv, time.monotonic() - started)
     return python
@@ -119,6 +128,27 @@ def registry_unreachable(error: MtpRemoteError) -> bool:
     """True when a failed :func:`ensure_sglang_venv` step failed for lack of the package registry."""
     text = f"{error.message}\n{error.evidence or ''}"
     return any(marker in text for marker in UNREACHABLE_MARKERS)
+
+
+def _install_missing_imports(python: Path, pip: list[str], timeout_s: float) -> None:
+    """Import ``sglang.srt.server_args`` until it works, installing each module it reports missing."""
+    tried: set[str] = set()
+    for _ in range(_MAX_IMPORT_ROUNDS):
+        proc = subprocess.run([str(python), "-c", "import sglang.srt.server_args"], capture_output=True,
+                              text=True, timeout=timeout_s, check=False)
+        if proc.returncode == 0:
+            return
+        m = _MISSING.search(proc.stderr)
+        if not m or m.group(1) in tried:
+            raise MtpRemoteError("import sglang.srt.server_args failed", evidence=proc.stderr[-3000:])
+        module = m.group(1)
+        tried.add(module)
+        dist = MODULE_DISTRIBUTIONS.get(module, module)
+        if module == "transformers":
+            dist = _run([str(python), "-c", _PINNED_TRANSFORMERS], "read sglang's pins", timeout_s).strip() or dist
+        log.info("sglang.srt.server_args needs %s: installing %s", module, dist)
+        _run([*pip, dist], f"install {dist}", timeout_s)
+    raise MtpRemoteError(f"import sglang.srt.server_args still fails after {_MAX_IMPORT_ROUNDS} installs")
 
 
 def _write_stubs(python: Path, timeout_s: float) -> None:

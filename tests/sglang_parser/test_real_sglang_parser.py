@@ -1,7 +1,7 @@
 """check_with_real_parser against a real, pinned SGLang installed in a throwaway venv (CPU torch, no GPU).
 
 The venv is cached under ``<repo>/.cache/sglang-<version>`` (git-ignored), so only the first run pays for
-the install (measured: ~50 s cold, ~2 s per probe warm). Skips only when the package registry is unreachable.
+the install (measured on 2 cores: ~90 s cold, ~10 s warm). Skips only when the package registry is unreachable.
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ def test_tables_exist_for_the_field_release_and_the_newest():
 
 
 @pytest.mark.parametrize("host, table", [
-    (None, "0.5.23"), ("0.5.9", "0.5.9"), ("0.5.12.post1", "0.5.10"), ("0.5.30", "0.5.23"), ("0.4.6", "0.5.9"),
+    (None, "0.5.23"), ("0.5.9", "0.5.9"), ("0.5.12.post1", "0.5.10"), ("0.5.15", "0.5.13"), ("0.5.30", "0.5.23"),
+    ("0.4.6", "0.5.9"),
 ])
 def test_the_table_is_the_newest_not_newer_than_the_host(host, table):
     assert select_flag_table(host).sglang_version == table
