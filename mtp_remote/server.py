@@ -20,6 +20,7 @@ from .config import HostConfig
 from .errors import LaunchError, LockError, RemoteError
 from .remote import facts, process
 from .remote.commands import Command, launch_command, mask_argv
+from .remote.follow import LogStream
 from .remote.logs import READY_LINE, LogClassification, classify_log
 
 log = logging.getLogger(__name__)
@@ -213,45 +214,33 @@ class ServerLifecycle:
                    health: Callable[[], bool] | None = None) -> WaitOutcome:
         """Follow the log until the ready line (then poll ``health()`` until True), a crash, or the deadline.
 
-        Polls every 0.1 s; the log is read from the last byte offset, so each poll moves only new bytes.
-        Returns Ready, Crashed (process gone, or a fatal signature: cause, hint, last 30 lines) or TimedOut.
-        """
-        t0 = time.monotonic()
-        offset, text = 0, ""
-        seen: dict[str, float] = {}  # milestone -> seconds after wait start when the tool saw it
-        cls: LogClassification | None = None
+        The log is streamed (:class:`~mtp_remote.remote.follow.LogStream`, one ``tail -F --pid``), so the ready
+        line is seen within ~0.1 s even over SSH; hosts whose tail cannot do that are polled every 0.1 s from
+        the last byte offset. Returns Ready, Crashed (process gone, or a fatal signature: cause, hint, last 30
+        lines) or TimedOut."""
+        watch = _Watch(self, rec, timeout_s, health)
+        with LogStream(self.c, rec.log_path, rec.pid) as stream:
+            while True:
+                new = stream.read(0.05)
+                if not stream.supported:
+                    break
+                ended = stream.ended
+                if ended:
+                    time.sleep(0.05)  # let the reader thread hand over the last bytes
+                    new += stream.read(0)
+                outcome = watch.step(new, alive=not ended)
+                if outcome is not None:
+                    return outcome
+        log.info("tail -F --pid not available on %s; polling the log", self.host.name)
+        offset = len(watch.text.encode("utf-8", "surrogateescape"))
         while True:
             alive, new = self.poll(rec, offset)
-            if new:
-                offset += len(new.encode("utf-8", "surrogateescape"))
-                text += new
-                cls = classify_log(text)
-                for m in cls.milestones:
-                    if m.name not in seen:
-                        seen[m.name] = round(time.monotonic() - t0, 3)
-                        self.on_progress(f"{rec.profile}: {m.name} ({seen[m.name]:.1f} s)")
-            elapsed = time.monotonic() - t0
-            kw = dict(profile=rec.profile, elapsed_s=elapsed,
-                      milestones=[{"name": k, "seen_s": v} for k, v in seen.items()],
-                      log_tail=text.splitlines()[-TAIL_LINES:])
-            if cls is not None and cls.is_fatal:
-                return Crashed(cause=cls.cls, hint=cls.hint, fatal_line=cls.fatal_line, **kw)
+            offset += len(new.encode("utf-8", "surrogateescape"))
             if not alive:
-                if cls is None or not new:  # read the last bytes before judging
-                    _, new = self.poll(rec, offset)
-                    text += new
-                    cls = classify_log(text)
-                    kw["log_tail"] = text.splitlines()[-TAIL_LINES:]
-                cause = cls.cls if cls.is_fatal else "process_exited"
-                hint = cls.hint if cls.is_fatal else "the server process exited; read the log tail"
-                return Crashed(cause=cause, hint=hint, fatal_line=cls.fatal_line, **kw)
-            if READY_LINE in text and (health is None or health()):
-                return Ready(cause="ready", **kw)
-            if elapsed >= timeout_s:
-                state = cls.cls if cls else "starting"
-                return TimedOut(cause="timed_out",
-                                hint=f"not ready after {timeout_s:.0f} s (last state: {state}); raise "
-                                     f"timeouts.ready_s or read the log", **kw)
+                new += self.poll(rec, offset)[1]
+            outcome = watch.step(new, alive=alive)
+            if outcome is not None:
+                return outcome
             time.sleep(POLL_S)
 
     # -- logs ---------------------------------------------------------------------------------------------
@@ -264,6 +253,44 @@ class ServerLifecycle:
     def read_log_tail(self, log_path: str, lines: int = TAIL_LINES) -> list[str]:
         r = self._run(f"tail -n {int(lines)} {shlex.quote(log_path)} 2>/dev/null")
         return r.stdout.splitlines()
+
+
+class _Watch:
+    """The judgement part of wait_ready: accumulate log text, report milestones, decide the outcome."""
+
+    def __init__(self, lc: ServerLifecycle, rec: process.ServerRecord, timeout_s: float,
+                 health: Callable[[], bool] | None):
+        self.lc, self.rec, self.timeout_s, self.health = lc, rec, timeout_s, health
+        self.t0 = time.monotonic()
+        self.text = ""
+        self.seen: dict[str, float] = {}  # milestone -> seconds after the wait started when first seen
+        self.cls: LogClassification | None = None
+
+    def step(self, new: str, *, alive: bool) -> WaitOutcome | None:
+        """Take new log text and the process state; return an outcome, or None to keep waiting."""
+        if new:
+            self.text += new
+            self.cls = classify_log(self.text)
+            for m in self.cls.milestones:
+                if m.name not in self.seen:
+                    self.seen[m.name] = round(time.monotonic() - self.t0, 3)
+                    self.lc.on_progress(f"{self.rec.profile}: {m.name} ({self.seen[m.name]:.1f} s)")
+        elapsed = time.monotonic() - self.t0
+        cls = self.cls or classify_log(self.text)
+        kw = dict(profile=self.rec.profile, elapsed_s=elapsed,
+                  milestones=[{"name": k, "seen_s": v} for k, v in self.seen.items()],
+                  log_tail=self.text.splitlines()[-TAIL_LINES:])
+        if cls.is_fatal:
+            return Crashed(cause=cls.cls, hint=cls.hint, fatal_line=cls.fatal_line, **kw)
+        if not alive:
+            return Crashed(cause="process_exited", hint="the server process exited; read the log tail",
+                           fatal_line=None, **kw)
+        if READY_LINE in self.text and (self.health is None or self.health()):
+            return Ready(cause="ready", **kw)
+        if elapsed >= self.timeout_s:
+            return TimedOut(cause="timed_out", hint=f"not ready after {self.timeout_s:.0f} s (last state: "
+                                                    f"{cls.cls}); raise timeouts.ready_s or read the log", **kw)
+        return None
 
 
 def raise_for_outcome(outcome: WaitOutcome) -> None:
