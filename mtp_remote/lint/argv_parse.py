@@ -10,15 +10,47 @@ are checked. Unlike argparse it does not stop at the first error: every problem 
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from mtp_remote.lint.findings import Finding
 from mtp_remote.lint.flag_table import FlagSpec, FlagTable
 
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
-_CONVERTERS = {"int": int, "float": float}
+_SI = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+_IEC = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def _human_readable_int(raw: str) -> int:
+    """SGLang's ``human_readable_int`` (``32k``, ``1Mi``, ``4096``), as in ``sglang/srt/utils/common.py``."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)", raw.strip())
+    if m:
+        number, suffix = m.groups()
+        if suffix in _IEC:
+            if "." in number:
+                raise ValueError(raw)
+            return int(number) * _IEC[suffix]
+        return int(Decimal(number) * _SI[suffix])
+    return int(raw)
+
+
+def _json(raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(raw) from exc
+
+
+#: argparse ``type`` callables of SGLang's parser, by name, that can reject a value.
+_CONVERTERS = {"int": int, "float": float, "human_readable_int": _human_readable_int, "loads": _json,
+               "json_list_type": _json}
+#: Custom actions that take no value and store nothing (they only print a deprecation warning).
+_NO_STORE_ACTIONS = {"DeprecatedAction"}
+#: SGLang's custom action that stores its ``const_value`` whatever the (validated) value was.
+_STORE_CONST_VALUE = "DeprecatedStoreConstAction"
 
 
 @dataclass
@@ -65,9 +97,9 @@ def parse_argv(argv: list[str], table: FlagTable) -> ParsedArgv:
             out.findings.append(Finding(
                 "ambiguous-flag", used, None,
                 f"{used} is a prefix of {', '.join(matches)} in SGLang {table.sglang_version}: spell one out"))
-            specs = [table.by_option[m] for m in matches]
-            i += 1 + (1 if explicit_value is None and all(s.nargs is None for s in specs)
-                      and i + 1 < len(argv) and not looks_like_option(argv[i + 1]) else 0)
+            i += 1
+            while explicit_value is None and i < len(argv) and not looks_like_option(argv[i]):
+                i += 1  # argparse stops here; the words after belong to the ambiguous flag
             continue
         if spec is None:
             hint = suggest(used, table)
@@ -105,8 +137,9 @@ def _consume(spec: FlagSpec, used: str, explicit: str | None, argv: list[str], i
         if explicit is not None:
             out.findings.append(Finding("invalid-value", spec.name, None,
                                         f"{spec.name} is a switch and takes no value (got {explicit!r})"))
-        out.values[spec.dest] = _switch_value(spec, used)
-        out.explicit.add(spec.dest)
+        if spec.action not in _NO_STORE_ACTIONS:
+            out.values[spec.dest] = _switch_value(spec, used)
+            out.explicit.add(spec.dest)
         return i
     raw: list[str] = []
     if explicit is not None:
@@ -123,6 +156,8 @@ def _consume(spec: FlagSpec, used: str, explicit: str | None, argv: list[str], i
         out.findings.append(Finding("invalid-value", spec.name, None, f"{spec.name} expects a value"))
         return i
     values = [_convert(spec, r, out) for r in raw]
+    if spec.action == _STORE_CONST_VALUE:
+        values = [spec.const_value for _ in values]
     if spec.nargs in (None, "?") or (spec.nargs == 1 and spec.action != "append"):
         value: Any = values[0] if values else spec.const
     else:
@@ -142,6 +177,8 @@ def _switch_value(spec: FlagSpec, used: str) -> Any:
         return not used.startswith("--no-")
     if spec.action == "count":
         return 1
+    if spec.action == _STORE_CONST_VALUE:
+        return spec.const_value
     return True if spec.const is None else spec.const
 
 
@@ -151,7 +188,7 @@ def _convert(spec: FlagSpec, raw: str, out: ParsedArgv) -> Any:
     if converter is not None:
         try:
             value = converter(raw)
-        except ValueError:
+        except (ValueError, ArithmeticError):
             out.findings.append(Finding("invalid-value", spec.name, None,
                                         f"{spec.name} wants {spec.type}, got {raw!r}"))
             return raw

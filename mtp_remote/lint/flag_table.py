@@ -17,6 +17,7 @@ from typing import Any
 from mtp_remote.errors import ConfigError
 
 TABLE_DIR = Path(__file__).parent
+SUPPRESS = "==SUPPRESS=="  # argparse.SUPPRESS as the tables store it
 _TABLE_NAME = re.compile(r"^flags_(.+)\.json$")
 
 
@@ -35,6 +36,7 @@ class FlagSpec:
     type: str | None
     choices: tuple | None
     required: bool
+    const_value: Any = None
 
     @property
     def name(self) -> str:
@@ -59,8 +61,13 @@ class FlagTable:
         object.__setattr__(self, "by_option", {o: a for a in self.actions for o in a.option_strings})
 
     def defaults(self) -> dict[str, Any]:
-        """``{dest: default}`` for every flag except ``-h``."""
-        return {a.dest: a.default for a in self.actions if a.action != "help"}
+        """``{dest: default}`` as argparse fills the namespace: the first action of a dest sets it, and a
+        ``SUPPRESS`` default sets nothing."""
+        out: dict[str, Any] = {}
+        for a in self.actions:
+            if a.action != "help" and a.default != SUPPRESS and a.dest not in out:
+                out[a.dest] = a.default
+        return out
 
     def options(self) -> list[str]:
         """Every option string, sorted (argparse's prefix matching runs over these)."""
@@ -92,7 +99,8 @@ def load_flag_table(version: str) -> FlagTable:
     actions = tuple(
         FlagSpec(option_strings=tuple(a["option_strings"]), dest=a["dest"], action=a["action"],
                  nargs=a["nargs"], const=a["const"], default=a["default"], type=a["type"],
-                 choices=None if a["choices"] is None else tuple(a["choices"]), required=a["required"])
+                 choices=None if a["choices"] is None else tuple(a["choices"]), required=a["required"],
+                 const_value=a.get("const_value"))
         for a in raw["actions"] if a["option_strings"])
     return FlagTable(sglang_version=raw["sglang_version"], actions=actions)
 

@@ -86,6 +86,8 @@ def _dump(parser):
             "default": _jsonable(a.default), "type": _type_name(a.type), "choices": choices,
             "required": bool(a.required),
         })
+        if hasattr(a, "const_value"):  # SGLang's DeprecatedStoreConstAction stores this, not its value
+            actions[-1]["const_value"] = _jsonable(a.const_value)
     return actions
 
 

@@ -85,3 +85,42 @@ def test_a_python_without_sglang_gives_none(tmp_path):
 
     assert check_with_real_parser(sys.executable, ["--model-path", "/m"]) is None
     assert check_with_real_parser(str(tmp_path / "no-such-python"), ["--model-path", "/m"]) is None
+
+
+def _spellings(table) -> list[list[str]]:
+    """Every long option of the table, written whole and as two shorter prefixes, with a plausible value in
+    both ``--x v`` and ``--x=v`` forms. Options whose type is an opaque SGLang callable are left out."""
+    known_types = {None, "str", "int", "float", "human_readable_int", "loads", "json_list_type", "nullable_str"}
+    argvs = []
+    for spec in table.actions:
+        if spec.action == "help" or spec.type not in known_types:
+            continue
+        value = (str(spec.choices[0]) if spec.choices else
+                 {"int": "3", "float": "0.5", "human_readable_int": "32k", "loads": "{}", "json_list_type": "[]"}
+                 .get(spec.type or "", "x"))
+        for n, option in enumerate(o for o in spec.option_strings if o.startswith("--")):
+            for cut in (0, 2, 5):
+                written = option[: len(option) - cut] if cut < len(option) - 3 else option
+                if not spec.takes_value:
+                    words = [written]
+                elif (n + cut) % 2 and spec.nargs not in ("+", "*"):
+                    words = [f"{written}={value}"]
+                else:
+                    words = [written, value]
+                argvs.append(["--model-path", "/m", *words])
+    return argvs
+
+
+def test_the_table_parser_agrees_with_sglangs_argparse_on_every_flag_and_prefix(sglang_python):
+    from mtp_remote.lint.flag_table import load_flag_table
+
+    argvs = _spellings(load_flag_table(PINNED))
+    real = check_many_with_real_parser(sglang_python, argvs)
+    assert real is not None and len(argvs) > 1000
+    differ = []
+    for argv, theirs in zip(argvs, real):
+        ours = lint_command("python -m sglang.launch_server " + shlex.join(argv), sglang_version=PINNED)
+        same_values = all(ours.flags.get(dest) == value for dest, value in theirs.flags.items())
+        if ours.codes != theirs.codes or not same_values:
+            differ.append((argv[2:], ours.codes, theirs.codes))
+    assert differ == []
