@@ -208,6 +208,13 @@ class Playbook(_Strict):
             raise ValueError("prompt ids must be unique")
         return self
 
+    @property
+    def think_opened_by_prompt(self) -> bool:
+        """True when /generate's prompt template opens the think block itself (Qwen3 templates end in
+        ``<think>``): outputs then hold only the reasoning's inside and, if it closed, ``</think>``."""
+        tail = self.prompt_template.split("{prompt}", 1)[1]
+        return self.api == "generate" and "<think>" in tail and "</think>" not in tail
+
     def profile_order(self) -> list[str]:
         """Baseline first, then the others in file order."""
         return [self.baseline] + [p for p in self.profiles if p != self.baseline]

@@ -11,6 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from .analysis.degeneracy import analyze_text
+from .runner import analysed_text
 from .analysis.verdict import CellSummary, SampleObs, Verdict, judge, launch_failed, summarize_cell
 
 
@@ -24,7 +25,8 @@ def to_obs(s: dict) -> SampleObs:
     """One samples.jsonl record → SampleObs (metrics recomputed from the text when absent)."""
     metrics = None
     if s.get("error") is None:
-        metrics = analyze_text(s.get("text") or "", s.get("output_ids"))
+        metrics = analyze_text(analysed_text(s.get("text") or "", bool(s.get("think_opened_by_prompt"))),
+                               s.get("output_ids"))
     return SampleObs(profile=s["profile"], temperature=float(s["temperature"]), prompt_id=s["prompt_id"],
                      sample_index=int(s["sample_index"]), seed=s.get("seed"), metrics=metrics,
                      finish_reason=s.get("finish_reason"), completion_tokens=int(s.get("completion_tokens") or 0),

@@ -266,6 +266,7 @@ def smoke(base_url: str, playbook: Playbook, *, prompt: str | None = None, tempe
           max_tokens: int | None = None) -> dict:
     """One request to a running server, its degeneracy metrics and a quick verdict ("ok" or "loops")."""
     from .analysis.degeneracy import analyze_text
+    from .runner import analysed_text
     from .client import ServerClient
 
     text = prompt or playbook.prompts[0].text
@@ -283,7 +284,7 @@ def smoke(base_url: str, playbook: Playbook, *, prompt: str | None = None, tempe
     comp = asyncio.run(go())
     if comp.error:
         raise MtpRemoteError(f"smoke request failed: {comp.error}")
-    m = analyze_text(comp.text, comp.output_ids)
+    m = analyze_text(analysed_text(comp.text, playbook.think_opened_by_prompt), comp.output_ids)
     accept = comp.completion_tokens / comp.spec_verify_ct if comp.spec_verify_ct else None
     return {"prompt": text, "temperature": temperature, "verdict": "loops" if m.is_loop else "ok",
             "finish_reason": comp.finish_reason, "completion_tokens": comp.completion_tokens,

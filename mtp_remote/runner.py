@@ -79,10 +79,22 @@ class Hooks:
     on_sample: Callable[[str, int, int], None] = lambda profile, done, total: None
 
 
-def sample_record(req: RequestSpec, comp: Completion, *, speculative: bool, api: str, kl: dict | None = None) -> dict:
+THINK_PREFIX = "<think>\n"
+
+
+def analysed_text(text: str, think_opened_by_prompt: bool) -> str:
+    """The text the metrics see: with the prompt's ``<think>`` put back when the template opened it, so an
+    unterminated reasoning block counts as unclosed (character offsets then include that prefix)."""
+    return THINK_PREFIX + text if think_opened_by_prompt else text
+
+
+def sample_record(req: RequestSpec, comp: Completion, *, speculative: bool, api: str, kl: dict | None = None,
+                  think_opened_by_prompt: bool = False) -> dict:
     """One line of samples.jsonl: the request, the response, its degeneracy metrics and (with the KL probe)
     the k3 estimator of prefill vs decode logprobs; top-2 margins are kept at T=0 for the near-tie rule."""
-    metrics = analyze_text(comp.text, comp.output_ids).to_dict() if comp.error is None else None
+    metrics = None
+    if comp.error is None:
+        metrics = analyze_text(analysed_text(comp.text, think_opened_by_prompt), comp.output_ids).to_dict()
     accept = (comp.completion_tokens / comp.spec_verify_ct) if comp.spec_verify_ct else None
     return {
         "profile": req.profile, "speculative": speculative, "temperature": req.temperature,
@@ -91,7 +103,7 @@ def sample_record(req: RequestSpec, comp: Completion, *, speculative: bool, api:
         "completion_tokens": comp.completion_tokens, "reasoning_tokens": comp.reasoning_tokens,
         "latency_s": round(comp.latency_s, 4), "spec_verify_ct": comp.spec_verify_ct,
         "accept_length": round(accept, 4) if accept else None, "output_ids": comp.output_ids,
-        "error": comp.error, "metrics": metrics, "kl": kl,
+        "error": comp.error, "metrics": metrics, "kl": kl, "think_opened_by_prompt": think_opened_by_prompt,
         "top2_margins": comp.top2_margins if req.temperature == 0 else None,
     }
 
@@ -289,7 +301,8 @@ class Runner:
                                                      max_new_tokens=pb.max_tokens, top_p=pb.top_p, seed=req.seed,
                                                      return_logprob=pb.kl_probe)
                         kl = await self._kl_probe(sc, comp) if pb.kl_probe else None
-                    rec = sample_record(req, comp, speculative=lp.speculative, api=pb.api, kl=kl)
+                    rec = sample_record(req, comp, speculative=lp.speculative, api=pb.api, kl=kl,
+                                        think_opened_by_prompt=pb.think_opened_by_prompt)
                     f.write(json.dumps(rec) + "\n")
                     f.flush()
                     progress["done"] += 1

@@ -1,0 +1,37 @@
+"""report.html opens in headless Chromium without errors: the page loads, every plot decodes, nothing
+fails in the console, and it renders (a screenshot is taken)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from tests.unit.test_reports import run  # noqa: F401  (fixture: a diagnosed run document and its samples)
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--enable-logging=stderr", "--v=0"]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium (make test installs it when run as root)")
+def test_the_html_report_opens_in_a_headless_browser_without_errors(run, tmp_path):  # noqa: F811
+    from mtp_remote.report.html import write_html
+
+    doc, samples, run_dir = run
+    page = write_html(doc, samples, run_dir)
+    profile = ["--user-data-dir=" + str(tmp_path / "chrome")]
+    dom = subprocess.run([CHROMIUM, *FLAGS, *profile, "--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert 'data-images-ok="true"' in dom.stdout
+    assert "spec-corrupts-output" in dom.stdout
+    errors = [ln for ln in dom.stderr.splitlines() if re.search(r"CONSOLE|Uncaught|ERR_FILE", ln)]
+    assert errors == []
+    shot = tmp_path / "report.png"
+    subprocess.run([CHROMIUM, *FLAGS, *profile, "--window-size=1200,2400", f"--screenshot={shot}", page.as_uri()],
+                   capture_output=True, timeout=120, check=True)
+    assert shot.stat().st_size > 20_000  # a rendered page with plots, not a blank one
