@@ -132,9 +132,11 @@ SIGNATURES: tuple[Signature, ...] = (
     _S("config_error", "fatal",
        r"^(?:ValueError|AssertionError|NotImplementedError|TypeError): .+",
        "SGLang rejected the server arguments: fix the flag combination named in the message"),
-    # --- generic crash markers, last so a specific cause above wins -----------------------------------------
+    # --- generic crash markers, last so a specific cause above wins. "Scheduler hit an exception" is not one:
+    # it opens a traceback whose last line names the cause, and a reader that sees only the opening line
+    # (wait-ready reading a growing log) must keep waiting for that line or for the parent's sigquit. ----
     _S("scheduler_died", "fatal",
-       r"Received sigquit from a child process|Subprocess \S+ crashed|Scheduler hit an exception"
+       r"Received sigquit from a child process|Subprocess \S+ crashed"
        r"|Child process unexpectedly failed|Rank \d+ scheduler is dead",
        "the scheduler process died: read its traceback above; rerun in the foreground to see it whole"),
     # --- warnings: do not change the state, only the severity and hint -------------------------------------

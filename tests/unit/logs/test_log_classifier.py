@@ -143,3 +143,10 @@ def test_a_four_megabyte_log_classifies_in_well_under_a_second():
     elapsed = time.perf_counter() - started
     assert result.cls == "ready" and len(result.decode) > 10_000
     assert elapsed < 1.0
+
+
+def test_a_traceback_seen_only_up_to_its_opening_line_is_not_yet_a_verdict():
+    text = (LOGS / "l03_kv_pool_too_small.log").read_text()
+    opening = text[: text.index("  File ")]
+    assert classify_log(opening).cls == "starting"
+    assert classify_log(text[: text.index("[2026-11-02 09:14:48]")]).cls == "kv_pool_too_small"
