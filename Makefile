@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: demo test lint install sshd clean
+.PHONY: demo test lint install system-deps clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -19,19 +19,23 @@ demo: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/fab diagnose; code=$$?; \
 	  if [ $$code -le 1 ]; then echo "demo finished (exit $$code: 1 = a speculative profile corrupts output, as expected on sim-local)"; exit 0; fi; exit $$code
 
-## sshd: make sure an OpenSSH server binary exists (the ssh tests start their own on 127.0.0.1)
-sshd:
-	@if ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ]; then \
+## system-deps: OpenSSH server (tests/ssh start their own sshd on 127.0.0.1) and Chromium (the HTML report is
+## opened headless). Installed with apt-get when missing and running as root; otherwise said, and those tests skip.
+system-deps:
+	@missing=""; \
+	command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || missing="$$missing openssh-server openssh-client"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing openssh-server (needed by tests/ssh)"; \
-	    (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server openssh-client >/dev/null; \
+	    echo "installing:$$missing"; \
+	    (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	  else \
-	    echo "sshd is missing: install openssh-server (e.g. sudo apt-get install openssh-server); tests/ssh will be skipped"; \
+	    echo "missing:$$missing (install them, e.g. sudo apt-get install$$missing); the tests that need them will be skipped"; \
 	  fi; \
 	fi
 
 ## test: all tests (unit, integration against the sim, ssh against a real sshd on 127.0.0.1)
-test: $(STAMP) sshd
+test: $(STAMP) system-deps
 	$(BIN)/python -m pytest -q -ra
 
 lint: $(STAMP)
