@@ -100,6 +100,18 @@ class ServerClient:
         except httpx.HTTPError:
             return False
 
+    async def _post(self, path: str, body: dict) -> tuple[dict, float, str | None]:
+        """POST JSON; (response JSON, wall seconds, error text or None). A failed request is data, not an
+        exception."""
+        t0 = time.perf_counter()
+        try:
+            r = await self._client.post(path, json=body)
+            if r.status_code != 200:
+                return {}, time.perf_counter() - t0, f"HTTP {r.status_code}: {r.text[:300]}"
+            return r.json(), time.perf_counter() - t0, None
+        except (httpx.HTTPError, ValueError) as e:
+            return {}, time.perf_counter() - t0, f"{type(e).__name__}: {e}"
+
     async def chat(self, prompt: str, *, temperature: float, max_tokens: int, top_p: float = 1.0,
                    seed: int | None = None, model: str = "default") -> Completion:
         """POST ``/v1/chat/completions`` with one user message."""
@@ -107,15 +119,9 @@ class ServerClient:
                                 "temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
         if seed is not None:
             body["seed"] = seed
-        t0 = time.perf_counter()
-        try:
-            r = await self._client.post("/v1/chat/completions", json=body)
-            latency = time.perf_counter() - t0
-            if r.status_code != 200:
-                return Completion(latency_s=latency, error=f"HTTP {r.status_code}: {r.text[:300]}")
-            data = r.json()
-        except (httpx.HTTPError, ValueError) as e:
-            return Completion(latency_s=time.perf_counter() - t0, error=f"{type(e).__name__}: {e}")
+        data, latency, error = await self._post("/v1/chat/completions", body)
+        if error:
+            return Completion(latency_s=latency, error=error)
         choice = (data.get("choices") or [{}])[0]
         msg = choice.get("message") or {}
         usage = data.get("usage") or {}
@@ -140,15 +146,9 @@ class ServerClient:
         body: dict[str, Any] = {"text": text, "sampling_params": sp}
         if return_logprob:
             body.update(return_logprob=True, logprob_start_len=0, top_logprobs_num=2)
-        t0 = time.perf_counter()
-        try:
-            r = await self._client.post("/generate", json=body)
-            latency = time.perf_counter() - t0
-            if r.status_code != 200:
-                return Completion(latency_s=latency, error=f"HTTP {r.status_code}: {r.text[:300]}")
-            data = r.json()
-        except (httpx.HTTPError, ValueError) as e:
-            return Completion(latency_s=time.perf_counter() - t0, error=f"{type(e).__name__}: {e}")
+        data, latency, error = await self._post("/generate", body)
+        if error:
+            return Completion(latency_s=latency, error=error)
         meta = data.get("meta_info") or {}
         comp = Completion(
             text=data.get("text", ""), finish_reason=_finish(meta.get("finish_reason")),

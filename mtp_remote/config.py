@@ -259,25 +259,22 @@ def _validation_error(path: Path, err: ValidationError) -> ConfigError:
         ConfigError(lines[0].split(": ", 1)[1], file=str(path), field=first_field)
 
 
-def load_inventory(path: str | Path) -> Inventory:
-    """Read ``inventory.yaml``. Raises ConfigError with file and field on any problem."""
+def _load(path: str | Path, model: type[BaseModel], shape: str):
     path = Path(path)
     data = _read_yaml(path)
     if not isinstance(data, dict):
-        raise ConfigError("expected a mapping with 'default_host' and 'hosts'", file=str(path))
+        raise ConfigError(f"expected a mapping ({shape})", file=str(path))
     try:
-        return Inventory.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as e:
         raise _validation_error(path, e) from None
+
+
+def load_inventory(path: str | Path) -> Inventory:
+    """Read ``inventory.yaml``. Raises ConfigError with file and field on any problem."""
+    return _load(path, Inventory, "default_host, hosts")
 
 
 def load_playbook(path: str | Path) -> Playbook:
     """Read a playbook YAML. Raises ConfigError with file and field on any problem."""
-    path = Path(path)
-    data = _read_yaml(path)
-    if not isinstance(data, dict):
-        raise ConfigError("expected a mapping (name, profiles, prompts, ...)", file=str(path))
-    try:
-        return Playbook.model_validate(data)
-    except ValidationError as e:
-        raise _validation_error(path, e) from None
+    return _load(path, Playbook, "name, profiles, prompts, ...")

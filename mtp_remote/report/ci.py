@@ -27,26 +27,23 @@ def _label(s: str) -> str:
     return str(s).replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
 
 
+_CELL_GAUGES = (
+    ("mtp_remote_loop_rate", "loop_rate", "Share of samples that loop, per profile and temperature."),
+    ("mtp_remote_accept_length", "accept_length", "Mean acceptance length (completion_tokens / spec_verify_ct)."),
+    ("mtp_remote_tokens_per_second", "tokens_per_s", "Mean per-request decode tokens/s."),
+)
+
+
 def render_prometheus(doc: dict) -> str:
     """Gauges per cell (loop rate, acceptance length, tokens/s) and per verdict (1 = corrupt)."""
     host, pb = _label(doc["host"]["name"]), _label(doc["playbook"]["name"])
-    lines = ["# HELP mtp_remote_loop_rate Share of samples that loop, per profile and temperature.",
-             "# TYPE mtp_remote_loop_rate gauge"]
-    for c in doc.get("cells", []):
-        lines.append(f'mtp_remote_loop_rate{{host="{host}",playbook="{pb}",profile="{_label(c["profile"])}",'
-                     f'temperature="{c["temperature"]}"}} {c["loop_rate"]}')
-    lines += ["# HELP mtp_remote_accept_length Mean acceptance length (completion_tokens / spec_verify_ct).",
-              "# TYPE mtp_remote_accept_length gauge"]
-    for c in doc.get("cells", []):
-        if c.get("accept_length") is not None:
-            lines.append(f'mtp_remote_accept_length{{host="{host}",playbook="{pb}",profile="{_label(c["profile"])}",'
-                         f'temperature="{c["temperature"]}"}} {c["accept_length"]}')
-    lines += ["# HELP mtp_remote_tokens_per_second Mean per-request decode tokens/s.",
-              "# TYPE mtp_remote_tokens_per_second gauge"]
-    for c in doc.get("cells", []):
-        if c.get("tokens_per_s") is not None:
-            lines.append(f'mtp_remote_tokens_per_second{{host="{host}",playbook="{pb}",profile="{_label(c["profile"])}",'
-                         f'temperature="{c["temperature"]}"}} {c["tokens_per_s"]}')
+    lines = []
+    for metric, key, help_text in _CELL_GAUGES:
+        lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} gauge"]
+        for c in doc.get("cells", []):
+            if c.get(key) is not None:
+                lines.append(f'{metric}{{host="{host}",playbook="{pb}",profile="{_label(c["profile"])}",'
+                             f'temperature="{c["temperature"]}"}} {c[key]}')
     lines += ["# HELP mtp_remote_spec_corrupts 1 when the profile's verdict is spec-corrupts-output or launch-failed.",
               "# TYPE mtp_remote_spec_corrupts gauge"]
     for v in doc.get("verdicts", []):

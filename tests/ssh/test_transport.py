@@ -96,18 +96,7 @@ def test_the_tunnel_survives_a_refused_channel_and_carries_many_concurrent_conne
 
 
 def test_the_tunnel_reaches_a_server_bound_to_the_hosts_loopback(sshd):
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = b"through the tunnel"
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *a):
-            pass
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     host = HostConfig(name="t", **sshd.host_config(port=srv.server_address[1]))
     c = transport.connect(host)
