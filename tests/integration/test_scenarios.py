@@ -89,3 +89,23 @@ def test_the_kl_probe_is_near_zero_when_healthy_and_positive_under_state_leak(tm
         means[faults or "healthy"] = (cells["baseline"]["mean_kl_k3"], cells["mtp"]["mean_kl_k3"])
     assert means["healthy"][0] == pytest.approx(0, abs=1e-6) and means["healthy"][1] == pytest.approx(0, abs=1e-6)
     assert means["state_leak"][1] > 1e-3 and abs(means["state_leak"][0]) < 1e-6
+
+
+def test_nightly_records_history_and_flags_a_regression(tmp_path):
+    from click.testing import CliRunner
+
+    from mtp_remote.cli import main
+
+    runs = tmp_path / "runs"
+    codes = []
+    for faults in (None, "state_leak"):  # the same host, healthy one night and corrupt the next
+        inv, pb = write_config(tmp_path, faults, early_stop=True, samples=4)
+        r = CliRunner().invoke(main, ["nightly", "-i", inv, "-p", pb, "--runs-dir", str(runs)])
+        codes.append(r.exit_code)
+    assert codes == [0, 1], r.output
+    assert "regression: mtp (previously healthy)" in r.output
+    r = CliRunner().invoke(main, ["history", "--history", str(runs / "history.sqlite"), "--json"])
+    rows = json.loads(r.output)
+    assert [row["verdicts"]["mtp"] for row in rows] == ["spec-corrupts-output", "healthy"]
+    run_dir = runs / rows[0]["run_id"]
+    assert (run_dir / "junit.xml").exists() and "mtp_remote_loop_rate" in (run_dir / "metrics.prom").read_text()
