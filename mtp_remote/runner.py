@@ -274,7 +274,7 @@ class Runner:
             if new:
                 offset += len(new.encode("utf-8", "surrogateescape"))
                 text += new
-            cls = classify_log(text)
+            cls = classify_log(text if not alive else text[: text.rfind("\n") + 1])  # complete lines only
             if cls.is_fatal or not alive:
                 cause = cls.cls if cls.is_fatal else "process_exited"
                 hint = cls.hint if cls.is_fatal else "the server process exited while requests were running"

@@ -270,13 +270,15 @@ class _Watch:
         """Take new log text and the process state; return an outcome, or None to keep waiting."""
         if new:
             self.text += new
-            self.cls = classify_log(self.text)
+            # judge complete lines only: a fatal line read half-written can match a generic signature
+            # before its end shows the specific cause
+            self.cls = classify_log(self.text if not alive else self.text[: self.text.rfind("\n") + 1])
             for m in self.cls.milestones:
                 if m.name not in self.seen:
                     self.seen[m.name] = round(time.monotonic() - self.t0, 3)
                     self.lc.on_progress(f"{self.rec.profile}: {m.name} ({self.seen[m.name]:.1f} s)")
         elapsed = time.monotonic() - self.t0
-        cls = self.cls or classify_log(self.text)
+        cls = classify_log(self.text) if not alive else (self.cls or classify_log(""))
         kw = dict(profile=self.rec.profile, elapsed_s=elapsed,
                   milestones=[{"name": k, "seen_s": v} for k, v in self.seen.items()],
                   log_tail=self.text.splitlines()[-TAIL_LINES:])

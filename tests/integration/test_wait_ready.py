@@ -75,3 +75,21 @@ def test_a_log_that_stops_short_of_ready_times_out(replay):
     assert out.kind == "timed_out" and 1.0 <= time.monotonic() - t0 < 5
     assert {"weights_loaded", "kv_cache_allocated"} <= {m["name"] for m in out.milestones}
     assert "starting" in out.hint
+
+
+def test_a_half_written_fatal_line_is_judged_only_once_complete(corpus):
+    from types import SimpleNamespace
+
+    from mtp_remote.server import _Watch
+
+    from mtp_remote.remote.logs import READY_LINE
+
+    # the field log crashed after readiness; drop the ready line so the crash happens during the wait
+    text = (corpus / "logs" / "l10_mamba_cache_exhausted.log").read_text().replace(READY_LINE, "warming up")
+    cut = text.index("Not enough space") + len("Not en")  # the chunk ends mid-line
+    lc = SimpleNamespace(on_progress=lambda msg: None)
+    rec = SimpleNamespace(profile="mtp")
+    w = _Watch(lc, rec, timeout_s=60, health=None)
+    assert w.step(text[:cut], alive=True) is None  # "AssertionError: Not en" alone decides nothing
+    out = w.step(text[cut:], alive=True)
+    assert out.kind == "crashed" and out.cause == "mamba_cache_exhausted"
