@@ -129,6 +129,7 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
                             detail + ("; memory already in use" if busy else "")))
     else:
         checks.append(Check("gpus", "fail", "nvidia-smi returned no GPUs"))
+    architectures: tuple[str, ...] = ()
     if host.is_sim:
         checks.append(Check("model", "ok", f"{host.model_path} (simulated: not read)"))
     else:
@@ -138,6 +139,7 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
         else:
             try:
                 arch = json.loads(r.stdout).get("architectures")
+                architectures = tuple(arch or ())
                 checks.append(Check("model", "ok", f"{host.model_path}: architectures {arch}"))
             except ValueError:
                 checks.append(Check("model", "warn", f"{host.model_path}/config.json is not valid JSON"))
@@ -153,24 +155,51 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
     checks.append(Check("foreign-processes", "warn" if foreign else "ok",
                         "; ".join(f.describe() for f in foreign) if foreign else "no SGLang process we did not start"))
     if playbook is not None:
-        checks.extend(_lint_checks(host, playbook, sglang_version))
+        checks.extend(_lint_checks(c, host, playbook, python, sglang_version, architectures))
     return checks
 
 
-def _lint_checks(host: HostConfig, playbook: Playbook, sglang_version: str | None) -> list[Check]:
+def _remote_real_parser(c, python: str, argvs: list[list[str]], architectures: tuple[str, ...]):
+    """Check argvs with the SGLang installed on the host (its own argparse parser, through ``c.run``);
+    None when that python has no importable SGLang."""
+    import io
+
+    from .lint.lint import _result_from_answer
+    from .lint.probe import parse_probe_output, probe_command, probe_source
+
+    r = c.run(probe_command(python, "parse-many", argvs), hide=True, warn=True,
+              in_stream=io.StringIO(probe_source()))
+    try:
+        answer = parse_probe_output(r.stdout)
+    except MtpRemoteError:
+        return None
+    if "results" not in answer:
+        return None
+    version = answer.get("sglang_version")
+    return [_result_from_answer(one, argv, version, architectures) for one, argv in zip(answer["results"], argvs)]
+
+
+def _lint_checks(c, host: HostConfig, playbook: Playbook, python: str, sglang_version: str | None,
+                 architectures: tuple[str, ...]) -> list[Check]:
+    """Lint every profile's launch command: with the host's own SGLang parser when it has one (its verdict
+    wins), else with the flag table of the host's SGLang version (newest when unknown)."""
     from .lint import lint_command
 
+    names = playbook.profile_order()
+    argvs = [server_argv(host, playbook, n) for n in names]
+    results = None if host.is_sim or sglang_version is None else _remote_real_parser(c, python, argvs, architectures)
+    source = "host's SGLang parser" if results else f"flag table for SGLang {sglang_version or 'newest'}"
+    if results is None:
+        results = [lint_command("python -m sglang.launch_server " + " ".join(shlex.quote(a) for a in argv),
+                                sglang_version=sglang_version, architectures=architectures) for argv in argvs]
     out = []
-    for name in playbook.profile_order():
-        cmd = "python -m sglang.launch_server " + " ".join(shlex.quote(a) for a in server_argv(host, playbook, name))
-        res = lint_command(cmd, sglang_version=sglang_version)
-        findings = [f for f in res.to_dict()["findings"]]
+    for name, res in zip(names, results):
+        findings = res.to_dict()["findings"]
         if findings:
-            out.append(Check(f"lint:{name}", "warn",
-                             "; ".join(f"{f['code']}{(' ' + f['flag']) if f.get('flag') else ''}: {f.get('message', '')}"
-                                       for f in findings)))
+            out.append(Check(f"lint:{name}", "warn", f"({source}) " + "; ".join(
+                f"{f['code']}{(' ' + f['flag']) if f.get('flag') else ''}: {f.get('message', '')}" for f in findings)))
         else:
-            out.append(Check(f"lint:{name}", "ok", "no findings"))
+            out.append(Check(f"lint:{name}", "ok", f"no findings ({source})"))
     return out
 
 

@@ -16,6 +16,7 @@ from mtp_remote.errors import MtpRemoteError
 from mtp_remote.lint import check_many_with_real_parser, check_with_real_parser, lint_command
 from mtp_remote.lint.cmdline import split_launch_command
 from mtp_remote.lint.sglang_env import ensure_sglang_venv, registry_unreachable
+from tests.conftest import free_port
 
 PINNED = "0.5.23"  # the newest table; the corpus speaks 0.5.23
 COMMANDS = json.loads(
@@ -124,3 +125,29 @@ def test_the_table_parser_agrees_with_sglangs_argparse_on_every_flag_and_prefix(
         if ours.codes != theirs.codes or not same_values:
             differ.append((argv[2:], ours.codes, theirs.codes))
     assert differ == []
+
+
+def test_preflight_over_ssh_lints_with_the_hosts_own_sglang_parser(sglang_python, sshd, tmp_path):
+    """A host whose python has SGLang: preflight runs SGLang's own argparse there (through SSH) and uses its
+    verdict; a misspelt flag in the playbook is reported with SGLang's suggestion."""
+    import yaml
+
+    from mtp_remote.config import HostConfig, load_playbook
+    from mtp_remote.ops import preflight
+    from mtp_remote.remote import connect
+
+    pb = yaml.safe_load((Path(__file__).resolve().parents[2] / "playbooks" / "diagnose-mtp.yaml").read_text())
+    pb["profiles"]["mtp"]["flags"] += " --speculative-num-stpes 3"
+    (tmp_path / "pb.yaml").write_text(yaml.safe_dump(pb))
+    host = HostConfig(name="gpu", **sshd.host_config(engine="sglang", python=sglang_python,
+                                                    workdir=str(tmp_path / "wd"), port=free_port()))
+    c = connect.connect(host)
+    try:
+        checks = {ch.name: ch for ch in preflight(c, host, load_playbook(tmp_path / "pb.yaml"), sglang_python)}
+    finally:
+        connect.close(c)
+    assert checks["sglang"].status == "ok" and checks["sglang"].detail == PINNED
+    assert checks["lint:baseline"].status == "ok" and "host's SGLang parser" in checks["lint:baseline"].detail
+    mtp = checks["lint:mtp"]
+    assert mtp.status == "warn" and "host's SGLang parser" in mtp.detail
+    assert "unknown-flag --speculative-num-stpes" in mtp.detail
