@@ -55,7 +55,10 @@ def test_health_is_503_during_warmup_then_200(sim):
     t.join(5)
     with s.client() as c:
         assert c.get("/health").status_code == 200
-    assert 503 in codes and 200 not in codes
+    assert 503 in codes
+    # 503 while warming up, then 200 for good (it may turn 200 a moment before the test reads the ready line)
+    first_ok = codes.index(200) if 200 in codes else len(codes)
+    assert set(codes[:first_ok]) == {503} and set(codes[first_ok:]) <= {200}
 
 
 def test_api_key_guards_everything_but_health_and_metrics(spec_server):
