@@ -157,7 +157,10 @@ class Playbook(_Strict):
     baseline: str = Field("baseline", description="The profile without speculation that others are compared to")
     prompts: list[Prompt] = Field(..., min_length=1)
     temperatures: list[float] = Field([0.0, 0.7], min_length=1, description="Sampling temperatures")
-    samples: int = Field(4, ge=1, description="Samples per prompt per temperature and profile")
+    samples: int = Field(4, ge=1, description="Samples per prompt per temperature and profile (T > 0)")
+    greedy_samples: int = Field(
+        1, ge=1, description="Samples per prompt at temperature 0: greedy decoding is deterministic, so repeats "
+                             "are not independent evidence (raise it only to measure nondeterminism)")
     max_tokens: int = Field(2048, ge=1, description="max_tokens / max_new_tokens per request")
     top_p: float = Field(1.0, gt=0, le=1)
     seed: int = Field(1234, description="Base seed; sample i of a prompt uses seed + i in every arm")
@@ -214,6 +217,10 @@ class Playbook(_Strict):
         ``<think>``): outputs then hold only the reasoning's inside and, if it closed, ``</think>``."""
         tail = self.prompt_template.split("{prompt}", 1)[1]
         return self.api == "generate" and "<think>" in tail and "</think>" not in tail
+
+    def samples_at(self, temperature: float) -> int:
+        """Samples per prompt at ``temperature``: ``greedy_samples`` at 0, ``samples`` above."""
+        return self.greedy_samples if temperature == 0 else self.samples
 
     def profile_order(self) -> list[str]:
         """Baseline first, then the others in file order."""

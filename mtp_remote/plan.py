@@ -42,10 +42,10 @@ class LaunchPlan:
 
 def plan_requests(playbook: Playbook, profile: str) -> list[RequestSpec]:
     """Requests of one profile, ordered by temperature, then sample index, then prompt (so a partial run
-    still covers every prompt)."""
+    still covers every prompt). ``greedy_samples`` per prompt at T=0, ``samples`` above."""
     out = []
     for t in playbook.temperatures:
-        for i in range(playbook.samples):
+        for i in range(playbook.samples_at(t)):
             for p in playbook.prompts:
                 out.append(RequestSpec(profile=profile, temperature=float(t), prompt_id=p.id, prompt=p.text,
                                        sample_index=i, seed=playbook.seed + i))

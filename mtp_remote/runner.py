@@ -362,7 +362,8 @@ class Runner:
             return sum(1 for s in arm if (s.get("metrics") or {}).get("loop")), len(arm)
 
         pb = self.playbook
-        rule = StopRule(budget=pb.samples * len(pb.prompts), round_size=len(pb.prompts), alpha=pb.compare.alpha)
+        rule = StopRule(budget=pb.samples_at(temperature) * len(pb.prompts), round_size=len(pb.prompts),
+                        alpha=pb.compare.alpha)
         k, n = counts(lp.profile)
         if lp.profile == pb.baseline:
             d = baseline_settled(k, n, rule)

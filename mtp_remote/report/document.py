@@ -47,7 +47,7 @@ def build_summary(*, run_id: str, host: HostConfig, playbook: Playbook, profile_
             "base_flags": playbook.base_flags,
             "profiles": {n: {"flags": p.flags, "speculative": p.speculative} for n, p in playbook.profiles.items()},
             "prompts": [p.model_dump() for p in playbook.prompts], "temperatures": playbook.temperatures,
-            "samples": playbook.samples, "max_tokens": playbook.max_tokens, "api": playbook.api,
+            "samples": playbook.samples, "greedy_samples": playbook.greedy_samples, "max_tokens": playbook.max_tokens, "api": playbook.api,
             "alpha": playbook.compare.alpha,
         },
         "profiles": [_profile_dict(pr) for pr in profile_runs],
@@ -62,7 +62,7 @@ def build_summary(*, run_id: str, host: HostConfig, playbook: Playbook, profile_
 
 def _sampling(playbook: Playbook, profile_runs: list, n_samples: int) -> dict:
     """Fixed budget (profiles × temperatures × prompts × samples) against what was requested."""
-    budget = len(profile_runs) * len(playbook.temperatures) * len(playbook.prompts) * playbook.samples
+    budget = len(profile_runs) * len(playbook.prompts) * sum(playbook.samples_at(t) for t in playbook.temperatures)
     return {"early_stop": playbook.early_stop, "budget": budget, "used": n_samples,
             "saved": max(0, budget - n_samples),
             "used_fraction": round(n_samples / budget, 3) if budget else None}

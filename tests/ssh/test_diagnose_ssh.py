@@ -55,7 +55,7 @@ def test_diagnose_over_ssh_gives_the_right_verdict(sshd, tmp_path, host, expecte
     assert [p["outcome"]["kind"] for p in res.summary["profiles"]] == ["ready", "ready"]
     assert all("released" in p["stop"] for p in res.summary["profiles"])
     lines = (res.run_dir / "samples.jsonl").read_text().splitlines()
-    assert len(lines) == 2 * 2 * 4 * 2  # profiles x temperatures x prompts x samples
+    assert len(lines) == 2 * 4 * (1 + 2)  # profiles x prompts x (1 greedy sample + 2 at T=0.7)
     assert all(json.loads(ln)["error"] is None for ln in lines)
     assert (res.run_dir / "report.md").exists() and (res.run_dir / "logs" / "mtp.log").exists()
     # nothing of ours is left running on the host, and no record claims otherwise
