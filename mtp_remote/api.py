@@ -13,16 +13,20 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from .analysis.verdict import exit_code as verdicts_exit_code
 from .config import HostConfig, Inventory, Playbook, load_inventory, load_playbook
 from .diagnosis import diagnose as diagnose_samples
-from .errors import EXIT_RUN_FAILED, ConfigError
-from .remote import connect as transport
+from .errors import EXIT_RUN_FAILED, ConfigError, Interrupted, MtpRemoteError
 from .report.document import build_summary, save_summary
+from .remote import connect as transport
+from .remote.commands import mask_secrets, playbook_secrets
 from .report.ci import write_ci_outputs
 from .report.html import write_html
 from .report.markdown import write_markdown
-from .runner import Hooks, Runner, load_samples, new_run_id
+from .plan import plan_run
+from .runner import Hooks, Runner, load_samples, new_run_id, sample_key
 
 DEFAULT_INVENTORY = "inventory.yaml"
 DEFAULT_PLAYBOOK = "playbooks/diagnose-mtp.yaml"
@@ -64,22 +68,40 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
     if overrides:
         try:
             pb = Playbook.model_validate({**pb.model_dump(), **overrides})
-        except ValueError as e:
-            raise ConfigError(f"invalid override: {e}", file=str(playbook)) from None
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise ConfigError(f"invalid value {err.get('input')!r}: {err['msg']}", file=str(playbook),
+                              field=".".join(str(x) for x in err["loc"])) from None
     started = datetime.now(timezone.utc)
     run_id = resume or new_run_id(started)
     run_dir = Path(runs_dir) / run_id
-    if resume and not run_dir.exists():
-        raise ConfigError(f"no run {resume!r} to resume in {runs_dir}/", field="--resume")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    if resume and not (run_dir / RUN_FILE).exists():
+        raise ConfigError(f"no run {resume!r} to resume in {runs_dir}/ (no {RUN_FILE})", field="--resume")
+    try:
+        plan_run(host_cfg, pb, host_cfg.workdir, profiles)
+    except ValueError as e:
+        raise ConfigError(str(e), file=str(playbook), field="--profile") from None
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"cannot create the run directory: {e.strerror}", file=str(run_dir),
+                          field="--runs-dir") from None
+    started = _check_or_write_run_file(run_dir, host_cfg, pb, run_id, started, resume=bool(resume))
     runner = Runner(host_cfg, pb, run_dir, run_id=run_id, python=remote_python(host_cfg), profiles=profiles,
                     hooks=hooks, c=c)
+    resume_cmd = _resume_command(run_id, inventory, host_cfg.name, playbook, runs_dir)
     try:
         profile_runs = runner.run()
-    except BaseException:
-        _write_partial(run_dir, runner)
+    except KeyboardInterrupt:
+        n = _write_partial(run_dir, runner, resume_cmd)
+        raise Interrupted(f"interrupted; the servers we started were stopped and {n} samples are kept in "
+                          f"{run_dir}/samples.jsonl — continue with: {resume_cmd}") from None
+    except MtpRemoteError as e:
+        n = _write_partial(run_dir, runner, resume_cmd)
+        e.message += f" ({n} samples kept; continue with: {resume_cmd})"
         raise
-    samples = load_samples(run_dir / "samples.jsonl")
+    (run_dir / "partial.json").unlink(missing_ok=True)
+    samples = latest_samples(load_samples(run_dir / "samples.jsonl"))
     spec = {pr.profile: pr.speculative for pr in profile_runs}
     failures = {pr.profile: (pr.cause or "unknown", pr.hint or "") for pr in profile_runs
                 if not pr.launched and (pr.outcome or {}).get("kind") != "skipped"}
@@ -95,14 +117,70 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
     return DiagnoseResult(run_id=run_id, run_dir=run_dir, summary=doc, exit_code=code)
 
 
-def _write_partial(run_dir: Path, runner: Runner) -> None:
-    """Keep a note of how far an aborted run got (samples.jsonl is already on disk)."""
+RUN_FILE = "run.json"
+
+
+def experiment_fingerprint(host: HostConfig, pb: Playbook) -> dict:
+    """What must not change between a run and its resumption: the host and every field that decides what a
+    sample means (the sample counts and stopping may change: raising ``samples`` and resuming is the way to
+    add evidence)."""
+    keep = ("name", "base_flags", "profiles", "baseline", "prompts", "temperatures", "max_tokens", "top_p", "seed",
+            "api", "prompt_template", "kl_probe")
+    return {"host": host.name, "engine": host.engine, "model_path": host.model_path,
+            "playbook": {k: v for k, v in pb.model_dump(mode="json").items() if k in keep}}
+
+
+def _check_or_write_run_file(run_dir: Path, host: HostConfig, pb: Playbook, run_id: str, started: datetime,
+                             *, resume: bool) -> datetime:
+    """Write run.json for a new run; on resume, refuse a different host or experiment (ConfigError naming
+    what differs) and return the original start time."""
     import json
 
-    note = {"aborted": True, "profiles": [pr.profile for pr in runner.profile_runs],
-            "exit_code": EXIT_RUN_FAILED,
-            "resume": f"mtp-remote diagnose --resume {runner.run_id}"}
+    path = run_dir / RUN_FILE
+    fp = mask_secrets(experiment_fingerprint(host, pb), playbook_secrets(pb, host))
+    if resume:
+        stored = json.loads(path.read_text())
+        old = stored["fingerprint"]
+        diffs = [k for k in ("host", "engine", "model_path") if old.get(k) != fp[k]]
+        diffs += [f"playbook.{k}" for k in sorted(set(old["playbook"]) | set(fp["playbook"]))
+                  if old["playbook"].get(k) != fp["playbook"].get(k)]
+        if diffs:
+            raise ConfigError(f"run {run_id} was made with a different {', '.join(diffs)}; resume it with the same "
+                              f"host and playbook (stored in {path}), or start a new run", field="--resume")
+        return datetime.fromisoformat(stored["started_at"])
+    path.write_text(json.dumps({"run_id": run_id, "started_at": started.isoformat(), "fingerprint": fp},
+                               indent=2) + "\n")
+    return started
+
+
+def latest_samples(samples: list[dict]) -> list[dict]:
+    """One record per (profile, temperature, prompt, sample index): the last successful one, else the last
+    failure (a resumed run re-requests what failed, so both may be stored)."""
+    best: dict[tuple, dict] = {}
+    for x in samples:
+        key = sample_key(x)
+        if key not in best or x.get("error") is None or best[key].get("error") is not None:
+            best[key] = x
+    return list(best.values())
+
+
+def _resume_command(run_id: str, inventory, host: str, playbook, runs_dir) -> str:
+    import shlex
+
+    return (f"mtp-remote diagnose --resume {run_id} -i {shlex.quote(str(inventory))} -H {shlex.quote(host)} "
+            f"-p {shlex.quote(str(playbook))} --runs-dir {shlex.quote(str(runs_dir))}")
+
+
+def _write_partial(run_dir: Path, runner: Runner, resume_cmd: str) -> int:
+    """Keep a note of how far an aborted run got (samples.jsonl is already on disk); returns the number of
+    samples stored."""
+    import json
+
+    n = len(load_samples(run_dir / "samples.jsonl"))
+    note = {"aborted": True, "profiles": [pr.profile for pr in runner.profile_runs], "samples": n,
+            "exit_code": EXIT_RUN_FAILED, "resume": resume_cmd}
     (run_dir / "partial.json").write_text(json.dumps(note, indent=2) + "\n")
+    return n
 
 
 @contextlib.contextmanager

@@ -14,11 +14,13 @@ import time
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from . import __version__, api
+from .report.console import make_console
 from .errors import EXIT_RUN_FAILED, MtpRemoteError
 
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, log_path=False)
 
 
 def _sigterm_as_interrupt() -> None:
@@ -40,12 +42,12 @@ def handle_errors(fn):
         try:
             return fn(*args, **kwargs)
         except MtpRemoteError as e:
-            err_console.print(f"[bold red]error:[/] {e}", highlight=False)
+            err_console.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
             if e.evidence:
                 err_console.print(e.evidence, style="dim", highlight=False, markup=False)
             sys.exit(e.exit_code)
         except KeyboardInterrupt:
-            err_console.print("[red]interrupted[/]; samples stored so far are kept (use --resume RUN_ID)")
+            err_console.print("[red]interrupted[/]")
             sys.exit(130)
 
     return wrapper
@@ -83,7 +85,7 @@ _host_opt = click.option("-H", "--host", default=None, help="Host name from the 
 @handle_errors
 def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir, resume, as_json):
     """Run the speculative vs baseline experiment on a host and give verdicts."""
-    from .report.console import RichHooks, cells_table, make_console, verdict_table
+    from .report.console import RichHooks, cells_table, verdict_table
     from .runner import Hooks
 
     console = make_console(stderr=as_json)
@@ -131,7 +133,7 @@ def analyze(as_json, files):
             t.add_row(r["file"], "[red]yes[/]" if r["loop"] else "no", unit,
                       str(r["loop_start_char"]) if r["loop"] else "–", f"{r['seq_rep_4']:.3f}",
                       f"{r['compression_ratio']:.2f}", str(r["think_closed"]))
-        Console().print(t)
+        make_console().print(t)
     sys.exit(1 if any(r["loop"] for r in rows) else 0)
 
 
@@ -162,7 +164,7 @@ def preflight(inventory, host, playbook, as_json):
     if as_json:
         click.echo(json.dumps([ch.to_dict() for ch in checks], indent=2))
     else:
-        Console().print(checks_table(cfg.name, checks))
+        make_console().print(checks_table(cfg.name, checks))
     sys.exit(EXIT_RUN_FAILED if any(ch.status == "fail" for ch in checks) else 0)
 
 
@@ -181,7 +183,7 @@ def status(inventory, host, as_json):
     if as_json:
         click.echo(json.dumps(st.to_dict(), indent=2))
     else:
-        Console().print(status_table(st))
+        make_console().print(status_table(st))
 
 
 @main.command()
@@ -194,7 +196,7 @@ def stop(inventory, host, force, term_timeout):
     """Stop the server we started (SIGTERM, then SIGKILL) and wait for its GPU memory to be released."""
     from .ops import stop as run_stop
 
-    console = Console()
+    console = make_console()
     with api.open_host(inventory, host) as (cfg, c, py):
         res = run_stop(c, cfg, py, force=force, term_s=term_timeout, on_progress=_progress(console))
     console.print(res["ours_text"])
@@ -220,7 +222,7 @@ def launch(inventory, host, playbook, profile):
     from .runner import new_run_id
 
     pb = load_playbook(playbook)
-    console = Console()
+    console = make_console()
     with api.open_host(inventory, host) as (cfg, c, py):
         outcome = run_launch(c, cfg, pb, profile, py, run_id=new_run_id(), on_progress=_progress(console))
     if not outcome.ok:
@@ -271,7 +273,7 @@ def smoke(inventory, host, playbook, prompt, temperature, max_tokens, as_json):
     else:
         m = res["metrics"]
         style = "red" if res["verdict"] == "loops" else "green"
-        Console().print(f"[{style}]{res['verdict']}[/]: {res['completion_tokens']} tokens, finish {res['finish_reason']}, "
+        make_console().print(f"[{style}]{res['verdict']}[/]: {res['completion_tokens']} tokens, finish {res['finish_reason']}, "
                         f"{res['latency_s']} s, accept length {res['accept_length']}; seq-rep-4 {m['seq_rep_4']:.3f}"
                         + (f"; loop of {m['loop_unit_tokens']} tokens x {m['loop_repeats']}" if m["loop"] else ""))
         click.echo(res["text_tail"])
@@ -295,7 +297,7 @@ def nightly(inventory, host, playbook, runs_dir, history_db):
     from . import store
     from .report.console import verdict_table
 
-    console = Console()
+    console = make_console()
     res = api.diagnose(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir)
     db = Path(history_db or Path(runs_dir) / "history.sqlite")
     doc = res.summary
@@ -331,7 +333,7 @@ def history_cmd(host, history_db, limit, as_json):
     for r in rows:
         t.add_row(r["run_id"], r["host"], r["playbook"], r["started_at"][:19], str(r["exit_code"]),
                   ", ".join(f"{p}: {k}" for p, k in r["verdicts"].items()))
-    Console().print(t)
+    make_console().print(t)
 
 
 def _register_ops() -> None:

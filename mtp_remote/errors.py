@@ -10,7 +10,8 @@
     ├── LaunchError                the server did not become ready: outcome, cause, hint, log tail
     ├── StopError                  a server we started would not stop, or GPU memory was not released
     ├── ServerRequestError         a request to the server failed at the run level (not per sample)
-    └── AnalysisInputError         a file given to ``analyze`` could not be read as text/JSON
+    ├── AnalysisInputError         a file given to ``analyze`` could not be read as text/JSON
+    └── Interrupted                Ctrl-C / SIGTERM: servers stopped, samples kept, how to resume
 
 Per-sample and per-host failures are data (``error`` fields), not exceptions. Only the entry points
 (``cli.py``, ``tasks.py``) catch ``MtpRemoteError`` and turn it into one red line and an exit code.
@@ -97,3 +98,9 @@ class ServerRequestError(MtpRemoteError):
 
 class AnalysisInputError(MtpRemoteError):
     """An input to ``analyze`` is unreadable or of an unknown shape."""
+
+
+class Interrupted(MtpRemoteError):
+    """The run was interrupted (Ctrl-C or SIGTERM); what we started was stopped and samples kept."""
+
+    exit_code = 130

@@ -27,7 +27,7 @@ from .config import HostConfig, Playbook
 from .errors import LaunchError
 from .plan import LaunchPlan, RequestSpec, plan_run
 from .remote import connect as transport
-from .remote.commands import mask_argv, mask_text, secrets_of
+from .remote.commands import api_key_of, mask_argv, mask_text, playbook_secrets
 from .remote.logs import classify_log
 from .server import ServerLifecycle, TimedOut, WaitOutcome
 
@@ -60,6 +60,7 @@ class ProfileRun:
     n_requests: int = 0
     n_resumed: int = 0
     stopping: dict = field(default_factory=dict)  # temperature -> early-stopping decision
+    n_failed: int = 0  # requests of this profile that returned an error
 
     crashed: dict | None = None  # {"cause", "hint", "fatal_line"} when the server died while sampling
 
@@ -144,7 +145,7 @@ class Runner:
         self.c = c
         self.samples_path = run_dir / "samples.jsonl"
         self.profile_runs: list[ProfileRun] = []
-        self._secrets = secrets_of(playbook.base_flags, host.env)
+        self._secrets = playbook_secrets(playbook, host)
 
     # -- run ------------------------------------------------------------------------------------------------
 
@@ -213,6 +214,7 @@ class Runner:
                         ts = time.monotonic()
                         asyncio.run(self._sample_watched(lc, rec, url, lp, todo, pr))
                         pr.sampling_s = time.monotonic() - ts
+                        self._check_errors(lp, pr)
             pr.outcome = outcome.to_dict()
             if pr.crashed is not None:
                 pr.cause, pr.hint = pr.crashed["cause"], pr.crashed["hint"]
@@ -230,12 +232,24 @@ class Runner:
             raise LaunchError(f"baseline profile {lp.profile!r} did not start: {pr.cause} — {pr.hint}",
                               evidence="\n".join((pr.outcome or {}).get("log_tail", [])))
 
+    def _check_errors(self, lp: LaunchPlan, pr: ProfileRun) -> None:
+        """Failed requests are data, but a profile whose every request failed did not run at all."""
+        mine = [x for x in load_samples(self.samples_path) if x["profile"] == lp.profile]
+        failed = [x for x in mine if x.get("error")]
+        pr.n_failed = len(failed)
+        if failed:
+            self.hooks.on_progress(f"{lp.profile}: {len(failed)} of {len(mine)} requests failed "
+                                   f"(first: {failed[0]['error'][:160]})")
+        if mine and len(failed) == len(mine) and pr.crashed is None:
+            pr.crashed = {"cause": "requests_failed", "fatal_line": None,
+                          "hint": f"all {len(mine)} requests failed, e.g. {failed[0]['error'][:200]}"}
+
     def _confirm_health(self, lc: ServerLifecycle, rec, url: str, outcome: WaitOutcome, t0: float) -> WaitOutcome:
         """After the ready line: /health must answer 200 (it is 503 until warmup ends)."""
         deadline = t0 + self.playbook.timeouts.ready_s
 
         async def poll() -> bool:
-            async with ServerClient(url, timeout_s=10) as sc:
+            async with ServerClient(url, timeout_s=10) as sc:  # /health needs no API key
                 while time.monotonic() < deadline:
                     if await sc.health() == 200:
                         return True
@@ -288,7 +302,8 @@ class Runner:
         progress = {"done": 0, "total": len(todo)}
         self.hooks.on_profile(lp.profile, len(todo))
         with self.samples_path.open("a") as f:
-            async with ServerClient(url, timeout_s=pb.timeouts.request_s, max_connections=limit + 2) as sc:
+            async with ServerClient(url, timeout_s=pb.timeouts.request_s, max_connections=limit + 2,
+                                    api_key=api_key_of(lp.argv)) as sc:
 
                 async def one(req: RequestSpec) -> dict:
                     async with sem:

@@ -11,9 +11,11 @@ from __future__ import annotations
 from invoke import task
 from invoke.exceptions import Exit
 from rich.console import Console
+from rich.markup import escape
 
 from . import api
-from .errors import MtpRemoteError
+from .report.console import make_console
+from .errors import ConfigError, Interrupted, MtpRemoteError
 
 
 def _sigterm_as_interrupt() -> None:
@@ -34,7 +36,7 @@ def _host_name(c) -> str | None:
 
 def _fail(e: MtpRemoteError) -> Exit:
     console = Console(stderr=True)
-    console.print(f"[bold red]error:[/] {e}", highlight=False)
+    console.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
     if e.evidence:
         console.print(e.evidence, style="dim", highlight=False, markup=False)
     return Exit(code=e.exit_code)
@@ -49,7 +51,7 @@ def _fail(e: MtpRemoteError) -> Exit:
 def diagnose(c, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY, profile=None, samples=None,
              resume=None, runs_dir="runs"):
     """Run the speculative vs baseline experiment on a host and print verdicts (-H NAME from inventory)."""
-    from .report.console import RichHooks, cells_table, make_console, verdict_table
+    from .report.console import RichHooks, cells_table, verdict_table
     from .runner import Hooks
 
     _sigterm_as_interrupt()
@@ -57,11 +59,15 @@ def diagnose(c, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY, 
     rh = RichHooks(console)
     hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample)
     try:
+        if samples is not None and not str(samples).isdigit():
+            raise ConfigError(f"--samples must be a whole number, not {samples!r}", field="--samples")
         res = api.diagnose(inventory=inventory, playbook=playbook, host=_host_name(c), runs_dir=runs_dir,
                            profiles=[profile] if profile else None, resume=resume, hooks=hooks,
                            overrides={"samples": int(samples)} if samples else None)
     except MtpRemoteError as e:
         raise _fail(e) from None
+    except KeyboardInterrupt:
+        raise _fail(Interrupted("interrupted")) from None
     console.print(cells_table(res.summary))
     console.print(verdict_table(res.summary))
     console.print(f"report: {res.run_dir / 'report.md'}  (exit code {res.exit_code})")
@@ -89,7 +95,7 @@ def preflight(c, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY)
             checks = run_preflight(conn, cfg, pb, py)
     except MtpRemoteError as e:
         raise _fail(e) from None
-    Console().print(checks_table(cfg.name, checks))
+    make_console().print(checks_table(cfg.name, checks))
     if any(ch.status == "fail" for ch in checks):
         raise Exit(code=2)
 
@@ -105,7 +111,7 @@ def status(c, inventory=api.DEFAULT_INVENTORY):
             st = run_status(conn, cfg, py)
     except MtpRemoteError as e:
         raise _fail(e) from None
-    Console().print(status_table(st))
+    make_console().print(status_table(st))
 
 
 @task(help={"force": "also stop SGLang processes we did not start, by PID, after listing them",
@@ -114,7 +120,7 @@ def stop(c, force=False, inventory=api.DEFAULT_INVENTORY):
     """Stop the server we started (SIGTERM, then SIGKILL) and wait until its GPU memory is released."""
     from .ops import stop as run_stop
 
-    console = Console()
+    console = make_console()
     try:
         with api.open_host(inventory, _host_name(c)) as (cfg, conn, py):
             res = run_stop(conn, cfg, py, force=force, on_progress=_progress(console))
@@ -135,7 +141,7 @@ def launch(c, profile, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVE
     from .runner import new_run_id
     from .server import raise_for_outcome
 
-    console = Console()
+    console = make_console()
     try:
         pb = load_playbook(playbook)
         with api.open_host(inventory, _host_name(c)) as (cfg, conn, py):
@@ -178,7 +184,7 @@ def smoke(c, prompt=None, temperature=0.7, playbook=api.DEFAULT_PLAYBOOK, invent
     except MtpRemoteError as e:
         raise _fail(e) from None
     style = "red" if res["verdict"] == "loops" else "green"
-    Console().print(f"[{style}]{res['verdict']}[/]: {res['completion_tokens']} tokens, finish "
+    make_console().print(f"[{style}]{res['verdict']}[/]: {res['completion_tokens']} tokens, finish "
                     f"{res['finish_reason']}, accept length {res['accept_length']}")
     print(res["text_tail"])
     if res["verdict"] == "loops":

@@ -71,6 +71,37 @@ def secrets_of(argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
     return vals
 
 
+def playbook_secrets(playbook: Playbook, host: HostConfig) -> list[str]:
+    """Every secret a run may print: API keys in the base and profile flags, secret-looking env values."""
+    vals = secrets_of(playbook.base_flags, host.env)
+    for prof in playbook.profiles.values():
+        vals += secrets_of(prof.flags, prof.env)
+    return vals
+
+
+def mask_secrets(obj, secrets: Iterable[str]):
+    """A JSON-able structure with every secret value replaced by ``***`` (strings inside lists/dicts)."""
+    if isinstance(obj, str):
+        return mask_text(obj, secrets)
+    if isinstance(obj, list):
+        return [mask_secrets(x, secrets) for x in obj]
+    if isinstance(obj, tuple):
+        return tuple(mask_secrets(x, secrets) for x in obj)
+    if isinstance(obj, dict):
+        return {k: mask_secrets(v, secrets) for k, v in obj.items()}
+    return obj
+
+
+def api_key_of(argv: Sequence[str]) -> str | None:
+    """The value of ``--api-key`` in an argv (the server then wants it as a Bearer token), or None."""
+    for i, a in enumerate(argv):
+        if a == "--api-key" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--api-key="):
+            return a.split("=", 1)[1]
+    return None
+
+
 def server_argv(host: HostConfig, playbook: Playbook, profile: str) -> list[str]:
     """SGLang argv for one profile: ``--model-path`` from the host, the playbook's base flags, the
     profile's flags, then ``--host 127.0.0.1 --port <host.port>``.

@@ -51,7 +51,7 @@ def verdict_table(doc: dict) -> Table:
 def make_console(stderr: bool = False) -> Console:
     """A rich console; 120 columns when not writing to a terminal (logs, CI), so tables stay readable."""
     stream = sys.stderr if stderr else sys.stdout
-    return Console(stderr=stderr, width=None if stream.isatty() else 120)
+    return Console(stderr=stderr, width=None if stream.isatty() else 120, log_path=False)
 
 
 class RichHooks:

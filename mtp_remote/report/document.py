@@ -16,6 +16,7 @@ from .. import __version__
 from ..config import HostConfig, Playbook
 from ..diagnosis import Diagnosis
 from ..errors import ConfigError
+from ..remote.commands import mask_secrets, playbook_secrets
 
 SCHEMA_VERSION = 1
 
@@ -32,7 +33,7 @@ def build_summary(*, run_id: str, host: HostConfig, playbook: Playbook, profile_
                   exit_code: int, started_at: datetime, n_samples: int, playbook_file: str | None = None) -> dict:
     """The summary.json document (a plain dict, JSON-able). Times: ISO-8601 UTC; durations: seconds."""
     finished = datetime.now(timezone.utc)
-    return {
+    doc = {
         "schema_version": SCHEMA_VERSION,
         "tool": "mtp-remote",
         "tool_version": __version__,
@@ -56,8 +57,11 @@ def build_summary(*, run_id: str, host: HostConfig, playbook: Playbook, profile_
         "n_samples": n_samples,
         "sampling": _sampling(playbook, profile_runs, n_samples),
         "exit_code": exit_code,
-        "files": {"samples": "samples.jsonl", "report": "report.md", "logs": "logs/"},
+        "files": {"samples": "samples.jsonl", "report": "report.md", "html": "report.html", "junit": "junit.xml",
+                  "metrics": "metrics.prom", "logs": "logs/"},
     }
+    # nothing secret leaves the run: API keys in flags, env values, log lines quoting server_args
+    return mask_secrets(doc, playbook_secrets(playbook, host))
 
 
 def _sampling(playbook: Playbook, profile_runs: list, n_samples: int) -> dict:

@@ -109,3 +109,53 @@ def test_nightly_records_history_and_flags_a_regression(tmp_path):
     assert [row["verdicts"]["mtp"] for row in rows] == ["spec-corrupts-output", "healthy"]
     run_dir = runs / rows[0]["run_id"]
     assert (run_dir / "junit.xml").exists() and "mtp_remote_loop_rate" in (run_dir / "metrics.prom").read_text()
+
+
+def test_a_server_with_an_api_key_is_queried_with_it_and_the_key_reaches_no_file(tmp_path):
+    secret = "sekret-key-123"
+    pb_flags = yaml.safe_load((ROOT / "playbooks" / "diagnose-mtp.yaml").read_text())["base_flags"]
+    inv, pb = write_config(tmp_path, None, samples=1, base_flags=pb_flags + f" --api-key {secret}")
+    res = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs")
+    assert all(c["n_errors"] == 0 and c["n"] == 4 for c in res.summary["cells"])
+    assert secret not in json.dumps(res.summary)
+    for f in res.run_dir.rglob("*"):
+        if f.is_file():
+            assert secret not in f.read_text(errors="replace"), f
+    assert "--api-key ***" in " ".join(res.summary["profiles"][0]["argv_masked"])
+
+
+def test_a_profile_whose_every_request_fails_is_a_failure_not_a_verdict(tmp_path):
+    from mtp_remote.config import HostConfig, Playbook
+    from mtp_remote.diagnosis import diagnose
+    from mtp_remote.plan import plan_run
+    from mtp_remote.runner import ProfileRun, Runner
+
+    _, pb_path = write_config(tmp_path, None, samples=1)
+    pb = Playbook.model_validate(yaml.safe_load(open(pb_path)))
+    host = HostConfig(name="sim", transport="local", engine="sim")
+    runner = Runner(host, pb, tmp_path, run_id="r", python=sys.executable)
+    _, mtp = plan_run(host, pb, "/w")
+    with open(tmp_path / "samples.jsonl", "w") as f:  # what a server answering 401 leaves behind
+        for req in mtp.requests:
+            f.write(json.dumps({"profile": "mtp", "temperature": req.temperature, "prompt_id": req.prompt_id,
+                                "sample_index": req.sample_index, "error": 'HTTP 401: {"error": "Unauthorized"}'})
+                    + "\n")
+    pr = ProfileRun("mtp", True, [], outcome={"kind": "ready"})
+    runner._check_errors(mtp, pr)
+    assert not pr.launched and pr.crashed["cause"] == "requests_failed" and pr.n_failed == len(mtp.requests)
+    diag = diagnose(baseline="baseline", profiles={"baseline": False, "mtp": True}, samples=[],
+                    launch_failures={"mtp": (pr.crashed["cause"], pr.crashed["hint"])})
+    (v,) = diag.verdicts
+    assert v.kind == "launch-failed:requests_failed" and "HTTP 401" in v.evidence
+
+
+def test_resume_refuses_a_changed_experiment(tmp_path):
+    from mtp_remote.errors import ConfigError
+
+    inv, pb = write_config(tmp_path, None, samples=1)
+    first = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs", profiles=["baseline"])
+    data = yaml.safe_load(open(pb))
+    data["temperatures"] = [1.0]
+    yaml.safe_dump(data, open(pb, "w"))
+    with pytest.raises(ConfigError, match="different playbook.temperatures"):
+        api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs", resume=first.run_id)
