@@ -199,11 +199,17 @@ def stop(inventory, host, force, term_timeout):
     console = make_console()
     with api.open_host(inventory, host) as (cfg, c, py):
         res = run_stop(c, cfg, py, force=force, term_s=term_timeout, on_progress=_progress(console))
-    console.print(res["ours_text"])
-    if res["foreign"] and not force:
-        console.print("[yellow]SGLang processes we did not start (left alone; --force stops them by PID):[/]")
-        for f in res["foreign"]:
-            console.print(f"  PID {f['pid']} ({f['kind']}, user {f['user']}, {f['gpu_mib']} MiB GPU): {f['args'][:100]}")
+    if res["ours"]["found"] in ("none", "not-ours", "gone"):
+        console.print(res["ours_text"])  # a real stop was already reported as progress
+    for f in res["foreign"]:
+        if f["pid"] in res["forced"]:
+            what = "signalled (--force)"
+        elif f["pid"] in res["targets"]:
+            what = "holds this host's GPU memory or port: left alone (--force stops it)"
+        else:
+            what = "not on this host's GPUs or port: left alone"
+        console.print(f"  foreign PID {f['pid']} ({f['kind']}, user {f['user']}, {f['gpu_mib']} MiB GPU): {what}",
+                      highlight=False)
     if res["forced"]:
         console.print(f"--force: signalled PIDs {res['forced']}; GPU memory released after "
                       f"{res['gpu_release_s']:.1f} s")

@@ -21,7 +21,7 @@ from .config import HostConfig, Playbook
 from .errors import MtpRemoteError
 from .remote import facts, process
 from .remote.commands import server_argv, server_env
-from .remote.foreign import ForeignProcess, find_foreign
+from .remote.foreign import ForeignProcess, find_foreign, force_targets
 from .server import ServerLifecycle
 
 MIN_FREE_DISK_MIB = 2048
@@ -89,8 +89,10 @@ def held_lock(lc: ServerLifecycle):
 
 
 def foreign_processes(c, host: HostConfig, python: str, workdir: str, our_pgid: int | None) -> list[ForeignProcess]:
+    """SGLang-like processes, GPU users and the owner of our port that are not in our process group."""
     smi = facts.nvidia_smi(host, python, workdir)
-    return find_foreign(facts.get_ps(c), facts.get_gpu_apps(c, smi), our_pgid=our_pgid)
+    return find_foreign(facts.get_ps(c), facts.get_gpu_apps(c, smi), our_pgid=our_pgid,
+                        port_owners=facts.get_port_owners(c, host.port))
 
 
 def parse_df(output: str) -> int | None:
@@ -224,19 +226,23 @@ def status(c, host: HostConfig, python: str) -> StatusReport:
 
 def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float = 60.0,
          gpu_release_s: float = 120.0, on_progress: Callable[[str], None] | None = None) -> dict:
-    """Stop our server; with ``force`` also the foreign SGLang processes, each by PID after listing them.
+    """Stop our server; with ``force`` also the foreign processes that hold this host's GPU memory or its
+    port (:func:`force_targets`), each by PID after listing them. Other SGLang-like processes are listed and
+    left alone.
 
-    Returns {"ours": StopResult dict, "foreign": [listed], "forced": [PIDs signalled], "killed": [...]}."""
+    Returns {"ours": StopResult dict, "foreign": [listed], "targets": [PIDs --force may signal],
+    "forced": [PIDs signalled], "killed": [PIDs that needed SIGKILL], "gpu_release_s"}."""
     lc = lifecycle(c, host, python, on_progress=on_progress)
     with held_lock(lc):
         res = lc.stop(term_s=term_s, gpu_release_s=gpu_release_s)
     foreign = foreign_processes(c, host, python, lc.workdir, None)
+    targets = force_targets(foreign, host.port)
     out = {"ours": asdict(res), "ours_text": res.describe(), "foreign": [f.to_dict() for f in foreign],
-           "forced": [], "killed": [], "gpu_release_s": None}
-    if force and foreign:
-        pids = [f.pid for f in foreign]
+           "targets": [f.pid for f in targets], "forced": [], "killed": [], "gpu_release_s": None}
+    if force and targets:
+        pids = [f.pid for f in targets]
         if on_progress:
-            for f in foreign:
+            for f in targets:
                 on_progress(f"--force: signalling {f.describe()}")
         out["killed"] = process.signal_pids(c, pids, term_s=min(term_s, 30.0))
         out["forced"] = pids

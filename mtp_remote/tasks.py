@@ -126,10 +126,13 @@ def stop(c, force=False, inventory=api.DEFAULT_INVENTORY):
             res = run_stop(conn, cfg, py, force=force, on_progress=_progress(console))
     except MtpRemoteError as e:
         raise _fail(e) from None
-    console.print(res["ours_text"])
+    if res["ours"]["found"] in ("none", "not-ours", "gone"):
+        console.print(res["ours_text"])
     for f in res["foreign"]:
-        what = "signalled" if force else "left alone (--force stops it)"
-        console.print(f"  foreign PID {f['pid']} ({f['kind']}, {f['gpu_mib']} MiB GPU): {what}")
+        what = ("signalled (--force)" if f["pid"] in res["forced"] else
+                "left alone (--force stops it)" if f["pid"] in res["targets"] else
+                "not on this host's GPUs or port: left alone")
+        console.print(f"  foreign PID {f['pid']} ({f['kind']}, {f['gpu_mib']} MiB GPU): {what}", highlight=False)
 
 
 @task(help={"profile": "profile of the playbook to launch", "playbook": "playbook YAML",

@@ -219,3 +219,19 @@ def parse_listening_ports(output: str) -> set[int]:
 
 def port_in_use(c, port: int) -> bool:
     return port in parse_listening_ports(_run(c, listening_ports_command(), warn=False).stdout)
+
+
+def port_owner_command(port: int) -> str:
+    return f"ss -Hltnp 'sport = :{int(port)}' 2>/dev/null"
+
+
+def parse_port_owners(output: str) -> set[int]:
+    """PIDs listening on the port, from ``ss -Hltnp`` (``users:(("python3",pid=812,fd=3))``); only the
+    processes this user may see (root sees all)."""
+    import re
+
+    return {int(m) for m in re.findall(r"pid=(\d+)", output)}
+
+
+def get_port_owners(c, port: int) -> set[int]:
+    return parse_port_owners(_run(c, port_owner_command(port)).stdout)

@@ -26,7 +26,7 @@ class ForeignProcess:
     user: str
     age_s: int
     gpu_mib: int
-    kind: str  # "server" | "child" | "orphan" | "gpu-app"
+    kind: str  # "server" | "child" | "orphan" | "gpu-app" | "port-owner", "+port" when it listens on our port
     args: str
 
     def to_dict(self) -> dict:
@@ -42,8 +42,9 @@ def is_sglang_like(args: str) -> bool:
 
 
 def find_foreign(ps: list[PsEntry], gpu_apps: list[GpuApp], *, our_pgid: int | None = None,
-                 include_gpu_apps: bool = True) -> list[ForeignProcess]:
-    """SGLang-like processes outside our process group, plus (optionally) any other GPU compute app.
+                 include_gpu_apps: bool = True, port_owners: set[int] = frozenset()) -> list[ForeignProcess]:
+    """SGLang-like processes outside our process group, plus (optionally) any other GPU compute app and
+    whatever listens on our server port (``port_owners``, kind ``port-owner``).
 
     Zombies (``[name] <defunct>``) are skipped: they hold nothing and cannot be signalled."""
     mem = {}
@@ -72,4 +73,20 @@ def find_foreign(ps: list[PsEntry], gpu_apps: list[GpuApp], *, our_pgid: int | N
             out.append(ForeignProcess(pid=pid, ppid=p.ppid if p else 0, pgid=p.pgid if p else 0,
                                       user=p.user if p else "?", age_s=p.age_s if p else 0, gpu_mib=mib,
                                       kind="gpu-app", args=p.args if p else "(not visible to ps)"))
+        for pid in sorted(port_owners - seen - set(mem)):
+            p = by_pid.get(pid)
+            if p is None or (our_pgid is not None and p.pgid == our_pgid):
+                continue
+            out.append(ForeignProcess(pid=pid, ppid=p.ppid, pgid=p.pgid, user=p.user, age_s=p.age_s, gpu_mib=0,
+                                      kind="port-owner", args=p.args))
+    for i, f in enumerate(out):
+        if f.pid in port_owners and "port" not in f.kind:
+            out[i] = ForeignProcess(**{**f.to_dict(), "kind": f.kind + "+port"})
     return sorted(out, key=lambda f: f.pid)
+
+
+def force_targets(foreign: list[ForeignProcess], port: int) -> list[ForeignProcess]:
+    """What ``stop --force`` may signal on a host: processes that hold memory on this host's GPUs or serve on
+    its port — not every SGLang-like process on the machine (other users' servers on other GPUs/ports)."""
+    return [f for f in foreign if f.gpu_mib > 0 or "port" in f.kind or f"--port {port}" in f.args
+            or f"--port={port}" in f.args]

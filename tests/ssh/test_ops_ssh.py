@@ -56,19 +56,28 @@ def test_preflight_over_ssh_lists_a_foreign_process_and_a_busy_port(host_files, 
     assert {"lint:baseline", "lint:mtp"} <= set(checks)
 
 
-def test_stop_leaves_foreign_processes_alone_unless_forced(host_files, foreign):
-    inv, _ = host_files
-    r = CliRunner().invoke(main, ["stop", "-i", inv])
-    assert r.exit_code == 0, r.output
-    assert "no server recorded" in r.output and f"PID {foreign.pid}" in r.output
-    assert foreign.poll() is None
+def test_stop_leaves_foreign_processes_alone_unless_forced_and_then_only_those_on_this_host(host_files, foreign):
+    inv, port = host_files
+    on_our_port = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", "-m",
+                                    "sglang.launch_server", "--port", str(port)], start_new_session=True)
+    try:
+        time.sleep(0.2)
+        r = CliRunner().invoke(main, ["stop", "-i", inv])
+        assert r.exit_code == 0, r.output
+        assert "no server recorded" in r.output
+        assert f"PID {on_our_port.pid} (server" in r.output and "left alone (--force stops it)" in r.output
+        assert on_our_port.poll() is None and foreign.poll() is None
 
-    r = CliRunner().invoke(main, ["stop", "-i", inv, "--force", "--term-timeout", "5"])
-    assert r.exit_code == 0, r.output
-    forced = r.output.split("signalled PIDs [", 1)[1].split("]", 1)[0]
-    assert str(foreign.pid) in [x.strip() for x in forced.split(",")]
-    foreign.wait(timeout=10)
-    assert foreign.returncode == -15  # SIGTERM, by PID
+        r = CliRunner().invoke(main, ["stop", "-i", inv, "--force", "--term-timeout", "5"])
+        assert r.exit_code == 0, r.output
+        forced = r.output.split("signalled PIDs [", 1)[1].split("]", 1)[0]
+        assert [int(x) for x in forced.split(",")] == [on_our_port.pid]
+        on_our_port.wait(timeout=10)
+        assert on_our_port.returncode == -15  # SIGTERM, by PID
+        assert foreign.poll() is None, "another server on another port is not this host's business"
+    finally:
+        on_our_port.kill()
+        on_our_port.wait()
 
 
 def test_launch_status_logs_and_smoke_on_a_running_server(host_files):

@@ -35,3 +35,16 @@ def test_without_a_recorded_server_our_old_processes_count_as_foreign():
 def test_a_description_names_pid_user_age_and_memory():
     f = next(f for f in find_foreign(PS, APPS, our_pgid=500) if f.pid == 800)
     assert f.describe() == "PID 800 (orphan, user ops, 7000 s old, 20000 MiB GPU): sglang::scheduler_TP1"
+
+
+def test_force_targets_only_what_holds_this_hosts_gpus_or_port():
+    from mtp_remote.remote.facts import parse_port_owners
+    from mtp_remote.remote.foreign import force_targets
+
+    owners = parse_port_owners('LISTEN 0 2048 127.0.0.1:30000 0.0.0.0:* users:(("python3",pid=900,fd=3))\n')
+    assert owners == {900}
+    found = find_foreign(PS, [GpuApp(800, 20000)], our_pgid=500, port_owners=owners)
+    kinds = {f.pid: f.kind for f in found}
+    assert kinds[900] == "port-owner" and kinds[800] == "orphan"
+    # 700 (bob's server on port 31000, no memory on our GPUs) is listed but not a target
+    assert [f.pid for f in force_targets(found, 30000)] == [800, 900]
