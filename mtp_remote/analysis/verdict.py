@@ -29,6 +29,7 @@ from .cells import CellSummary, SampleObs, mean_of, summarize_cell
 from .divergence import kl_gap_flag
 from .pairing import greedy_report, pair_samples
 from .stats import fisher_loops, holm, ratio_ci, samples_needed
+from .stopping import diff_upper_bound
 
 __all__ = ["KINDS", "CellSummary", "SampleObs", "Verdict", "exit_code", "judge", "launch_failed",
            "summarize_cell"]
@@ -38,6 +39,7 @@ MIN_SAMPLES = 4
 SUGGESTIVE_EXCESS = 0.10
 INEFFECTIVE_ACCEPT = 1.2
 SLOWER_RATIO = 0.95
+NO_EXCESS_MARGIN = 0.20  # healthy only when the one-sided upper bound of the loop-rate excess is below this
 INFLATED_ACCEPT = 1.10  # warn when acceptance over all samples exceeds the non-looping one by this factor
 
 KINDS = ("spec-corrupts-output", "base-model-degenerates", "healthy", "spec-ineffective", "spec-slower",
@@ -249,7 +251,14 @@ def judge(profile: str, spec_cells: Sequence[CellSummary], base_cells: Sequence[
         more = (f"about {need} samples per arm would decide" if need else
                 f"at least {MIN_SAMPLES} samples per arm are needed")
         return verdict("inconclusive", f"{loops_of(r)} is not conclusive; {more}{tail}", r)
-    decisive = min(rows, key=lambda r: r["p_adjusted"])
+    unbounded = [(r, diff_upper_bound(r["spec_loops"], r["spec_n"], r["base_loops"], r["base_n"], 1 - alpha))
+                 for r in rows if r["temperature"] > 0]
+    unbounded = [(r, u) for r, u in unbounded if u >= NO_EXCESS_MARGIN]
+    if unbounded:  # "no significant difference" is not "no difference": say how much cannot be ruled out
+        r, u = max(unbounded, key=lambda ru: ru[1])
+        return verdict("inconclusive", f"{loops_of(r)}: a loop-rate excess up to {u:.0%} cannot be ruled out "
+                       f"(healthy needs it below {NO_EXCESS_MARGIN:.0%}); raise samples{tail}", r)
+    decisive = min(rows, key=lambda r: (r["p_adjusted"], -min(r["spec_n"], r["base_n"])))
     accepts = [c.accept_length_nonloop for c in spec_cells if c.accept_length_nonloop is not None]
     accept = mean_of(accepts)
     ratio, ci = _speed(spec_cells, base_cells, spec_samples, base_samples)

@@ -65,14 +65,14 @@ def test_early_stopping_settles_state_leak_on_a_fraction_of_the_budget(tmp_path)
 
 
 def test_resume_requests_only_what_is_missing(tmp_path):
-    inv, pb = write_config(tmp_path, None, samples=2)
+    inv, pb = write_config(tmp_path, None, samples=3)
     first = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs", profiles=["baseline"])
     stored = (first.run_dir / "samples.jsonl").read_text().splitlines()
-    assert len(stored) == 8
+    assert len(stored) == 12
     again = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs", resume=first.run_id)
     lines = [json.loads(ln) for ln in (first.run_dir / "samples.jsonl").read_text().splitlines()]
-    assert len(lines) == 16, "baseline samples were not requested again"
-    assert sum(1 for ln in lines if ln["profile"] == "baseline") == 8
+    assert len(lines) == 24, "baseline samples were not requested again"
+    assert sum(1 for ln in lines if ln["profile"] == "baseline") == 12
     prof = {p["profile"]: p for p in again.summary["profiles"]}
     assert prof["baseline"]["outcome"]["kind"] == "skipped" and prof["mtp"]["n_resumed"] == 0
     assert again.summary["verdicts"][0]["kind"] == "healthy"
@@ -159,3 +159,10 @@ def test_resume_refuses_a_changed_experiment(tmp_path):
     yaml.safe_dump(data, open(pb, "w"))
     with pytest.raises(ConfigError, match="different playbook.temperatures"):
         api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs", resume=first.run_id)
+
+
+def test_healthy_needs_enough_samples_to_rule_out_a_loop_excess(tmp_path):
+    inv, pb = write_config(tmp_path, None, samples=1)  # 4 vs 4 samples: 0/4 vs 0/4 proves little
+    res = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs")
+    (v,) = res.summary["verdicts"]
+    assert v["kind"] == "inconclusive" and "cannot be ruled out" in v["evidence"]

@@ -32,7 +32,7 @@ def _inventory(tmp_path, sshd) -> str:
 
 def _playbook(tmp_path) -> str:
     pb = yaml.safe_load((ROOT / "playbooks" / "diagnose-mtp.yaml").read_text())
-    pb.update(samples=2, max_tokens=768)
+    pb.update(samples=3, max_tokens=768)
     pb["prompts"] = pb["prompts"][:4]
     path = tmp_path / "pb.yaml"
     path.write_text(yaml.safe_dump(pb))
@@ -55,7 +55,7 @@ def test_diagnose_over_ssh_gives_the_right_verdict(sshd, tmp_path, host, expecte
     assert [p["outcome"]["kind"] for p in res.summary["profiles"]] == ["ready", "ready"]
     assert all("released" in p["stop"] for p in res.summary["profiles"])
     lines = (res.run_dir / "samples.jsonl").read_text().splitlines()
-    assert len(lines) == 2 * 4 * (1 + 2)  # profiles x prompts x (1 greedy sample + 2 at T=0.7)
+    assert len(lines) == 2 * 4 * (1 + 3)  # profiles x prompts x (1 greedy sample + 3 at T=0.7)
     assert all(json.loads(ln)["error"] is None for ln in lines)
     assert (res.run_dir / "report.md").exists() and (res.run_dir / "logs" / "mtp.log").exists()
     # nothing of ours is left running on the host, and no record claims otherwise
