@@ -125,14 +125,15 @@ def analyze(as_json, files):
         for r in rows:
             click.echo(json.dumps(r))
     else:
-        t = Table(title="Degeneracy")
-        for col in ("file", "loop", "unit × repeats", "loop start (char)", "seq-rep-4", "compression", "think closed"):
-            t.add_column(col)
+        t = Table(title="Degeneracy (loop: corpus definition; seq-rep-4: Welleck et al. 2019)")
+        t.add_column("file", overflow="fold", ratio=3)
+        for col in ("loop", "unit × repeats", "loop start (char)", "seq-rep-4", "compression", "think closed"):
+            t.add_column(col, ratio=1)
         for r in rows:
             unit = f"{r['loop_unit_tokens']} × {r['loop_repeats']}" if r["loop"] else "–"
             t.add_row(r["file"], "[red]yes[/]" if r["loop"] else "no", unit,
                       str(r["loop_start_char"]) if r["loop"] else "–", f"{r['seq_rep_4']:.3f}",
-                      f"{r['compression_ratio']:.2f}", str(r["think_closed"]))
+                      f"{r['compression_ratio']:.2f}", {True: "yes", False: "no", None: "–"}[r["think_closed"]])
         make_console().print(t)
     sys.exit(1 if any(r["loop"] for r in rows) else 0)
 
@@ -246,13 +247,16 @@ def launch(inventory, host, playbook, profile):
 @handle_errors
 def logs(inventory, host, follow, lines):
     """Show the log of our server (or the newest one), optionally following it."""
-    from .ops import current_log, follow_log
+    from .ops import current_log, follow_log, server_alive
 
     with api.open_host(inventory, host) as (cfg, c, py):
-        path = current_log(c, cfg)
+        path, pid = current_log(c, cfg)
         click.echo(f"==> {path} <==", err=True)
-        for chunk in follow_log(c, path, lines=lines, until=(lambda: True) if not follow else None):
-            click.echo(chunk, nl=not follow)
+        if follow and pid is None:
+            click.echo("(no server of ours is running: showing the log's end, not following)", err=True)
+        keep = follow and pid is not None
+        for chunk in follow_log(c, path, lines=lines, until=lambda: not keep or not server_alive(c, pid)):
+            click.echo(chunk, nl=not keep)
 
 
 @main.command()
@@ -280,7 +284,7 @@ def smoke(inventory, host, playbook, prompt, temperature, max_tokens, as_json):
         m = res["metrics"]
         style = "red" if res["verdict"] == "loops" else "green"
         make_console().print(f"[{style}]{res['verdict']}[/]: {res['completion_tokens']} tokens, finish {res['finish_reason']}, "
-                        f"{res['latency_s']} s, accept length {res['accept_length']}; seq-rep-4 {m['seq_rep_4']:.3f}"
+                        f"{res['latency_s']} s, accept length {res['accept_length'] if res['accept_length'] is None else round(res['accept_length'], 2)}; seq-rep-4 {m['seq_rep_4']:.3f}"
                         + (f"; loop of {m['loop_unit_tokens']} tokens x {m['loop_repeats']}" if m["loop"] else ""))
         click.echo(res["text_tail"])
     sys.exit(1 if res["verdict"] == "loops" else 0)
@@ -318,24 +322,30 @@ def nightly(inventory, host, playbook, runs_dir, history_db):
 
 
 @main.command("history")
-@_host_opt
+@click.option("-H", "--host", default=None, help="Only runs of this host (default: every host).")
 @click.option("--history", "history_db", default="runs/history.sqlite", show_default=True)
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def history_cmd(host, history_db, limit, as_json):
     """List recorded runs (newest first) with their verdicts."""
+    from pathlib import Path
+
     from rich.table import Table
+
+    from .errors import ConfigError
 
     from . import store
 
+    if not Path(history_db).exists():
+        raise ConfigError("no history yet (`mtp-remote nightly` writes it)", file=history_db)
     rows = store.history(history_db, host=host, limit=limit)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
     t = Table(title=f"History — {history_db}")
     for col in ("run", "host", "playbook", "started", "exit", "verdicts"):
-        t.add_column(col)
+        t.add_column(col, overflow="fold")
     for r in rows:
         t.add_row(r["run_id"], r["host"], r["playbook"], r["started_at"][:19], str(r["exit_code"]),
                   ", ".join(f"{p}: {k}" for p, k in r["verdicts"].items()))

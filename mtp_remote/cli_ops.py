@@ -22,26 +22,43 @@ from mtp_remote.remote.logs import classify_log, milestone_durations
 _STYLE = {"ok": "green", "warning": "yellow", "fatal": "red"}
 
 
+class UsageError(click.ClickException):
+    """A bad input: exit 2, as every mtp-remote command does for input it cannot use."""
+
+    exit_code = 2
+
+
 def _read_text(path: str) -> str:
+    if path == "-":
+        return click.get_text_stream("stdin").read()
     p = Path(path)
     try:
-        return p.read_text(encoding="utf-8", errors="replace")
+        data = p.read_bytes()
     except FileNotFoundError:
-        raise click.ClickException(f"{path}: no such file") from None
-    except (IsADirectoryError, PermissionError, OSError) as exc:
-        raise click.ClickException(f"{path}: cannot read ({exc.__class__.__name__}: {exc})") from None
+        raise UsageError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a directory; give log files (or - for standard input)") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
+    if b"\0" in data[:8192]:
+        raise UsageError(f"{path}: binary file, not a server log")
+    return data.decode("utf-8", errors="replace")
 
 
 @click.command("classify-log")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line per file.")
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 def classify_log_cmd(as_json: bool, files: tuple[str, ...]) -> None:
-    """Classify SGLang server logs: final state, hint, startup milestones, decode stats."""
+    """Classify SGLang server logs: final state, hint, startup milestones, decode stats.
+
+    FILE may be - for standard input. Exits 0 when every log is ready or still starting, 1 when any shows a
+    fatal class, 2 for a file that cannot be read."""
     texts = [(f, _read_text(f)) for f in files]  # fail on a missing file before printing anything
     if as_json:
-        for f, text in texts:
-            click.echo(json.dumps(classify_log(text).to_dict(file=f)))
-        return
+        results = [(f, classify_log(text)) for f, text in texts]
+        for f, r in results:
+            click.echo(json.dumps(r.to_dict(file=f)))
+        raise SystemExit(1 if any(r.is_fatal for _, r in results) else 0)
     table = Table(show_lines=False)
     for col in ("file", "state", "reached", "decode", "hint"):
         table.add_column(col, overflow="fold", no_wrap=col == "state")
@@ -63,6 +80,7 @@ def classify_log_cmd(as_json: bool, files: tuple[str, ...]) -> None:
         state = f"[{_STYLE.get(r.severity, 'white')}]{r.cls}[/]"
         table.add_row(Path(f).name, state, reached, decode, r.hint)
     Console().print(table)
+    raise SystemExit(1 if any(classify_log(text).is_fatal for _, text in texts) else 0)
 
 
 @click.command("lint-command")
@@ -73,12 +91,13 @@ def classify_log_cmd(as_json: bool, files: tuple[str, ...]) -> None:
 def lint_command_cmd(as_json: bool, sglang_version: str | None, command_line: str) -> None:
     """Lint an SGLang launch line: unknown/ambiguous flags, bad values, risky flag combinations.
 
-    Exits 1 when there is a finding, 0 when the line is clean.
+    Quote the whole command line as one argument. Exits 0 when the line is clean, 1 when there is a
+    finding, 2 when it is not an SGLang launch line at all.
     """
     try:
         result = lint_command(command_line, sglang_version=sglang_version)
     except MtpRemoteError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise UsageError(str(exc)) from None
     if as_json:
         click.echo(json.dumps(result.to_dict(), default=repr))
     else:

@@ -250,20 +250,41 @@ def _read_yaml(path: Path) -> Any:
         raise ConfigError(f"not valid YAML: {e}", file=str(path)) from None
 
 
-def _validation_error(path: Path, err: ValidationError) -> ConfigError:
+def _allowed_fields(model: type[BaseModel], loc: tuple) -> list[str]:
+    """Field names allowed where ``loc`` points (for "did you mean")."""
+    cur: type[BaseModel] | None = model
+    for part in loc[:-1]:
+        if cur is None:
+            return []
+        field = cur.model_fields.get(str(part))
+        if field is None:  # a dict key (host or profile name): descend into the dict's value model
+            continue
+        ann = field.annotation
+        args = getattr(ann, "__args__", ())
+        cur = next((a for a in (ann, *args) if isinstance(a, type) and issubclass(a, BaseModel)), None)
+    return list(cur.model_fields) if cur is not None else []
+
+
+def _validation_error(path: Path, err: ValidationError, model: type[BaseModel]) -> ConfigError:
+    import difflib
+
     lines = []
     first_field = None
     for e in err.errors():
-        loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
+        loc = ".".join(str(x) for x in e["loc"]) or "(file)"
         first_field = first_field or loc
-        msg = e["msg"]
+        msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
-            msg = "unknown field"
+            close = difflib.get_close_matches(str(e["loc"][-1]), _allowed_fields(model, e["loc"]), n=1)
+            msg = "unknown field" + (f"; did you mean {close[0]!r}?" if close else "")
         elif e["type"] == "literal_error":
             msg = f"invalid value {e.get('input')!r}; {msg.lower()}"
+        elif e["type"] not in ("missing", "value_error"):
+            msg = f"{msg} (got {e.get('input')!r})"
         lines.append(f"{loc}: {msg}")
-    return ConfigError("; ".join(lines), file=str(path), evidence=None) if len(lines) > 1 else \
-        ConfigError(lines[0].split(": ", 1)[1], file=str(path), field=first_field)
+    if len(lines) > 1:
+        return ConfigError("; ".join(lines), file=str(path))
+    return ConfigError(lines[0].split(": ", 1)[1], file=str(path), field=first_field)
 
 
 def _load(path: str | Path, model: type[BaseModel], shape: str):
@@ -274,7 +295,7 @@ def _load(path: str | Path, model: type[BaseModel], shape: str):
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        raise _validation_error(path, e) from None
+        raise _validation_error(path, e, model) from None
 
 
 def load_inventory(path: str | Path) -> Inventory:

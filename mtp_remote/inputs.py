@@ -27,9 +27,13 @@ def _from_json(label: str, data) -> list[tuple[str, str, list[int] | None]]:
         return out
     if isinstance(data, dict) and "text" in data:
         meta = data.get("meta_info") or {}
-        if "profile" in data:  # one samples.jsonl record
+        text = data["text"] or ""
+        if "profile" in data:  # one samples.jsonl record: analyse it as diagnose did
+            from .runner import analysed_text
+
             label = f"{label}:{data['profile']}/T={data.get('temperature')}/{data.get('prompt_id')}/{data.get('sample_index')}"
-        return [(label, data["text"] or "", data.get("output_ids") or meta.get("output_ids"))]
+            text = analysed_text(text, bool(data.get("think_opened_by_prompt")))
+        return [(label, text, data.get("output_ids") or meta.get("output_ids"))]
     if isinstance(data, list):
         out = []
         for i, item in enumerate(data):
@@ -46,7 +50,10 @@ def read_texts(path: str) -> Iterator[tuple[str, str, list[int] | None]]:
     else:
         p = Path(path)
         try:
-            raw = p.read_text(encoding="utf-8", errors="replace")
+            data = p.read_bytes()
+            if b"\0" in data[:8192]:
+                raise AnalysisInputError(f"{path}: binary file; expected {SHAPES}")
+            raw = data.decode("utf-8", errors="replace")
         except FileNotFoundError:
             raise AnalysisInputError(f"{path}: no such file") from None
         except IsADirectoryError:

@@ -267,18 +267,24 @@ def launch(c, host: HostConfig, playbook: Playbook, profile: str, python: str, *
     return outcome
 
 
-def current_log(c, host: HostConfig) -> str:
-    """Path of our server's log (from server.json), else the newest log in the workdir. Raises
-    MtpRemoteError when there is none."""
+def current_log(c, host: HostConfig) -> tuple[str, int | None]:
+    """(log path, PID) of our running server; else (newest log in the workdir, None). Raises
+    MtpRemoteError when there is no log at all."""
     workdir = remote_workdir(c, host)
     rec = process.read_record(c, workdir)
     if rec is not None:
-        return rec.log_path
+        info = facts.get_process_info(c, rec.pid)
+        return rec.log_path, (rec.pid if process.is_ours(info, rec) and info.alive else None)
     r = _run(c, f"ls -1t {shlex.quote(workdir)}/logs/*/*.log 2>/dev/null | head -n 1")
     path = r.stdout.strip()
     if not path:
         raise MtpRemoteError(f"no server log on {host.name} under {workdir}/logs")
-    return path
+    return path, None
+
+
+def server_alive(c, pid: int | None) -> bool:
+    info = facts.get_process_info(c, pid) if pid else None
+    return info is not None and info.alive
 
 
 def follow_log(c, path: str, *, lines: int = 50, poll_s: float = 0.5,
@@ -301,8 +307,8 @@ def smoke(base_url: str, playbook: Playbook, *, prompt: str | None = None, tempe
           max_tokens: int | None = None) -> dict:
     """One request to a running server, its degeneracy metrics and a quick verdict ("ok" or "loops")."""
     from .analysis.degeneracy import analyze_text
-    from .runner import analysed_text
     from .client import ServerClient
+    from .runner import analysed_text
 
     text = prompt or playbook.prompts[0].text
     mt = max_tokens or playbook.max_tokens
@@ -323,6 +329,6 @@ def smoke(base_url: str, playbook: Playbook, *, prompt: str | None = None, tempe
     accept = comp.completion_tokens / comp.spec_verify_ct if comp.spec_verify_ct else None
     return {"prompt": text, "temperature": temperature, "verdict": "loops" if m.is_loop else "ok",
             "finish_reason": comp.finish_reason, "completion_tokens": comp.completion_tokens,
-            "latency_s": round(comp.latency_s, 3), "accept_length": accept, "metrics": m.to_dict(),
+            "latency_s": round(comp.latency_s, 3), "accept_length": round(accept, 3) if accept else None, "metrics": m.to_dict(),
             "text_tail": comp.text[-400:]}
 

@@ -42,7 +42,7 @@ def _fail(e: MtpRemoteError) -> Exit:
     return Exit(code=e.exit_code)
 
 
-@task(help={"playbook": "playbook YAML (default playbooks/diagnose-mtp.yaml)",
+@task(auto_shortflags=False, help={"playbook": "playbook YAML (default playbooks/diagnose-mtp.yaml)",
             "inventory": "inventory YAML (default inventory.yaml)",
             "profile": "only this speculative profile (baseline always runs)",
             "samples": "override samples per prompt per temperature",
@@ -82,7 +82,7 @@ def _progress(console: Console):
     return lambda msg: console.log(f"[dim]{time.monotonic() - t0:6.1f} s[/] {msg}")
 
 
-@task(help={"playbook": "playbook YAML whose profiles are linted", "inventory": "inventory YAML"})
+@task(auto_shortflags=False, help={"playbook": "playbook YAML whose profiles are linted", "inventory": "inventory YAML"})
 def preflight(c, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY):
     """Read-only checks: SSH, python/SGLang/torch, GPUs, model, disk, port, foreign processes, flag lint."""
     from .config import load_playbook
@@ -100,7 +100,7 @@ def preflight(c, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY)
         raise Exit(code=2)
 
 
-@task(help={"inventory": "inventory YAML"})
+@task(auto_shortflags=False, help={"inventory": "inventory YAML"})
 def status(c, inventory=api.DEFAULT_INVENTORY):
     """Show our server, the port, GPU memory and SGLang processes we did not start."""
     from .ops import status as run_status
@@ -114,7 +114,7 @@ def status(c, inventory=api.DEFAULT_INVENTORY):
     make_console().print(status_table(st))
 
 
-@task(help={"force": "also stop SGLang processes we did not start, by PID, after listing them",
+@task(auto_shortflags=False, help={"force": "also stop SGLang processes we did not start, by PID, after listing them",
             "inventory": "inventory YAML"})
 def stop(c, force=False, inventory=api.DEFAULT_INVENTORY):
     """Stop the server we started (SIGTERM, then SIGKILL) and wait until its GPU memory is released."""
@@ -135,7 +135,7 @@ def stop(c, force=False, inventory=api.DEFAULT_INVENTORY):
         console.print(f"  foreign PID {f['pid']} ({f['kind']}, {f['gpu_mib']} MiB GPU): {what}", highlight=False)
 
 
-@task(help={"profile": "profile of the playbook to launch", "playbook": "playbook YAML",
+@task(auto_shortflags=False, help={"profile": "profile of the playbook to launch", "playbook": "playbook YAML",
             "inventory": "inventory YAML"})
 def launch(c, profile, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY):
     """Launch one profile's server detached and wait until ready (it keeps running)."""
@@ -155,23 +155,27 @@ def launch(c, profile, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVE
     console.print(f"[green]{outcome.describe()}[/]; server on {cfg.name} 127.0.0.1:{cfg.port}")
 
 
-@task(help={"follow": "keep printing new lines (Ctrl-C stops)", "lines": "lines of tail (default 50)",
+@task(auto_shortflags=False, help={"follow": "keep printing new lines (Ctrl-C stops)", "lines": "lines of tail (default 50)",
             "inventory": "inventory YAML"})
 def logs(c, follow=False, lines=50, inventory=api.DEFAULT_INVENTORY):
     """Show the log of our server (or the newest one); --follow keeps printing."""
-    from .ops import current_log, follow_log
+    from .ops import current_log, follow_log, server_alive
 
     try:
         with api.open_host(inventory, _host_name(c)) as (cfg, conn, py):
-            path = current_log(conn, cfg)
+            path, pid = current_log(conn, cfg)
             print(f"==> {path} <==")
-            for chunk in follow_log(conn, path, lines=int(lines), until=None if follow else (lambda: True)):
-                print(chunk, end="" if follow else "\n", flush=True)
+            keep = follow and pid is not None
+            if follow and not keep:
+                print("(no server of ours is running: showing the log's end, not following)")
+            for chunk in follow_log(conn, path, lines=int(lines),
+                                    until=lambda: not keep or not server_alive(conn, pid)):
+                print(chunk, end="" if keep else "\n", flush=True)
     except MtpRemoteError as e:
         raise _fail(e) from None
 
 
-@task(help={"prompt": "prompt (default: the playbook's first)", "temperature": "default 0.7",
+@task(auto_shortflags=False, help={"prompt": "prompt (default: the playbook's first)", "temperature": "default 0.7",
             "playbook": "playbook YAML", "inventory": "inventory YAML"})
 def smoke(c, prompt=None, temperature=0.7, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY):
     """Send one prompt to the running server and say whether its output loops (exit 1 if it does)."""

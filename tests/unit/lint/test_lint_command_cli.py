@@ -29,5 +29,5 @@ def test_a_clean_line_exits_0():
 
 def test_a_line_that_is_not_a_launch_is_a_clear_error():
     result = CliRunner().invoke(lint_command_cmd, ["ls -la"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "not an SGLang launch line" in result.output

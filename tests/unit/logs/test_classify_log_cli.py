@@ -15,7 +15,7 @@ LOGS = Path(__file__).resolve().parents[3].parent / "shared" / "corpus" / "logs"
 def test_json_output_is_one_object_per_file_with_the_issue_5_keys():
     files = [str(LOGS / "l13_ready_then_decode_stats.log"), str(LOGS / "l05_http_port_in_use.log")]
     result = CliRunner().invoke(classify_log_cmd, ["--json", *files])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # one of them is fatal
     first, second = (json.loads(line) for line in result.output.splitlines())
     assert {"file", "cls", "hint", "milestones", "decode"} <= set(first)
     assert first["file"] == files[0] and first["cls"] == "ready"
@@ -26,13 +26,26 @@ def test_json_output_is_one_object_per_file_with_the_issue_5_keys():
 
 def test_plain_output_is_a_table_naming_state_and_hint():
     result = CliRunner(env={"COLUMNS": "240"}).invoke(classify_log_cmd, [str(LOGS / "l03_kv_pool_too_small.log")])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # a fatal class
     assert "kv_pool_too_small" in result.output
     assert "--mem-fraction-static" in result.output
 
 
 def test_a_missing_file_is_an_error_that_names_it():
     result = CliRunner().invoke(classify_log_cmd, ["--json", str(LOGS / "l01_ready_tp2_nextn.log"), "nope.log"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "nope.log" in result.output
     assert result.output.startswith("Error:")
+
+
+def test_a_ready_log_exits_0_and_standard_input_is_read_with_a_dash():
+    text = (LOGS / "l01_ready_tp2_nextn.log").read_text()
+    result = CliRunner().invoke(classify_log_cmd, ["--json", "-"], input=text)
+    assert result.exit_code == 0 and json.loads(result.output)["cls"] == "ready"
+
+
+def test_a_directory_or_binary_file_is_refused_with_exit_2(tmp_path):
+    (tmp_path / "core").write_bytes(b"\x7fELF\0\0\0")
+    for arg, why in ((str(tmp_path), "is a directory"), (str(tmp_path / "core"), "binary file")):
+        result = CliRunner().invoke(classify_log_cmd, [arg])
+        assert result.exit_code == 2 and why in result.output
