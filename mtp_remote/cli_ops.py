@@ -9,6 +9,7 @@ read is a :class:`click.ClickException` naming it.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
@@ -30,7 +31,7 @@ class UsageError(click.ClickException):
 
 def _read_text(path: str) -> str:
     if path == "-":
-        return click.get_text_stream("stdin").read()
+        return sys.stdin.read()
     p = Path(path)
     try:
         data = p.read_bytes()
