@@ -229,7 +229,8 @@ class Runner:
             res = lc.stop(term_s=self.playbook.timeouts.term_s, gpu_release_s=self.playbook.timeouts.gpu_release_s)
             pr.stop, pr.gpu_release_s = res.describe(), res.gpu_release_s
         if is_baseline and not pr.launched:
-            raise LaunchError(f"baseline profile {lp.profile!r} did not start: {pr.cause} — {pr.hint}",
+            raise LaunchError(f"baseline profile {lp.profile!r} failed ({pr.cause}): {pr.hint}; without a baseline "
+                              f"there is nothing to compare against", cause=pr.cause,
                               evidence="\n".join((pr.outcome or {}).get("log_tail", [])))
 
     def _check_errors(self, lp: LaunchPlan, pr: ProfileRun) -> None:
