@@ -7,6 +7,7 @@ import time
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -44,7 +45,8 @@ def verdict_table(doc: dict) -> Table:
     t.add_column("verdict")
     t.add_column("evidence", overflow="fold")
     for v in doc["verdicts"]:
-        t.add_row(v["profile"], f"[{verdict_style(v['kind'])}]{v['kind']}[/]", v["evidence"])
+        warnings = "".join(f"\n[yellow]⚠ {escape(w)}[/]" for w in v.get("warnings", []))
+        t.add_row(v["profile"], f"[{verdict_style(v['kind'])}]{v['kind']}[/]", escape(v["evidence"]) + warnings)
     return t
 
 
