@@ -184,10 +184,14 @@ def smoke(c, prompt=None, temperature=0.7, playbook=api.DEFAULT_PLAYBOOK, invent
     from .remote import connect as transport
 
     try:
+        try:
+            temperature = float(temperature)
+        except ValueError:
+            raise ConfigError(f"--temperature must be a number, not {temperature!r}", field="--temperature") from None
         pb = load_playbook(playbook)
         with api.open_host(inventory, _host_name(c)) as (cfg, conn, py):
             with transport.tunnel(conn, cfg) as url:
-                res = run_smoke(url, pb, prompt=prompt, temperature=float(temperature))
+                res = run_smoke(url, pb, prompt=prompt, temperature=temperature)
     except MtpRemoteError as e:
         raise _fail(e) from None
     style = "red" if res["verdict"] == "loops" else "green"

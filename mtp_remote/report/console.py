@@ -29,8 +29,8 @@ def cells_table(doc: dict) -> Table:
                 "tok/s all / ok"):
         t.add_column(col, justify="right" if col not in ("profile",) else "left")
     for c in doc["cells"]:
-        t.add_row(c["profile"], f"{c['temperature']:g}", f"{c['loops']}/{c['n']}",
-                  f"{pct(c['loop_rate'])} [{pct(c['loop_ci'][0])}, {pct(c['loop_ci'][1])}]",
+        rate = f"{pct(c['loop_rate'])} [{pct(c['loop_ci'][0])}, {pct(c['loop_ci'][1])}]" if c["n"] else "– (no samples)"
+        t.add_row(c["profile"], f"{c['temperature']:g}", f"{c['loops']}/{c['n']}", rate,
                   pct(c.get("think_closed_rate")),
                   f"{num(c.get('accept_length'))} / {num(c.get('accept_length_nonloop'))}",
                   f"{num(c.get('tokens_per_s'), 1)} / {num(c.get('tokens_per_s_nonloop'), 1)}")
