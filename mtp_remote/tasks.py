@@ -157,11 +157,13 @@ def launch(c, profile, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVE
 
 @task(auto_shortflags=False, help={"follow": "keep printing new lines (Ctrl-C stops)", "lines": "lines of tail (default 50)",
             "inventory": "inventory YAML"})
-def logs(c, follow=False, lines=50, inventory=api.DEFAULT_INVENTORY):
+def logs(c, follow=False, lines="50", inventory=api.DEFAULT_INVENTORY):
     """Show the log of our server (or the newest one); --follow keeps printing."""
     from .ops import current_log, follow_log, server_alive
 
     try:
+        if not str(lines).isdigit():
+            raise ConfigError(f"--lines must be a whole number, not {lines!r}", field="--lines")
         with api.open_host(inventory, _host_name(c)) as (cfg, conn, py):
             path, pid = current_log(conn, cfg)
             print(f"==> {path} <==")
@@ -177,7 +179,7 @@ def logs(c, follow=False, lines=50, inventory=api.DEFAULT_INVENTORY):
 
 @task(auto_shortflags=False, help={"prompt": "prompt (default: the playbook's first)", "temperature": "default 0.7",
             "playbook": "playbook YAML", "inventory": "inventory YAML"})
-def smoke(c, prompt=None, temperature=0.7, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY):
+def smoke(c, prompt=None, temperature="0.7", playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY):
     """Send one prompt to the running server and say whether its output loops (exit 1 if it does)."""
     from .config import load_playbook
     from .ops import smoke as run_smoke
