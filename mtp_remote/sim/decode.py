@@ -36,6 +36,7 @@ class SamplingParams:
     stop_token_ids: list[int] = field(default_factory=list)
     ignore_eos: bool = False
     seed: int | None = None
+    top_logprobs_num: int = 0  # request-level: keep the top-k raw logprobs of each output position
 
 
 def target_dist(logits: dict[int, float], sp: SamplingParams) -> Dist:
@@ -72,6 +73,14 @@ def raw_logprob(logits: dict[int, float], token: int) -> float:
     return logits[token] - lse
 
 
+def top_logprobs(logits: dict[int, float], k: int) -> list[tuple[float, int]]:
+    """The ``k`` most likely tokens under the raw (T = 1) distribution: [(logprob, token id)], best first."""
+    m = max(logits.values())
+    lse = m + math.log(sum(math.exp(w - m) for w in logits.values()))
+    best = sorted(logits.items(), key=lambda kv: -kv[1])[:k]
+    return [(w - lse, t) for t, w in best]
+
+
 def sample(dist: Dist, rng: random.Random) -> int:
     """Draw one token from ``dist``."""
     if len(dist) == 1:
@@ -105,6 +114,7 @@ class Sequence:
         self.state: State = model.initial_state()
         self.output_ids: list[int] = []
         self.logprobs: list[float] = []
+        self.top_logprobs: list[list[tuple[float, int]]] = []  # per output position, when asked for
         self.verify_ct = 0
         self.accept_hist: list[int] = [0] * (spec_steps + 1)  # verify steps by draft tokens accepted
         self.finish_reason: dict | None = None
@@ -185,7 +195,10 @@ class Sequence:
         n = 0
         for tok, st in toks:
             self.output_ids.append(tok)
-            self.logprobs.append(raw_logprob(self.model.logits(st), tok))
+            logits = self.model.logits(st)
+            self.logprobs.append(raw_logprob(logits, tok))
+            if self.sp.top_logprobs_num:
+                self.top_logprobs.append(top_logprobs(logits, self.sp.top_logprobs_num))
             n += 1
             if self._check_finish(tok):
                 break

@@ -104,6 +104,8 @@ def meta_info(srv, req: Request, return_logprob: bool, logprob_start_len: int) -
         start = logprob_start_len if logprob_start_len >= 0 else max(len(req.prompt_ids) - 1, 0)
         meta["input_token_logprobs"] = input_logprobs(srv, req.prompt_ids, start)
         meta["output_token_logprobs"] = [[lp, t, None] for lp, t in zip(seq.logprobs, seq.output_ids)]
+        if seq.top_logprobs:
+            meta["output_top_logprobs"] = [[[lp, t, None] for lp, t in pos] for pos in seq.top_logprobs]
     return meta
 
 
@@ -123,7 +125,10 @@ async def generate(srv, body: dict) -> tuple[int, object]:
     try:
         batch = _inputs(srv, body)
         sp_d = body.get("sampling_params") or {}
-        reqs = [_start(srv, ids, sampling_params(sp_d, 128), False) for ids in batch]
+        sp = sampling_params(sp_d, 128)
+        if body.get("return_logprob"):
+            sp.top_logprobs_num = max(0, int(body.get("top_logprobs_num") or 0))
+        reqs = [_start(srv, ids, sp, False) for ids in batch]
     except BadRequest as e:
         return 400, {"error": {"message": str(e)}}
     await asyncio.gather(*(r.done.wait() for r in reqs))

@@ -83,10 +83,13 @@ def test_the_kl_probe_is_near_zero_when_healthy_and_positive_under_state_leak(tm
     for faults in (None, "state_leak"):
         d = tmp_path / (faults or "healthy")
         d.mkdir()
-        inv, pb = write_config(d, faults, kl_probe=True, samples=1)
+        inv, pb = write_config(d, faults, kl_probe=True, samples=1, temperatures=[0.0, 0.7])
         res = api.diagnose(inventory=inv, playbook=pb, runs_dir=d / "runs")
         cells = {c["profile"]: c for c in res.summary["cells"]}
         means[faults or "healthy"] = (cells["baseline"]["mean_kl_k3"], cells["mtp"]["mean_kl_k3"])
+        greedy = [r for r in res.summary["verdicts"][0]["comparisons"] if r["temperature"] == 0]
+        if faults == "state_leak":  # top-2 margins came back, so each divergence was checked for a near tie
+            assert greedy[0]["greedy_diverged"] >= 1 and greedy[0]["greedy_near_tie_flips"] == 0
     assert means["healthy"][0] == pytest.approx(0, abs=1e-6) and means["healthy"][1] == pytest.approx(0, abs=1e-6)
     assert means["state_leak"][1] > 1e-3 and abs(means["state_leak"][0]) < 1e-6
 
