@@ -105,10 +105,11 @@ def connect(host: HostConfig):
 
 def close(c) -> None:
     """Close a Connection (and its gateway); a local Context needs nothing."""
-    closer = getattr(c, "close", None)
-    if closer is not None:
-        with contextlib.suppress(Exception):
-            closer()
+    for conn in (c, getattr(c, "gateway", None)):
+        closer = getattr(conn, "close", None)
+        if closer is not None:
+            with contextlib.suppress(Exception):
+                closer()
 
 
 class _Forwarder:

@@ -108,3 +108,15 @@ def test_the_tunnel_reaches_a_server_bound_to_the_hosts_loopback(sshd):
     finally:
         transport.close(c)
         srv.shutdown()
+
+
+def test_a_gateway_host_is_used_as_a_jump_host(sshd):
+    # the same sshd serves as the bastion: 127.0.0.1 is reached through a direct-tcpip channel of the gateway
+    host = HostConfig(name="t", **sshd.host_config(gateway=f"{sshd.user}@127.0.0.1:{sshd.port}"))
+    c = transport.connect(host)
+    try:
+        assert c.gateway is not None and c.gateway.is_connected
+        assert c.run("echo via-gateway", hide=True).stdout.strip() == "via-gateway"
+    finally:
+        transport.close(c)
+    assert not c.gateway.is_connected, "closing the host closes its gateway too"
