@@ -45,11 +45,12 @@ def _fail(e: MtpRemoteError) -> Exit:
 @task(auto_shortflags=False, help={"playbook": "playbook YAML (default playbooks/diagnose-mtp.yaml)",
             "inventory": "inventory YAML (default inventory.yaml)",
             "profile": "only this speculative profile (baseline always runs)",
-            "samples": "override samples per prompt per temperature",
+            "samples": "override samples per prompt at T > 0",
+            "max_tokens": "override max tokens per request",
             "resume": "continue run RUN_ID without re-requesting stored samples",
             "runs_dir": "where run directories go (default runs/)"})
 def diagnose(c, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY, profile=None, samples=None,
-             resume=None, runs_dir="runs"):
+             max_tokens=None, resume=None, runs_dir="runs"):
     """Run the speculative vs baseline experiment on a host and print verdicts (-H NAME from inventory)."""
     from .report.console import RichHooks, cells_table, verdict_table
     from .runner import Hooks
@@ -59,11 +60,15 @@ def diagnose(c, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY, 
     rh = RichHooks(console)
     hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample)
     try:
-        if samples is not None and not str(samples).isdigit():
-            raise ConfigError(f"--samples must be a whole number, not {samples!r}", field="--samples")
+        overrides = {}
+        for name, value in (("samples", samples), ("max_tokens", max_tokens)):
+            if value is not None:
+                if not str(value).isdigit() or int(value) < 1:
+                    raise ConfigError(f"must be a whole number >= 1, not {value!r}", field=f"--{name.replace('_', '-')}")
+                overrides[name] = int(value)
         res = api.diagnose(inventory=inventory, playbook=playbook, host=_host_name(c), runs_dir=runs_dir,
                            profiles=[profile] if profile else None, resume=resume, hooks=hooks,
-                           overrides={"samples": int(samples)} if samples else None)
+                           overrides=overrides or None)
     except MtpRemoteError as e:
         raise _fail(e) from None
     except KeyboardInterrupt:
