@@ -143,6 +143,9 @@ class CompareConfig(_Strict):
 class TimeoutsConfig(_Strict):
     ready_s: float = Field(1200.0, gt=0, description="Seconds to wait for the ready line and /health 200")
     request_s: float = Field(600.0, gt=0, description="Seconds per request")
+    stall_s: float = Field(
+        300.0, gt=0, description="Seconds without any server log output, while requests are in flight, after "
+                                 "which the server counts as hung (SGLang's default --watchdog-timeout is 300)")
     term_s: float = Field(60.0, gt=0, description="Seconds after SIGTERM before SIGKILL")
     gpu_release_s: float = Field(120.0, gt=0, description="Seconds to wait for GPU memory release after exit")
 

@@ -273,6 +273,8 @@ class Runner:
         if sampling in done:
             watching.cancel()
             sampling.result()
+            # requests can all return (failed) before the watcher's next look: look once more
+            pr.crashed = await asyncio.to_thread(self._server_failure, lc, rec)
             return
         pr.crashed = watching.result()
         sampling.cancel()
@@ -281,20 +283,42 @@ class Runner:
         except asyncio.CancelledError:
             pass
 
+    @staticmethod
+    def _server_failure(lc: ServerLifecycle, rec) -> dict | None:
+        """None if the server is alive and its log shows no fatal line; else cause, hint, fatal line."""
+        alive, text = lc.poll(rec, 0)
+        cls = classify_log(text)
+        if cls.is_fatal or not alive:
+            return {"cause": cls.cls if cls.is_fatal else "process_exited", "fatal_line": cls.fatal_line,
+                    "hint": cls.hint if cls.is_fatal else "the server process exited while requests were running"}
+        return None
+
     async def _watch(self, lc: ServerLifecycle, rec, interval_s: float = 1.0) -> dict:
-        """Poll the server's process and log (from a byte offset) until it dies or logs a fatal line."""
-        offset, text = 0, ""
+        """Poll the server's process and log (from a byte offset) until it dies, logs a fatal line, or writes
+        nothing for ``timeouts.stall_s`` seconds while requests are in flight (a hung scheduler: SGLang logs a
+        ``Decode batch`` line every few dozen steps while it decodes)."""
+        alive, startup = await asyncio.to_thread(lc.poll, rec, 0)
+        offset = len(startup.encode("utf-8", "surrogateescape"))
+        text = ""  # what the server wrote since sampling began
+        last_growth = time.monotonic()
+        stall_s = self.playbook.timeouts.stall_s
         while True:
+            await asyncio.sleep(interval_s)
             alive, new = await asyncio.to_thread(lc.poll, rec, offset)
             if new:
                 offset += len(new.encode("utf-8", "surrogateescape"))
-                text += new
+                text = text[-(1 << 20):] + new  # fatal lines come last: a bounded window is enough
+                last_growth = time.monotonic()
             cls = classify_log(text if not alive else text[: text.rfind("\n") + 1])  # complete lines only
             if cls.is_fatal or not alive:
                 cause = cls.cls if cls.is_fatal else "process_exited"
                 hint = cls.hint if cls.is_fatal else "the server process exited while requests were running"
                 return {"cause": cause, "hint": hint, "fatal_line": cls.fatal_line}
-            await asyncio.sleep(interval_s)
+            if time.monotonic() - last_growth > stall_s:
+                return {"cause": "stalled", "fatal_line": None,
+                        "hint": f"the server wrote nothing for {stall_s:.0f} s while requests were in flight: its "
+                                f"scheduler looks hung (SGLang's --watchdog-timeout would end it); raise "
+                                f"timeouts.stall_s if generations are legitimately that slow"}
 
     async def _sample(self, url: str, lp: LaunchPlan, todo: list[RequestSpec], pr: ProfileRun) -> None:
         pb = self.playbook
