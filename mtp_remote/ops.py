@@ -91,8 +91,8 @@ def held_lock(lc: ServerLifecycle):
 def foreign_processes(c, host: HostConfig, python: str, workdir: str, our_pgid: int | None) -> list[ForeignProcess]:
     """SGLang-like processes, GPU users and the owner of our port that are not in our process group."""
     smi = facts.nvidia_smi(host, python, workdir)
-    return find_foreign(facts.get_ps(c), facts.get_gpu_apps(c, smi), our_pgid=our_pgid,
-                        port_owners=facts.get_port_owners(c, host.port))
+    apps = facts.apps_on_gpus(facts.get_gpu_apps(c, smi), facts.get_gpus(c, smi), host.gpus)
+    return find_foreign(facts.get_ps(c), apps, our_pgid=our_pgid, port_owners=facts.get_port_owners(c, host.port))
 
 
 def parse_df(output: str) -> int | None:

@@ -51,6 +51,7 @@ class GpuInfo:
     name: str
     memory_used_mib: int
     memory_total_mib: int
+    uuid: str = ""
 
     @property
     def memory_free_mib(self) -> int:
@@ -59,10 +60,11 @@ class GpuInfo:
 
 @dataclass(frozen=True)
 class GpuApp:
-    """One compute app from ``nvidia-smi --query-compute-apps``; memory in MiB."""
+    """One compute app from ``nvidia-smi --query-compute-apps``; memory in MiB; ``gpu_uuid`` of its GPU."""
 
     pid: int
     used_memory_mib: int
+    gpu_uuid: str = ""
 
 
 def _run(c, cmd: str, *, warn: bool = True):
@@ -157,17 +159,18 @@ def nvidia_smi(host: HostConfig, python: str, workdir: str) -> str:
 
 
 def gpu_apps_command(smi: str) -> str:
-    return f"{smi} --query-compute-apps=pid,used_memory --format=csv,noheader,nounits"
+    return f"{smi} --query-compute-apps=pid,used_memory,gpu_uuid --format=csv,noheader,nounits"
 
 
 def parse_gpu_apps(output: str) -> list[GpuApp]:
-    """Parse ``--query-compute-apps=pid,used_memory --format=csv,noheader,nounits`` (MiB)."""
+    """Parse ``--query-compute-apps=pid,used_memory[,gpu_uuid] --format=csv,noheader,nounits`` (MiB)."""
     apps = []
     for line in output.splitlines():
         parts = [p.strip() for p in line.split(",")]
         if len(parts) >= 2 and parts[0].isdigit():
             mem = parts[1].split()[0]
-            apps.append(GpuApp(pid=int(parts[0]), used_memory_mib=int(mem) if mem.isdigit() else 0))
+            apps.append(GpuApp(pid=int(parts[0]), used_memory_mib=int(mem) if mem.isdigit() else 0,
+                               gpu_uuid=parts[2] if len(parts) > 2 else ""))
     return apps
 
 
@@ -179,17 +182,17 @@ def get_gpu_apps(c, smi: str) -> list[GpuApp]:
 
 
 def gpus_command(smi: str) -> str:
-    return f"{smi} --query-gpu=index,name,memory.used,memory.total --format=csv,noheader,nounits"
+    return f"{smi} --query-gpu=index,name,memory.used,memory.total,uuid --format=csv,noheader,nounits"
 
 
 def parse_gpus(output: str) -> list[GpuInfo]:
-    """Parse ``--query-gpu=index,name,memory.used,memory.total --format=csv,noheader,nounits`` (MiB)."""
+    """Parse ``--query-gpu=index,name,memory.used,memory.total[,uuid] --format=csv,noheader,nounits`` (MiB)."""
     gpus = []
     for line in output.splitlines():
         parts = [p.strip() for p in line.split(",")]
         if len(parts) >= 4 and parts[0].isdigit():
             gpus.append(GpuInfo(index=int(parts[0]), name=parts[1], memory_used_mib=int(float(parts[2])),
-                                memory_total_mib=int(float(parts[3]))))
+                                memory_total_mib=int(float(parts[3])), uuid=parts[4] if len(parts) > 4 else ""))
     return gpus
 
 
@@ -235,3 +238,14 @@ def parse_port_owners(output: str) -> set[int]:
 
 def get_port_owners(c, port: int) -> set[int]:
     return parse_port_owners(_run(c, port_owner_command(port)).stdout)
+
+
+def apps_on_gpus(apps: list[GpuApp], gpus: list[GpuInfo], indices: list[int] | None) -> list[GpuApp]:
+    """The compute apps on the GPUs with these indices (all apps when ``indices`` is None or UUIDs are
+    unknown)."""
+    if indices is None:
+        return apps
+    uuids = {g.uuid for g in gpus if g.index in indices and g.uuid}
+    if not uuids:
+        return apps
+    return [a for a in apps if a.gpu_uuid in uuids or not a.gpu_uuid]

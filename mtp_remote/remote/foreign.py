@@ -85,8 +85,14 @@ def find_foreign(ps: list[PsEntry], gpu_apps: list[GpuApp], *, our_pgid: int | N
     return sorted(out, key=lambda f: f.pid)
 
 
+def _serves_port(args: str, port: int) -> bool:
+    """True when a command line says ``--port N`` or ``--port=N`` for exactly this port."""
+    import re
+
+    return any(int(m) == port for m in re.findall(r"--port(?:=|\s+)(\d+)\b", args))
+
+
 def force_targets(foreign: list[ForeignProcess], port: int) -> list[ForeignProcess]:
-    """What ``stop --force`` may signal on a host: processes that hold memory on this host's GPUs or serve on
-    its port — not every SGLang-like process on the machine (other users' servers on other GPUs/ports)."""
-    return [f for f in foreign if f.gpu_mib > 0 or "port" in f.kind or f"--port {port}" in f.args
-            or f"--port={port}" in f.args]
+    """What ``stop --force`` may signal on a host: processes that hold memory on this host's GPUs (the caller
+    passes GPU apps of those GPUs only) or serve on its port — not every SGLang-like process on the machine."""
+    return [f for f in foreign if f.gpu_mib > 0 or "port" in f.kind or _serves_port(f.args, port)]

@@ -48,3 +48,18 @@ def test_force_targets_only_what_holds_this_hosts_gpus_or_port():
     assert kinds[900] == "port-owner" and kinds[800] == "orphan"
     # 700 (bob's server on port 31000, no memory on our GPUs) is listed but not a target
     assert [f.pid for f in force_targets(found, 30000)] == [800, 900]
+
+
+def test_force_matches_the_port_exactly_and_only_this_hosts_gpus():
+    from mtp_remote.remote.facts import GpuInfo, apps_on_gpus
+    from mtp_remote.remote.foreign import force_targets
+
+    ps = [PsEntry(11, 1, 11, "u", 1, "python -m sglang.launch_server --port 302110"),
+          PsEntry(12, 1, 12, "u", 1, "python -m sglang.launch_server --port=30211"),
+          PsEntry(13, 1, 13, "u", 1, "python -m sglang.launch_server --dist-init-addr 127.0.0.1:30211"),
+          PsEntry(14, 1, 14, "u", 1, "python train.py")]
+    gpus = [GpuInfo(0, "A6000", 0, 49140, "GPU-0"), GpuInfo(1, "A6000", 20000, 49140, "GPU-1")]
+    apps = apps_on_gpus([GpuApp(14, 20000, "GPU-1")], gpus, [0])  # the host uses GPU 0 only
+    assert apps == []
+    targets = force_targets(find_foreign(ps, apps, our_pgid=None), 30211)
+    assert [f.pid for f in targets] == [12]
