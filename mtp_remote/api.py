@@ -92,14 +92,15 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
     resume_cmd = _resume_command(run_id, inventory, host_cfg.name, playbook, runs_dir)
     try:
         profile_runs = runner.run()
-    except KeyboardInterrupt:
+    except BaseException as e:
+        if not (isinstance(e, KeyboardInterrupt) or runner.hooks.interrupted()):
+            if isinstance(e, MtpRemoteError):
+                n = _write_partial(run_dir, runner, resume_cmd)
+                e.message += f" ({n} samples kept; continue with: {resume_cmd})"
+            raise
         n = _write_partial(run_dir, runner, resume_cmd)
         raise Interrupted(f"interrupted; the servers we started were stopped and {n} samples are kept in "
                           f"{run_dir}/samples.jsonl — continue with: {resume_cmd}") from None
-    except MtpRemoteError as e:
-        n = _write_partial(run_dir, runner, resume_cmd)
-        e.message += f" ({n} samples kept; continue with: {resume_cmd})"
-        raise
     (run_dir / "partial.json").unlink(missing_ok=True)
     samples = latest_samples(load_samples(run_dir / "samples.jsonl"))
     spec = {pr.profile: pr.speculative for pr in profile_runs}

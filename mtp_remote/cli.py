@@ -17,20 +17,15 @@ from rich.console import Console
 from rich.markup import escape
 
 from . import __version__, api
+from .interrupts import Interrupts
 from .report.console import make_console
 from .errors import EXIT_RUN_FAILED, MtpRemoteError
 
 err_console = Console(stderr=True, log_path=False)
 
 
-def _sigterm_as_interrupt() -> None:
-    """SIGTERM (cron/systemd/CI stopping us) unwinds like Ctrl-C, so ``finally`` stops our servers."""
-    import signal
-
-    def raise_interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, raise_interrupt)
+#: SIGINT/SIGTERM handling for this process (entry point state: one per process).
+INTERRUPTS = Interrupts()
 
 
 def handle_errors(fn):
@@ -38,7 +33,7 @@ def handle_errors(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        _sigterm_as_interrupt()
+        INTERRUPTS.install()
         try:
             return fn(*args, **kwargs)
         except MtpRemoteError as e:
@@ -90,7 +85,8 @@ def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir,
 
     console = make_console(stderr=as_json)
     rh = RichHooks(console)
-    hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample)
+    hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample,
+                  interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
     overrides = {k: v for k, v in (("samples", samples), ("max_tokens", max_tokens)) if v is not None}
     res = api.diagnose(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir,
                        profiles=list(profiles) or None, resume=resume, hooks=hooks, overrides=overrides)

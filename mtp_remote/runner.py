@@ -73,11 +73,14 @@ class ProfileRun:
 @dataclass
 class Hooks:
     """Progress callbacks: ``on_progress(message)``, ``on_profile(profile, n_requests)``,
-    ``on_sample(profile, done, total)``."""
+    ``on_sample(profile, done, total)``; ``interrupted()`` says whether the user asked to stop (an error that
+    follows is then reported as the interrupt)."""
 
     on_progress: Callable[[str], None] = lambda msg: None
     on_profile: Callable[[str, int], None] = lambda profile, n: None
     on_sample: Callable[[str, int, int], None] = lambda profile, done, total: None
+    interrupted: Callable[[], bool] = lambda: False
+    checkpoint: Callable[[], None] = lambda: None  # raises KeyboardInterrupt if the user asked to stop
 
 
 THINK_PREFIX = "<think>\n"
@@ -184,6 +187,7 @@ class Runner:
                                        f"its log {res.log_path} is kept and copied to {dest}")
 
     def _run_profile(self, c, lc: ServerLifecycle, lp: LaunchPlan) -> None:
+        self.hooks.checkpoint()
         pr = ProfileRun(profile=lp.profile, speculative=lp.speculative, argv_masked=mask_argv(lp.argv))
         self.profile_runs.append(pr)
         done = {sample_key(s) for s in load_samples(self.samples_path) if s.get("error") is None}
@@ -205,6 +209,7 @@ class Runner:
             return
         try:
             outcome = lc.wait_ready(rec, timeout_s=self.playbook.timeouts.ready_s)
+            self.hooks.checkpoint()
             if outcome.ok:
                 with transport.tunnel(c, self.host) as url:
                     outcome = self._confirm_health(lc, rec, url, outcome, t0)
@@ -347,6 +352,7 @@ class Runner:
                     f.flush()
                     progress["done"] += 1
                     self.hooks.on_sample(lp.profile, progress["done"], progress["total"])
+                    self.hooks.checkpoint()
                     return rec
 
                 if pb.early_stop:

@@ -14,18 +14,13 @@ from rich.console import Console
 from rich.markup import escape
 
 from . import api
+from .interrupts import Interrupts
 from .report.console import make_console
 from .errors import ConfigError, Interrupted, MtpRemoteError
 
 
-def _sigterm_as_interrupt() -> None:
-    """SIGTERM unwinds like Ctrl-C, so ``finally`` blocks stop the servers we started."""
-    import signal
-
-    def raise_interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, raise_interrupt)
+#: SIGINT/SIGTERM handling for this process (entry point state: one per process).
+INTERRUPTS = Interrupts()
 
 
 def _host_name(c) -> str | None:
@@ -55,10 +50,11 @@ def diagnose(c, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY, 
     from .report.console import RichHooks, cells_table, verdict_table
     from .runner import Hooks
 
-    _sigterm_as_interrupt()
+    INTERRUPTS.install()
     console = make_console()
     rh = RichHooks(console)
-    hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample)
+    hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample,
+                  interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
     try:
         overrides = {}
         for name, value in (("samples", samples), ("max_tokens", max_tokens)):
