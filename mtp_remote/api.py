@@ -8,6 +8,7 @@ hooks given.
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -75,6 +76,8 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
     started = datetime.now(timezone.utc)
     run_id = resume or new_run_id(started)
     run_dir = Path(runs_dir) / run_id
+    if resume and (not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", resume) or ".." in resume):
+        raise ConfigError(f"{resume!r} is not a run id (like 20261130-141850-9b44)", field="--resume")
     if resume and not (run_dir / RUN_FILE).exists():
         raise ConfigError(f"no run {resume!r} to resume in {runs_dir}/ (no {RUN_FILE})", field="--resume")
     try:
@@ -89,7 +92,7 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
     started = _check_or_write_run_file(run_dir, host_cfg, pb, run_id, started, resume=bool(resume))
     runner = Runner(host_cfg, pb, run_dir, run_id=run_id, python=remote_python(host_cfg), profiles=profiles,
                     hooks=hooks, c=c)
-    resume_cmd = _resume_command(run_id, inventory, host_cfg.name, playbook, runs_dir)
+    resume_cmd = _resume_command(run_id, inventory, host_cfg.name, playbook, runs_dir, overrides, profiles)
     try:
         profile_runs = runner.run()
     except BaseException as e:
@@ -127,7 +130,8 @@ def experiment_fingerprint(host: HostConfig, pb: Playbook) -> dict:
     add evidence)."""
     keep = ("name", "base_flags", "profiles", "baseline", "prompts", "temperatures", "max_tokens", "top_p", "seed",
             "api", "prompt_template", "kl_probe")
-    return {"host": host.name, "engine": host.engine, "model_path": host.model_path,
+    return {"host": host.name, "engine": host.engine, "model_path": host.model_path, "address": host.address,
+            "gpus": host.gpus, "python": host.python, "host_env": host.env,
             "playbook": {k: v for k, v in pb.model_dump(mode="json").items() if k in keep}}
 
 
@@ -142,12 +146,14 @@ def _check_or_write_run_file(run_dir: Path, host: HostConfig, pb: Playbook, run_
     if resume:
         stored = json.loads(path.read_text())
         old = stored["fingerprint"]
-        diffs = [k for k in ("host", "engine", "model_path") if old.get(k) != fp[k]]
+        diffs = [f"{k} ({old.get(k)!r} then, {fp[k]!r} now)" for k in
+                 ("host", "engine", "model_path", "address", "gpus", "python", "host_env") if old.get(k) != fp[k]]
         diffs += [f"playbook.{k}" for k in sorted(set(old["playbook"]) | set(fp["playbook"]))
                   if old["playbook"].get(k) != fp["playbook"].get(k)]
         if diffs:
-            raise ConfigError(f"run {run_id} was made with a different {', '.join(diffs)}; resume it with the same "
-                              f"host and playbook (stored in {path}), or start a new run", field="--resume")
+            raise ConfigError(f"run {run_id} was made with a different {'; '.join(diffs)}; resume it with the same "
+                              f"host, inventory settings and playbook (stored in {path}), or start a new run",
+                              field="--resume")
         return datetime.fromisoformat(stored["started_at"])
     path.write_text(json.dumps({"run_id": run_id, "started_at": started.isoformat(), "fingerprint": fp},
                                indent=2) + "\n")
@@ -165,11 +171,17 @@ def latest_samples(samples: list[dict]) -> list[dict]:
     return list(best.values())
 
 
-def _resume_command(run_id: str, inventory, host: str, playbook, runs_dir) -> str:
+def _resume_command(run_id: str, inventory, host: str, playbook, runs_dir, overrides: dict | None,
+                    profiles: list[str] | None) -> str:
     import shlex
 
-    return (f"mtp-remote diagnose --resume {run_id} -i {shlex.quote(str(inventory))} -H {shlex.quote(host)} "
-            f"-p {shlex.quote(str(playbook))} --runs-dir {shlex.quote(str(runs_dir))}")
+    cmd = (f"mtp-remote diagnose --resume {run_id} -i {shlex.quote(str(inventory))} -H {shlex.quote(host)} "
+           f"-p {shlex.quote(str(playbook))} --runs-dir {shlex.quote(str(runs_dir))}")
+    for key, value in (overrides or {}).items():
+        cmd += f" --{key.replace('_', '-')} {shlex.quote(str(value))}"
+    for p in profiles or []:
+        cmd += f" --profile {shlex.quote(p)}"
+    return cmd
 
 
 def _write_partial(run_dir: Path, runner: Runner, resume_cmd: str) -> int:

@@ -267,13 +267,15 @@ def logs(inventory, host, follow, lines):
 def smoke(inventory, host, playbook, prompt, temperature, max_tokens, as_json):
     """Send one prompt to the running server and say whether its output loops (exit 1 if it does)."""
     from .config import load_playbook
+    from .ops import running_api_key
     from .ops import smoke as run_smoke
     from .remote import connect as transport
 
     pb = load_playbook(playbook)
     with api.open_host(inventory, host) as (cfg, c, py):
         with transport.tunnel(c, cfg) as url:
-            res = run_smoke(url, pb, prompt=prompt, temperature=temperature, max_tokens=max_tokens)
+            res = run_smoke(url, pb, prompt=prompt, temperature=temperature, max_tokens=max_tokens,
+                                api_key=running_api_key(c, cfg, pb))
     if as_json:
         click.echo(json.dumps(res, indent=2))
     else:
@@ -304,8 +306,8 @@ def nightly(inventory, host, playbook, runs_dir, history_db):
     from .report.console import verdict_table
 
     console = make_console()
+    db = store.check_history_path(history_db or Path(runs_dir) / "history.sqlite")
     res = api.diagnose(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir)
-    db = Path(history_db or Path(runs_dir) / "history.sqlite")
     doc = res.summary
     store.record_run(db, doc, res.run_dir)
     prev = store.previous_verdicts(db, host=doc["host"]["name"], playbook=doc["playbook"]["name"], before_run=res.run_id)
@@ -333,7 +335,7 @@ def history_cmd(host, history_db, limit, as_json):
 
     from . import store
 
-    if not Path(history_db).exists():
+    if not store.check_history_path(history_db).exists():
         raise ConfigError("no history yet (`mtp-remote nightly` writes it)", file=history_db)
     rows = store.history(history_db, host=host, limit=limit)
     if as_json:

@@ -242,7 +242,11 @@ class Playbook(_Strict):
 
 def _read_yaml(path: Path) -> Any:
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError("not a text (YAML) file", file=str(path)) from None
+    except IsADirectoryError:
+        raise ConfigError("is a directory, not a YAML file", file=str(path)) from None
     except FileNotFoundError:
         raise ConfigError("file not found", file=str(path)) from None
     except OSError as e:

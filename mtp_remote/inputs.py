@@ -18,6 +18,13 @@ SHAPES = "plain text, a /v1/chat/completions or /generate JSON response body, or
 
 
 def _from_json(label: str, data) -> list[tuple[str, str, list[int] | None]]:
+    try:
+        return _from_json_shapes(label, data)
+    except (TypeError, AttributeError, KeyError):
+        raise AnalysisInputError(f"{label}: JSON of unknown shape; expected {SHAPES}") from None
+
+
+def _from_json_shapes(label: str, data) -> list[tuple[str, str, list[int] | None]]:
     if isinstance(data, dict) and "choices" in data:
         out = []
         for i, ch in enumerate(data["choices"]):
@@ -37,7 +44,7 @@ def _from_json(label: str, data) -> list[tuple[str, str, list[int] | None]]:
     if isinstance(data, list):
         out = []
         for i, item in enumerate(data):
-            out.extend(_from_json(f"{label}#{i}", item))
+            out.extend(_from_json_shapes(f"{label}#{i}", item))
         return out
     raise AnalysisInputError(f"{label}: JSON of unknown shape; expected {SHAPES}")
 

@@ -18,9 +18,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterator
 
 from .config import HostConfig, Playbook
-from .errors import MtpRemoteError
+from .errors import ConfigError, MtpRemoteError
 from .remote import facts, process
-from .remote.commands import server_argv, server_env
+from .remote.commands import api_key_of, mask_log_secrets, server_argv, server_env
 from .remote.foreign import ForeignProcess, find_foreign, force_targets
 from .server import ServerLifecycle
 
@@ -293,19 +293,32 @@ def follow_log(c, path: str, *, lines: int = 50, poll_s: float = 0.5,
     until ``until()`` is true (or forever; stop with Ctrl-C)."""
     r = _run(c, f"tail -n {int(lines)} {shlex.quote(path)}; echo; stat -c %s {shlex.quote(path)}")
     body, _, size = r.stdout.rstrip("\n").rpartition("\n")
-    yield body
+    yield mask_log_secrets(body)
     offset = int(size) if size.strip().isdigit() else 0
     while until is None or not until():
         time.sleep(poll_s)
         new = _run(c, f"tail -c +{offset + 1} {shlex.quote(path)} | head -c 1048576").stdout
         if new:
             offset += len(new.encode())
-            yield new
+            yield mask_log_secrets(new)
+
+
+def running_api_key(c, host: HostConfig, playbook: Playbook) -> str | None:
+    """The API key of the profile our server runs (from server.json's profile and the playbook's flags)."""
+    rec = process.read_record(c, remote_workdir(c, host))
+    if rec is not None and rec.profile in playbook.profiles:
+        return api_key_of(server_argv(host, playbook, rec.profile))
+    return api_key_of(playbook.base_flags)
 
 
 def smoke(base_url: str, playbook: Playbook, *, prompt: str | None = None, temperature: float = 0.7,
-          max_tokens: int | None = None) -> dict:
-    """One request to a running server, its degeneracy metrics and a quick verdict ("ok" or "loops")."""
+          max_tokens: int | None = None, api_key: str | None = None) -> dict:
+    """One request to a running server, its degeneracy metrics and a quick verdict ("ok" or "loops").
+    ``temperature`` must be finite and >= 0."""
+    import math
+
+    if not math.isfinite(temperature) or temperature < 0:
+        raise ConfigError(f"temperature must be a finite number >= 0, not {temperature}", field="--temperature")
     from .analysis.degeneracy import analyze_text
     from .client import ServerClient
     from .runner import analysed_text
@@ -314,9 +327,10 @@ def smoke(base_url: str, playbook: Playbook, *, prompt: str | None = None, tempe
     mt = max_tokens or playbook.max_tokens
 
     async def go():
-        async with ServerClient(base_url, timeout_s=playbook.timeouts.request_s) as sc:
+        async with ServerClient(base_url, timeout_s=playbook.timeouts.request_s, api_key=api_key) as sc:
             if await sc.health() != 200:
-                raise MtpRemoteError(f"no healthy server at {base_url}; start one with `launch --profile NAME`")
+                raise MtpRemoteError("no healthy server of ours is running; start one with "
+                                     "`mtp-remote launch --profile NAME` (or `fab launch --profile NAME`)")
             if playbook.api == "generate":
                 return await sc.generate(playbook.prompt_template.replace("{prompt}", text),
                                          temperature=temperature, max_new_tokens=mt, seed=playbook.seed)

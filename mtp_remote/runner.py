@@ -27,7 +27,7 @@ from .config import HostConfig, Playbook
 from .errors import LaunchError
 from .plan import LaunchPlan, RequestSpec, plan_run
 from .remote import connect as transport
-from .remote.commands import api_key_of, mask_argv, mask_text, playbook_secrets
+from .remote.commands import api_key_of, mask_argv, mask_log_secrets, mask_text, playbook_secrets
 from .remote.logs import classify_log
 from .server import ServerLifecycle, TimedOut, WaitOutcome
 
@@ -182,7 +182,7 @@ class Runner:
             text = lc.read_log(res.log_path)
             if text:
                 dest = self.run_dir / "logs" / f"previous-{res.pid}.log"
-                dest.write_text(mask_text(text, self._secrets))
+                dest.write_text(mask_log_secrets(mask_text(text, self._secrets)))
                 self.hooks.on_progress(f"stopped a server left by an earlier run (PID {res.pid}); "
                                        f"its log {res.log_path} is kept and copied to {dest}")
 
@@ -229,7 +229,7 @@ class Runner:
                 self.hooks.on_progress(outcome.describe())
         finally:
             text = lc.read_log(rec.log_path)
-            (self.run_dir / "logs" / f"{lp.profile}.log").write_text(mask_text(text, self._secrets))
+            (self.run_dir / "logs" / f"{lp.profile}.log").write_text(mask_log_secrets(mask_text(text, self._secrets)))
             pr.decode = [d.to_dict() for d in classify_log(text).decode]
             res = lc.stop(term_s=self.playbook.timeouts.term_s, gpu_release_s=self.playbook.timeouts.gpu_release_s)
             pr.stop, pr.gpu_release_s = res.describe(), res.gpu_release_s

@@ -30,7 +30,24 @@ CREATE TABLE IF NOT EXISTS cells (
 BAD = ("spec-corrupts-output",)
 
 
+def check_history_path(path: str | Path) -> Path:
+    """A usable history file: absent (it will be created) or an SQLite database. Raises ConfigError naming
+    the file otherwise — before a nightly run spends hours, not after."""
+    from .errors import ConfigError
+
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError("is a directory; give a file for the SQLite history", file=str(p), field="--history")
+    if p.exists() and p.stat().st_size > 0:
+        with p.open("rb") as f:
+            if f.read(16) != b"SQLite format 3\x00":
+                raise ConfigError("exists and is not an SQLite database; refusing to overwrite it", file=str(p),
+                                  field="--history")
+    return p
+
+
 def _connect(path: Path) -> sqlite3.Connection:
+    check_history_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(path)
     db.executescript(SCHEMA)

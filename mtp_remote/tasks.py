@@ -183,6 +183,7 @@ def logs(c, follow=False, lines="50", inventory=api.DEFAULT_INVENTORY):
 def smoke(c, prompt=None, temperature="0.7", playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY):
     """Send one prompt to the running server and say whether its output loops (exit 1 if it does)."""
     from .config import load_playbook
+    from .ops import running_api_key
     from .ops import smoke as run_smoke
     from .remote import connect as transport
 
@@ -194,7 +195,8 @@ def smoke(c, prompt=None, temperature="0.7", playbook=api.DEFAULT_PLAYBOOK, inve
         pb = load_playbook(playbook)
         with api.open_host(inventory, _host_name(c)) as (cfg, conn, py):
             with transport.tunnel(conn, cfg) as url:
-                res = run_smoke(url, pb, prompt=prompt, temperature=temperature)
+                res = run_smoke(url, pb, prompt=prompt, temperature=temperature,
+                                api_key=running_api_key(conn, cfg, pb))
     except MtpRemoteError as e:
         raise _fail(e) from None
     style = "red" if res["verdict"] == "loops" else "green"

@@ -243,7 +243,9 @@ def judge(profile: str, spec_cells: Sequence[CellSummary], base_cells: Sequence[
     if degenerate:
         r = max(degenerate, key=lambda r: r["base_loop_rate"])
         return verdict("base-model-degenerates", f"the baseline loops too: {loops_of(r)}{tail}", r)
-    small = [r for r in rows if min(r["spec_n"], r["base_n"]) < MIN_SAMPLES]
+    # at T=0 one greedy sample per prompt is the evidence (compared token by token), not a sample count
+    small = [r for r in rows if min(r["spec_n"], r["base_n"]) < MIN_SAMPLES
+             and not (r["temperature"] == 0 and r.get("greedy_pairs"))]
     open_ = [r for r in rows if r["spec_loop_rate"] - r["base_loop_rate"] >= SUGGESTIVE_EXCESS]
     if small or open_:
         r = (open_ or small)[0]

@@ -7,6 +7,7 @@ environment variables replaced by ``***``). Every user value passes through ``sh
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
@@ -57,6 +58,15 @@ def mask_text(text: str, secrets: Iterable[str]) -> str:
     for s in sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True):
         text = text.replace(s, "***")
     return text
+
+
+_LOG_SECRETS = re.compile(r"((?:admin_)?api_key=')[^']*(')|(--(?:admin-)?api-key[= ])\S+")
+
+
+def mask_log_secrets(text: str) -> str:
+    """Log text with API keys masked wherever SGLang prints them (``server_args=ServerArgs(... api_key='…')``,
+    echoed command lines), whatever their value — for logs of servers we did not configure."""
+    return _LOG_SECRETS.sub(lambda m: f"{m.group(1)}***{m.group(2)}" if m.group(1) else f"{m.group(3)}***", text)
 
 
 def secrets_of(argv: Sequence[str], env: Mapping[str, str]) -> list[str]:

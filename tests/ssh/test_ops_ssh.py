@@ -80,9 +80,12 @@ def test_stop_leaves_foreign_processes_alone_unless_forced_and_then_only_those_o
         on_our_port.wait()
 
 
-def test_launch_status_logs_and_smoke_on_a_running_server(host_files):
+def test_launch_status_logs_and_smoke_on_a_running_server_with_an_api_key(host_files, tmp_path):
     inv, port = host_files
-    pb = str(ROOT / "playbooks" / "diagnose-mtp.yaml")
+    data = yaml.safe_load((ROOT / "playbooks" / "diagnose-mtp.yaml").read_text())
+    data["base_flags"] += " --api-key sekret-123"
+    pb = str(tmp_path / "pb.yaml")
+    yaml.safe_dump(data, open(pb, "w"))
     try:
         r = CliRunner().invoke(main, ["launch", "-i", inv, "-p", pb, "--profile", "mtp"])
         assert r.exit_code == 0, r.output
@@ -90,8 +93,9 @@ def test_launch_status_logs_and_smoke_on_a_running_server(host_files):
         r = CliRunner().invoke(main, ["status", "-i", inv, "--json"])
         st = json.loads(r.output)
         assert st["server_state"] == "running" and st["server"]["profile"] == "mtp" and st["port_in_use"]
-        r = CliRunner().invoke(main, ["logs", "-i", inv, "-n", "5"])
+        r = CliRunner().invoke(main, ["logs", "-i", inv, "-n", "400"])
         assert r.exit_code == 0 and "mtp.log" in r.output
+        assert "sekret-123" not in r.output and "api_key='***'" in r.output
         r = CliRunner().invoke(main, ["smoke", "-i", inv, "-p", pb, "--json", "--max-tokens", "512"])
         res = json.loads(r.output)
         assert r.exit_code == 0 and res["verdict"] == "ok" and res["accept_length"] > 2
