@@ -230,7 +230,7 @@ class ServerLifecycle:
                     new += stream.read(0)
                 outcome = watch.step(new, alive=not ended)
                 if outcome is not None:
-                    return outcome
+                    return self._ready(rec, outcome)
         log.info("tail -F --pid not available on %s; polling the log", self.host.name)
         offset = len(watch.text.encode("utf-8", "surrogateescape"))
         while True:
@@ -240,8 +240,14 @@ class ServerLifecycle:
                 new += self.poll(rec, offset)[1]
             outcome = watch.step(new, alive=alive)
             if outcome is not None:
-                return outcome
+                return self._ready(rec, outcome)
             time.sleep(POLL_S)
+
+    def _ready(self, rec: process.ServerRecord, outcome: WaitOutcome) -> WaitOutcome:
+        """On Ready, remember the server's children (a scheduler may later leave the process group)."""
+        if outcome.ok:
+            process.record_children(self.c, self.workdir, rec)
+        return outcome
 
     # -- logs ---------------------------------------------------------------------------------------------
 

@@ -140,6 +140,19 @@ def get_ps(c) -> list[PsEntry]:
     return parse_ps(_run(c, ps_command(), warn=False).stdout)
 
 
+def descendants(ps: list[PsEntry], pid: int) -> list[PsEntry]:
+    """Children, grandchildren, … of ``pid`` (by parent PID), whatever their process group."""
+    kids: dict[int, list[PsEntry]] = {}
+    for p in ps:
+        kids.setdefault(p.ppid, []).append(p)
+    out, todo = [], [pid]
+    while todo:
+        for child in kids.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child.pid)
+    return out
+
+
 def group_members(ps: list[PsEntry], pgid: int) -> list[PsEntry]:
     """Processes in process group ``pgid``."""
     return [p for p in ps if p.pgid == pgid]

@@ -42,6 +42,7 @@ class ServerRecord:
     run_id: str
     started_at: float  # epoch seconds, local clock of the driver
     argv_masked: list[str] = field(default_factory=list)
+    children: list[list[int]] = field(default_factory=list)  # [[pid, start_ticks]] of its descendants when ready
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -104,6 +105,28 @@ def write_record(c, workdir: str, rec: ServerRecord) -> None:
 
 def remove_record(c, workdir: str) -> None:
     _run(c, f"rm -f {shlex.quote(workdir + '/' + RECORD)} {shlex.quote(workdir + '/' + PIDFILE)}")
+
+
+def record_children(c, workdir: str, rec: ServerRecord) -> None:
+    """Remember the server's descendants (PID and start time): a scheduler that leaves the process group
+    (an orphan) is still ours and must not outlive a stop."""
+    kids = []
+    for p in facts.descendants(facts.get_ps(c), rec.pid):
+        info = facts.get_process_info(c, p.pid)
+        if info is not None and info.alive:
+            kids.append([p.pid, info.start_ticks])
+    rec.children = kids
+    write_record(c, workdir, rec)
+
+
+def _stray_children(c, rec: ServerRecord) -> list[int]:
+    """Recorded descendants still alive (same PID and start time) after their process group is gone."""
+    out = []
+    for pid, ticks in rec.children:
+        info = facts.get_process_info(c, pid)
+        if info is not None and info.alive and info.start_ticks == ticks:
+            out.append(pid)
+    return out
 
 
 def is_ours(info: facts.ProcessInfo | None, rec: ServerRecord) -> bool:
@@ -187,7 +210,7 @@ def stop_server(c, workdir: str, smi: str, *, term_s: float = 60.0, gpu_release_
         remove_record(c, workdir)
         return res
     if info is None or not info.alive:
-        if not members:
+        if not members and not _stray_children(c, rec):
             res.found = "gone"
         else:
             res.found = "group-only"
@@ -207,6 +230,18 @@ def stop_server(c, workdir: str, smi: str, *, term_s: float = 60.0, gpu_release_
             gone, left = _wait_group_gone(c, rec.pgid, 10.0)
             if not gone:
                 raise StopError(f"process group {rec.pgid} survived SIGKILL: PIDs {[m.pid for m in left]}")
+    strays = _stray_children(c, rec)
+    if strays:  # a child that left the group (setsid) survived: ours by PID + start time, so SIGKILL it
+        if on_progress:
+            on_progress(f"our server's children {strays} left its process group and survived; SIGKILL by PID")
+        for pid in strays:
+            _run(c, signal_pid_command(pid, "KILL").text)
+        res.signals.append("KILL(orphans)")
+        res.members = sorted(set(res.members) | set(strays))
+        pids |= set(strays)
+        deadline = time.monotonic() + 10
+        while _stray_children(c, rec) and time.monotonic() < deadline:
+            time.sleep(POLL_S)
     res.exit_s = time.monotonic() - t0
     res.gpu_release_s, _ = wait_gpu_release(c, smi, pids, gpu_release_s, on_progress)
     remove_record(c, workdir)

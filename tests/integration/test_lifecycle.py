@@ -151,3 +151,15 @@ def test_a_server_left_by_an_earlier_launch_is_stopped_and_its_log_archived(tmp_
     assert "The server is fired up and ready to roll!" in copy.read_text()
     assert (res.run_dir / "logs" / "baseline.log").exists()
     assert res.summary["n_samples"] == 1
+
+
+def test_a_scheduler_that_left_the_process_group_is_still_stopped(tmp_path):
+    lc = lifecycle(sim_host(tmp_path, SGLANG_SIM_FAULTS="stale_orphan"))
+    rec, _ = launch_ready(lc)
+    rec = process.read_record(lc.c, lc.workdir)
+    assert len(rec.children) >= 2, "the scheduler children were recorded at readiness"
+    res = lc.stop(term_s=20, gpu_release_s=20)
+    assert "KILL(orphans)" in res.signals
+    kids = {pid for pid, _ in rec.children}
+    assert not [p for p in facts.get_ps(lc.c) if p.pid in kids and not p.args.startswith("[")]
+    assert not {a.pid for a in facts.get_gpu_apps(lc.c, lc.smi)} & kids, "their GPU memory was released"
