@@ -327,7 +327,6 @@ def nightly(inventory, host, playbook, runs_dir, history_db):
 @handle_errors
 def history_cmd(host, history_db, limit, as_json):
     """List recorded runs (newest first) with their verdicts."""
-    from pathlib import Path
 
     from rich.table import Table
 
