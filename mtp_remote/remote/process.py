@@ -169,6 +169,7 @@ def wait_gpu_release(c, smi: str, pids: set[int], timeout_s: float,
     first poll). Raises StopError when memory is still held after ``timeout_s``."""
     t0 = time.monotonic()
     first_mib = None
+    next_report = 0.0
     while True:
         apps = [a for a in facts.get_gpu_apps(c, smi) if a.pid in pids]
         held = sum(a.used_memory_mib for a in apps)
@@ -177,7 +178,8 @@ def wait_gpu_release(c, smi: str, pids: set[int], timeout_s: float,
         if not apps:
             return time.monotonic() - t0, first_mib
         waited = time.monotonic() - t0
-        if on_progress:
+        if on_progress and waited >= next_report:  # every 2 s, not every poll
+            next_report = waited + 2.0
             on_progress(f"waiting for GPU memory release: {held} MiB held by PIDs "
                         f"{sorted(a.pid for a in apps)} ({waited:.1f} s)")
         if waited >= timeout_s:

@@ -21,11 +21,13 @@ from ..remote.commands import mask_secrets, playbook_secrets
 SCHEMA_VERSION = 1
 
 
-def host_facts(host: HostConfig) -> dict:
+def host_facts(host: HostConfig, playbook: Playbook) -> dict:
     """Host facts for the report header: name, transport, engine, simulated?, faults (sim), masked env."""
     return {"name": host.name, "transport": host.transport, "engine": host.engine, "simulated": host.is_sim,
             "address": host.address, "port": host.port, "model_path": host.model_path,
             "faults": host.env.get("SGLANG_SIM_FAULTS", "") if host.is_sim else None,
+            "profile_faults": ({n: p.env["SGLANG_SIM_FAULTS"] for n, p in playbook.profiles.items()
+                                if "SGLANG_SIM_FAULTS" in p.env} if host.is_sim else None),
             "env": host.masked_env()}
 
 
@@ -41,7 +43,7 @@ def build_summary(*, run_id: str, host: HostConfig, playbook: Playbook, profile_
         "started_at": started_at.isoformat(),
         "finished_at": finished.isoformat(),
         "duration_s": round((finished - started_at).total_seconds(), 2),
-        "host": host_facts(host),
+        "host": host_facts(host, playbook),
         "simulated": host.is_sim,
         "playbook": {
             "name": playbook.name, "file": playbook_file, "baseline": playbook.baseline,

@@ -59,9 +59,12 @@ def plots(doc: dict, samples: list[dict]) -> dict[str, str]:
     ax.legend()
     out["loop_rate"] = _png(fig)
 
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3.0))
+    speculative = [c for c in cells if c.get("accept_length") is not None]
+    fig, axes = plt.subplots(1, 2 if speculative else 1, figsize=(8 if speculative else 4, 3.0), squeeze=False)
+    axes = axes[0]
     labels = [f"{c['profile']}\nT={c['temperature']:g}" for c in cells]
-    for ax, key, title in ((axes[0], "accept_length", "acceptance length"), (axes[1], "tokens_per_s", "tokens/s")):
+    panels = [("accept_length", "acceptance length"), ("tokens_per_s", "tokens/s")][0 if speculative else 1:]
+    for ax, (key, title) in zip(axes, panels):
         allv = [c.get(key) or 0 for c in cells]
         nonloop = [c.get(key + "_nonloop") or 0 for c in cells]
         xs = range(len(cells))
