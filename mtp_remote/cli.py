@@ -10,7 +10,6 @@ import functools
 import json
 import logging
 import sys
-import time
 
 import click
 from rich.console import Console
@@ -18,7 +17,7 @@ from rich.markup import escape
 
 from . import __version__, api
 from .interrupts import Interrupts
-from .report.console import make_console
+from .report.console import make_console, print_smoke, print_stop, progress_printer
 from .errors import EXIT_RUN_FAILED, MtpRemoteError
 
 err_console = Console(stderr=True, log_path=False)
@@ -138,11 +137,6 @@ _playbook_opt = click.option("-p", "--playbook", default=api.DEFAULT_PLAYBOOK, s
                              help="Playbook (YAML): flags and profiles.")
 
 
-def _progress(console: Console):
-    t0 = time.monotonic()
-    return lambda msg: console.log(f"[dim]{time.monotonic() - t0:6.1f} s[/] {msg}")
-
-
 @main.command()
 @_inventory_opt
 @_host_opt
@@ -195,21 +189,8 @@ def stop(inventory, host, force, term_timeout):
 
     console = make_console()
     with api.open_host(inventory, host) as (cfg, c, py):
-        res = run_stop(c, cfg, py, force=force, term_s=term_timeout, on_progress=_progress(console))
-    if res["ours"]["found"] in ("none", "not-ours", "gone"):
-        console.print(res["ours_text"])  # a real stop was already reported as progress
-    for f in res["foreign"]:
-        if f["pid"] in res["forced"]:
-            what = "signalled (--force)"
-        elif f["pid"] in res["targets"]:
-            what = "holds this host's GPU memory or port: left alone (--force stops it)"
-        else:
-            what = "not on this host's GPUs or port: left alone"
-        console.print(f"  foreign PID {f['pid']} ({f['kind']}, user {f['user']}, {f['gpu_mib']} MiB GPU): {what}",
-                      highlight=False)
-    if res["forced"]:
-        console.print(f"--force: signalled PIDs {res['forced']}; GPU memory released after "
-                      f"{res['gpu_release_s']:.1f} s")
+        res = run_stop(c, cfg, py, force=force, term_s=term_timeout, on_progress=progress_printer(console))
+    print_stop(console, res)
 
 
 @main.command()
@@ -227,7 +208,7 @@ def launch(inventory, host, playbook, profile):
     pb = load_playbook(playbook)
     console = make_console()
     with api.open_host(inventory, host) as (cfg, c, py):
-        outcome = run_launch(c, cfg, pb, profile, py, run_id=new_run_id(), on_progress=_progress(console))
+        outcome = run_launch(c, cfg, pb, profile, py, run_id=new_run_id(), on_progress=progress_printer(console))
     if not outcome.ok:
         from .server import raise_for_outcome
 
@@ -279,12 +260,7 @@ def smoke(inventory, host, playbook, prompt, temperature, max_tokens, as_json):
     if as_json:
         click.echo(json.dumps(res, indent=2))
     else:
-        m = res["metrics"]
-        style = "red" if res["verdict"] == "loops" else "green"
-        make_console().print(f"[{style}]{res['verdict']}[/]: {res['completion_tokens']} tokens, finish {res['finish_reason']}, "
-                        f"{res['latency_s']} s, accept length {res['accept_length'] if res['accept_length'] is None else round(res['accept_length'], 2)}; seq-rep-4 {m['seq_rep_4']:.3f}"
-                        + (f"; loop of {m['loop_unit_tokens']} tokens x {m['loop_repeats']}" if m["loop"] else ""))
-        click.echo(res["text_tail"])
+        print_smoke(make_console(), res)
     sys.exit(1 if res["verdict"] == "loops" else 0)
 
 

@@ -92,6 +92,16 @@ def analysed_text(text: str, think_opened_by_prompt: bool) -> str:
     return THINK_PREFIX + text if think_opened_by_prompt else text
 
 
+def _failure(alive: bool, cls) -> dict | None:
+    """{"cause", "hint", "fatal_line"} when the server died or logged a fatal line, else None."""
+    if cls.is_fatal:
+        return {"cause": cls.cls, "hint": cls.hint, "fatal_line": cls.fatal_line}
+    if not alive:
+        return {"cause": "process_exited", "fatal_line": None,
+                "hint": "the server process exited while requests were running"}
+    return None
+
+
 def sample_record(req: RequestSpec, comp: Completion, *, speculative: bool, api: str, kl: dict | None = None,
                   think_opened_by_prompt: bool = False) -> dict:
     """One line of samples.jsonl: the request, the response, its degeneracy metrics and (with the KL probe)
@@ -292,11 +302,7 @@ class Runner:
     def _server_failure(lc: ServerLifecycle, rec) -> dict | None:
         """None if the server is alive and its log shows no fatal line; else cause, hint, fatal line."""
         alive, text = lc.poll(rec, 0)
-        cls = classify_log(text)
-        if cls.is_fatal or not alive:
-            return {"cause": cls.cls if cls.is_fatal else "process_exited", "fatal_line": cls.fatal_line,
-                    "hint": cls.hint if cls.is_fatal else "the server process exited while requests were running"}
-        return None
+        return _failure(alive, classify_log(text))
 
     async def _watch(self, lc: ServerLifecycle, rec, interval_s: float = 1.0) -> dict:
         """Poll the server's process and log (from a byte offset) until it dies, logs a fatal line, or writes
@@ -314,11 +320,9 @@ class Runner:
                 offset += len(new.encode("utf-8", "surrogateescape"))
                 text = text[-(1 << 20):] + new  # fatal lines come last: a bounded window is enough
                 last_growth = time.monotonic()
-            cls = classify_log(text if not alive else text[: text.rfind("\n") + 1])  # complete lines only
-            if cls.is_fatal or not alive:
-                cause = cls.cls if cls.is_fatal else "process_exited"
-                hint = cls.hint if cls.is_fatal else "the server process exited while requests were running"
-                return {"cause": cause, "hint": hint, "fatal_line": cls.fatal_line}
+            failure = _failure(alive, classify_log(text if not alive else text[: text.rfind("\n") + 1]))
+            if failure is not None:  # (complete lines only while it lives)
+                return failure
             if time.monotonic() - last_growth > stall_s:
                 return {"cause": "stalled", "fatal_line": None,
                         "hint": f"the server wrote nothing for {stall_s:.0f} s while requests were in flight: its "

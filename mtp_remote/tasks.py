@@ -15,7 +15,7 @@ from rich.markup import escape
 
 from . import api
 from .interrupts import Interrupts
-from .report.console import make_console
+from .report.console import make_console, print_smoke, print_stop, progress_printer
 from .errors import ConfigError, Interrupted, MtpRemoteError
 
 
@@ -76,13 +76,6 @@ def diagnose(c, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY, 
         raise Exit(code=res.exit_code)
 
 
-def _progress(console: Console):
-    import time
-
-    t0 = time.monotonic()
-    return lambda msg: console.log(f"[dim]{time.monotonic() - t0:6.1f} s[/] {msg}")
-
-
 @task(auto_shortflags=False, help={"playbook": "playbook YAML whose profiles are linted", "inventory": "inventory YAML"})
 def preflight(c, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY):
     """Read-only checks: SSH, python/SGLang/torch, GPUs, model, disk, port, foreign processes, flag lint."""
@@ -124,16 +117,10 @@ def stop(c, force=False, inventory=api.DEFAULT_INVENTORY):
     console = make_console()
     try:
         with api.open_host(inventory, _host_name(c)) as (cfg, conn, py):
-            res = run_stop(conn, cfg, py, force=force, on_progress=_progress(console))
+            res = run_stop(conn, cfg, py, force=force, on_progress=progress_printer(console))
     except MtpRemoteError as e:
         raise _fail(e) from None
-    if res["ours"]["found"] in ("none", "not-ours", "gone"):
-        console.print(res["ours_text"])
-    for f in res["foreign"]:
-        what = ("signalled (--force)" if f["pid"] in res["forced"] else
-                "left alone (--force stops it)" if f["pid"] in res["targets"] else
-                "not on this host's GPUs or port: left alone")
-        console.print(f"  foreign PID {f['pid']} ({f['kind']}, {f['gpu_mib']} MiB GPU): {what}", highlight=False)
+    print_stop(console, res)
 
 
 @task(auto_shortflags=False, help={"profile": "profile of the playbook to launch", "playbook": "playbook YAML",
@@ -149,7 +136,7 @@ def launch(c, profile, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVE
     try:
         pb = load_playbook(playbook)
         with api.open_host(inventory, _host_name(c)) as (cfg, conn, py):
-            outcome = run_launch(conn, cfg, pb, profile, py, run_id=new_run_id(), on_progress=_progress(console))
+            outcome = run_launch(conn, cfg, pb, profile, py, run_id=new_run_id(), on_progress=progress_printer(console))
         raise_for_outcome(outcome)
     except MtpRemoteError as e:
         raise _fail(e) from None
@@ -199,9 +186,6 @@ def smoke(c, prompt=None, temperature="0.7", playbook=api.DEFAULT_PLAYBOOK, inve
                                 api_key=running_api_key(conn, cfg, pb))
     except MtpRemoteError as e:
         raise _fail(e) from None
-    style = "red" if res["verdict"] == "loops" else "green"
-    make_console().print(f"[{style}]{res['verdict']}[/]: {res['completion_tokens']} tokens, finish "
-                    f"{res['finish_reason']}, accept length {res['accept_length']}")
-    print(res["text_tail"])
+    print_smoke(make_console(), res)
     if res["verdict"] == "loops":
         raise Exit(code=1)

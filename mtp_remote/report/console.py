@@ -120,3 +120,38 @@ def status_table(st) -> Table:
     for f in st.foreign:
         t.add_row("[yellow]foreign[/]", f.describe())
     return t
+
+
+def progress_printer(console: Console):
+    """``on_progress`` for the small tasks: one line per event with the seconds since the task began."""
+    return RichHooks(console).on_progress
+
+
+def print_stop(console: Console, res: dict) -> None:
+    """Render :func:`mtp_remote.ops.stop`'s result: our server (unless already shown as progress), every
+    foreign process with what was done to it, and the forced stop."""
+    if res["ours"]["found"] in ("none", "not-ours", "gone"):
+        console.print(res["ours_text"])  # a real stop was already reported as progress
+    for f in res["foreign"]:
+        if f["pid"] in res["forced"]:
+            what = "signalled (--force)"
+        elif f["pid"] in res["targets"]:
+            what = "holds this host's GPU memory or port: left alone (--force stops it)"
+        else:
+            what = "not on this host's GPUs or port: left alone"
+        console.print(f"  foreign PID {f['pid']} ({f['kind']}, user {f['user']}, {f['gpu_mib']} MiB GPU): {what}",
+                      highlight=False)
+    if res["forced"]:
+        console.print(f"--force: signalled PIDs {res['forced']}; GPU memory released after "
+                      f"{res['gpu_release_s']:.1f} s")
+
+
+def print_smoke(console: Console, res: dict) -> None:
+    """Render :func:`mtp_remote.ops.smoke`'s result: verdict line, then the end of the output."""
+    m = res["metrics"]
+    style = "red" if res["verdict"] == "loops" else "green"
+    accept = "–" if res["accept_length"] is None else f"{res['accept_length']:.2f}"
+    loop = f"; loop of {m['loop_unit_tokens']} tokens x {m['loop_repeats']}" if m["loop"] else ""
+    console.print(f"[{style}]{res['verdict']}[/]: {res['completion_tokens']} tokens, finish {res['finish_reason']}, "
+                  f"{res['latency_s']} s, accept length {accept}; seq-rep-4 {m['seq_rep_4']:.3f}{loop}")
+    console.print(res["text_tail"], markup=False, highlight=False)
