@@ -145,8 +145,16 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
                 checks.append(Check("model", "ok", f"{host.model_path}: architectures {arch}"))
             except ValueError:
                 checks.append(Check("model", "warn", f"{host.model_path}/config.json is not valid JSON"))
-    r = _run(c, f"mkdir -p {shlex.quote(workdir)} && df -Pk {shlex.quote(workdir)}")
-    free = parse_df(r.stdout) if r.exited == 0 else None
+    wd = shlex.quote(workdir)
+    r = _run(c, f"(umask 077; mkdir -p {wd}) 2>/dev/null; t={wd}/.write-test.$$; "
+                f"if (printf x > \"$t\") 2>/dev/null; then rm -f \"$t\"; echo writable; else echo read-only; fi; "
+                f"df -Pk {wd}")
+    writable = r.stdout.startswith("writable")
+    checks.append(Check("workdir", "ok" if writable else "fail",
+                        f"{workdir} is writable" if writable else
+                        f"{workdir} is not writable (read-only or missing): the server record, logs and lock "
+                        f"live there; set a writable `workdir` for this host"))
+    free = parse_df(r.stdout)
     checks.append(Check("disk", "ok" if free and free >= MIN_FREE_DISK_MIB else "warn",
                         f"{free} MiB free in the workdir's filesystem" if free is not None else "df failed"))
     busy = facts.port_in_use(c, host.port)

@@ -9,6 +9,7 @@ alone is not readiness: the caller then confirms ``/health`` answers 200 (throug
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shlex
@@ -16,10 +17,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .config import HostConfig
-from .errors import LaunchError, LockError, RemoteError
-from .remote import facts, process
-from .remote.commands import Command, launch_command, mask_argv
+from .config import HostConfig, check_run_id
+from .errors import ConfigError, LaunchError, LockError, RemoteError
+from .remote import facts, hostscripts, process
+from .remote.commands import Command, mask_argv, mask_log_secrets
 from .remote.follow import LogStream
 from .remote.logs import READY_LINE, LogClassification, classify_log
 
@@ -93,6 +94,21 @@ def _parse_poll(output: str) -> tuple[bool, str]:
     return alive, text
 
 
+#: Create the lock if absent (noclobber); stdin: our lock line. Prints "acquired", or "held" and the holder's line.
+_LOCK_CREATE = ('umask 077; IFS= read -r mine; if (set -C; printf "%s\\n" "$mine" > "$1") 2>/dev/null; '
+                'then echo acquired; else echo held; cat "$1" 2>/dev/null; fi')
+#: Replace the lock only if it still holds the line we judged stale, under a mkdir mutex (a mutex left by a
+#: crashed contender is broken after 60 s). stdin: the line seen, then ours. Prints "acquired" or "held" + line.
+_LOCK_TAKEOVER = (
+    'umask 077; IFS= read -r seen; IFS= read -r mine; m="$1.takeover"; n=0; '
+    'until mkdir "$m" 2>/dev/null; do n=$((n + 1)); '
+    '  if [ $n -ge 100 ]; then if [ -n "$(find "$m" -maxdepth 0 -mmin +1 2>/dev/null)" ]; then rmdir "$m"; n=0; '
+    '    else echo held; cat "$1" 2>/dev/null; exit 0; fi; fi; sleep 0.05 2>/dev/null || sleep 1; done; '
+    'cur=$(cat "$1" 2>/dev/null); '
+    'if [ -z "$cur" ] || [ "$cur" = "$seen" ]; then printf "%s\\n" "$mine" > "$1.new.$$" && mv -f "$1.new.$$" "$1" '
+    '&& echo acquired || echo held; else echo held; printf "%s\\n" "$cur"; fi; rmdir "$m"')
+
+
 class ServerLifecycle:
     """Lifecycle of the servers of one run on one host.
 
@@ -101,6 +117,10 @@ class ServerLifecycle:
 
     def __init__(self, c, host: HostConfig, *, python: str, workdir: str, run_id: str,
                  on_progress: Callable[[str], None] | None = None):
+        try:
+            check_run_id(run_id)
+        except ValueError as e:
+            raise ConfigError(str(e), field="run id") from None
         self.c = c
         self.host = host
         self.python = python
@@ -115,19 +135,28 @@ class ServerLifecycle:
 
     # -- setup -------------------------------------------------------------------------------------------
 
-    def _run(self, cmd: str | Command, *, warn: bool = True):
+    def _run(self, cmd: str | Command, *, warn: bool = True, stdin: str | None = None):
         text = cmd.text if isinstance(cmd, Command) else cmd
-        return self.c.run(text, hide=True, warn=warn, in_stream=False)
+        return self.c.run(text, hide=True, warn=warn,
+                          in_stream=hostscripts.WholeStdin(stdin) if stdin is not None else False)
 
     def prepare(self) -> None:
-        """Resolve ``~`` in the workdir against the remote $HOME and create it (mode 0700) with logs/."""
-        home = facts.get_home(self.c)
-        self.workdir = facts.resolve_path(home, self.workdir)
-        wd = shlex.quote(self.workdir)
-        r = self._run(f"mkdir -p {wd}/logs/{shlex.quote(self.run_id)} && chmod 700 {wd}")
+        """Resolve ``~`` in the workdir against the remote $HOME, create what is missing (new directories
+        mode 0700; an existing workdir keeps its mode: it may be a shared directory we do not own) with
+        ``logs/<run-id>/``, and check it takes a write — one round trip. Raises RemoteError naming the
+        workdir when it cannot be created or written."""
+        script = ('umask 077; case $1 in "~") wd=$HOME ;; "~/"*) wd=$HOME/${1#"~/"} ;; *) wd=$1 ;; esac; '
+                  'printf "%s\\n" "$wd"; mkdir -p "$wd/logs/$2" 2>/dev/null; [ -d "$wd/logs/$2" ] || exit 3; '
+                  't="$wd/.write-test.$$"; { printf x > "$t" && rm -f "$t"; } 2>/dev/null || { echo "not writable" >&2; exit 4; }')
+        r = self._run(f"sh -c {shlex.quote(script)} sh {shlex.quote(self.workdir)} {shlex.quote(self.run_id)}")
+        if r.stdout.strip():
+            self.workdir = r.stdout.splitlines()[0]
         if r.exited != 0:
-            raise RemoteError(f"cannot create workdir {self.workdir}", host=self.host.name,
-                              command=f"mkdir -p {self.workdir}", exit_code=r.exited, output=r.stderr)
+            what = "is not writable" if r.exited == 4 else "cannot be created"
+            raise RemoteError(f"workdir {self.workdir} on {self.host.name} {what}; set a writable `workdir` for "
+                              f"this host in the inventory", host=self.host.name,
+                              command=f"mkdir -p {self.workdir}/logs/{self.run_id}", exit_code=r.exited,
+                              output=r.stderr)
 
     def log_path(self, profile: str) -> str:
         return f"{self.workdir}/logs/{self.run_id}/{profile}.log"
@@ -139,27 +168,34 @@ class ServerLifecycle:
 
         The lock holds owner, run id, epoch seconds and the driver's PID. It is taken over when it is older
         than ``stale_s`` seconds, or when it was taken on this same machine by a driver process that no
-        longer exists (a run that was killed). Raises LockError naming the holder otherwise."""
-        path = shlex.quote(f"{self.workdir}/lock")
-        content = shlex.quote(f"{owner} {self.run_id} {int(time.time())} {os.getpid()}\n")
-        r = self._run(f"(set -C; printf '%s' {content} > {path}) 2>/dev/null")
-        if r.exited == 0:
+        longer exists (a run that was killed). The takeover is a compare-and-swap under a ``mkdir`` mutex:
+        of two contenders for one stale lock exactly one wins. Raises LockError naming the holder otherwise."""
+        path = f"{self.workdir}/lock"
+        content = f"{owner} {self.run_id} {int(time.time())} {os.getpid()}"
+        r = self._run(f"sh -c {shlex.quote(_LOCK_CREATE)} sh {shlex.quote(path)}", stdin=content + "\n")
+        if r.stdout.startswith("acquired"):
             return
-        cur = self._run(f"cat {path} 2>/dev/null").stdout.strip().split()
-        age = time.time() - float(cur[2]) if len(cur) >= 3 and cur[2].isdigit() else 0.0
-        dead_local = (len(cur) >= 4 and cur[0] == owner and cur[3].isdigit()
-                      and not _local_pid_alive(int(cur[3])))
-        if cur and age < stale_s and not dead_local:
-            raise LockError(f"host is locked by {cur[0]} (run {cur[1] if len(cur) > 1 else '?'}, "
-                            f"{age:.0f} s ago); wait for it or remove {self.workdir}/lock if that run is dead",
-                            host=self.host.name)
-        self.on_progress(f"taking over a stale lock ({' '.join(cur[:2])}, {age:.0f} s old"
-                         f"{', its driver is gone' if dead_local else ''})")
-        self._run(f"printf '%s' {content} > {path}")
+        for _ in range(3):  # the holder may change under us: judge the lock we saw, swap only that one
+            seen = r.stdout.partition("\n")[2].strip()
+            cur = seen.split()
+            age = time.time() - float(cur[2]) if len(cur) >= 3 and cur[2].isdigit() else 0.0
+            dead_local = (len(cur) >= 4 and cur[0] == owner and cur[3].isdigit()
+                          and not _local_pid_alive(int(cur[3])))
+            if cur and age < stale_s and not dead_local:
+                raise LockError(
+                    f"host is locked by {cur[0]} (run {cur[1] if len(cur) > 1 else '?'}, {age:.0f} s ago); wait "
+                    f"for it or remove {self.workdir}/lock if that run is dead", host=self.host.name)
+            r = self._run(f"sh -c {shlex.quote(_LOCK_TAKEOVER)} sh {shlex.quote(path)}",
+                          stdin=f"{seen}\n{content}\n")
+            if r.stdout.startswith("acquired"):
+                self.on_progress(f"took over a stale lock ({' '.join(cur[:2])}, {age:.0f} s old"
+                                 f"{', its driver is gone' if dead_local else ''})")
+                return
+        raise LockError(f"could not take the lock {path}: it keeps changing hands", host=self.host.name)
 
     def release_lock(self) -> None:
         path = shlex.quote(f"{self.workdir}/lock")
-        self._run(f"grep -q {shlex.quote(self.run_id)} {path} 2>/dev/null && rm -f {path}")
+        self._run(f"grep -q {shlex.quote(' ' + self.run_id + ' ')} {path} 2>/dev/null && rm -f {path}")
 
     # -- stop / launch -------------------------------------------------------------------------------------
 
@@ -171,35 +207,52 @@ class ServerLifecycle:
             self.on_progress(res.describe())
         return res
 
-    def launch(self, profile: str, argv: list[str], env: dict[str, str]) -> process.ServerRecord:
-        """Check the port is free, start the server detached, record it. Raises LaunchError when the port is
-        busy (SGLang itself would notice only after loading the weights) or the process dies at once."""
-        if facts.port_in_use(self.c, self.host.port):
+    def launch(self, profile: str, argv: list[str], env: dict[str, str], *,
+               exec_wait_s: int = 10) -> process.ServerRecord:
+        """Start the server detached and record it — one host-side step (``launch.sh``): port check, start
+        (``setsid nohup``), wait for exec, identity read once (PGID == PID, start time, command-line hash),
+        record written (``server.ident``, ``server.json``) before the step ends.
+
+        The environment travels on stdin into a 0600 file that only the server's launching subshell reads and
+        that is removed before the server runs: no secret on any argv (``--api-key`` excepted: SGLang reads
+        it only from its command line). Raises LaunchError when the port is busy (SGLang itself would notice
+        only after loading the weights), the process dies at once, or the record cannot be written (then the
+        server just started is SIGKILLed, so no untracked server is left)."""
+        log_path = self.log_path(profile)
+        module = self.host.engine_module
+        masked = mask_argv(argv)
+        rec = process.ServerRecord(pid=0, pgid=0, start_ticks=0, cmdline=[self.python, "-m", module, *masked],
+                                   profile=profile, port=self.host.port, log_path=log_path, run_id=self.run_id,
+                                   started_at=time.time(), argv_masked=masked)
+        stdin = json.dumps(rec.static_fields()) + "\n" + hostscripts.env_file_text(env)
+        args = [self.workdir, log_path, self.host.port, exec_wait_s, self.python, module, *argv]
+        log.info("launch on %s: %s", self.host.name, " ".join(shlex.quote(a) for a in rec.cmdline))
+        r = hostscripts.run_script(self.c, "launch.sh", args, stdin=stdin)
+        try:
+            rep = hostscripts.parse_launch(r.stdout)
+        except ValueError as e:
+            raise LaunchError(f"{profile}: {e}", cause="identity_refused") from None
+        if rep.result == "port-in-use":
             raise LaunchError(
                 f"port {self.host.port} on {self.host.name} is already in use; a server we did not start may "
-                f"be running (see `mtp-remote status`) — stop it or choose another port",
-                cause="port_in_use")
-        log_path = self.log_path(profile)
-        cmd = launch_command(python=self.python, module=self.host.engine_module, argv=argv,
-                             log_path=log_path, workdir=self.workdir, env=env)
-        log.info("launch on %s: %s", self.host.name, cmd.masked)
-        r = self._run(cmd)
-        out = r.stdout.strip().splitlines()
-        if r.exited != 0 or not out or not out[-1].isdigit():
-            raise LaunchError(f"launch command failed on {self.host.name}", cause="launch_command_failed",
-                              evidence=f"command: {cmd.masked}\n{r.stderr[-2000:]}")
-        pid = int(out[-1])
-        info = process.wait_for_exec(self.c, pid, self.host.engine_module)
-        if info is None:
-            tail = self.read_log_tail(log_path)
+                f"be running (see `mtp-remote status`) — stop it or choose another port", cause="port_in_use")
+        if rep.result == "exited":
             raise LaunchError(f"{profile}: server exited immediately", cause="process_exited",
-                              evidence="\n".join(tail) or "(empty log)")
-        rec = process.ServerRecord(pid=pid, pgid=info.pgid, start_ticks=info.start_ticks,
-                                   cmdline=list(info.cmdline), profile=profile, port=self.host.port,
-                                   log_path=log_path, run_id=self.run_id, started_at=time.time(),
-                                   argv_masked=mask_argv(argv))
-        process.write_record(self.c, self.workdir, rec)
-        self.on_progress(f"{profile}: launched PID {pid}, log {log_path}")
+                              evidence="\n".join(mask_log_secrets(x) for x in rep.log_tail) or "(empty log)")
+        if rep.result == "record-failed":
+            raise LaunchError(
+                f"{profile}: could not write the server record in {self.workdir} (disk full or read-only?); the "
+                f"server just started (PID {rep.pid}) was stopped so none is left untracked",
+                cause="record_write_failed")
+        if rep.result in ("cannot-write-record", "cannot-write-workdir", "no-workdir"):
+            raise LaunchError(f"{profile}: workdir {self.workdir} is not writable ({rep.result}); nothing was "
+                              f"started", cause="workdir_not_writable")
+        if rep.result != "ok":
+            raise LaunchError(f"launch command failed on {self.host.name} ({rep.result})",
+                              cause="launch_command_failed", evidence=r.stderr[-2000:])
+        rec.pid, rec.pgid, rec.start_ticks = rep.pid, rep.pgid, rep.start_ticks
+        rec.boot_id, rec.cmdline_sha256 = rep.boot_id, rep.cmdline_sha256
+        self.on_progress(f"{profile}: launched PID {rec.pid}, log {log_path}")
         return rec
 
     # -- readiness ----------------------------------------------------------------------------------------

@@ -1,30 +1,37 @@
 """The server we started: its record on the host, the identity check, and a safe stop.
 
-We keep ``<workdir>/server.json`` (pid, pgid, start time in clock ticks, command line, profile, port, log
-path, run id). A process is ours only if ``/proc/<pid>`` shows the recorded start time *and* command line;
-a PID reused by someone else is never signalled. Stop sends SIGTERM to the process group (SGLang drains
-in-flight requests), waits, sends SIGKILL to the group, waits until the group is gone, then waits until the
-GPU memory its processes held is released (nvidia-smi no longer lists them) — polling, never a fixed
-sleep. Nothing here matches processes by name: no ``pkill -f``, no ``killall``.
+Launch, stop and readiness bookkeeping are each one host-side script (:mod:`.hostscripts`): one round
+trip each, over SSH as locally. The record in the workdir is ``server.ident`` (``pid pgid start_ticks
+boot_id cmdline_sha256``, read once after exec: stat before and after the command line agree, PGID == PID),
+``server.json`` (those fields plus profile, masked command line, port, log path, run id) and, once ready,
+``server.children`` (``pid start_ticks`` of its descendants). A process is ours only with the recorded start
+time, boot and command-line hash; a PID reused by someone else is never signalled. Stop sends SIGTERM to the
+process group (SGLang drains in-flight requests), waits, sends SIGKILL, SIGKILLs recorded children that left
+the group, then waits until nvidia-smi lists none of them — polling on the host, never a fixed sleep. A group
+not led by the recorded PID, or one that holds the caller (this shell or any ancestor: the tool itself, its
+SSH session), is never signalled. Nothing here matches processes by name: no ``pkill -f``, no ``killall``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import shlex
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 from ..errors import RemoteError, StopError
-from . import facts
-from .commands import signal_group_command, signal_pid_command, write_file_command
+from . import facts, hostscripts
+from .commands import mask_argv, signal_pid_command
 
 log = logging.getLogger(__name__)
 
 RECORD = "server.json"
 PIDFILE = "server.pid"
+IDENT = "server.ident"
+CHILDREN = "server.children"
 POLL_S = 0.1
 
 
@@ -43,6 +50,8 @@ class ServerRecord:
     started_at: float  # epoch seconds, local clock of the driver
     argv_masked: list[str] = field(default_factory=list)
     children: list[list[int]] = field(default_factory=list)  # [[pid, start_ticks]] of its descendants when ready
+    boot_id: str = ""  # /proc/sys/kernel/random/boot_id at launch
+    cmdline_sha256: str = ""  # sha256 of /proc/PID/cmdline (NUL-separated) at launch; "" if unknown
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -50,7 +59,16 @@ class ServerRecord:
     @classmethod
     def from_json(cls, text: str) -> "ServerRecord":
         data = json.loads(text)
+        if "cmdline" in data:  # records from before masking kept the full command line
+            data["cmdline"] = mask_argv([str(a) for a in data["cmdline"]])
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+    def static_fields(self) -> dict:
+        """What launch.sh appends after the identity it reads on the host (one JSON object, no secrets)."""
+        d = asdict(self)
+        for k in ("pid", "pgid", "start_ticks", "boot_id", "cmdline_sha256"):
+            d.pop(k)
+        return d
 
 
 @dataclass
@@ -58,21 +76,24 @@ class StopResult:
     """Outcome of one stop. Durations in seconds; memory in MiB."""
 
     pid: int
-    found: str  # "running" | "group-only" | "gone" | "not-ours" | "none"
+    found: str  # "running" | "group-only" | "gone" | "not-ours" | "refused" | "none"
     signals: list[str] = field(default_factory=list)
     members: list[int] = field(default_factory=list)
     exit_s: float = 0.0
     gpu_release_s: float = 0.0
     gpu_mib_held: int = 0  # held by the group's processes just before the stop
     log_path: str | None = None
+    reason: str = ""
 
     def describe(self) -> str:
         if self.found == "none":
             return "no server recorded"
         if self.found == "not-ours":
-            return f"PID {self.pid} is not the server we started (PID reused); not signalled"
+            return f"PID {self.pid} is alive but is not the server we started (PID reused); not signalled"
+        if self.found == "refused":
+            return f"PID {self.pid}: not signalled: {self.reason}; its record was dropped"
         if self.found == "gone":
-            return f"server PID {self.pid} had already exited"
+            return f"server PID {self.pid} had already exited" + (f" ({self.reason})" if self.reason else "")
         sig = "+".join(self.signals) or "no signal"
         return (f"stopped PID {self.pid} ({len(self.members)} processes) with {sig} in {self.exit_s:.1f} s; "
                 f"GPU memory ({self.gpu_mib_held} MiB) released after {self.gpu_release_s:.1f} s")
@@ -82,85 +103,83 @@ def _run(c, cmd: str, *, warn: bool = True):
     return c.run(cmd, hide=True, warn=warn, in_stream=False)
 
 
-def read_record(c, workdir: str) -> ServerRecord | None:
-    """The record of the server we last launched on this host, or None."""
-    r = _run(c, f"cat {shlex.quote(workdir + '/' + RECORD)} 2>/dev/null")
-    if r.exited != 0 or not r.stdout.strip():
+def read_record_command(workdir: str) -> str:
+    wd = shlex.quote(workdir)
+    return f"cat {wd}/{RECORD} 2>/dev/null; printf '\\n--children--\\n'; cat {wd}/{CHILDREN} 2>/dev/null"
+
+
+def parse_record(output: str) -> ServerRecord | None:
+    """server.json (+ server.children after ``--children--``) → ServerRecord, or None when absent/unreadable."""
+    text, _, kids = output.partition("\n--children--\n")
+    if not text.strip():
         return None
     try:
-        return ServerRecord.from_json(r.stdout)
+        rec = ServerRecord.from_json(text)
     except (ValueError, TypeError, KeyError):
-        log.warning("unreadable %s/%s; ignoring it", workdir, RECORD)
+        log.warning("unreadable server record; ignoring it")
         return None
+    rows = [line.split() for line in kids.splitlines()]
+    extra = [[int(r[0]), int(r[1])] for r in rows if len(r) == 2 and r[0].isdigit() and r[1].isdigit()]
+    if extra:
+        rec.children = extra
+    return rec
+
+
+def read_record(c, workdir: str) -> ServerRecord | None:
+    """The record of the server we last launched on this host, or None (one round trip)."""
+    return parse_record(_run(c, read_record_command(workdir)).stdout)
 
 
 def write_record(c, workdir: str, rec: ServerRecord) -> None:
-    """Write server.json and server.pid atomically (temp file + mv)."""
-    for path, content in ((f"{workdir}/{RECORD}", rec.to_json()), (f"{workdir}/{PIDFILE}", f"{rec.pid}\n")):
-        r = _run(c, write_file_command(path, content).text)
-        if r.exited != 0:
-            raise RemoteError(f"cannot write {path}", command=f"write {path}", exit_code=r.exited,
-                              output=r.stderr)
+    """Write a record (server.ident, server.json, server.pid) atomically, content on stdin (never on an argv).
+    Used by tests and tools that adopt a process; launch.sh writes its own record on the host."""
+    wd = shlex.quote(workdir)
+    ident = f"{rec.pid} {rec.pgid} {rec.start_ticks} {rec.boot_id or '-'} {rec.cmdline_sha256 or '-'}"
+    script = (f"umask 077; IFS= read -r ident; cat > {wd}/{RECORD}.tmp.$$ && "
+              f"printf '%s\\n' \"$ident\" > {wd}/{IDENT}.tmp.$$ && printf '%s\\n' {rec.pid} > {wd}/{PIDFILE}.tmp.$$ && "
+              f"mv -f {wd}/{RECORD}.tmp.$$ {wd}/{RECORD} && mv -f {wd}/{IDENT}.tmp.$$ {wd}/{IDENT} && "
+              f"mv -f {wd}/{PIDFILE}.tmp.$$ {wd}/{PIDFILE}")
+    r = c.run(f"sh -c {shlex.quote(script)}", hide=True, warn=True, in_stream=hostscripts.WholeStdin(ident + "\n" + rec.to_json()))
+    if r.exited != 0:
+        raise RemoteError(f"cannot write {workdir}/{RECORD}", command="write server record", exit_code=r.exited,
+                          output=r.stderr)
 
 
 def remove_record(c, workdir: str) -> None:
-    _run(c, f"rm -f {shlex.quote(workdir + '/' + RECORD)} {shlex.quote(workdir + '/' + PIDFILE)}")
+    wd = shlex.quote(workdir)
+    _run(c, f"rm -f {wd}/{RECORD} {wd}/{PIDFILE} {wd}/{IDENT} {wd}/{CHILDREN}")
 
 
 def record_children(c, workdir: str, rec: ServerRecord) -> None:
-    """Remember the server's descendants (PID and start time): a scheduler that leaves the process group
-    (an orphan) is still ours and must not outlive a stop."""
-    kids = []
-    for p in facts.descendants(facts.get_ps(c), rec.pid):
-        info = facts.get_process_info(c, p.pid)
-        if info is not None and info.alive:
-            kids.append([p.pid, info.start_ticks])
-    rec.children = kids
-    write_record(c, workdir, rec)
-
-
-def _stray_children(c, rec: ServerRecord) -> list[int]:
-    """Recorded descendants still alive (same PID and start time) after their process group is gone."""
-    out = []
-    for pid, ticks in rec.children:
-        info = facts.get_process_info(c, pid)
-        if info is not None and info.alive and info.start_ticks == ticks:
-            out.append(pid)
-    return out
+    """Remember the server's descendants (PID and start time), one host-side step (children.sh): a scheduler
+    that leaves the process group (an orphan) is still ours and must not outlive a stop."""
+    r = hostscripts.run_script(c, "children.sh", [workdir, rec.pid, rec.start_ticks])
+    ok, kids = hostscripts.parse_children(r.stdout)
+    if ok:
+        rec.children = kids
+    else:
+        log.warning("could not record the children of PID %d: %s", rec.pid, r.stdout.strip()[-200:])
 
 
 def is_ours(info: facts.ProcessInfo | None, rec: ServerRecord) -> bool:
-    """True when ``info`` is the process we launched: same PID, start time and command line."""
+    """True when ``info`` is the process we launched: same PID and start time, and the same command line
+    apart from secret values (masked on both sides) and argv[0] (a python wrapper may exec the real one)."""
     return (info is not None and info.pid == rec.pid and info.start_ticks == rec.start_ticks
-            and list(info.cmdline) == list(rec.cmdline))
+            and mask_argv(list(info.cmdline))[1:] == mask_argv(list(rec.cmdline))[1:])
 
 
-def wait_for_exec(c, pid: int, module: str, timeout_s: float = 10.0) -> facts.ProcessInfo | None:
-    """Right after launch ``$!`` is still ``env``/``setsid``/``nohup`` on its way to exec python (their command
-    lines contain ``module`` too); poll until the command line is ``PYTHON -m MODULE ...`` (or the process is
-    gone). Returns the final ProcessInfo, or None if the process died."""
-    deadline = time.monotonic() + timeout_s
-    info = None
-    while time.monotonic() < deadline:
-        info = facts.get_process_info(c, pid)
-        if info is None or not info.alive:
-            return None
-        if info.cmdline[1:3] == ("-m", module):  # python itself, not env/setsid/nohup on their way
-            return info
-        time.sleep(0.02)
-    return info
+def caller_groups() -> set[int]:
+    """Process groups and sessions that hold this process (never to be signalled from here)."""
+    return {os.getpgrp(), os.getsid(0)}
 
 
-def _wait_group_gone(c, pgid: int, timeout_s: float) -> tuple[bool, list[facts.PsEntry]]:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        members = facts.group_members(facts.get_ps(c), pgid)
-        alive = [m for m in members if not m.args.startswith("[")]  # zombies show as [name] <defunct>
-        if not alive:
-            return True, []
-        if time.monotonic() >= deadline:
-            return False, alive
-        time.sleep(POLL_S)
+def check_group_safe(rec: ServerRecord) -> None:
+    """Raise StopError unless ``rec``'s group may be signalled: led by the recorded PID and not holding this
+    process. (stop.sh checks the same on the host, including every ancestor of its shell.)"""
+    if rec.pgid != rec.pid:
+        raise StopError(f"the record names process group {rec.pgid}, not led by PID {rec.pid}; not signalled")
+    if rec.pgid in caller_groups():
+        raise StopError(f"process group {rec.pgid} holds mtp-remote itself; not signalled")
 
 
 def wait_gpu_release(c, smi: str, pids: set[int], timeout_s: float,
@@ -191,62 +210,39 @@ def wait_gpu_release(c, smi: str, pids: set[int], timeout_s: float,
 
 
 def stop_server(c, workdir: str, smi: str, *, term_s: float = 60.0, gpu_release_s: float = 120.0,
-                on_progress: Callable[[str], None] | None = None) -> StopResult:
-    """Stop the server recorded in ``workdir`` if (and only if) it is ours.
+                on_progress: Callable[[str], None] | None = None, kill_s: float = 10.0) -> StopResult:
+    """Stop the server recorded in ``workdir`` if (and only if) it is ours — one host-side step (stop.sh).
 
-    SIGTERM to its process group, wait up to ``term_s`` seconds, SIGKILL to the group, wait until no member
-    is left, then wait up to ``gpu_release_s`` for their GPU memory to be released. A PID whose start time or
-    command line differs from the record is someone else's: it is left alone and the stale record removed.
-    If the leader is gone but members of its group remain (an orphaned scheduler), the group is still ours
-    — Linux does not reuse a PID while it names a live process group — and is stopped.
-    Raises StopError when the group survives SIGKILL or GPU memory is not released."""
-    rec = read_record(c, workdir)
-    if rec is None:
-        return StopResult(pid=0, found="none")
-    res = StopResult(pid=rec.pid, found="running", log_path=rec.log_path)
-    info = facts.get_process_info(c, rec.pid)
-    members = facts.group_members(facts.get_ps(c), rec.pgid)
-    if info is not None and info.alive and not is_ours(info, rec):
-        res.found = "not-ours"
-        log.warning("PID %d is not our server (start time/command line differ); not signalling", rec.pid)
-        remove_record(c, workdir)
-        return res
-    if info is None or not info.alive:
-        if not members and not _stray_children(c, rec):
-            res.found = "gone"
-        else:
-            res.found = "group-only"
-    res.members = sorted(m.pid for m in members)
-    pids = set(res.members) | {rec.pid}
-    res.gpu_mib_held = sum(a.used_memory_mib for a in facts.get_gpu_apps(c, smi) if a.pid in pids)
-    t0 = time.monotonic()
-    if members:
-        _run(c, signal_group_command(rec.pgid, "TERM").text)
-        res.signals.append("TERM")
-        if on_progress:
-            on_progress(f"SIGTERM sent to process group {rec.pgid}; waiting up to {term_s:.0f} s for it to drain")
-        gone, left = _wait_group_gone(c, rec.pgid, term_s)
-        if not gone:
-            _run(c, signal_group_command(rec.pgid, "KILL").text)
-            res.signals.append("KILL")
-            gone, left = _wait_group_gone(c, rec.pgid, 10.0)
-            if not gone:
-                raise StopError(f"process group {rec.pgid} survived SIGKILL: PIDs {[m.pid for m in left]}")
-    strays = _stray_children(c, rec)
-    if strays:  # a child that left the group (setsid) survived: ours by PID + start time, so SIGKILL it
-        if on_progress:
-            on_progress(f"our server's children {strays} left its process group and survived; SIGKILL by PID")
-        for pid in strays:
-            _run(c, signal_pid_command(pid, "KILL").text)
-        res.signals.append("KILL(orphans)")
-        res.members = sorted(set(res.members) | set(strays))
-        pids |= set(strays)
-        deadline = time.monotonic() + 10
-        while _stray_children(c, rec) and time.monotonic() < deadline:
-            time.sleep(POLL_S)
-    res.exit_s = time.monotonic() - t0
-    res.gpu_release_s, _ = wait_gpu_release(c, smi, pids, gpu_release_s, on_progress)
-    remove_record(c, workdir)
+    SIGTERM to its process group, wait up to ``term_s`` seconds, SIGKILL to the group, wait up to ``kill_s``,
+    SIGKILL recorded children that left the group (same PID and start time), then wait up to
+    ``gpu_release_s`` until nvidia-smi lists none of the group's or the recorded children's PIDs. A PID alive
+    with another start time or command line is someone else's: left alone, the stale record dropped. If the
+    leader is gone but members of its group or recorded children remain (an interrupted stop, an orphaned
+    scheduler), they are still ours and are stopped and waited for. Progress lines reach ``on_progress`` as
+    the host prints them. Raises StopError when the group survives SIGKILL or GPU memory is not released
+    (the record is kept, so a retry waits on the same processes)."""
+    smi_argv = shlex.split(smi) if smi else []
+    r = hostscripts.run_script(c, "stop.sh", [workdir, int(term_s), int(kill_s), int(gpu_release_s), *smi_argv],
+                               on_progress=on_progress)
+    rep = hostscripts.parse_stop(r.stdout)
+    rec = None
+    if rep.record_json:
+        rec = parse_record(rep.record_json)
+    found = "refused" if rep.refused else ("none" if rep.found in ("none", "unreadable") else rep.found)
+    if rep.found == "unreadable":
+        log.warning("unreadable %s/%s; dropped it", workdir, RECORD)
+    if rep.found == "not-ours":
+        log.warning("PID %d is not our server (start time/command line differ); not signalling", rep.pid)
+    if rep.refused:
+        log.warning("PID %d: %s; not signalling", rep.pid, rep.refused)
+    res = StopResult(pid=rep.pid, found=found, signals=rep.signals,
+                     members=sorted(set(rep.members) | set(rep.orphans)), exit_s=rep.exit_s,
+                     gpu_release_s=rep.gpu_release_s, gpu_mib_held=rep.gpu_mib_held,
+                     log_path=rec.log_path if rec else None, reason=rep.refused or rep.reason)
+    if rep.error:
+        raise StopError(rep.error, evidence="check with nvidia-smi and ps; the record is kept, run stop again")
+    if r.exited != 0 and not rep.found:
+        raise RemoteError("stop script failed", command="stop.sh", exit_code=r.exited, output=r.stderr)
     return res
 
 

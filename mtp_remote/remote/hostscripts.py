@@ -1,0 +1,199 @@
+"""Host-side scripts: launch, stop and readiness bookkeeping, each one round trip, each output parsed purely.
+
+A lifecycle step that used to be a conversation (``cat /proc/...`` twenty times, ``ps`` in a loop, one
+nvidia-smi per poll) is one small POSIX sh script kept beside this module (``scripts/*.sh``, package data),
+sent as ``sh -c <script> sh <args...>`` — every argument ``shlex.quote``d — through the same ``c.run`` for
+the local transport (Invoke ``Context``) and SSH (Fabric ``Connection``). Scripts print ``key value`` lines
+(``progress TEXT`` while they run, ``result ok`` or ``result <error>`` last); the ``parse_*`` functions turn
+that output into typed reports and are tested on recorded outputs. Secrets never go on an argv: the
+server's environment travels on the script's standard input (see :func:`env_file_text`).
+"""
+
+from __future__ import annotations
+
+import io
+import shlex
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from ..config import ENV_NAME
+
+SCRIPT_DIR = Path(__file__).parent / "scripts"
+
+
+@lru_cache(maxsize=None)
+def script_text(name: str) -> str:
+    """``lib.sh`` + ``name`` with full-line comments dropped (they document the files, not the argv)."""
+    lines = []
+    for part in ("lib.sh", name):
+        for line in (SCRIPT_DIR / part).read_text().splitlines():
+            if not line.lstrip().startswith("#") and line.strip():
+                lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def script_command(name: str, args: Sequence[object]) -> str:
+    """``sh -c '<lib.sh + name>' sh 'arg1' 'arg2' ...`` — the script and each argument quoted."""
+    return f"sh -c {shlex.quote(script_text(name))} sh " + " ".join(shlex.quote(str(a)) for a in args)
+
+
+def env_file_text(env: Mapping[str, str]) -> str:
+    """The server's environment as lines a POSIX shell sources (``NAME='value'``), values quoted.
+
+    Raises ValueError for a name that is not a shell name (config validation refuses them earlier; this is
+    defence in depth, since the file is sourced)."""
+    out = []
+    for k, v in env.items():
+        if not ENV_NAME.match(k) or "\0" in v:
+            raise ValueError(f"environment variable {k!r} cannot be passed to a shell")
+        out.append(f"{k}={shlex.quote(v)}\n")
+    return "".join(out)
+
+
+class WholeStdin(io.StringIO):
+    """An ``in_stream`` for ``c.run`` that hands over all its text at the first read.
+
+    Invoke reads a non-terminal stream one byte per 10 ms loop (``bytes_to_read`` falls back to 1), which
+    makes 700 bytes of stdin cost 7 s; this stream ignores the size asked for."""
+
+    def read(self, size: int | None = -1) -> str:  # noqa: ARG002 - the size is Invoke's guess
+        return super().read()
+
+
+class _LineSink(io.StringIO):
+    """An out_stream for ``c.run``: hands each complete ``progress`` line to ``on_line`` as it arrives."""
+
+    def __init__(self, on_line: Callable[[str], None]):
+        super().__init__()
+        self._buf = ""
+        self._on_line = on_line
+
+    def write(self, data: str) -> int:
+        self._buf += data
+        while "\n" in self._buf:
+            line, self._buf = self._buf.split("\n", 1)
+            if line.startswith("progress "):
+                self._on_line(line[len("progress "):])
+        return len(data)
+
+
+def run_script(c, name: str, args: Sequence[object], *, stdin: str | None = None,
+               on_progress: Callable[[str], None] | None = None):
+    """Run one host script through ``c`` (one exec session). Returns Invoke/Fabric's Result."""
+    kw: dict = dict(warn=True, in_stream=WholeStdin(stdin) if stdin is not None else False)
+    if on_progress is not None:
+        kw.update(hide=False, out_stream=_LineSink(on_progress), err_stream=io.StringIO())
+    else:
+        kw.update(hide=True)
+    return c.run(script_command(name, args), **kw)
+
+
+def _pairs(output: str) -> tuple[dict[str, str], list[str]]:
+    """``key value`` lines → (last value per key, all lines)."""
+    kv: dict[str, str] = {}
+    lines = output.splitlines()
+    for line in lines:
+        key, _, value = line.partition(" ")
+        kv[key] = value
+    return kv, lines
+
+
+# -- launch -------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LaunchReport:
+    """What launch.sh saw. ``result``: ok, port-in-use, exited, record-failed, cannot-write-record,
+    cannot-write-workdir, no-workdir, bad-template, or ``no-result`` when the script said nothing.
+    Identity fields are set only when ``result`` is ok; ``start_ticks`` in clock ticks after boot."""
+
+    result: str
+    pid: int | None = None
+    pgid: int | None = None
+    start_ticks: int | None = None
+    boot_id: str = ""
+    cmdline_sha256: str = ""
+    log_tail: list[str] = field(default_factory=list)
+
+
+def parse_launch(output: str) -> LaunchReport:
+    """Parse launch.sh's output. A report whose group is not led by the PID is refused (ValueError): the
+    script checks it, and so does this parser, before anything is recorded as ours."""
+    kv, lines = _pairs(output)
+    tail: list[str] = []
+    if "log-tail-begin" in lines:
+        start = lines.index("log-tail-begin") + 1
+        end = lines.index("log-tail-end") if "log-tail-end" in lines else len(lines)
+        tail = [x for x in lines[start:end]]
+        while tail and not tail[-1]:
+            tail.pop()
+    result = kv.get("result", "no-result")
+    pid = int(kv["pid"]) if kv.get("pid", "").isdigit() else None
+    if result != "ok":
+        return LaunchReport(result=result, pid=pid, log_tail=tail)
+    parts = kv.get("ident", "").split()
+    if len(parts) < 3 or not all(p.isdigit() for p in parts[:3]):
+        return LaunchReport(result="no-identity", pid=pid)
+    ipid, pgid, start = (int(p) for p in parts[:3])
+    if ipid != pid or pgid != pid:
+        raise ValueError(f"launch identity names process group {pgid} for PID {pid}: not a group leader")
+    return LaunchReport(result="ok", pid=pid, pgid=pgid, start_ticks=start,
+                        boot_id=parts[3] if len(parts) > 3 else "",
+                        cmdline_sha256=parts[4] if len(parts) > 4 else "")
+
+
+# -- stop ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class StopReport:
+    """What stop.sh did. ``found``: none, unreadable, running, group-only, gone, not-ours; ``refused`` set
+    when the group was not signalled for safety; ``error`` when the stop did not finish (group survived
+    SIGKILL, GPU memory still held). Times in seconds, memory in MiB."""
+
+    found: str
+    pid: int = 0
+    pgid: int = 0
+    reason: str = ""
+    refused: str = ""
+    members: list[int] = field(default_factory=list)
+    orphans: list[int] = field(default_factory=list)
+    signals: list[str] = field(default_factory=list)
+    gpu_mib_held: int = 0
+    exit_s: float = 0.0
+    gpu_release_s: float = 0.0
+    record_json: str = ""
+    error: str = ""
+
+
+def parse_stop(output: str) -> StopReport:
+    """Parse stop.sh's output (progress lines are ignored here; they were shown as they came)."""
+    rec = ""
+    raw = output.splitlines()
+    if "record-begin" in raw and "record-end" in raw:
+        a, b = raw.index("record-begin"), raw.index("record-end")
+        rec, output = "\n".join(raw[a + 1:b]).strip(), "\n".join(raw[:a] + raw[b + 1:])
+    kv, lines = _pairs(output)
+    result = kv.get("result", "error stop script gave no result")
+    ints = lambda s: [int(x) for x in s.split() if x.isdigit()]  # noqa: E731
+    num = lambda k: int(kv[k]) if kv.get(k, "").isdigit() else 0  # noqa: E731
+    return StopReport(
+        found=kv.get("found", "none"), pid=num("pid"), pgid=num("pgid"), reason=kv.get("reason", ""),
+        refused=kv.get("refused", ""), members=sorted(ints(kv.get("members", ""))),
+        orphans=sorted(ints(kv.get("orphans", ""))),
+        signals=[line.split(" ", 1)[1] for line in lines if line.startswith("signal ")],
+        gpu_mib_held=num("gpu_mib"), exit_s=num("exit_cs") / 100, gpu_release_s=num("gpu_release_cs") / 100,
+        record_json=rec, error=result[len("error "):] if result.startswith("error") else "")
+
+
+# -- children -----------------------------------------------------------------------------------------
+
+def parse_children(output: str) -> tuple[bool, list[list[int]]]:
+    """Parse children.sh: (the leader was still ours, [[pid, start_ticks], ...])."""
+    kv, lines = _pairs(output)
+    kids = []
+    for line in lines:
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == "child" and parts[1].isdigit() and parts[2].isdigit():
+            kids.append([int(parts[1]), int(parts[2])])
+    return kv.get("result") == "ok", kids

@@ -1,0 +1,82 @@
+# launch.sh — start one server detached and record its identity, in one host-side step (POSIX sh).
+#
+# usage: sh -c "$(cat lib.sh launch.sh)" sh WORKDIR LOG PORT WAIT_S PYTHON MODULE [ARG...]
+# stdin: line 1 = the record's static fields as one JSON object (no secrets: argv already masked);
+#        the rest = the server's environment as shell assignments (NAME='value'), kept in a 0600 file
+#        that only the server's launching subshell reads, removed before the server runs.
+# stdout: "key value" lines, last "result ok|<error>"; parsed by mtp_remote/remote/hostscripts.py (parse_launch).
+# lib.sh is prepended.
+# The record (server.ident, then server.json, server.pid) is written before the script ends; if it cannot
+# be written the server just started is SIGKILLed (its own process group) and the result says so.
+set -uf
+wd=$1 log=$2 port=$3 wait_s=$4 py=$5 mod=$6
+shift 6
+umask 077
+fail() { rm -f "$envf" "$wd/server.ident.tmp.$$" "$wd/server.json.tmp.$$" "$wd/server.pid.tmp.$$"; say "result $1"; exit 0; }
+envf="$wd/.launch-env.$$"
+cd "$wd" 2>/dev/null || { envf=/nonexistent; fail "no-workdir"; }
+IFS= read -r template || template=""
+case $template in "{"*"}") ;; *) envf=/nonexistent; fail "bad-template" ;; esac
+cat > "$envf" 2>/dev/null || fail "cannot-write-workdir"
+# the port, before anything starts (SGLang itself notices a busy port only after loading the weights)
+hex=$(printf '%04X' "$port")
+if grep -Eq "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:[0-9A-F]{4} 0A " /proc/net/tcp /proc/net/tcp6 2>/dev/null; then
+  fail "port-in-use"
+fi
+# the record location must take a write (a byte: a full disk still creates empty files) before we start
+printf x > "$wd/server.ident.tmp.$$" 2>/dev/null || fail "cannot-write-record"
+rm -f "$wd/server.ident.tmp.$$"
+t0=$(up)
+# one simple background command: a subshell that reads the environment, removes the file and becomes the
+# server by exec (setsid -> nohup -> python), so $! is the server's PID and, after setsid, its process group
+( set -a; . "$envf"; set +a; rm -f "$envf"; exec setsid nohup "$py" -m "$mod" "$@" > "$log" 2>&1 < /dev/null ) &
+pid=$!
+say "pid $pid"
+# identity: read after exec, once stat before and after the command line agree on group and start time
+ident=""
+while :; do
+  f1=$(stat_fields "$pid") || break
+  set -- $f1
+  case $1 in Z|X) break ;; esac
+  a=$(tr '\0' '\n' < "/proc/$pid/cmdline" 2>/dev/null | sed -n '2p;3p' | tr '\n' ' ')
+  f2=$(stat_fields "$pid") || break
+  if [ "$a" = "-m $mod " ] && [ "$3" = "$pid" ] && [ "$4" = "$pid" ] && [ "${f1#* * }" = "${f2#* * }" ]; then
+    ident="$pid $3 $5"
+    break
+  fi
+  [ $(( $(up) - t0 )) -ge $(( wait_s * 100 )) ] && break
+  nap 0.01
+done
+rm -f "$envf"
+if [ -z "$ident" ]; then
+  if f1=$(stat_fields "$pid"); then  # alive but never became the server we meant: our unreaped child
+    set -- $f1
+    [ "$3" = "$pid" ] && kill -KILL "-$pid" 2>/dev/null  # its own group, after setsid
+    kill -KILL "$pid" 2>/dev/null
+  fi
+  say "log-tail-begin"; tail -n 30 "$log" 2>/dev/null; say ""; say "log-tail-end"
+  fail "exited"
+fi
+boot=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo unknown)
+sha=$(sha256sum < "/proc/$pid/cmdline" 2>/dev/null) || sha=""
+sha=${sha%% *}
+set -- $ident
+say "ident $1 $2 $3 $boot $sha"
+# the record: identity first (server.ident, what stop reads), then server.json (identity + static fields)
+rec_ok=1
+{ say "$1 $2 $3 $boot $sha" > "$wd/server.ident.tmp.$$" && mv -f "$wd/server.ident.tmp.$$" "$wd/server.ident"; } 2>/dev/null || rec_ok=0
+if [ $rec_ok = 1 ]; then
+  { printf '{"pid": %s, "pgid": %s, "start_ticks": %s, "boot_id": "%s", "cmdline_sha256": "%s", ' \
+        "$1" "$2" "$3" "$boot" "$sha" && printf '%s\n' "${template#?}"; } > "$wd/server.json.tmp.$$" 2>/dev/null \
+    && mv -f "$wd/server.json.tmp.$$" "$wd/server.json" 2>/dev/null \
+    && say "$1" > "$wd/server.pid.tmp.$$" 2>/dev/null && mv -f "$wd/server.pid.tmp.$$" "$wd/server.pid" 2>/dev/null \
+    || rec_ok=0
+fi
+if [ $rec_ok = 0 ]; then  # an untracked server must not stay: stop what we just started
+  kill -KILL "-$1" 2>/dev/null
+  n=0
+  while alive_start "$1" > /dev/null && [ $n -lt 100 ]; do nap 0.05; n=$((n + 1)); done
+  rm -f "$wd/server.ident" "$wd/server.json" "$wd/server.pid"
+  fail "record-failed"
+fi
+say "result ok"

@@ -1,0 +1,132 @@
+# stop.sh — stop the server recorded in WORKDIR, in one host-side step (POSIX sh; lib.sh is prepended).
+#
+# usage: sh -c "$(cat lib.sh stop.sh)" sh WORKDIR TERM_S KILL_S GPU_S [NVIDIA_SMI_ARGV...]
+# Reads server.ident ("pid pgid start_ticks boot_id cmdline_sha256", written by launch.sh; older records:
+# the head of server.json) and server.children ("pid start_ticks" lines). The leader is ours only with the
+# recorded start time, boot and command-line hash; the group is signalled only when pgid == pid and no
+# ancestor of this shell is in it. SIGTERM to the group, wait TERM_S, SIGKILL, wait KILL_S, SIGKILL recorded
+# children that left the group (same PID and start time), then wait up to GPU_S until nvidia-smi lists none
+# of them. stdout: "key value" lines, "progress TEXT" while it runs, last "result ok" or "result error TEXT".
+set -u
+wd=$1 term_s=$2 kill_s=$3 gpu_s=$4
+shift 4
+ident=$(cat "$wd/server.ident" 2>/dev/null)
+if [ -z "$ident" ] && [ -f "$wd/server.json" ]; then  # a record from before server.ident existed
+  ident=$(tr -d '\n\t ' < "$wd/server.json" 2>/dev/null |
+          sed -n 's/^{"pid":\([0-9]*\),"pgid":\([0-9]*\),"start_ticks":\([0-9]*\),.*/\1 \2 \3 - -/p')
+fi
+if [ -z "$ident" ]; then
+  [ -f "$wd/server.json" ] && say "found unreadable" || say "found none"
+  rm -f "$wd/server.json" "$wd/server.pid" "$wd/server.children"
+  say "result ok"; exit 0
+fi
+set -- $ident "$@"
+pid=$1 pgid=$2 start=$3 boot=$4 sha=${5:--}
+shift 5
+[ "$boot" = "-" ] || [ -n "$boot" ] || boot=-
+children=$(cat "$wd/server.children" 2>/dev/null)
+if [ -z "$children" ] && [ -f "$wd/server.json" ]; then
+  children=$(tr -d '\n\t ' < "$wd/server.json" | sed -n 's/.*"children":\[\(.*\)\]\].*/\1]/p' |
+             grep -o '\[[0-9]*,[0-9]*\]' | tr -d '[]' | tr ',' ' ')
+fi
+say "pid $pid"
+say "pgid $pgid"
+say "record-begin"; cat "$wd/server.json" 2>/dev/null; say ""; say "record-end"
+drop_record() { rm -f "$wd/server.ident" "$wd/server.json" "$wd/server.pid" "$wd/server.children"; }
+cur_boot=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo -)
+if [ "$boot" != "-" ] && [ "$cur_boot" != "-" ] && [ "$boot" != "$cur_boot" ]; then
+  say "found gone"; say "reason the host rebooted since the launch"; drop_record; say "result ok"; exit 0
+fi
+# the leader: ours, someone else's (PID reused), or gone
+found=gone
+if s=$(alive_start "$pid"); then
+  same=1
+  [ "$s" = "$start" ] || same=0
+  if [ $same = 1 ] && [ "$sha" != "-" ] && [ -n "$sha" ]; then
+    h=$(sha256sum < "/proc/$pid/cmdline" 2>/dev/null); h=${h%% *}
+    [ -z "$h" ] || [ "$h" = "$sha" ] || same=0
+  fi
+  if [ $same = 0 ]; then
+    say "found not-ours"; say "reason PID $pid is alive with another start time or command line (PID reused)"
+    drop_record; say "result ok"; exit 0
+  fi
+  found=running
+fi
+members=$(group_members "$pgid")
+strays() {  # recorded children still alive with their recorded start time
+  printf '%s\n' "$children" | while read -r cp cs; do
+    [ -n "$cp" ] || continue
+    s=$(alive_start "$cp") && [ "$s" = "$cs" ] && printf '%s ' "$cp"
+  done
+}
+left=$(strays)
+if [ $found = gone ] && { [ -n "$members" ] || [ -n "$left" ]; }; then found=group-only; fi
+say "found $found"
+# never a group that is not led by the recorded PID, nor one that holds this shell or its ancestors
+if [ -n "$members" ]; then
+  if [ "$pgid" != "$pid" ]; then
+    say "refused the record names process group $pgid, not led by PID $pid"; drop_record; say "result ok"; exit 0
+  fi
+  case $(caller_groups) in *" $pgid "*)
+    say "refused process group $pgid holds the caller of this stop"; drop_record; say "result ok"; exit 0 ;;
+  esac
+fi
+pids=" $pid $members $left $(printf '%s\n' "$children" | while read -r cp cs; do printf '%s ' "$cp"; done)"
+say "members $members"
+gpu_mib() {  # MiB held by any of $pids, or nothing when nvidia-smi is missing
+  [ $# -gt 0 ] || return 0
+  "$@" --query-compute-apps=pid,used_memory,gpu_uuid --format=csv,noheader,nounits 2>/dev/null |
+    awk -F', *' -v pids="$pids" 'BEGIN { n = split(pids, a, " "); for (i = 1; i <= n; i++) want[a[i]] = 1 }
+      ($1 in want) { m += $2; held = held " " $1 } END { if (held != "") print m + 0, held }'
+}
+g=$(gpu_mib "$@"); say "gpu_mib ${g%% *}"
+t0=$(up)
+wait_gone() {  # DEADLINE_CS -> 0 when group $pgid has no live member before the deadline
+  while :; do
+    members=$(group_members "$pgid")
+    [ -z "$members" ] && return 0
+    [ "$(up)" -ge "$1" ] && return 1
+    nap 0.05
+  done
+}
+if [ -n "$members" ]; then
+  kill -TERM "-$pgid" 2>/dev/null; say "signal TERM"
+  say "progress SIGTERM sent to process group $pgid; waiting up to $term_s s for it to drain"
+  if ! wait_gone $(( $(up) + term_s * 100 )); then
+    kill -KILL "-$pgid" 2>/dev/null; say "signal KILL"
+    say "progress process group $pgid still alive after $term_s s; SIGKILL sent"
+    if ! wait_gone $(( $(up) + kill_s * 100 )); then
+      say "result error process group $pgid survived SIGKILL: PIDs $members"; exit 0
+    fi
+  fi
+fi
+left=$(strays)
+if [ -n "$left" ]; then  # children that left the group (setsid): ours by PID + start time, so SIGKILL them
+  say "progress our server's children $left left its process group and survived; SIGKILL by PID"
+  for cp in $left; do kill -KILL "$cp" 2>/dev/null; done
+  say "signal KILL(orphans)"; say "orphans $left"
+  end=$(( $(up) + kill_s * 100 ))
+  while [ -n "$(strays)" ] && [ "$(up)" -lt "$end" ]; do nap 0.05; done
+  left=$(strays)
+  [ -z "$left" ] || { say "result error children $left survived SIGKILL"; exit 0; }
+fi
+t1=$(up); say "exit_cs $(( t1 - t0 ))"
+# GPU memory: wait until nvidia-smi lists none of our processes (never a fixed sleep)
+next=0
+while :; do
+  g=$(gpu_mib "$@")
+  [ -z "$g" ] && break
+  waited=$(( $(up) - t1 ))
+  if [ $waited -ge $next ]; then
+    say "progress waiting for GPU memory release: ${g%% *} MiB held by PIDs${g#* } ($(( waited / 100 )) s)"
+    next=$(( waited + 200 ))
+  fi
+  if [ $waited -ge $(( gpu_s * 100 )) ]; then
+    say "result error GPU memory still held after $gpu_s s by PIDs${g#* } (${g%% *} MiB) — the processes exited but the driver has not released their memory"
+    exit 0
+  fi
+  nap 0.1
+done
+say "gpu_release_cs $(( $(up) - t1 ))"
+drop_record
+say "result ok"
