@@ -213,7 +213,7 @@ def launch(inventory, host, playbook, profile):
         from .server import raise_for_outcome
 
         raise_for_outcome(outcome)
-    console.print(f"[green]{outcome.describe()}[/]; server on {cfg.name} 127.0.0.1:{cfg.port}")
+    console.print(f"[green]{escape(outcome.describe())}[/]; server on {escape(cfg.name)} 127.0.0.1:{cfg.port}")
 
 
 @main.command()

@@ -388,7 +388,7 @@ def _read_yaml(path: Path) -> Any:
     except OSError as e:
         raise ConfigError(f"cannot read: {e.strerror}", file=str(path)) from None
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: no arbitrary objects
     except yaml.YAMLError as e:
         raise ConfigError(f"not valid YAML: {e}", file=str(path)) from None
 

@@ -88,11 +88,14 @@ def held_lock(lc: ServerLifecycle):
         lc.release_lock()
 
 
-def foreign_processes(c, host: HostConfig, python: str, workdir: str, our_pgid: int | None) -> list[ForeignProcess]:
-    """SGLang-like processes, GPU users and the owner of our port that are not in our process group."""
+def foreign_processes(c, host: HostConfig, python: str, workdir: str, our_pgid: int | None,
+                      our_children: list[list[int]] | None = None) -> list[ForeignProcess]:
+    """SGLang processes (by parsed argv), GPU users and the owner of our port that are not in our process
+    group nor among our recorded children."""
     smi = facts.nvidia_smi(host, python, workdir)
     apps = facts.apps_on_gpus(facts.get_gpu_apps(c, smi), facts.get_gpus(c, smi), host.gpus)
-    return find_foreign(facts.get_ps(c), apps, our_pgid=our_pgid, port_owners=facts.get_port_owners(c, host.port))
+    return find_foreign(facts.get_processes(c), apps, our_pgid=our_pgid,
+                        port_owners=facts.get_port_owners(c, host.port), our_children=our_children)
 
 
 def parse_df(output: str) -> int | None:
@@ -161,7 +164,8 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
     checks.append(Check("port", "fail" if busy else "ok",
                         f"port {host.port} is {'already in use' if busy else 'free'}"))
     rec = process.read_record(c, workdir)
-    foreign = foreign_processes(c, host, python, workdir, rec.pgid if rec else None)
+    foreign = foreign_processes(c, host, python, workdir, rec.pgid if rec else None,
+                                rec.children if rec else None)
     checks.append(Check("foreign-processes", "warn" if foreign else "ok",
                         "; ".join(f.describe() for f in foreign) if foreign else "no SGLang process we did not start"))
     if playbook is not None:
@@ -229,7 +233,8 @@ def status(c, host: HostConfig, python: str) -> StatusReport:
                         port_in_use=facts.port_in_use(c, host.port),
                         gpus=[asdict(g) for g in facts.get_gpus(c, smi)],
                         foreign=foreign_processes(c, host, python, workdir,
-                                                  rec.pgid if rec and state == "running" else None))
+                                                  rec.pgid if rec and state == "running" else None,
+                                                  rec.children if rec else None))
 
 
 def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float = 60.0,
@@ -269,10 +274,29 @@ def launch(c, host: HostConfig, playbook: Playbook, profile: str, python: str, *
         lc.stop(term_s=playbook.timeouts.term_s, gpu_release_s=playbook.timeouts.gpu_release_s)
         rec = lc.launch(profile, server_argv(host, playbook, profile),
                         server_env(host, playbook, profile, lc.workdir))
-        outcome = lc.wait_ready(rec, timeout_s=playbook.timeouts.ready_s)
+        try:
+            outcome = lc.wait_ready(rec, timeout_s=playbook.timeouts.ready_s)
+        except BaseException as e:  # Ctrl-C / SIGTERM / a lost connection while waiting: do not leave it behind
+            _stop_after_interrupt(lc, host, playbook, rec, e, on_progress)
+            raise
         if not outcome.ok:
             lc.stop(term_s=playbook.timeouts.term_s, gpu_release_s=playbook.timeouts.gpu_release_s)
     return outcome
+
+
+def _stop_after_interrupt(lc: ServerLifecycle, host: HostConfig, playbook: Playbook, rec, exc: BaseException,
+                          on_progress: Callable[[str], None] | None) -> None:
+    """Stop the server ``launch`` started when waiting for it was interrupted; if that fails too, say that it
+    is left running and how to stop it."""
+    say = on_progress or (lambda msg: None)
+    why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}"
+    say(f"{why} while waiting for {rec.profile} to be ready: stopping the server we started (PID {rec.pid})")
+    try:
+        lc.stop(term_s=min(playbook.timeouts.term_s, 30.0), gpu_release_s=playbook.timeouts.gpu_release_s)
+    except BaseException:
+        say(f"the server PID {rec.pid} is LEFT RUNNING on {host.name}; stop it with "
+            f"`mtp-remote stop -H {host.name}` (or `fab -H {host.name} stop`)")
+        raise
 
 
 def current_log(c, host: HostConfig) -> tuple[str, int | None]:

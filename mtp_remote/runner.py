@@ -30,6 +30,7 @@ from .remote import connect as transport
 from .remote.commands import api_key_of, mask_argv, mask_log_secrets, mask_text, playbook_secrets
 from .remote.logs import classify_log
 from .server import ServerLifecycle, TimedOut, WaitOutcome
+from .store import open_samples_for_append
 
 log = logging.getLogger(__name__)
 
@@ -335,7 +336,7 @@ class Runner:
         sem = asyncio.Semaphore(limit)
         progress = {"done": 0, "total": len(todo)}
         self.hooks.on_profile(lp.profile, len(todo))
-        with self.samples_path.open("a") as f:
+        with open_samples_for_append(self.samples_path) as f:  # ends a truncated last line first
             async with ServerClient(url, timeout_s=pb.timeouts.request_s, max_connections=limit + 2,
                                     api_key=api_key_of(lp.argv)) as sc:
 

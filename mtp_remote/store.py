@@ -110,3 +110,22 @@ def history(path: str | Path, *, host: str | None = None, limit: int = 20) -> li
             out.append({"run_id": run_id, "host": h, "playbook": pb, "started_at": started, "exit_code": code,
                         "verdicts": verdicts})
         return out
+
+
+def open_samples_for_append(path: str | Path):
+    """Open ``samples.jsonl`` for appending, first ending a truncated last line (a run killed mid-write):
+    otherwise the next record would be glued onto the broken one and both lost on reading. Returns the
+    open text file."""
+    p = Path(path)
+    f = p.open("a+b")
+    try:
+        f.seek(0, 2)
+        if f.tell() > 0:
+            f.seek(-1, 2)
+            if f.read(1) != b"\n":
+                f.seek(0, 2)
+                f.write(b"\n")
+        f.flush()
+    finally:
+        f.close()
+    return p.open("a", encoding="utf-8")

@@ -140,7 +140,7 @@ def launch(c, profile, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVE
         raise_for_outcome(outcome)
     except MtpRemoteError as e:
         raise _fail(e) from None
-    console.print(f"[green]{outcome.describe()}[/]; server on {cfg.name} 127.0.0.1:{cfg.port}")
+    console.print(f"[green]{escape(outcome.describe())}[/]; server on {escape(cfg.name)} 127.0.0.1:{cfg.port}")
 
 
 @task(auto_shortflags=False, help={"follow": "keep printing new lines (Ctrl-C stops)", "lines": "lines of tail (default 50)",

@@ -33,7 +33,9 @@ class ProcessInfo:
 
 @dataclass(frozen=True)
 class PsEntry:
-    """One row of ``ps``: pid, parent, group, user, age in seconds, command line."""
+    """One row of ``ps``: pid, parent, group, user, age in seconds, command line (as ps joins it). ``argv``
+    (the exact words, from ``/proc/PID/cmdline``) and ``start_ticks`` are filled by :func:`get_processes`
+    for processes whose command line mentions sglang; None otherwise."""
 
     pid: int
     ppid: int
@@ -41,6 +43,8 @@ class PsEntry:
     user: str
     age_s: int
     args: str
+    argv: tuple[str, ...] | None = None
+    start_ticks: int | None = None
 
 
 @dataclass(frozen=True)
@@ -138,6 +142,35 @@ def parse_ps(output: str) -> list[PsEntry]:
 
 def get_ps(c) -> list[PsEntry]:
     return parse_ps(_run(c, ps_command(), warn=False).stdout)
+
+
+_SEP = "\x1f"  # argv words are joined with the ASCII unit separator in processes_command's output
+
+
+def processes_command() -> str:
+    """``ps`` rows, then for every process whose command line mentions sglang: PID, start time and its exact
+    argv (``/proc/PID/cmdline``, words joined by 0x1f) — one round trip."""
+    return (ps_command() + "; echo --argv--; for p in $(ps -eo pid=,args= | awk '/sglang/ {print $1}'); do "
+            "s=$(cat /proc/$p/stat 2>/dev/null) || continue; s=${s##*) }; set -- $s; printf '%s %s ' \"$p\" \"${20}\"; "
+            "tr '\\000' '\\037' < /proc/$p/cmdline 2>/dev/null; echo; done")
+
+
+def parse_processes(output: str) -> list[PsEntry]:
+    """Parse :func:`processes_command`: ps rows with ``argv``/``start_ticks`` where they were read."""
+    from dataclasses import replace
+
+    rows_text, _, argv_text = output.partition("--argv--\n")
+    rows = parse_ps(rows_text)
+    extra: dict[int, tuple[int, tuple[str, ...]]] = {}
+    for line in argv_text.splitlines():
+        parts = line.split(" ", 2)
+        if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
+            extra[int(parts[0])] = (int(parts[1]), tuple(w for w in parts[2].rstrip(_SEP).split(_SEP)))
+    return [replace(r, start_ticks=extra[r.pid][0], argv=extra[r.pid][1]) if r.pid in extra else r for r in rows]
+
+
+def get_processes(c) -> list[PsEntry]:
+    return parse_processes(_run(c, processes_command(), warn=False).stdout)
 
 
 def descendants(ps: list[PsEntry], pid: int) -> list[PsEntry]:

@@ -1,19 +1,25 @@
 """Find SGLang processes on a host that we did not start (pure: facts in, findings out).
 
-A process is *SGLang-like* when its command line runs ``sglang.launch_server`` (or the simulator's
-``mtp_remote.sim.launch_server``) or is titled ``sglang::…`` (SGLang's scheduler/detokenizer children). It is
-*foreign* unless it belongs to the process group recorded in our ``server.json``. An *orphan* is a
+A process is *SGLang-like* when its parsed argv runs ``python -m sglang.launch_server`` (or the simulator's
+``mtp_remote.sim.launch_server``) — a python executable with that module after ``-m``, not a ``grep sglang``
+or a viewer whose arguments merely mention it — or is titled ``sglang::…`` (SGLang's scheduler/detokenizer
+children set their process title). It is *foreign* unless it belongs to the process group recorded in our
+``server.json`` or is one of the children recorded there (same PID and start time: an orphaned scheduler of
+ours is ours). An *orphan* is a
 ``sglang::`` child whose parent is gone (re-parented to PID 1 or a subreaper). Each finding carries PID,
 user, age and the GPU memory its PID holds, so an operator can decide before ``stop --force``.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 
 from .facts import GpuApp, PsEntry
 
-SGLANG_MARKERS = ("sglang.launch_server", "mtp_remote.sim.launch_server", "sglang::")
+SERVER_MODULES = ("sglang.launch_server", "mtp_remote.sim.launch_server")
+_PY = re.compile(r"^python[0-9.]*[dmu]?$")
+_PY_OPTS_WITH_VALUE = ("-W", "-X", "-Q")
 
 
 @dataclass(frozen=True)
@@ -37,16 +43,52 @@ class ForeignProcess:
         return f"PID {self.pid} ({self.kind}, user {self.user}, {self.age_s} s old{mem}): {self.args[:120]}"
 
 
-def is_sglang_like(args: str) -> bool:
-    return any(m in args for m in SGLANG_MARKERS)
+def server_kind(argv: tuple[str, ...] | list[str]) -> str | None:
+    """``"server"`` for ``PYTHON [opts] -m sglang.launch_server ...`` (or the sim's module, or a
+    ``.../sglang/launch_server.py`` script), ``"child"`` for a process titled ``sglang::…``, else None."""
+    if not argv:
+        return None
+    if argv[0].startswith("sglang::"):
+        return "child"
+    if not _PY.match(argv[0].rsplit("/", 1)[-1]):
+        return None
+    i = 1
+    while i < len(argv):
+        a = argv[i]
+        if a == "-m":
+            return "server" if i + 1 < len(argv) and argv[i + 1] in SERVER_MODULES else None
+        if a.startswith("-m") and len(a) > 2:
+            return "server" if a[2:] in SERVER_MODULES else None
+        if a in _PY_OPTS_WITH_VALUE:
+            i += 2
+            continue
+        if a == "-c" or a.startswith("-c") or a == "-" or not a.startswith("-"):  # code, stdin or a script
+            return "server" if a.endswith("sglang/launch_server.py") else None
+        i += 1
+    return None
+
+
+def is_sglang_like(p: PsEntry) -> bool:
+    """True when ``p`` is an SGLang server or child by its argv (ps's joined args split on blanks when the
+    exact argv was not read)."""
+    return server_kind(p.argv if p.argv is not None else tuple(p.args.split())) is not None
 
 
 def find_foreign(ps: list[PsEntry], gpu_apps: list[GpuApp], *, our_pgid: int | None = None,
-                 include_gpu_apps: bool = True, port_owners: set[int] = frozenset()) -> list[ForeignProcess]:
-    """SGLang-like processes outside our process group, plus (optionally) any other GPU compute app and
-    whatever listens on our server port (``port_owners``, kind ``port-owner``).
+                 include_gpu_apps: bool = True, port_owners: set[int] = frozenset(),
+                 our_children: list[list[int]] | None = None) -> list[ForeignProcess]:
+    """SGLang-like processes outside our process group and not among ``our_children`` (``[[pid,
+    start_ticks]]`` from our record; matched on both when ps gave the start time), plus (optionally) any
+    other GPU compute app and whatever listens on our server port (``port_owners``, kind ``port-owner``).
 
     Zombies (``[name] <defunct>``) are skipped: they hold nothing and cannot be signalled."""
+    kids = {int(pid): int(start) for pid, start in (our_children or [])}
+
+    def ours(p: PsEntry) -> bool:
+        if our_pgid is not None and p.pgid == our_pgid:
+            return True
+        return p.pid in kids and (p.start_ticks is None or p.start_ticks == kids[p.pid])
+
     mem = {}
     for a in gpu_apps:
         mem[a.pid] = mem.get(a.pid, 0) + a.used_memory_mib
@@ -54,10 +96,10 @@ def find_foreign(ps: list[PsEntry], gpu_apps: list[GpuApp], *, our_pgid: int | N
     out = []
     seen = set()
     for p in ps:
-        if p.args.startswith("[") or (our_pgid is not None and p.pgid == our_pgid):
+        if p.args.startswith("[") or ours(p):
             continue
-        if is_sglang_like(p.args):
-            if p.args.startswith("sglang::"):
+        if is_sglang_like(p):
+            if server_kind(p.argv if p.argv is not None else tuple(p.args.split())) == "child":
                 kind = "orphan" if p.ppid == 1 or p.ppid not in pids else "child"
             else:
                 kind = "server"
@@ -68,14 +110,14 @@ def find_foreign(ps: list[PsEntry], gpu_apps: list[GpuApp], *, our_pgid: int | N
         by_pid = {p.pid: p for p in ps}
         for pid, mib in mem.items():
             p = by_pid.get(pid)
-            if pid in seen or (p is not None and our_pgid is not None and p.pgid == our_pgid):
+            if pid in seen or (p is not None and ours(p)):
                 continue
             out.append(ForeignProcess(pid=pid, ppid=p.ppid if p else 0, pgid=p.pgid if p else 0,
                                       user=p.user if p else "?", age_s=p.age_s if p else 0, gpu_mib=mib,
                                       kind="gpu-app", args=p.args if p else "(not visible to ps)"))
         for pid in sorted(port_owners - seen - set(mem)):
             p = by_pid.get(pid)
-            if p is None or (our_pgid is not None and p.pgid == our_pgid):
+            if p is None or ours(p):
                 continue
             out.append(ForeignProcess(pid=pid, ppid=p.ppid, pgid=p.pgid, user=p.user, age_s=p.age_s, gpu_mib=0,
                                       kind="port-owner", args=p.args))

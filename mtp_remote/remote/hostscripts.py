@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 import shlex
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
@@ -23,7 +23,7 @@ from ..config import ENV_NAME
 SCRIPT_DIR = Path(__file__).parent / "scripts"
 
 
-@lru_cache(maxsize=None)
+@cache
 def script_text(name: str) -> str:
     """``lib.sh`` + ``name`` with full-line comments dropped (they document the files, not the argv)."""
     lines = []
@@ -58,7 +58,7 @@ class WholeStdin(io.StringIO):
     Invoke reads a non-terminal stream one byte per 10 ms loop (``bytes_to_read`` falls back to 1), which
     makes 700 bytes of stdin cost 7 s; this stream ignores the size asked for."""
 
-    def read(self, size: int | None = -1) -> str:  # noqa: ARG002 - the size is Invoke's guess
+    def read(self, size: int | None = -1) -> str:  # the size asked for is Invoke's guess: ignored
         return super().read()
 
 
@@ -82,7 +82,7 @@ class _LineSink(io.StringIO):
 def run_script(c, name: str, args: Sequence[object], *, stdin: str | None = None,
                on_progress: Callable[[str], None] | None = None):
     """Run one host script through ``c`` (one exec session). Returns Invoke/Fabric's Result."""
-    kw: dict = dict(warn=True, in_stream=WholeStdin(stdin) if stdin is not None else False)
+    kw: dict = {"warn": True, "in_stream": WholeStdin(stdin) if stdin is not None else False}
     if on_progress is not None:
         kw.update(hide=False, out_stream=_LineSink(on_progress), err_stream=io.StringIO())
     else:
@@ -175,8 +175,12 @@ def parse_stop(output: str) -> StopReport:
         rec, output = "\n".join(raw[a + 1:b]).strip(), "\n".join(raw[:a] + raw[b + 1:])
     kv, lines = _pairs(output)
     result = kv.get("result", "error stop script gave no result")
-    ints = lambda s: [int(x) for x in s.split() if x.isdigit()]  # noqa: E731
-    num = lambda k: int(kv[k]) if kv.get(k, "").isdigit() else 0  # noqa: E731
+    def ints(text: str) -> list[int]:
+        return [int(x) for x in text.split() if x.isdigit()]
+
+    def num(key: str) -> int:
+        return int(kv[key]) if kv.get(key, "").isdigit() else 0
+
     return StopReport(
         found=kv.get("found", "none"), pid=num("pid"), pgid=num("pgid"), reason=kv.get("reason", ""),
         refused=kv.get("refused", ""), members=sorted(ints(kv.get("members", ""))),

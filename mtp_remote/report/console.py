@@ -67,7 +67,7 @@ class RichHooks:
         self._task = None
 
     def on_progress(self, msg: str) -> None:
-        self.console.log(f"[dim]{time.monotonic() - self.t0:6.1f} s[/] {msg}")
+        self.console.log(f"[dim]{time.monotonic() - self.t0:6.1f} s[/] {escape(msg)}")
 
     def on_profile(self, profile: str, total: int) -> None:
         self._close()
@@ -99,7 +99,7 @@ def checks_table(host: str, checks) -> Table:
     t.add_column("status")
     t.add_column("detail", overflow="fold")
     for ch in checks:
-        t.add_row(ch.name, f"[{_CHECK_STYLE.get(ch.status, '')}]{ch.status}[/]", ch.detail)
+        t.add_row(escape(ch.name), f"[{_CHECK_STYLE.get(ch.status, '')}]{escape(ch.status)}[/]", escape(ch.detail))
     return t
 
 
@@ -110,15 +110,15 @@ def status_table(st) -> Table:
     t.add_column("state", overflow="fold")
     if st.server:
         s = st.server
-        t.add_row("our server", f"{st.server_state}: PID {s['pid']} profile {s['profile']} port {s['port']} "
-                                f"run {s['run_id']}\nlog {s['log_path']}")
+        t.add_row("our server", escape(f"{st.server_state}: PID {s['pid']} profile {s['profile']} port {s['port']} "
+                                       f"run {s['run_id']}\nlog {s['log_path']}"))
     else:
         t.add_row("our server", "none recorded")
     t.add_row("port", "in use" if st.port_in_use else "free")
     for g in st.gpus:
         t.add_row(f"GPU{g['index']}", f"{g['name']}: {g['memory_used_mib']}/{g['memory_total_mib']} MiB used")
     for f in st.foreign:
-        t.add_row("[yellow]foreign[/]", f.describe())
+        t.add_row("[yellow]foreign[/]", escape(f.describe()))
     return t
 
 
@@ -131,7 +131,7 @@ def print_stop(console: Console, res: dict) -> None:
     """Render :func:`mtp_remote.ops.stop`'s result: our server (unless already shown as progress), every
     foreign process with what was done to it, and the forced stop."""
     if res["ours"]["found"] in ("none", "not-ours", "gone"):
-        console.print(res["ours_text"])  # a real stop was already reported as progress
+        console.print(escape(res["ours_text"]))  # a real stop was already reported as progress
     for f in res["foreign"]:
         if f["pid"] in res["forced"]:
             what = "signalled (--force)"
@@ -139,7 +139,7 @@ def print_stop(console: Console, res: dict) -> None:
             what = "holds this host's GPU memory or port: left alone (--force stops it)"
         else:
             what = "not on this host's GPUs or port: left alone"
-        console.print(f"  foreign PID {f['pid']} ({f['kind']}, user {f['user']}, {f['gpu_mib']} MiB GPU): {what}",
+        console.print(escape(f"  foreign PID {f['pid']} ({f['kind']}, user {f['user']}, {f['gpu_mib']} MiB GPU): {what}"),
                       highlight=False)
     if res["forced"]:
         console.print(f"--force: signalled PIDs {res['forced']}; GPU memory released after "

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
-import time
 
 import pytest
 import yaml
@@ -15,6 +12,7 @@ from click.testing import CliRunner
 
 from mtp_remote.cli import main
 from tests.conftest import ROOT, free_port
+from tests.support.fake_server import spawn_fake_server
 
 pytestmark = [pytest.mark.ssh, pytest.mark.sim]
 
@@ -31,9 +29,7 @@ def host_files(sshd, tmp_path):
 @pytest.fixture
 def foreign():
     """A process we did not start whose command line says sglang.launch_server (someone else's server)."""
-    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", "-m", "sglang.launch_server",
-                          "--port", "31999"], start_new_session=True)
-    time.sleep(0.2)
+    p = spawn_fake_server(31999)
     yield p
     p.kill()
     p.wait()
@@ -58,10 +54,8 @@ def test_preflight_over_ssh_lists_a_foreign_process_and_a_busy_port(host_files, 
 
 def test_stop_leaves_foreign_processes_alone_unless_forced_and_then_only_those_on_this_host(host_files, foreign):
     inv, port = host_files
-    on_our_port = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", "-m",
-                                    "sglang.launch_server", "--port", str(port)], start_new_session=True)
+    on_our_port = spawn_fake_server(port)
     try:
-        time.sleep(0.2)
         r = CliRunner().invoke(main, ["stop", "-i", inv])
         assert r.exit_code == 0, r.output
         assert "no server recorded" in r.output

@@ -1,4 +1,4 @@
-"""Fact parsers against recorded outputs (tests/unit/facts/*.json: fact, args, output, expected)."""
+"""Fact and host-script parsers against recorded outputs (tests/unit/facts/*.json: fact, args, output, expected)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,18 @@ def _parse(fact: str, output: str):
         return [asdict(g) for g in facts.parse_gpus(output)]
     if fact == "listening_ports":
         return sorted(facts.parse_listening_ports(output))
+    if fact == "processes":
+        from mtp_remote.remote.foreign import server_kind
+
+        return [[p.pid, p.start_ticks, server_kind(p.argv)] for p in facts.parse_processes(output)]
+    if fact in ("launch", "stop"):
+        from mtp_remote.remote import hostscripts
+
+        return asdict(hostscripts.parse_launch(output) if fact == "launch" else hostscripts.parse_stop(output))
+    if fact == "children":
+        from mtp_remote.remote import hostscripts
+
+        return list(hostscripts.parse_children(output))
     raise AssertionError(f"unknown fact {fact}")
 
 

@@ -63,3 +63,30 @@ def test_force_matches_the_port_exactly_and_only_this_hosts_gpus():
     assert apps == []
     targets = force_targets(find_foreign(ps, apps, our_pgid=None), 30211)
     assert [f.pid for f in targets] == [12]
+
+
+def test_a_grep_or_a_viewer_titled_like_a_server_is_not_a_server():
+    ps = [PsEntry(900, 1, 900, "ops", 5, "grep sglang.launch_server", ("grep", "sglang.launch_server")),
+          PsEntry(901, 1, 901, "ops", 5, "less python -m sglang.launch_server.log",
+                  ("less", "python -m sglang.launch_server.log")),
+          PsEntry(902, 1, 902, "ops", 5, "python -m sglang.launch_server --port 1",
+                  ("python -m sglang.launch_server --port 1",)),  # one word: a title, not an argv
+          PsEntry(903, 1, 903, "bob", 5, "/opt/py/bin/python3.11 -u -m sglang.launch_server",
+                  ("/opt/py/bin/python3.11", "-u", "-m", "sglang.launch_server"))]
+    assert [f.pid for f in find_foreign(ps, [])] == [903]
+
+
+def test_our_own_orphaned_scheduler_is_not_called_foreign():
+    ps = [PsEntry(800, 1, 650, "ops", 70, "sglang::scheduler_TP1", ("sglang::scheduler_TP1",), 4242),
+          PsEntry(801, 1, 651, "ops", 70, "sglang::scheduler_TP0", ("sglang::scheduler_TP0",), 9999)]
+    found = find_foreign(ps, [], our_pgid=500, our_children=[[800, 4242], [801, 1111]])
+    assert [f.pid for f in found] == [801], "801 has another start time: a reused PID, so not ours"
+
+
+def test_a_launch_report_whose_group_is_not_led_by_the_pid_is_refused():
+    import pytest
+
+    from mtp_remote.remote.hostscripts import parse_launch
+
+    with pytest.raises(ValueError, match="not a group leader"):
+        parse_launch("pid 4711\nident 4711 300 1 b s\nresult ok\n")
