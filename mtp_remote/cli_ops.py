@@ -14,10 +14,12 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from mtp_remote.errors import MtpRemoteError
 from mtp_remote.lint import lint_command
+from mtp_remote.remote.commands import mask_text
 from mtp_remote.remote.logs import classify_log, milestone_durations
 
 _STYLE = {"ok": "green", "warning": "yellow", "fatal": "red"}
@@ -84,6 +86,18 @@ def classify_log_cmd(as_json: bool, files: tuple[str, ...]) -> None:
     raise SystemExit(1 if any(classify_log(text).is_fatal for _, text in texts) else 0)
 
 
+def _line_secrets(command_line: str) -> list[str]:
+    """The secret values (``--api-key`` and its prefixes) in a command line, to mask them in the output."""
+    import shlex
+
+    from mtp_remote.remote.commands import secrets_of
+
+    try:
+        return secrets_of(shlex.split(command_line), {})
+    except ValueError:
+        return secrets_of(command_line.split(), {})
+
+
 @click.command("lint-command")
 @click.option("--json", "as_json", is_flag=True, help='Print {"flags", "findings"} as one JSON object.')
 @click.option("--sglang-version", default=None, metavar="V",
@@ -99,15 +113,21 @@ def lint_command_cmd(as_json: bool, sglang_version: str | None, command_line: st
         result = lint_command(command_line, sglang_version=sglang_version)
     except MtpRemoteError as exc:
         raise UsageError(str(exc)) from None
+    secrets = _line_secrets(command_line)
     if as_json:
-        click.echo(json.dumps(result.to_dict(), default=repr))
+        doc = result.to_dict()
+        for k in ("api_key", "admin_api_key"):  # SGLang's parsed values: never echoed
+            if (doc.get("flags") or {}).get(k) is not None:
+                doc["flags"][k] = "***"
+        click.echo(mask_text(json.dumps(doc, default=repr), secrets))
     else:
         console = Console()
         console.print(f"SGLang {result.sglang_version} flag table: "
                       + ("[green]no findings[/]" if result.ok else f"[red]{len(result.findings)} finding(s)[/]"))
         for f in result.findings:
-            target = f" [bold]{f.flag}[/]" if f.flag else ""
-            better = f" -> [green]{f.suggestion}[/]" if f.suggestion else ""
-            console.print(f"  [red]{f.code}[/]{target}{better}: {f.message}", highlight=False)
+            target = f" [bold]{escape(f.flag)}[/]" if f.flag else ""
+            better = f" -> [green]{escape(f.suggestion)}[/]" if f.suggestion else ""
+            console.print(mask_text(f"  [red]{f.code}[/]{target}{better}: {escape(f.message)}", secrets),
+                          highlight=False)
     if result.findings:
         raise SystemExit(1)

@@ -124,7 +124,7 @@ def get_process_info(c, pid: int) -> ProcessInfo | None:
 
 
 def ps_command() -> str:
-    return "ps -eo pid=,ppid=,pgid=,user:32=,etimes=,args="
+    return "ps -ww -eo pid=,ppid=,pgid=,user:32=,etimes=,args="  # -ww: never cut a command line to the terminal width
 
 
 def parse_ps(output: str) -> list[PsEntry]:
@@ -150,7 +150,7 @@ _SEP = "\x1f"  # argv words are joined with the ASCII unit separator in processe
 def processes_command() -> str:
     """``ps`` rows, then for every process whose command line mentions sglang: PID, start time and its exact
     argv (``/proc/PID/cmdline``, words joined by 0x1f) — one round trip."""
-    return (ps_command() + "; echo --argv--; for p in $(ps -eo pid=,args= | awk '/sglang/ {print $1}'); do "
+    return (ps_command() + "; echo --argv--; for p in $(ps -ww -eo pid=,args= | awk '/sglang/ {print $1}'); do "
             "s=$(cat /proc/$p/stat 2>/dev/null) || continue; s=${s##*) }; set -- $s; printf '%s %s ' \"$p\" \"${20}\"; "
             "tr '\\000' '\\037' < /proc/$p/cmdline 2>/dev/null; echo; done")
 
