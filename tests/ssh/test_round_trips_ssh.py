@@ -18,8 +18,8 @@ from tests.conftest import free_port
 
 pytestmark = [pytest.mark.ssh, pytest.mark.sim]
 
-PB = Playbook.model_validate(dict(name="t", base_flags="--tp-size 2 --max-running-requests 8",
-                                  profiles={"baseline": {"flags": ""}}, prompts=[{"id": "a", "text": "hi"}]))
+PB = Playbook.model_validate({"name": "t", "base_flags": "--tp-size 2 --max-running-requests 8",
+                              "profiles": {"baseline": {"flags": ""}}, "prompts": [{"id": "a", "text": "hi"}]})
 
 
 class Counting:
