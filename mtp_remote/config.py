@@ -119,7 +119,8 @@ class HostConfig(_WithEnv):
     connect_timeout: float = Field(15.0, gt=0, description="SSH connect timeout, seconds")
     python: str | None = Field(
         None, description="Remote python executable; default python3 (sim on local transport: this python)")
-    workdir: str = Field("~/.mtp-remote", description="Remote work directory (mode 0700): PID file, logs, lock")
+    workdir: str = Field("~/.mtp-remote", description="Remote work directory (created mode 0700; an existing one "
+                                                      "keeps its mode): server record, logs, lock")
     model_path: str = Field("/models/Qwen3.6-27B", description="--model-path passed to the server")
     gpus: list[int] | None = Field(None, description="GPU indices (CUDA_VISIBLE_DEVICES); default: all")
     port: int = Field(30000, ge=1, le=65535, description="Server HTTP port on the host (bound to 127.0.0.1)")
