@@ -4,7 +4,8 @@ never show up in any output, any run file, any file on the host's workdir, or th
 The one exception is SGLang's own: it takes the API key only on its command line, so the server process's
 argv holds it (docs/RELIABILITY.md says so); the environment secrets are nowhere, not even there.
 Runs every command an operator uses against a sim host (local transport, the same scripts as over SSH):
-diagnose (and its reports), launch, status, logs, preflight, smoke, stop, lint-command.
+diagnose (and its reports), launch, status, logs, preflight, smoke, stop, lint-command — locally and through
+the real sshd on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -90,8 +91,15 @@ def _no_secret_in_files(root: Path, secrets: list[str], *, allow_server_log: boo
     return seen
 
 
-def test_no_secret_leaks_from_any_command_output_file_or_process_list(tmp_path):
+@pytest.mark.parametrize("transport", ["local", pytest.param("ssh", marks=pytest.mark.ssh)])
+def test_no_secret_leaks_from_any_command_output_file_or_process_list(tmp_path, request, transport):
     host = sim_host(tmp_path, **ENV_SECRETS)
+    if transport == "ssh":  # the same host through the real sshd on 127.0.0.1
+        from mtp_remote.config import HostConfig
+
+        sshd = request.getfixturevalue("sshd")
+        host = HostConfig(**sshd.host_config(engine="sim", workdir=host.workdir, port=host.port, env=host.env),
+                          name="sim-test")
     pb = PLAYBOOK.model_dump()
     pb["base_flags"] = pb["base_flags"] + ["--api-key", API_KEY]
     pb["profiles"]["mtp"]["env"] = {PROFILE_SECRET[0]: PROFILE_SECRET[1]}
