@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shlex
 import time
 from dataclasses import asdict, dataclass, field
@@ -166,20 +165,6 @@ def is_ours(info: facts.ProcessInfo | None, rec: ServerRecord) -> bool:
     apart from secret values (masked on both sides) and argv[0] (a python wrapper may exec the real one)."""
     return (info is not None and info.pid == rec.pid and info.start_ticks == rec.start_ticks
             and mask_argv(list(info.cmdline))[1:] == mask_argv(list(rec.cmdline))[1:])
-
-
-def caller_groups() -> set[int]:
-    """Process groups and sessions that hold this process (never to be signalled from here)."""
-    return {os.getpgrp(), os.getsid(0)}
-
-
-def check_group_safe(rec: ServerRecord) -> None:
-    """Raise StopError unless ``rec``'s group may be signalled: led by the recorded PID and not holding this
-    process. (stop.sh checks the same on the host, including every ancestor of its shell.)"""
-    if rec.pgid != rec.pid:
-        raise StopError(f"the record names process group {rec.pgid}, not led by PID {rec.pid}; not signalled")
-    if rec.pgid in caller_groups():
-        raise StopError(f"process group {rec.pgid} holds mtp-remote itself; not signalled")
 
 
 def wait_gpu_release(c, smi: str, pids: set[int], timeout_s: float,
