@@ -1,9 +1,9 @@
-"""Operator commands that need no host: ``classify-log`` and ``lint-command``.
+"""Operator commands that need no host: ``classify-log``, ``lint-command`` and the body of ``analyze``.
 
 Thin click commands over :func:`mtp_remote.remote.logs.classify_log` and :func:`mtp_remote.lint.lint_command`;
 the main CLI registers them (``main.add_command(classify_log_cmd, "classify-log")``). Plain output is a
 short rich table for people; ``--json`` prints one JSON object per line for scripts. A file that cannot be
-read is a :class:`click.ClickException` naming it.
+read is a :class:`click.ClickException` naming it, except for ``analyze``, which reports it and goes on.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from mtp_remote.errors import MtpRemoteError
+from mtp_remote.errors import AnalysisInputError, MtpRemoteError
 from mtp_remote.lint import lint_command
 from mtp_remote.remote.logs import classify_log, milestone_durations
+from mtp_remote.report.console import make_console
 
 _STYLE = {"ok": "green", "warning": "yellow", "fatal": "red"}
 
@@ -30,20 +31,14 @@ class UsageError(click.ClickException):
 
 
 def _read_text(path: str) -> str:
+    from mtp_remote.inputs import read_text_file  # inputs imports the HTTP client: only when reading files
+
     if path == "-":
         return sys.stdin.read()
-    p = Path(path)
     try:
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise UsageError(f"{path}: is a directory; give log files (or - for standard input)") from None
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
-    if b"\0" in data[:8192]:
-        raise UsageError(f"{path}: binary file, not a server log")
-    return data.decode("utf-8", errors="replace")
+        return read_text_file(path, expected="server logs, or - for standard input")
+    except AnalysisInputError as exc:
+        raise UsageError(str(exc)) from None
 
 
 @click.command("classify-log")
@@ -80,7 +75,7 @@ def classify_log_cmd(as_json: bool, files: tuple[str, ...]) -> None:
             decode = ", ".join(parts)
         state = f"[{_STYLE.get(r.severity, 'white')}]{r.cls}[/]"
         table.add_row(Path(f).name, state, reached, decode, r.hint)
-    Console().print(table)
+    make_console().print(table)
     raise SystemExit(1 if any(classify_log(text).is_fatal for _, text in texts) else 0)
 
 
@@ -111,3 +106,54 @@ def lint_command_cmd(as_json: bool, sglang_version: str | None, command_line: st
             console.print(f"  [red]{f.code}[/]{target}{better}: {f.message}", highlight=False)
     if result.findings:
         raise SystemExit(1)
+
+
+def run_analyze(files: tuple[str, ...], *, as_json: bool) -> int:
+    """Analyse every text of ``files`` (see :mod:`mtp_remote.inputs` for the kinds) and print the metrics.
+
+    A file that cannot be read or parsed is reported -- ``{"file", "error"}`` as one JSON line with
+    ``as_json``, a red line on stderr otherwise -- and the other files are still analysed. Returns the exit
+    code: 2 when any file failed, else 1 when any text loops, else 0.
+    """
+    from mtp_remote.analysis.degeneracy import analyze_text
+    from mtp_remote.inputs import read_texts
+
+    rows: list[dict] = []
+    failed = 0
+    err = Console(stderr=True)
+    for f in files:
+        try:
+            texts = list(read_texts(f))
+        except AnalysisInputError as exc:
+            failed += 1
+            if as_json:
+                click.echo(json.dumps({"file": f, "error": str(exc)}))
+            else:
+                err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+            continue
+        for label, text, ids in texts:
+            row = {"file": label, **analyze_text(text, ids).to_dict()}
+            rows.append(row)
+            if as_json:
+                click.echo(json.dumps(row))
+    if not as_json and rows:
+        _analysis_table(rows)
+    if failed:
+        return 2
+    return 1 if any(r["loop"] for r in rows) else 0
+
+
+def _analysis_table(rows: list[dict]) -> None:
+    table = Table(title="Degeneracy (loop: corpus definition; seq-rep-4: Welleck et al. 2019)")
+    table.add_column("file", overflow="fold", ratio=3)
+    for col in ("loop", "unit × repeats", "loop start (char)", "near loop", "seq-rep-4", "compression",
+                "think closed"):
+        table.add_column(col, ratio=1)
+    for r in rows:
+        unit = f"{r['loop_unit_tokens']} × {r['loop_repeats']}" if r["loop"] else "–"
+        near = (f"{r['near_loop_unit_tokens']} × {r['near_loop_repeats']} @ {r['near_loop_start_char']}"
+                if r["near_loop"] else "no")
+        table.add_row(r["file"], "[red]yes[/]" if r["loop"] else "no", unit,
+                      str(r["loop_start_char"]) if r["loop"] else "–", near, f"{r['seq_rep_4']:.3f}",
+                      f"{r['compression_ratio']:.2f}", {True: "yes", False: "no", None: "–"}[r["think_closed"]])
+    make_console().print(table)
