@@ -82,20 +82,27 @@ def classify_log_cmd(as_json: bool, files: tuple[str, ...]) -> None:
 @click.command("lint-command")
 @click.option("--json", "as_json", is_flag=True, help='Print {"flags", "findings"} as one JSON object.')
 @click.option("--sglang-version", default=None, metavar="V",
-              help="The host's SGLang release (picks the flag table; newest when omitted).")
+              help="The host's SGLang release (picks the flag table and the release rules; newest when omitted).")
+@click.option("--with-defaults", is_flag=True, help="With --json: list every flag's value, defaults included.")
 @click.argument("command_line", metavar='"<command line>"')
-def lint_command_cmd(as_json: bool, sglang_version: str | None, command_line: str) -> None:
-    """Lint an SGLang launch line: unknown/ambiguous flags, bad values, risky flag combinations.
+def lint_command_cmd(as_json: bool, sglang_version: str | None, with_defaults: bool, command_line: str) -> None:
+    """Lint an SGLang launch line: unknown/ambiguous flags, bad or out-of-range values, flag combinations
+    the release refuses. Secrets (--api-key ...) are never printed.
 
-    Quote the whole command line as one argument. Exits 0 when the line is clean, 1 when there is a
-    finding, 2 when it is not an SGLang launch line at all.
+    Quote the whole command line as one argument. --json prints {"flags" (what the line set), "findings",
+    "sglang_version" (the table used), "requested_version", "warnings", "notes"}. A version without its own
+    table is linted with the nearest one and a warning on stderr. Exits 0 when the line is clean, 1 when
+    there is a finding, 2 when it is not an SGLang launch line at all.
     """
     try:
         result = lint_command(command_line, sglang_version=sglang_version)
     except MtpRemoteError as exc:
         raise UsageError(str(exc)) from None
+    err = Console(stderr=True)
+    for w in result.warnings:
+        err.print(f"[yellow]warning:[/] {w}", highlight=False)
     if as_json:
-        click.echo(json.dumps(result.to_dict(), default=repr))
+        click.echo(json.dumps(result.to_dict(with_defaults=with_defaults), default=repr))
     else:
         console = Console()
         console.print(f"SGLang {result.sglang_version} flag table: "
@@ -103,7 +110,9 @@ def lint_command_cmd(as_json: bool, sglang_version: str | None, command_line: st
         for f in result.findings:
             target = f" [bold]{f.flag}[/]" if f.flag else ""
             better = f" -> [green]{f.suggestion}[/]" if f.suggestion else ""
-            console.print(f"  [red]{f.code}[/]{target}{better}: {f.message}", highlight=False)
+            console.print(f"  [red]{f.code}[/]{target}{better}: {f.message}", highlight=False, markup=False)
+        for n in result.notes:
+            console.print(f"  note: {n}", highlight=False, markup=False)
     if result.findings:
         raise SystemExit(1)
 
