@@ -24,6 +24,7 @@ from mtp_remote.remote.signatures import (
     MEMORY_CAUSE_HINT,
     REQUEST_ERROR,
     SCHEDULER_CRASH_HINT,
+    SCHEDULER_UNKNOWN_HINT,
     SHUTDOWN_START,
     SIGNATURES,
     STATE_HINTS,
@@ -45,7 +46,8 @@ MILESTONE_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
 )
 MILESTONE_NAMES = tuple(name for name, _ in MILESTONE_PATTERNS)
 #: Lines that show the server still making progress: a traceback followed by one of these was not fatal.
-_PROGRESS_MARKERS = ("Decode batch", "Prefill batch", READY_LINE, "Load weight end", "KV Cache is allocated",
+_PROGRESS_MARKERS = ("Decode batch", "Prefill batch", READY_LINE, "Load weight begin", "Load weight end",
+                     "Init torch distributed ends", "KV Cache is allocated",
                      "Memory pool end", "Capture cuda graph end", "Uvicorn running on")
 #: A line of SGLang's own logger (timestamp prefix), which ends a traceback block.
 _TIMESTAMP_LINE = re.compile(r"^\[\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}", re.MULTILINE)
@@ -271,7 +273,7 @@ class _Scan:
         if last.start() >= self.serving_from:
             cls, hint = "scheduler_died", SCHEDULER_CRASH_HINT
         elif "Scheduler hit an exception" in opening:
-            cls, hint = "scheduler_died", UNKNOWN_HINT
+            cls, hint = "scheduler_died", SCHEDULER_UNKNOWN_HINT
         else:
             cls, hint = "unknown", UNKNOWN_HINT
         return dict(cls=cls, hint=_fill_hint(hint, {"exc": exc[:200]}), fatal_line=exc, port=None, flag=None,

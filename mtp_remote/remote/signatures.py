@@ -222,6 +222,8 @@ UNKNOWN_TRACEBACK = re.compile(
     r"(?P<exc>(?:[A-Za-z_][\w.]*\.)?\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)\b[^\n]*)")
 UNKNOWN_HINT = ("the server failed with an error this classifier does not know ({exc}): read the traceback "
                 "above it; rerun in the foreground to see it whole")
+SCHEDULER_UNKNOWN_HINT = ("the scheduler process died ({exc}): read its traceback above; rerun in the foreground "
+                          "to see it whole")
 SCHEDULER_CRASH_HINT = ("the scheduler crashed while serving ({exc}); this is not a flag problem: read the "
                         "traceback, try without speculation or with --disable-cuda-graph to isolate it, and "
                         "report it to SGLang with the log")
