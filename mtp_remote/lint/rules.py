@@ -108,7 +108,8 @@ def spec_attention_backend(ctx: LintContext) -> Finding | None:
     and the server dies in warmup (the draft/verify forward needs target-verify metadata these lack)."""
     if not ctx.speculative:
         return None
-    for dest in ("attention_backend", "decode_attention_backend", "prefill_attention_backend"):
+    for dest in ("attention_backend", "decode_attention_backend", "prefill_attention_backend",
+                 "speculative_draft_attention_backend"):
         backend = ctx.get(dest)
         if backend in SPEC_UNSUPPORTED_ATTENTION:
             flag = "--" + dest.replace("_", "-")
