@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from mtp_remote.errors import AnalysisInputError, MtpRemoteError
@@ -100,7 +101,7 @@ def lint_command_cmd(as_json: bool, sglang_version: str | None, with_defaults: b
         raise UsageError(str(exc)) from None
     err = Console(stderr=True)
     for w in result.warnings:
-        err.print(f"[yellow]warning:[/] {w}", highlight=False)
+        err.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
     if as_json:
         click.echo(json.dumps(result.to_dict(with_defaults=with_defaults), default=repr))
     else:
@@ -138,7 +139,7 @@ def run_analyze(files: tuple[str, ...], *, as_json: bool) -> int:
             if as_json:
                 click.echo(json.dumps({"file": f, "error": str(exc)}))
             else:
-                err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+                err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             continue
         for label, text, ids in texts:
             row = {"file": label, **analyze_text(text, ids).to_dict()}
