@@ -7,8 +7,13 @@ module only scans. Every pattern is precompiled and searched over the whole text
 loop except over ``Decode batch`` lines), so a few-MB log classifies in milliseconds.
 
 The log's *final state*: a fatal signature after the last ``The server is fired up and ready to roll!``
-line wins over ``ready``; a fatal line before it is history (the server still came up). Without a ready
-line and without a fatal line the server is ``starting``.
+line wins over ``ready``; a fatal line before it is history (the server still came up). Launch-time errors
+seen after serving began are ``scheduler_died``; request-level tracebacks (``Exception in ASGI
+application``) and errors followed by progress are not fatal; a traceback no signature knows is at least a
+fatal ``unknown`` (see :mod:`mtp_remote.remote.signatures`). After ``SIGTERM received`` the state is
+``stopping``, then ``stopped`` (drain finished with 0 requests) or ``drain_stuck`` (N > 0 repeated); a fatal
+line before the SIGTERM still wins. Without a ready line and without a fatal line the server is
+``starting``. ``docs/CLASSIFIER.md`` lists every class with an example.
 """
 
 from __future__ import annotations
@@ -95,10 +100,12 @@ class DecodeStats:
 class LogClassification:
     """A log's final state.
 
-    ``cls`` is ``ready``, ``starting`` or a failure class of ``../shared/corpus/README.md``; ``severity`` is
-    ``ok``, ``warning`` (ready/starting but a warning signature matched) or ``fatal``; ``hint`` is one line
-    saying what to do; ``fatal_line`` the line that decided a fatal class; ``port``/``flag`` are what the
-    deciding line names (busy port, bad flag). ``started_at`` is the first timestamp in the log.
+    ``cls`` is ``ready``, ``starting``, ``stopping``, ``stopped``, ``drain_stuck``, ``unknown`` or a failure
+    class of ``../shared/corpus/README.md``; ``severity`` is ``ok``, ``warning`` (ready/starting but a
+    warning signature matched) or ``fatal`` (``drain_stuck`` included); ``hint`` is one line saying what to
+    do; ``fatal_line`` the line that decided a fatal class; ``port``/``flag``/``pid`` are what the deciding
+    line names (busy port, bad flag, the process holding an internal port). ``started_at`` is the first
+    timestamp in the log.
     """
 
     cls: str
@@ -129,7 +136,7 @@ class LogClassification:
 
     def to_dict(self, file: str | None = None) -> dict:
         """The JSON shape of ``classify-log --json`` (issue 5): ``{"file"?, "cls", "severity", "hint",
-        "fatal_line", "port", "flag", "milestones": [{"name", "at", "line_no"}], "durations_s",
+        "fatal_line", "port", "flag", "pid", "milestones": [{"name", "at", "line_no"}], "durations_s",
         "decode": [{"at", "running", "gen_throughput", "accept_len", "accept_rate"}]}``."""
         out: dict = {"file": file} if file is not None else {}
         out.update({
@@ -151,7 +158,7 @@ def classify_log(text: str, *, serving: bool = False) -> LogClassification:
     :class:`DecodeStats` per ``Decode batch`` line. Never raises on odd input: unknown text is ``starting``.
     Cost is linear in ``len(text)``: a few C-level searches per signature and milestone.
     """
-    scan = _Scan(text, serving=serving)
+    scan = _Scan(_condensed(text), serving=serving)
     milestones = _milestones(text)
     decode = _decode_stats(text)
     started_at = _first_timestamp(text)
@@ -302,6 +309,35 @@ class _Scan:
                 break
             stuck += 1
         return ("drain_stuck" if stuck >= 2 else "stopping"), counts[-1]
+
+
+_CONDENSE_FROM = 256 * 1024
+
+
+def _condensed(text: str) -> str:
+    """``text`` with every run of routine lines (``Decode batch``, ``Prefill batch``, requests answered
+    ``200 OK``: they carry no failure) cut to its first and last line, for logs
+    past 256 KiB: the state only depends on the order of lines, and a long log is mostly routine, so the
+    signature scan then reads a few KiB instead of megabytes. Milestones and decode stats read the full text."""
+    if len(text) < _CONDENSE_FROM:
+        return text
+    out: list[str] = []
+    run_last: str | None = None
+    for line in text.split("\n"):
+        if "Decode batch" in line or "Prefill batch" in line or '" 200 OK' in line:
+            if run_last is None:
+                out.append(line)
+                run_last = ""
+            else:
+                run_last = line
+            continue
+        if run_last:
+            out.append(run_last)
+        run_last = None
+        out.append(line)
+    if run_last:
+        out.append(run_last)
+    return "\n".join(out)
 
 
 def _request_error_spans(text: str) -> list[tuple[int, int]]:
