@@ -55,6 +55,7 @@ TAIL_MIN_TOKENS = 32
 NEAR_MIN_DISTINCT_WORDS = 3
 _DIGITS = re.compile(r"\d+")
 _DIGIT_PLACEHOLDER = "0"
+_MIXED_DIGITS = re.compile(r"\d[^\W\d_]|[^\W\d_]\d")  # a digit inside a word token (``v2``, ``3rd``)
 #: A fence line (``` or ~~~, optionally with a language) and a rule line (one punctuation/symbol char, >= 3 times).
 _FENCE = re.compile(r"^[ \t]{0,3}(?:```|~~~)[^\n]*$", re.MULTILINE)
 _RULE_LINE = re.compile(r"^[ \t]*([^\w\s])(?:[ \t]*\1){2,}[ \t]*$", re.MULTILINE)
@@ -356,20 +357,53 @@ def _is_word(token: str) -> bool:
     return token[:1].isalnum() and token != _DIGIT_PLACEHOLDER
 
 
-def detect_near_loop(text: str, toks: list[str], exact: tuple[Run, str] | None = None) -> Run | None:
+def _may_end_in_loop(ids: np.ndarray, k: int = 16) -> bool:
+    """A cheap necessary condition for a tail loop: the ``k`` tokens before the last one occur earlier too.
+
+    Any tail loop (>= 32 tokens, >= 3 copies; a cut last token allowed) repeats the window ``ids[n-1-k:n-1]``
+    exactly one period earlier, so when that window occurs nowhere else there is none. Costs k vector
+    comparisons on a shrinking candidate set.
+    """
+    n = int(ids.shape[0])
+    if n < TAIL_MIN_TOKENS:
+        return False
+    end = n - 1 - k
+    target = ids[end:n - 1]
+    cand = np.flatnonzero(ids[:end] == target[0])
+    for j in range(1, k):
+        if cand.size == 0:
+            return False
+        cand = cand[ids[cand + j] == target[j]]
+    return cand.size > 0
+
+
+def detect_near_loop(text: str, toks: list[str], exact: tuple[Run, str] | None = None,
+                     text_ids: np.ndarray | None = None) -> Run | None:
     """The near loop of ``text`` (module docstring), as a run in its token indexes ``toks``, or None.
 
-    Digit runs are replaced in the text by one digit (``"0"``), which keeps every token where it was (a digit
-    run never changes the token class around it), then the tail-loop rules run on the result. ``exact``: the
-    exact loop already found on ``toks``, reused when the text has no digit (then nothing changes).
+    Digit runs are replaced by one digit (``"0"``), which keeps every token where it was (a digit run never
+    changes the token class around it), then the tail-loop rules run on the result. ``exact``: the exact
+    loop already found on ``toks``, reused when the text has no digit (then nothing changes); ``text_ids``:
+    the ids of ``toks``, reused when no token mixes digits and letters (then only all-digit tokens change).
     """
     if _DIGITS.search(text) is None:
         norm, found = toks, exact
     else:
-        _, norm = _split(_DIGITS.sub(_DIGIT_PLACEHOLDER, text))
-        if len(norm) != len(toks):  # cannot happen by the token rule; never report misaligned offsets
+        if text_ids is not None and _MIXED_DIGITS.search(text) is None:
+            digits = np.fromiter(map(str.isdecimal, toks), dtype=bool, count=len(toks))
+            norm_ids = text_ids.copy()
+            norm_ids[digits] = hash(_DIGIT_PLACEHOLDER)
+            norm = None
+        else:
+            _, norm = _split(_DIGITS.sub(_DIGIT_PLACEHOLDER, text))
+            if len(norm) != len(toks):  # cannot happen by the token rule; never report misaligned offsets
+                return None
+            norm_ids = _ids_of(norm)
+        if not _may_end_in_loop(norm_ids):
             return None
-        found = detect_loop(_ids_of(norm), cut_last_token=norm)
+        if norm is None:
+            norm = [_DIGIT_PLACEHOLDER if t.isdecimal() else t for t in toks]
+        found = detect_loop(norm_ids, cut_last_token=norm)
     if found is None or found[1] != "tail":
         return None
     run = found[0]
@@ -423,7 +457,7 @@ def analyze_text(text: str, token_ids: Sequence[int] | None = None) -> TextMetri
     near = None
     if exact_on_text is False and _DIGITS.search(text) is None:
         exact_on_text = detect_loop(text_ids, cut_last_token=toks)
-    near_run = detect_near_loop(text, toks, exact_on_text or None)
+    near_run = detect_near_loop(text, toks, exact_on_text or None, text_ids)
     if near_run is not None:
         near = LoopMetrics(kind="near", unit_tokens=near_run.period, repeats=near_run.repeats,
                            start_token=near_run.start, start_char=_char_offset(raw, toks, near_run.start),
