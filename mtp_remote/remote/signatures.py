@@ -177,9 +177,9 @@ SIGNATURES: tuple[Signature, ...] = (
        "the server stopped answering (detokenizer/scheduler heartbeat lost): restart it and read the "
        "lines above for the scheduler's error"),
     _S("warmup_failed", "fatal",
-       r"(?:Initialization|Warmup) failed|warmup error",
+       r"Initialization failed\. warmup error|[Ww]armup (?:failed|error)",
        "the warmup request failed: read the traceback above it; try --skip-server-warmup only to debug",
-       phase="launch", needs=(" failed", "warmup error")),
+       phase="launch", needs=("armup",)),
     _S("config_error", "fatal",
        r"^(?:ValueError|AssertionError|NotImplementedError|TypeError): .+",
        "SGLang rejected the server arguments: fix the flag combination named in the message", phase="launch"),
@@ -187,16 +187,18 @@ SIGNATURES: tuple[Signature, ...] = (
     # it opens a traceback whose last line names the cause, and a reader that sees only the opening line
     # (wait-ready reading a growing log) must keep waiting for that line or for the parent's sigquit. ----
     _S("scheduler_died", "fatal",
-       r"(?:exit ?code|exitcode|returncode)\W{0,3}-9\b|killed by signal 9\b|\bSIGKILL\b.{0,40}(?:scheduler|child)",
+       r"(?i:exit ?code|exitcode|returncode|terminated with)\W{0,3}-9\b|killed by signal 9\b"
+       r"|\bSIGKILL\b.{0,40}(?:scheduler|child)",
        "a server process was killed with SIGKILL (exit code -9): usually the kernel's OOM killer (host RAM; "
        "see `dmesg -T | grep -i oom`) or someone's kill -9; lower host memory use or stop other jobs",
-       needs=("xit code", "xitcode", "xit_code", "returncode", "signal 9", "SIGKILL")),
+       needs=("xit code", "xitcode", "xit_code", "returncode", "terminated with", "signal 9", "SIGKILL")),
     _S("scheduler_died", "fatal",
        r"Received sigquit from a child process|Subprocess \S+ crashed"
        r"|Child process unexpectedly failed|Rank \d+ scheduler (?:is dead|died)"
-       r"|\b(?:scheduler|detokenizer|tokenizer[ _]manager)\w* (?:process )?(?:died|is dead|exited unexpectedly)",
+       r"|\b(?:scheduler|detokenizer|tokenizer[ _]manager)\w* (?:process )?(?:died|is dead|exited unexpectedly)"
+       r"|Initialization failed\. Please see the error messages above|Failed to initialize scheduler rank",
        "the scheduler process died: read its traceback above; rerun in the foreground to see it whole",
-       needs=("sigquit", "crashed", "unexpectedly", "dead", "died")),
+       needs=("sigquit", "crashed", "unexpectedly", "dead", "died", "Initialization failed", "Failed to initialize")),
     # --- warnings: do not change the state, only the severity and hint -------------------------------------
     _S("kv_cache_retract", "warning",
        r"KV cache pool is full\. Retract requests",
