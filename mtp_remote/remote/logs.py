@@ -380,7 +380,9 @@ class _Defaults(dict):
     """Hint fields for a signature whose optional group did not match."""
 
     def __missing__(self, key: str) -> str:
-        return {"port": "(see log)", "flag": "the flag"}.get(key, "?")
+        return {"port": "(see log)", "flag": "the flag", "pid": "(not logged)", "proc": "name not logged",
+                "name": "port", "value": "the value SGLang names", "cause": "cause not logged",
+                "exc": "see the log"}.get(key, "?")
 
 
 def _fill_hint(hint: str, groups: dict) -> str:

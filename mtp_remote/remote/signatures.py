@@ -158,6 +158,11 @@ SIGNATURES: tuple[Signature, ...] = (
        r"(?:.*?process\.name\(\)='(?P<proc>[^']*)')?(?:.*?\bpid=(?P<pid>\d+))?",
        _INTERNAL_PORT_HINT, transient=True, needs=("to be available",)),
     _S("port_in_use", "fatal",
+       r"[Aa]ddress already in use \(addr='[^']*:(?P<port>\d+)'\)",  # ZMQError of an internal socket
+       "SGLang's internal ZMQ port {port} is taken, usually by a leftover sglang::scheduler of an earlier "
+       "server: `mtp-remote status` lists it, `mtp-remote stop --force` stops it by PID",
+       needs=("already in use (addr=",)),
+    _S("port_in_use", "fatal",
        r"[Aa]ddress already in use|Port (?P<port>\d+) is (?:already )?in use", _PORT_HINT),
     _S("nccl_error", "fatal",
        r"NCCL error|ncclInternalError|ncclSystemError|ncclUnhandledCudaError|ProcessGroupNCCL.*(?:timed? ?out|error)",
@@ -195,10 +200,12 @@ SIGNATURES: tuple[Signature, ...] = (
     _S("scheduler_died", "fatal",
        r"Received sigquit from a child process|Subprocess \S+ crashed"
        r"|Child process unexpectedly failed|Rank \d+ scheduler (?:is dead|died)"
-       r"|\b(?:scheduler|detokenizer|tokenizer[ _]manager)\w* (?:process )?(?:died|is dead|exited unexpectedly)"
+       r"|(?i:\b(?:scheduler|detokenizer|tokenizer[ _]manager|DataParallelController)\w* (?:process )?"
+       r"(?:died|is dead|exited unexpectedly))"
        r"|Initialization failed\. Please see the error messages above|Failed to initialize scheduler rank",
        "the scheduler process died: read its traceback above; rerun in the foreground to see it whole",
-       needs=("sigquit", "crashed", "unexpectedly", "dead", "died", "Initialization failed", "Failed to initialize")),
+       needs=("sigquit", "crashed", "unexpectedly", "dead", "died", "Died", "Initialization failed",
+              "Failed to initialize")),
     # --- warnings: do not change the state, only the severity and hint -------------------------------------
     _S("kv_cache_retract", "warning",
        r"KV cache pool is full\. Retract requests",
@@ -215,7 +222,7 @@ MEMORY_CAUSE = re.compile(r"out of memory|OutOfMemory|Not enough memory|CUBLAS_S
 MEMORY_CAUSE_HINT = ("CUDA graph capture ran out of memory: " + _MEM_HINT)
 
 #: A request that failed inside the HTTP server (answered 500); the traceback that follows is the request's.
-REQUEST_ERROR = re.compile(r"Exception in ASGI application|Exception in callback|Error in request handler"
+REQUEST_ERROR = re.compile(r"Exception in ASGI application|Exception in callback|Error in request\b"
                            r"|Unhandled exception in request")
 
 #: The fallback for an exception no signature knows. ``exc`` is the exception line (``Name: message``).
