@@ -85,7 +85,7 @@ def _result_from_answer(answer: dict, argv: list[str], version: str | None,
                             sglang_version=version, source="real-parser", requested_version=version)
         return mask_result(result, secrets)
     flags = answer["flags"]
-    explicit = _explicit_dests(argv, flags)
+    explicit = _explicit_dests(argv, flags, version)
     ctx = LintContext(flags=flags, version=version, explicit=explicit, architectures=tuple(architectures))
     owners = {n + 1: w for n, w in enumerate(argv[:-1]) if w.startswith("--")}
     findings = [*unexpanded_variables(argv, owners, {}), *apply_rules(ctx)]
@@ -114,7 +114,26 @@ def _finding_from_argparse(error: str, option_strings: list[str]) -> Finding:
     return Finding("invalid-value", m.group(1) if m else None, None, f"SGLang: {error}")
 
 
-def _explicit_dests(argv: list[str], flags: dict) -> set[str]:
-    """Dests whose flag appears in argv (by the dest-like spelling of each ``--word``; prefixes included)."""
-    written = {w.lstrip("-").split("=")[0].replace("-", "_") for w in argv if w.startswith("--")}
-    return {d for d in flags if any(d == w or d.startswith(w) for w in written)}
+def _explicit_dests(argv: list[str], flags: dict, version: str | None) -> set[str]:
+    """Dests whose flag appears in argv, each ``--word`` resolved as argparse resolves it (exact option or
+    unique prefix) against the flag table of ``version``; a word the table cannot resolve counts by its
+    dest-like spelling."""
+    try:
+        table = choose_flag_table(version)[0]
+    except MtpRemoteError:
+        table = None
+    options = table.options() if table else []
+    out: set[str] = set()
+    for word in argv:
+        if not word.startswith("--"):
+            continue
+        head = word.split("=", 1)[0]
+        if table and head in table.by_option:
+            out.add(table.by_option[head].dest)
+            continue
+        matches = [o for o in options if o.startswith(head)]
+        if table and len(matches) == 1:
+            out.add(table.by_option[matches[0]].dest)
+        else:
+            out.add(head.lstrip("-").replace("-", "_"))
+    return {d for d in out if d in flags}
