@@ -36,13 +36,24 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Literal
 
 import numpy as np
 
-from .loops import Run, find_runs, longest_repeated_span, token_hashes
+from .loops import (  # noqa: F401  (the loop rules are re-exported: callers know them from here)
+    ANY_UNIT_MIN_REPEATS,
+    ESCAPED_MIN_REPEATS,
+    MIN_UNIT_TOKENS,
+    TAIL_MIN_REPEATS,
+    TAIL_MIN_TOKENS,
+    Run,
+    detect_loop,
+    longest_repeated_span,
+    may_end_in_loop,
+    token_hashes,
+)
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f"
 # A token with the other whitespace before it; the whitespace is stripped afterwards (faster than finditer).
@@ -51,7 +62,6 @@ _ASCII_TOKEN_WITH_GAP = re.compile(r"[^\S\n]*(?:[A-Za-z0-9]+|\n|[^\sA-Za-z0-9])"
 _THINK_OPEN = "<think>"
 _THINK_CLOSE = "</think>"
 
-TAIL_MIN_TOKENS = 32
 NEAR_MIN_DISTINCT_WORDS = 3
 _DIGITS = re.compile(r"\d+")
 _DIGIT_PLACEHOLDER = "0"
@@ -59,10 +69,6 @@ _MIXED_DIGITS = re.compile(r"\d[^\W\d_]|[^\W\d_]\d")  # a digit inside a word to
 #: A fence line (``` or ~~~, optionally with a language) and a rule line (one punctuation/symbol char, >= 3 times).
 _FENCE = re.compile(r"^[ \t]{0,3}(?:```|~~~)[^\n]*$", re.MULTILINE)
 _RULE_LINE = re.compile(r"^[ \t]*([^\w\s])(?:[ \t]*\1){2,}[ \t]*$", re.MULTILINE)
-TAIL_MIN_REPEATS = 3
-ESCAPED_MIN_REPEATS = 10
-ANY_UNIT_MIN_REPEATS = 50
-MIN_UNIT_TOKENS = 3
 
 
 def _split(text: str) -> tuple[list[str], list[str]]:
@@ -245,66 +251,6 @@ def compression_ratio(text: str) -> float:
     return len(data) / len(zlib.compress(data)) if data else 0.0
 
 
-def _loop_rules(n_total: int, tail_end: int) -> Callable[[int, int, int], bool]:
-    """The README thresholds as a ``keep(start, end, period)`` predicate for :func:`find_runs`."""
-
-    def keep(start: int, end: int, p: int) -> bool:
-        r = (end - start) // p
-        if r >= ANY_UNIT_MIN_REPEATS:
-            return True
-        if p < MIN_UNIT_TOKENS:
-            return False
-        if r >= ESCAPED_MIN_REPEATS:
-            return True
-        return end >= tail_end and r >= TAIL_MIN_REPEATS and (n_total - start) >= TAIL_MIN_TOKENS
-
-    return keep
-
-
-def detect_loop(ids: np.ndarray, *, cut_last_token: Sequence[str] | None = None,
-                allow_tail: bool = True) -> tuple[Run, str] | None:
-    """The loop of an integer sequence by the README rules: ``(run, "tail" | "escaped")`` or None.
-
-    ``cut_last_token``: the text tokens, when ``ids`` came from them; lets a last token that is a proper
-    prefix of the expected one (a word cut by ``max_tokens``) count as a partial copy of the unit.
-    ``allow_tail=False`` applies the escaped-loop thresholds only (for a sequence with parts left out, whose
-    end is not the text's end).
-    """
-    n = int(ids.shape[0])
-    if n == 0:
-        return None
-    toks = cut_last_token
-    cut_ok = allow_tail and toks is not None and n >= 2
-
-    def reaches_end(run: Run) -> bool:
-        if run.end >= n:
-            return True
-        if cut_ok and run.end == n - 1:
-            expected = toks[n - 1 - run.period]
-            return expected != toks[n - 1] and expected.startswith(toks[n - 1])
-        return False
-
-    tail_end = (n - 1 if cut_ok else n) if allow_tail else n + 1
-    runs = find_runs(ids, _loop_rules(n, tail_end),
-                     min_length=lambda p: p * (ANY_UNIT_MIN_REPEATS if p < MIN_UNIT_TOKENS else TAIL_MIN_REPEATS))
-    best: tuple[Run, str] | None = None
-    for run in runs:
-        r = run.repeats
-        is_tail = allow_tail and reaches_end(run) and (
-            r >= ANY_UNIT_MIN_REPEATS
-            or (run.period >= MIN_UNIT_TOKENS and r >= TAIL_MIN_REPEATS and run.length >= TAIL_MIN_TOKENS)
-        )
-        is_escaped = r >= ANY_UNIT_MIN_REPEATS or (run.period >= MIN_UNIT_TOKENS and r >= ESCAPED_MIN_REPEATS)
-        if is_tail:
-            if run.end == n - 1:
-                run = Run(run.start, n, run.period)
-            if best is None or best[1] != "tail" or run.length > best[0].length:
-                best = (run, "tail")
-        elif is_escaped and (best is None or (best[1] != "tail" and run.length > best[0].length)):
-            best = (run, "escaped")
-    return best
-
-
 def _ids_of(toks: list[str]) -> np.ndarray:
     """Integer ids for text tokens (Python string hashes: equal tokens, equal ids)."""
     return np.fromiter(map(hash, toks), dtype=np.int64, count=len(toks))
@@ -357,26 +303,6 @@ def _is_word(token: str) -> bool:
     return token[:1].isalnum() and token != _DIGIT_PLACEHOLDER
 
 
-def _may_end_in_loop(ids: np.ndarray, k: int = 16) -> bool:
-    """A cheap necessary condition for a tail loop: the ``k`` tokens before the last one occur earlier too.
-
-    Any tail loop (>= 32 tokens, >= 3 copies; a cut last token allowed) repeats the window ``ids[n-1-k:n-1]``
-    exactly one period earlier, so when that window occurs nowhere else there is none. Costs k vector
-    comparisons on a shrinking candidate set.
-    """
-    n = int(ids.shape[0])
-    if n < TAIL_MIN_TOKENS:
-        return False
-    end = n - 1 - k
-    target = ids[end:n - 1]
-    cand = np.flatnonzero(ids[:end] == target[0])
-    for j in range(1, k):
-        if cand.size == 0:
-            return False
-        cand = cand[ids[cand + j] == target[j]]
-    return cand.size > 0
-
-
 def detect_near_loop(text: str, toks: list[str], exact: tuple[Run, str] | None = None,
                      text_ids: np.ndarray | None = None) -> Run | None:
     """The near loop of ``text`` (module docstring), as a run in its token indexes ``toks``, or None.
@@ -399,7 +325,7 @@ def detect_near_loop(text: str, toks: list[str], exact: tuple[Run, str] | None =
             if len(norm) != len(toks):  # cannot happen by the token rule; never report misaligned offsets
                 return None
             norm_ids = _ids_of(norm)
-        if not _may_end_in_loop(norm_ids):
+        if not may_end_in_loop(norm_ids):
             return None
         if norm is None:
             norm = [_DIGIT_PLACEHOLDER if t.isdecimal() else t for t in toks]
