@@ -68,7 +68,7 @@ _DIGIT_PLACEHOLDER = "0"
 _MIXED_DIGITS = re.compile(r"\d[^\W\d_]|[^\W\d_]\d")  # a digit inside a word token (``v2``, ``3rd``)
 #: A fence line (``` or ~~~, optionally with a language) and a rule line (one punctuation/symbol char, >= 3 times).
 _FENCE = re.compile(r"^[ \t]{0,3}(?:```|~~~)[^\n]*$", re.MULTILINE)
-_RULE_LINE = re.compile(r"^[ \t]*([^\w\s])(?:[ \t]*\1){2,}[ \t]*$", re.MULTILINE)
+_RULE_LINE = re.compile(r"^[ \t]*([^\w\s]|_)(?:[ \t]*\1){2,}[ \t]*$", re.MULTILINE)
 
 
 def _split(text: str) -> tuple[list[str], list[str]]:

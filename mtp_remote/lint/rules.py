@@ -69,7 +69,7 @@ class LintContext:
 
 def public_bind_without_api_key(ctx: LintContext) -> Finding | None:
     host = ctx.get("host")
-    if host and str(host) not in LOOPBACK_HOSTS and not ctx.get("api_key") and is_host(str(host)):
+    if host and not is_loopback(str(host)) and not ctx.get("api_key") and is_host(str(host)):
         return Finding("public-bind-without-api-key", "--host", "--api-key",
                        f"--host {host} serves every client on the network with no --api-key: bind 127.0.0.1 "
                        "and reach it through an SSH tunnel, or set --api-key")
@@ -258,6 +258,16 @@ def is_host(value: str) -> bool:
         return True
     except ValueError:
         return bool(_HOSTNAME.match(value))
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (all of 127.0.0.0/8, ``::1``, ``[::1]``)."""
+    if host in LOOPBACK_HOSTS:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _flag_of(dest: str) -> str:
