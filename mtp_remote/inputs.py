@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from .client import _join_reasoning
 from .errors import AnalysisInputError

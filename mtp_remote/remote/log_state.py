@@ -103,8 +103,8 @@ class StateScan:
                 groups["pid"] = holder.group(1)
         port = groups.get("port")
         pid = groups.get("pid")
-        return dict(cls=cls, hint=fill_hint(hint, groups), fatal_line=line,
-                    port=int(port) if port else None, flag=groups.get("flag"), pid=int(pid) if pid else None)
+        return {"cls": cls, "hint": fill_hint(hint, groups), "fatal_line": line,
+                "port": int(port) if port else None, "flag": groups.get("flag"), "pid": int(pid) if pid else None}
 
     def _wrapped(self, sig: Signature, m: re.Match, groups: dict) -> tuple[str, str, dict]:
         """A wrapper's class from its cause: memory keeps the wrapper with the memory hint, a cause another
@@ -137,8 +137,8 @@ class StateScan:
             cls, hint = "scheduler_died", SCHEDULER_UNKNOWN_HINT
         else:
             cls, hint = "unknown", UNKNOWN_HINT
-        return dict(cls=cls, hint=fill_hint(hint, {"exc": exc[:200]}), fatal_line=exc, port=None, flag=None,
-                    pid=None)
+        return {"cls": cls, "hint": fill_hint(hint, {"exc": exc[:200]}), "fatal_line": exc, "port": None,
+                "flag": None, "pid": None}
 
     def warning(self) -> tuple[Signature, re.Match] | None:
         for sig in SIGNATURES:

@@ -140,7 +140,7 @@ def classify_log(text: str, *, serving: bool = False) -> LogClassification:
     milestones = _milestones(text)
     decode = _decode_stats(text)
     started_at = _first_timestamp(text)
-    common = dict(milestones=milestones, decode=decode, started_at=started_at)
+    common = {"milestones": milestones, "decode": decode, "started_at": started_at}
 
     found = scan.fatal()
     if found is not None:

@@ -10,7 +10,6 @@ import pytest
 from click.testing import CliRunner
 
 from mtp_remote.cli_ops import lint_command_cmd
-
 from mtp_remote.lint import lint_command
 from mtp_remote.lint.rules import RELEASE_RULES, is_host
 
