@@ -103,34 +103,15 @@ def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir,
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @handle_errors
 def analyze(as_json, files):
-    """Measure degeneracy (loops, seq-rep-4, compression, think block) of texts.
+    """Measure degeneracy (loops, near loops, seq-rep-4, compression, think block) of texts.
 
-    FILE is plain text, a chat/generate JSON response body, or samples.jsonl; '-' reads standard input.
-    Exits 1 when any text loops."""
-    from rich.table import Table
+    FILE is read by its kind: .json a chat/generate response body, .jsonl samples (one record a line),
+    anything else plain text (even when the text is JSON); '-' reads standard input. A file that cannot be
+    read is reported ({"file", "error"} with --json) and the others are still analysed. Exits 2 when any
+    file failed, else 1 when any text loops, else 0."""
+    from .cli_ops import run_analyze
 
-    from .analysis.degeneracy import analyze_text
-    from .inputs import read_texts
-
-    rows = []
-    for f in files:
-        for label, text, ids in read_texts(f):
-            rows.append({"file": label, **analyze_text(text, ids).to_dict()})
-    if as_json:
-        for r in rows:
-            click.echo(json.dumps(r))
-    else:
-        t = Table(title="Degeneracy (loop: corpus definition; seq-rep-4: Welleck et al. 2019)")
-        t.add_column("file", overflow="fold", ratio=3)
-        for col in ("loop", "unit × repeats", "loop start (char)", "seq-rep-4", "compression", "think closed"):
-            t.add_column(col, ratio=1)
-        for r in rows:
-            unit = f"{r['loop_unit_tokens']} × {r['loop_repeats']}" if r["loop"] else "–"
-            t.add_row(r["file"], "[red]yes[/]" if r["loop"] else "no", unit,
-                      str(r["loop_start_char"]) if r["loop"] else "–", f"{r['seq_rep_4']:.3f}",
-                      f"{r['compression_ratio']:.2f}", {True: "yes", False: "no", None: "–"}[r["think_closed"]])
-        make_console().print(t)
-    sys.exit(1 if any(r["loop"] for r in rows) else 0)
+    sys.exit(run_analyze(files, as_json=as_json))
 
 
 _playbook_opt = click.option("-p", "--playbook", default=api.DEFAULT_PLAYBOOK, show_default=True,

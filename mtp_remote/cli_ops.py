@@ -1,9 +1,9 @@
-"""Operator commands that need no host: ``classify-log`` and ``lint-command``.
+"""Operator commands that need no host: ``classify-log``, ``lint-command`` and the body of ``analyze``.
 
 Thin click commands over :func:`mtp_remote.remote.logs.classify_log` and :func:`mtp_remote.lint.lint_command`;
 the main CLI registers them (``main.add_command(classify_log_cmd, "classify-log")``). Plain output is a
 short rich table for people; ``--json`` prints one JSON object per line for scripts. A file that cannot be
-read is a :class:`click.ClickException` naming it.
+read is a :class:`click.ClickException` naming it, except for ``analyze``, which reports it and goes on.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from mtp_remote.errors import MtpRemoteError
+from mtp_remote.errors import AnalysisInputError, MtpRemoteError
 from mtp_remote.lint import lint_command
 from mtp_remote.remote.commands import mask_text
 from mtp_remote.remote.logs import classify_log, milestone_durations
+from mtp_remote.report.console import make_console
 
 _STYLE = {"ok": "green", "warning": "yellow", "fatal": "red"}
 
@@ -32,20 +33,14 @@ class UsageError(click.ClickException):
 
 
 def _read_text(path: str) -> str:
+    from mtp_remote.inputs import read_text_file  # inputs imports the HTTP client: only when reading files
+
     if path == "-":
         return sys.stdin.read()
-    p = Path(path)
     try:
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise UsageError(f"{path}: is a directory; give log files (or - for standard input)") from None
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
-    if b"\0" in data[:8192]:
-        raise UsageError(f"{path}: binary file, not a server log")
-    return data.decode("utf-8", errors="replace")
+        return read_text_file(path, expected="server logs, or - for standard input")
+    except AnalysisInputError as exc:
+        raise UsageError(str(exc)) from None
 
 
 @click.command("classify-log")
@@ -82,7 +77,7 @@ def classify_log_cmd(as_json: bool, files: tuple[str, ...]) -> None:
             decode = ", ".join(parts)
         state = f"[{_STYLE.get(r.severity, 'white')}]{r.cls}[/]"
         table.add_row(Path(f).name, state, reached, decode, r.hint)
-    Console().print(table)
+    make_console().print(table)
     raise SystemExit(1 if any(classify_log(text).is_fatal for _, text in texts) else 0)
 
 
@@ -101,33 +96,89 @@ def _line_secrets(command_line: str) -> list[str]:
 @click.command("lint-command")
 @click.option("--json", "as_json", is_flag=True, help='Print {"flags", "findings"} as one JSON object.')
 @click.option("--sglang-version", default=None, metavar="V",
-              help="The host's SGLang release (picks the flag table; newest when omitted).")
+              help="The host's SGLang release (picks the flag table and the release rules; newest when omitted).")
+@click.option("--with-defaults", is_flag=True, help="With --json: list every flag's value, defaults included.")
 @click.argument("command_line", metavar='"<command line>"')
-def lint_command_cmd(as_json: bool, sglang_version: str | None, command_line: str) -> None:
-    """Lint an SGLang launch line: unknown/ambiguous flags, bad values, risky flag combinations.
+def lint_command_cmd(as_json: bool, sglang_version: str | None, with_defaults: bool, command_line: str) -> None:
+    """Lint an SGLang launch line: unknown/ambiguous flags, bad or out-of-range values, flag combinations
+    the release refuses. Secrets (--api-key ...) are never printed.
 
-    Quote the whole command line as one argument. Exits 0 when the line is clean, 1 when there is a
-    finding, 2 when it is not an SGLang launch line at all.
+    Quote the whole command line as one argument. --json prints {"flags" (what the line set), "findings",
+    "sglang_version" (the table used), "requested_version", "warnings", "notes"}. A version without its own
+    table is linted with the nearest one and a warning on stderr. Exits 0 when the line is clean, 1 when
+    there is a finding, 2 when it is not an SGLang launch line at all.
     """
     try:
         result = lint_command(command_line, sglang_version=sglang_version)
     except MtpRemoteError as exc:
         raise UsageError(str(exc)) from None
     secrets = _line_secrets(command_line)
+    err = Console(stderr=True)
+    for w in result.warnings:
+        err.print(f"[yellow]warning:[/] {escape(mask_text(w, secrets))}", highlight=False, soft_wrap=True)
     if as_json:
-        doc = result.to_dict()
-        for k in ("api_key", "admin_api_key"):  # SGLang's parsed values: never echoed
-            if (doc.get("flags") or {}).get(k) is not None:
-                doc["flags"][k] = "***"
-        click.echo(mask_text(json.dumps(doc, default=repr), secrets))
+        click.echo(mask_text(json.dumps(result.to_dict(with_defaults=with_defaults), default=repr), secrets))
     else:
         console = Console()
         console.print(f"SGLang {result.sglang_version} flag table: "
                       + ("[green]no findings[/]" if result.ok else f"[red]{len(result.findings)} finding(s)[/]"))
         for f in result.findings:
-            target = f" [bold]{escape(f.flag)}[/]" if f.flag else ""
-            better = f" -> [green]{escape(f.suggestion)}[/]" if f.suggestion else ""
-            console.print(mask_text(f"  [red]{f.code}[/]{target}{better}: {escape(f.message)}", secrets),
-                          highlight=False)
+            target = f" {f.flag}" if f.flag else ""
+            better = f" -> {f.suggestion}" if f.suggestion else ""
+            console.print(mask_text(f"  {f.code}{target}{better}: {f.message}", secrets), highlight=False,
+                          markup=False, style="red")
+        for n in result.notes:
+            console.print(mask_text(f"  note: {n}", secrets), highlight=False, markup=False)
     if result.findings:
         raise SystemExit(1)
+
+
+def run_analyze(files: tuple[str, ...], *, as_json: bool) -> int:
+    """Analyse every text of ``files`` (see :mod:`mtp_remote.inputs` for the kinds) and print the metrics.
+
+    A file that cannot be read or parsed is reported -- ``{"file", "error"}`` as one JSON line with
+    ``as_json``, a red line on stderr otherwise -- and the other files are still analysed. Returns the exit
+    code: 2 when any file failed, else 1 when any text loops, else 0.
+    """
+    from mtp_remote.analysis.degeneracy import analyze_text
+    from mtp_remote.inputs import read_texts
+
+    rows: list[dict] = []
+    failed = 0
+    err = Console(stderr=True)
+    for f in files:
+        try:
+            texts = list(read_texts(f))
+        except AnalysisInputError as exc:
+            failed += 1
+            if as_json:
+                click.echo(json.dumps({"file": f, "error": str(exc)}))
+            else:
+                err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            continue
+        for label, text, ids in texts:
+            row = {"file": label, **analyze_text(text, ids).to_dict()}
+            rows.append(row)
+            if as_json:
+                click.echo(json.dumps(row))
+    if not as_json and rows:
+        _analysis_table(rows)
+    if failed:
+        return 2
+    return 1 if any(r["loop"] for r in rows) else 0
+
+
+def _analysis_table(rows: list[dict]) -> None:
+    table = Table(title="Degeneracy (loop: corpus definition; seq-rep-4: Welleck et al. 2019)")
+    table.add_column("file", overflow="fold", ratio=3)
+    for col in ("loop", "unit × repeats", "loop start (char)", "near loop", "seq-rep-4", "compression",
+                "think closed"):
+        table.add_column(col, ratio=1)
+    for r in rows:
+        unit = f"{r['loop_unit_tokens']} × {r['loop_repeats']}" if r["loop"] else "–"
+        near = (f"{r['near_loop_unit_tokens']} × {r['near_loop_repeats']} @ {r['near_loop_start_char']}"
+                if r["near_loop"] else "no")
+        table.add_row(r["file"], "[red]yes[/]" if r["loop"] else "no", unit,
+                      str(r["loop_start_char"]) if r["loop"] else "–", near, f"{r['seq_rep_4']:.3f}",
+                      f"{r['compression_ratio']:.2f}", {True: "yes", False: "no", None: "–"}[r["think_closed"]])
+    make_console().print(table)

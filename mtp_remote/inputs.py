@@ -1,15 +1,19 @@
 """Read texts to analyse from files: plain text, a JSON response body (chat or /generate), samples.jsonl.
 
-``read_texts(path)`` yields ``(label, text, token_ids)``; ``-`` reads standard input. Raises
-AnalysisInputError naming the file and the shapes accepted.
+``read_texts(path)`` yields ``(label, text, token_ids)``; ``-`` reads standard input. Files are read by
+their kind, from the name: ``.json`` is one JSON document (a response body, or a list of them), ``.jsonl``/
+``.ndjson`` one JSON record per line (samples.jsonl), anything else (``.txt``, ``.md``, no suffix) is a
+model's output as text -- even when that text is itself JSON (structured output). Only standard input,
+which has no name, is sniffed: JSON of a known shape is parsed, anything else is text. Raises
+AnalysisInputError naming the file, what is wrong and the shapes accepted.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from .client import _join_reasoning
 from .errors import AnalysisInputError
@@ -49,36 +53,73 @@ def _from_json_shapes(label: str, data) -> list[tuple[str, str, list[int] | None
     raise AnalysisInputError(f"{label}: JSON of unknown shape; expected {SHAPES}")
 
 
+JSON_SUFFIXES = (".json",)
+JSONL_SUFFIXES = (".jsonl", ".ndjson")
+
+
 def read_texts(path: str) -> Iterator[tuple[str, str, list[int] | None]]:
-    """(label, text, token ids or None) for every text in ``path``."""
+    """(label, text, token ids or None) for every text in ``path`` (module docstring for the kinds).
+
+    Raises AnalysisInputError for a file that is missing, a directory, binary, or a ``.json``/``.jsonl``
+    whose content is not JSON of a known shape (with the line number for JSON lines)."""
     if path == "-":
-        raw = sys.stdin.read()
-        label = "<stdin>"
-    else:
-        p = Path(path)
+        yield from _sniffed("<stdin>", sys.stdin.read())
+        return
+    raw = read_text_file(path)
+    suffix = Path(path).suffix.lower()
+    if suffix in JSON_SUFFIXES:
         try:
-            data = p.read_bytes()
-            if b"\0" in data[:8192]:
-                raise AnalysisInputError(f"{path}: binary file; expected {SHAPES}")
-            raw = data.decode("utf-8", errors="replace")
-        except FileNotFoundError:
-            raise AnalysisInputError(f"{path}: no such file") from None
-        except IsADirectoryError:
-            raise AnalysisInputError(f"{path}: is a directory; give files ({SHAPES})") from None
-        label = path
-    stripped = raw.lstrip()
-    if stripped.startswith("{") or stripped.startswith("["):
-        try:
-            yield from _from_json(label, json.loads(raw))
-            return
-        except ValueError:
-            lines = [ln for ln in raw.splitlines() if ln.strip()]
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise AnalysisInputError(f"{path}: not valid JSON ({exc}); expected {SHAPES}") from None
+        yield from _from_json(path, data)
+    elif suffix in JSONL_SUFFIXES:
+        for n, line in enumerate(raw.splitlines(), 1):
+            if not line.strip():
+                continue
             try:
-                records = [json.loads(ln) for ln in lines]
+                record = json.loads(line)
+            except ValueError as exc:
+                raise AnalysisInputError(f"{path}: line {n} is not valid JSON ({exc})") from None
+            yield from _from_json(f"{path}:{n}" if not isinstance(record, dict) or "profile" not in record
+                                  else path, record)
+    else:
+        yield path, raw, None
+
+
+def read_text_file(path: str, *, expected: str = SHAPES) -> str:
+    """The text of a file (UTF-8, undecodable bytes replaced). Raises AnalysisInputError naming ``path`` when
+    it is missing, a directory, unreadable or binary; ``expected`` says what should have been given."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise AnalysisInputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise AnalysisInputError(f"{path}: is a directory; give files ({expected})") from None
+    except OSError as exc:
+        raise AnalysisInputError(f"{path}: cannot read ({exc.strerror})") from None
+    if b"\0" in data[:8192]:
+        raise AnalysisInputError(f"{path}: binary file; expected {expected}")
+    return data.decode("utf-8", errors="replace")
+
+
+def _sniffed(label: str, raw: str) -> Iterator[tuple[str, str, list[int] | None]]:
+    """Standard input: JSON (one document or JSON lines) of a known shape is parsed, anything else is text."""
+    stripped = raw.lstrip()
+    if stripped.startswith(("{", "[")):
+        try:
+            docs = [json.loads(raw)]
+        except ValueError:
+            try:
+                docs = [json.loads(ln) for ln in raw.splitlines() if ln.strip()]
             except ValueError:
-                records = None
-            if records is not None:  # JSON lines
-                for rec in records:
-                    yield from _from_json(label, rec)
-                return
+                docs = []
+        try:
+            out = [item for doc in docs for item in _from_json(label, doc)]
+        except AnalysisInputError:
+            out = []
+        if out:
+            yield from out
+            return
     yield label, raw, None

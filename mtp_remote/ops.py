@@ -209,6 +209,7 @@ def _lint_checks(c, host: HostConfig, playbook: Playbook, python: str, sglang_ve
     out = []
     for name, res in zip(names, results):
         findings = res.to_dict()["findings"]
+        out.extend(Check(f"lint:{name}", "ok", f"note: {note}") for note in res.notes)  # e.g. a no-op on 0.5.9
         if findings:
             out.append(Check(f"lint:{name}", "warn", f"({source}) " + "; ".join(
                 f"{f['code']}{(' ' + f['flag']) if f.get('flag') else ''}: {f.get('message', '')}" for f in findings)))

@@ -321,7 +321,8 @@ class Runner:
                 offset += len(new.encode("utf-8", "surrogateescape"))
                 text = text[-(1 << 20):] + new  # fatal lines come last: a bounded window is enough
                 last_growth = time.monotonic()
-            failure = _failure(alive, classify_log(text if not alive else text[: text.rfind("\n") + 1]))
+            window = text if not alive else text[: text.rfind("\n") + 1]
+            failure = _failure(alive, classify_log(window, serving=True))  # sampling runs after ready
             if failure is not None:  # (complete lines only while it lives)
                 return failure
             if time.monotonic() - last_growth > stall_s:

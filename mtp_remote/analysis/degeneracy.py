@@ -16,6 +16,17 @@ Loop definition (``corpus/README.md``):
   Without ids, a last token that is a proper prefix of the token the unit expects there (output cut by
   ``max_tokens`` inside a word) counts as a partial copy.
 - **Escaped loop.** Anywhere, consecutive copies of a unit with ``n >= 3 and r >= 10``, or ``r >= 50``.
+- **Structured content.** Before the escaped-loop check, fenced code blocks (a line opening with `````` or
+  ``~~~`` to the line closing it, or to the end when it never closes) and lines made only of one repeated
+  punctuation or symbol character (at least 3: a markdown rule ``-----``/``=====``) are left out; unrolled
+  code and rules are not loops. The tail-loop check uses every token: output that repeats to its very end is
+  a loop whatever it is made of.
+- **Near loop.** With every run of digits replaced by one placeholder (token by token, so token positions
+  stay those of the text), the text has a tail loop (same thresholds) whose unit holds at least 3 distinct
+  word tokens (the placeholder is not a word). A counter ("Step 12:", "Attempt #7", "(check 3)") hides an
+  otherwise exact loop; counting lists and number tables (few distinct words) are not near loops. Reported
+  with the unit's length, repeats, start token and character offset and the fraction of the text inside it;
+  always computed on the text (digits are a text notion), even when token ids are given.
 - The unit is the *smallest* period of the repeated stretch ("!!!!" has n = 1, not n = 3), and the loop
   starts where the maximal repeated stretch starts. A tail loop is reported in preference to escaped ones;
   among escaped loops, the one covering most tokens.
@@ -25,13 +36,24 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Literal
 
 import numpy as np
 
-from .loops import Run, find_runs, longest_repeated_span, token_hashes
+from .loops import (  # noqa: F401  (the loop rules are re-exported: callers know them from here)
+    ANY_UNIT_MIN_REPEATS,
+    ESCAPED_MIN_REPEATS,
+    MIN_UNIT_TOKENS,
+    TAIL_MIN_REPEATS,
+    TAIL_MIN_TOKENS,
+    Run,
+    detect_loop,
+    longest_repeated_span,
+    may_end_in_loop,
+    token_hashes,
+)
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f"
 # A token with the other whitespace before it; the whitespace is stripped afterwards (faster than finditer).
@@ -40,11 +62,13 @@ _ASCII_TOKEN_WITH_GAP = re.compile(r"[^\S\n]*(?:[A-Za-z0-9]+|\n|[^\sA-Za-z0-9])"
 _THINK_OPEN = "<think>"
 _THINK_CLOSE = "</think>"
 
-TAIL_MIN_TOKENS = 32
-TAIL_MIN_REPEATS = 3
-ESCAPED_MIN_REPEATS = 10
-ANY_UNIT_MIN_REPEATS = 50
-MIN_UNIT_TOKENS = 3
+NEAR_MIN_DISTINCT_WORDS = 3
+_DIGITS = re.compile(r"\d+")
+_DIGIT_PLACEHOLDER = "0"
+_MIXED_DIGITS = re.compile(r"\d[^\W\d_]|[^\W\d_]\d")  # a digit inside a word token (``v2``, ``3rd``)
+#: A fence line (``` or ~~~, optionally with a language) and a rule line (one punctuation/symbol char, >= 3 times).
+_FENCE = re.compile(r"^[ \t]{0,3}(?:```|~~~)[^\n]*$", re.MULTILINE)
+_RULE_LINE = re.compile(r"^[ \t]*([^\w\s]|_)(?:[ \t]*\1){2,}[ \t]*$", re.MULTILINE)
 
 
 def _split(text: str) -> tuple[list[str], list[str]]:
@@ -85,7 +109,7 @@ class LoopMetrics:
     no loop); ``fraction``: share of the text's tokens inside the loop, in [0, 1].
     """
 
-    kind: Literal["tail", "escaped"]
+    kind: Literal["tail", "escaped", "near"]
     unit_tokens: int
     repeats: int
     start_token: int
@@ -108,7 +132,8 @@ class TextMetrics:
     Li et al. 2016; so ``distinct_4 == 1 - seq_rep_4``), 1.0 when the text has no n-gram.
     ``compression_ratio``: UTF-8 bytes / zlib (level 6) bytes; loops give high values (> 4), prose ~2-3.
     ``think_closed``: True/False for a think block that is closed/unterminated, None without one.
-    ``reasoning_tokens``/``answer_tokens``: text tokens inside the think block / after it (tags excluded);
+    ``near``: the near loop (kind ``"near"``, units in text tokens), None without one; ``near_loop`` says
+    whether there is one. ``reasoning_tokens``/``answer_tokens``: text tokens inside the think block / after it (tags excluded);
     without a think block every token is an answer token. ``longest_repeated_span``: tokens of the longest
     span occurring twice (overlaps allowed).
     """
@@ -123,6 +148,12 @@ class TextMetrics:
     reasoning_tokens: int
     answer_tokens: int
     longest_repeated_span: int
+    near: LoopMetrics | None = None
+
+    @property
+    def near_loop(self) -> bool:
+        """True when the text ends in a near loop (module docstring): an exact loop hidden by a counter."""
+        return self.near is not None
 
     @property
     def is_loop(self) -> bool:
@@ -136,12 +167,18 @@ class TextMetrics:
     def to_dict(self) -> dict:
         """Flat JSON-able dict: ``loop`` (bool), ``loop_kind``, ``loop_unit_tokens``, ``loop_repeats``,
         ``loop_start_token``, ``loop_start_char``, ``loop_end_token``, ``loop_fraction`` (None without a
-        loop), then every other field by name."""
+        loop), ``near_loop`` (bool) with ``near_loop_unit_tokens``, ``near_loop_repeats``,
+        ``near_loop_start_token``, ``near_loop_start_char``, ``near_loop_end_token``, ``near_loop_fraction``,
+        then every other field by name."""
         d = asdict(self)
         loop = d.pop("loop")
+        near = d.pop("near")
         out: dict = {"loop": loop is not None}
         for key in ("kind", "unit_tokens", "repeats", "start_token", "start_char", "end_token", "fraction"):
             out[f"loop_{key}"] = loop[key] if loop else None
+        out["near_loop"] = near is not None
+        for key in ("unit_tokens", "repeats", "start_token", "start_char", "end_token", "fraction"):
+            out[f"near_loop_{key}"] = near[key] if near else None
         out.update(d)
         return out
 
@@ -214,73 +251,100 @@ def compression_ratio(text: str) -> float:
     return len(data) / len(zlib.compress(data)) if data else 0.0
 
 
-def _loop_rules(n_total: int, tail_end: int) -> Callable[[int, int, int], bool]:
-    """The README thresholds as a ``keep(start, end, period)`` predicate for :func:`find_runs`."""
-
-    def keep(start: int, end: int, p: int) -> bool:
-        r = (end - start) // p
-        if r >= ANY_UNIT_MIN_REPEATS:
-            return True
-        if p < MIN_UNIT_TOKENS:
-            return False
-        if r >= ESCAPED_MIN_REPEATS:
-            return True
-        return end >= tail_end and r >= TAIL_MIN_REPEATS and (n_total - start) >= TAIL_MIN_TOKENS
-
-    return keep
-
-
-def detect_loop(ids: np.ndarray, *, cut_last_token: Sequence[str] | None = None) -> tuple[Run, str] | None:
-    """The loop of an integer sequence by the README rules: ``(run, "tail" | "escaped")`` or None.
-
-    ``cut_last_token``: the text tokens, when ``ids`` came from them; lets a last token that is a proper
-    prefix of the expected one (a word cut by ``max_tokens``) count as a partial copy of the unit.
-    """
-    n = int(ids.shape[0])
-    if n == 0:
-        return None
-    toks = cut_last_token
-    cut_ok = toks is not None and n >= 2
-
-    def reaches_end(run: Run) -> bool:
-        if run.end >= n:
-            return True
-        if cut_ok and run.end == n - 1:
-            expected = toks[n - 1 - run.period]
-            return expected != toks[n - 1] and expected.startswith(toks[n - 1])
-        return False
-
-    runs = find_runs(ids, _loop_rules(n, n - 1 if cut_ok else n),
-                     min_length=lambda p: p * (ANY_UNIT_MIN_REPEATS if p < MIN_UNIT_TOKENS else TAIL_MIN_REPEATS))
-    best: tuple[Run, str] | None = None
-    for run in runs:
-        r = run.repeats
-        is_tail = reaches_end(run) and (
-            r >= ANY_UNIT_MIN_REPEATS
-            or (run.period >= MIN_UNIT_TOKENS and r >= TAIL_MIN_REPEATS and run.length >= TAIL_MIN_TOKENS)
-        )
-        is_escaped = r >= ANY_UNIT_MIN_REPEATS or (run.period >= MIN_UNIT_TOKENS and r >= ESCAPED_MIN_REPEATS)
-        if is_tail:
-            if run.end == n - 1:
-                run = Run(run.start, n, run.period)
-            if best is None or best[1] != "tail" or run.length > best[0].length:
-                best = (run, "tail")
-        elif is_escaped and (best is None or (best[1] != "tail" and run.length > best[0].length)):
-            best = (run, "escaped")
-    return best
-
-
 def _ids_of(toks: list[str]) -> np.ndarray:
     """Integer ids for text tokens (Python string hashes: equal tokens, equal ids)."""
     return np.fromiter(map(hash, toks), dtype=np.int64, count=len(toks))
+
+
+def structured_spans(text: str) -> list[tuple[int, int]]:
+    """Character spans ``[start, end)`` of structured content: fenced code blocks (fences included; an
+    unclosed fence runs to the end) and rule lines (one punctuation/symbol character repeated, >= 3).
+    Sorted, non-overlapping. Example: ``structured_spans("a\\n---\\nb")`` -> ``[(2, 5)]``."""
+    spans: list[tuple[int, int]] = []
+    if "```" in text or "~~~" in text:
+        fences = list(_FENCE.finditer(text))
+        for i in range(0, len(fences), 2):
+            end = fences[i + 1].end() if i + 1 < len(fences) else len(text)
+            spans.append((fences[i].start(), end))
+    for m in _RULE_LINE.finditer(text):
+        if not any(a <= m.start() < b for a, b in spans):
+            spans.append((m.start(), m.end()))
+    spans.sort()
+    return spans
+
+
+def _outside(offsets: np.ndarray, spans: list[tuple[int, int]]) -> np.ndarray:
+    """Indexes of the tokens (by char offset) that lie outside every span."""
+    keep = np.ones(offsets.shape[0], dtype=bool)
+    for a, b in spans:
+        keep[(offsets >= a) & (offsets < b)] = False
+    return np.flatnonzero(keep)
+
+
+def _offsets(raw: list[str], toks: list[str]) -> np.ndarray:
+    """Character offset of every token (numpy, from the raw match lengths)."""
+    ends = np.cumsum(np.fromiter(map(len, raw), dtype=np.int64, count=len(raw)))
+    lens = np.fromiter(map(len, toks), dtype=np.int64, count=len(toks))
+    return ends - lens
+
+
+def _escaped_outside_structure(text_ids: np.ndarray, offsets: np.ndarray,
+                               spans: list[tuple[int, int]]) -> Run | None:
+    """The escaped loop among the tokens outside structured content, as a run in text-token indexes."""
+    keep = _outside(offsets, spans)
+    found = detect_loop(text_ids[keep], allow_tail=False)
+    if found is None:
+        return None
+    run = found[0]
+    return Run(int(keep[run.start]), int(keep[run.end - 1]) + 1, run.period)
+
+
+def _is_word(token: str) -> bool:
+    return token[:1].isalnum() and token != _DIGIT_PLACEHOLDER
+
+
+def detect_near_loop(text: str, toks: list[str], exact: tuple[Run, str] | None = None,
+                     text_ids: np.ndarray | None = None) -> Run | None:
+    """The near loop of ``text`` (module docstring), as a run in its token indexes ``toks``, or None.
+
+    Digit runs are replaced by one digit (``"0"``), which keeps every token where it was (a digit run never
+    changes the token class around it), then the tail-loop rules run on the result. ``exact``: the exact
+    loop already found on ``toks``, reused when the text has no digit (then nothing changes); ``text_ids``:
+    the ids of ``toks``, reused when no token mixes digits and letters (then only all-digit tokens change).
+    """
+    if _DIGITS.search(text) is None:
+        norm, found = toks, exact
+    else:
+        if text_ids is not None and _MIXED_DIGITS.search(text) is None:
+            digits = np.fromiter(map(str.isdecimal, toks), dtype=bool, count=len(toks))
+            norm_ids = text_ids.copy()
+            norm_ids[digits] = hash(_DIGIT_PLACEHOLDER)
+            norm = None
+        else:
+            _, norm = _split(_DIGITS.sub(_DIGIT_PLACEHOLDER, text))
+            if len(norm) != len(toks):  # cannot happen by the token rule; never report misaligned offsets
+                return None
+            norm_ids = _ids_of(norm)
+        if not may_end_in_loop(norm_ids):
+            return None
+        if norm is None:
+            norm = [_DIGIT_PLACEHOLDER if t.isdecimal() else t for t in toks]
+        found = detect_loop(norm_ids, cut_last_token=norm)
+    if found is None or found[1] != "tail":
+        return None
+    run = found[0]
+    words = {t for t in norm[run.start:run.start + run.period] if _is_word(t)}
+    return run if len(words) >= NEAR_MIN_DISTINCT_WORDS else None
 
 
 def analyze_text(text: str, token_ids: Sequence[int] | None = None) -> TextMetrics:
     """All per-sample metrics of ``text`` (module docstring for the definitions).
 
     ``token_ids``: the output's token ids when the server returned them; loops, n-gram figures and
-    ``n_tokens`` are then computed on the ids, the think block and reasoning/answer counts on the text.
-    Runs in ~O(n); never raises on any string.
+    ``n_tokens`` are then computed on the ids, the think block, reasoning/answer counts and the near loop on
+    the text. When the text holds structured content and the ids show only an escaped loop, the escaped
+    check is redone on the text tokens outside it (ids cannot be mapped to code fences). Runs in ~O(n);
+    never raises on any string.
     """
     raw, toks = _split(text)
     text_ids = _ids_of(toks)
@@ -292,19 +356,38 @@ def analyze_text(text: str, token_ids: Sequence[int] | None = None) -> TextMetri
         found = detect_loop(ids, cut_last_token=toks)
     n = int(ids.shape[0])
 
+    exact_on_text = found if token_ids is None else False
+    in_text_tokens = token_ids is None
+    if found is not None and found[1] == "escaped":
+        spans = structured_spans(text)
+        if spans:
+            run = _escaped_outside_structure(text_ids, _offsets(raw, toks), spans)
+            found = (run, "escaped") if run is not None else None
+            in_text_tokens = True
+
     loop = None
     lower = 0
     if found is not None:
         run, kind = found
-        lower = run.length - run.period
-        if token_ids is None:
+        lower = run.length - run.period if in_text_tokens == (token_ids is None) else 0
+        if in_text_tokens:
             start_char = _char_offset(raw, toks, run.start)
         else:
             on_text = detect_loop(text_ids, cut_last_token=toks)
             start_char = (_char_offset(raw, toks, on_text[0].start) if on_text
                           else round(len(text) * run.start / max(n, 1)))
+        total = len(toks) if in_text_tokens else n
         loop = LoopMetrics(kind=kind, unit_tokens=run.period, repeats=run.repeats, start_token=run.start,
-                           start_char=start_char, end_token=run.end, fraction=run.length / n)
+                           start_char=start_char, end_token=run.end, fraction=run.length / max(total, 1))
+
+    near = None
+    if exact_on_text is False and _DIGITS.search(text) is None:
+        exact_on_text = detect_loop(text_ids, cut_last_token=toks)
+    near_run = detect_near_loop(text, toks, exact_on_text or None, text_ids)
+    if near_run is not None:
+        near = LoopMetrics(kind="near", unit_tokens=near_run.period, repeats=near_run.repeats,
+                           start_token=near_run.start, start_char=_char_offset(raw, toks, near_run.start),
+                           end_token=near_run.end, fraction=near_run.length / max(len(toks), 1))
 
     closed, reasoning_tokens, answer_tokens = _think_counts(text, len(toks))
 
@@ -320,4 +403,5 @@ def analyze_text(text: str, token_ids: Sequence[int] | None = None) -> TextMetri
         reasoning_tokens=reasoning_tokens,
         answer_tokens=answer_tokens,
         longest_repeated_span=longest_repeated_span(ids, lower),
+        near=near,
     )

@@ -2,8 +2,8 @@
 
 A *run* is a maximal stretch ``ids[start:end]`` with smallest period ``p`` (``ids[i] == ids[i + p]``
 throughout) that holds at least three copies of its unit. This module finds the runs that matter for the
-loop rules of ``corpus/README.md`` in about O(n) numpy work: every period up to :data:`SMALL_PERIOD` is
-checked exhaustively (one vector comparison per period); longer periods are proposed by content-defined
+loop rules of ``corpus/README.md`` in about O(n) numpy work and applies those rules (:func:`detect_loop`).
+Every period up to :data:`SMALL_PERIOD` is checked exhaustively (one vector comparison per period); longer periods are proposed by content-defined
 anchors (32-grams whose rolling hash is 0 mod 4; their repeat distances inside a loop equal the period) and
 then verified exactly, so a reported run is never a hash artefact. It also computes the longest repeated
 span with rolling hashes (exact-length gallop from the loops' lower bound). Pure: arrays in, numbers out.
@@ -11,10 +11,17 @@ span with rolling hashes (exact-length gallop from the loops' lower bound). Pure
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+#: The loop thresholds of ``corpus/README.md`` (tail loop, escaped loop, any unit; see ``degeneracy.py``).
+TAIL_MIN_TOKENS = 32
+TAIL_MIN_REPEATS = 3
+ESCAPED_MIN_REPEATS = 10
+ANY_UNIT_MIN_REPEATS = 50
+MIN_UNIT_TOKENS = 3
 
 #: Periods up to this many tokens are checked exhaustively; longer ones through anchors.
 SMALL_PERIOD = 32
@@ -188,3 +195,86 @@ def longest_repeated_span(a: np.ndarray, lower_bound: int = 0) -> int:
         else:
             hi = mid
     return lo
+
+
+# --- the README loop rules over these runs ------------------------------------------------------------
+
+
+def _loop_rules(n_total: int, tail_end: int) -> Callable[[int, int, int], bool]:
+    """The README thresholds as a ``keep(start, end, period)`` predicate for :func:`find_runs`."""
+
+    def keep(start: int, end: int, p: int) -> bool:
+        r = (end - start) // p
+        if r >= ANY_UNIT_MIN_REPEATS:
+            return True
+        if p < MIN_UNIT_TOKENS:
+            return False
+        if r >= ESCAPED_MIN_REPEATS:
+            return True
+        return end >= tail_end and r >= TAIL_MIN_REPEATS and (n_total - start) >= TAIL_MIN_TOKENS
+
+    return keep
+
+
+def detect_loop(ids: np.ndarray, *, cut_last_token: Sequence[str] | None = None,
+                allow_tail: bool = True) -> tuple[Run, str] | None:
+    """The loop of an integer sequence by the README rules: ``(run, "tail" | "escaped")`` or None.
+
+    ``cut_last_token``: the text tokens, when ``ids`` came from them; lets a last token that is a proper
+    prefix of the expected one (a word cut by ``max_tokens``) count as a partial copy of the unit.
+    ``allow_tail=False`` applies the escaped-loop thresholds only (for a sequence with parts left out, whose
+    end is not the text's end).
+    """
+    n = int(ids.shape[0])
+    if n == 0:
+        return None
+    toks = cut_last_token
+    cut_ok = allow_tail and toks is not None and n >= 2
+
+    def reaches_end(run: Run) -> bool:
+        if run.end >= n:
+            return True
+        if cut_ok and run.end == n - 1:
+            expected = toks[n - 1 - run.period]
+            return expected != toks[n - 1] and expected.startswith(toks[n - 1])
+        return False
+
+    tail_end = (n - 1 if cut_ok else n) if allow_tail else n + 1
+    runs = find_runs(ids, _loop_rules(n, tail_end),
+                     min_length=lambda p: p * (ANY_UNIT_MIN_REPEATS if p < MIN_UNIT_TOKENS else TAIL_MIN_REPEATS))
+    best: tuple[Run, str] | None = None
+    for run in runs:
+        r = run.repeats
+        is_tail = allow_tail and reaches_end(run) and (
+            r >= ANY_UNIT_MIN_REPEATS
+            or (run.period >= MIN_UNIT_TOKENS and r >= TAIL_MIN_REPEATS and run.length >= TAIL_MIN_TOKENS)
+        )
+        is_escaped = r >= ANY_UNIT_MIN_REPEATS or (run.period >= MIN_UNIT_TOKENS and r >= ESCAPED_MIN_REPEATS)
+        if is_tail:
+            if run.end == n - 1:
+                run = Run(run.start, n, run.period)
+            if best is None or best[1] != "tail" or run.length > best[0].length:
+                best = (run, "tail")
+        elif is_escaped and (best is None or (best[1] != "tail" and run.length > best[0].length)):
+            best = (run, "escaped")
+    return best
+
+
+def may_end_in_loop(ids: np.ndarray, k: int = 16) -> bool:
+    """A cheap necessary condition for a tail loop: the ``k`` tokens before the last one occur earlier too.
+
+    Any tail loop (>= 32 tokens, >= 3 copies; a cut last token allowed) repeats the window ``ids[n-1-k:n-1]``
+    exactly one period earlier, so when that window occurs nowhere else there is none. Costs k vector
+    comparisons on a shrinking candidate set.
+    """
+    n = int(ids.shape[0])
+    if n < TAIL_MIN_TOKENS:
+        return False
+    end = n - 1 - k
+    target = ids[end:n - 1]
+    cand = np.flatnonzero(ids[:end] == target[0])
+    for j in range(1, k):
+        if cand.size == 0:
+            return False
+        cand = cand[ids[cand + j] == target[j]]
+    return cand.size > 0

@@ -107,6 +107,28 @@ def load_flag_table(version: str) -> FlagTable:
 
 def select_flag_table(sglang_version: str | None = None) -> FlagTable:
     """The table for a host running ``sglang_version`` (newest table when None; see module docstring)."""
+    return choose_flag_table(sglang_version)[0]
+
+
+def choose_flag_table(sglang_version: str | None = None) -> tuple[FlagTable, str | None]:
+    """:func:`select_flag_table` plus a warning when the table is not that release's own: ``(table,
+    warning or None)``. The warning names the table used and why (nearest older release, oldest table for
+    an older host, newest table for a newer one). Raises ConfigError for a string that is not a version."""
+    table = _select(sglang_version)
+    if sglang_version is None or version_key(sglang_version)[:3] == version_key(table.sglang_version)[:3]:
+        return table, None
+    wanted, used = version_key(sglang_version), version_key(table.sglang_version)
+    if wanted < used:
+        why = f"it is older than every release with a table ({', '.join(available_versions())})"
+    elif used == version_key(available_versions()[-1]):
+        why = "it is newer than the newest table"
+    else:
+        why = "the nearest older release with a table"
+    return table, (f"no flag table for SGLang {sglang_version}: used SGLang {table.sglang_version}'s ({why}); "
+                   f"flags added, renamed or removed since may be misjudged")
+
+
+def _select(sglang_version: str | None) -> FlagTable:
     versions = available_versions()
     if not versions:
         raise ConfigError("no SGLang flag tables found; run python -m mtp_remote.lint.gen_flags")

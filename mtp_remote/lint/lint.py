@@ -14,9 +14,10 @@ from mtp_remote.errors import MtpRemoteError
 from mtp_remote.lint.argv_parse import parse_argv, suggest_from
 from mtp_remote.lint.cmdline import split_launch_command
 from mtp_remote.lint.findings import Finding, LintResult
-from mtp_remote.lint.flag_table import select_flag_table
+from mtp_remote.lint.flag_table import choose_flag_table
 from mtp_remote.lint.probe import run_probe
-from mtp_remote.lint.rules import LintContext, apply_rules, unexpanded_variables
+from mtp_remote.lint.rules import LintContext, apply_rules, release_notes, unexpanded_variables
+from mtp_remote.lint.secrets import mask_result, secret_values
 
 log = logging.getLogger(__name__)
 
@@ -25,19 +26,25 @@ def lint_command(cmd: str, *, sglang_version: str | None = None,
                  architectures: tuple[str, ...] = ()) -> LintResult:
     """Lint one launch line (``[ENV=..] [nohup] python -m sglang.launch_server ...`` or ``sglang serve``).
 
-    ``sglang_version`` is the host's SGLang (the newest table is used when None); ``architectures`` are
-    the model's config.json ``architectures`` when known (else the model path's name decides whether the
-    model is hybrid). Returns flags as ``{dest: value}`` (defaults included) and findings in argv order,
-    then rule order. Raises :class:`~mtp_remote.errors.ConfigError` when ``cmd`` is not a launch line.
+    ``sglang_version`` is the host's SGLang (the newest table is used when None; for a release without its
+    own table the nearest one is used and ``warnings`` says which); ``architectures`` are the model's
+    config.json ``architectures`` when known (else the model path's name decides whether the model is
+    hybrid). Release-keyed rules follow ``sglang_version`` itself. Returns flags as ``{dest: value}``
+    (defaults included; ``explicit`` names what the line set) and findings in argv order, then value
+    checks, then rule order; every secret is masked. Raises :class:`~mtp_remote.errors.ConfigError` when
+    ``cmd`` is not a launch line or ``sglang_version`` is not a version.
     """
     line = split_launch_command(cmd)
-    table = select_flag_table(sglang_version)
+    table, warning = choose_flag_table(sglang_version)
     parsed = parse_argv(line.argv, table)
     ctx = LintContext(flags=parsed.values, version=sglang_version or table.sglang_version,
                       explicit=parsed.explicit, env=line.env, architectures=tuple(architectures))
     findings = [*unexpanded_variables(line.argv, parsed.owners, line.env), *parsed.findings, *apply_rules(ctx)]
-    return LintResult(flags=parsed.values, findings=findings, sglang_version=table.sglang_version,
-                      source="table", env=line.env)
+    result = LintResult(flags=parsed.values, findings=findings, sglang_version=table.sglang_version,
+                        source="table", env=line.env, explicit=frozenset(parsed.explicit),
+                        requested_version=sglang_version, warnings=[warning] if warning else [],
+                        notes=release_notes(ctx))
+    return mask_result(result, secret_values(line.argv, parsed.values, parsed.owners, line.env))
 
 
 def check_with_real_parser(python: str, argv: list[str], *, architectures: tuple[str, ...] = (),
@@ -71,16 +78,20 @@ def check_many_with_real_parser(python: str, argvs: list[list[str]], *, architec
 
 def _result_from_answer(answer: dict, argv: list[str], version: str | None,
                         architectures: tuple[str, ...]) -> LintResult:
+    secrets = secret_values(argv, answer.get("flags") or {}, {}, {})
     if not answer["ok"]:
         finding = _finding_from_argparse(answer.get("error", ""), answer.get("option_strings", []))
-        return LintResult(flags={}, findings=[*unexpanded_variables(argv, {}, {}), finding],
-                          sglang_version=version, source="real-parser")
+        result = LintResult(flags={}, findings=[*unexpanded_variables(argv, {}, {}), finding],
+                            sglang_version=version, source="real-parser", requested_version=version)
+        return mask_result(result, secrets)
     flags = answer["flags"]
-    ctx = LintContext(flags=flags, version=version, explicit=_explicit_dests(argv, flags),
-                      architectures=tuple(architectures))
+    explicit = _explicit_dests(argv, flags, version)
+    ctx = LintContext(flags=flags, version=version, explicit=explicit, architectures=tuple(architectures))
     owners = {n + 1: w for n, w in enumerate(argv[:-1]) if w.startswith("--")}
     findings = [*unexpanded_variables(argv, owners, {}), *apply_rules(ctx)]
-    return LintResult(flags=flags, findings=findings, sglang_version=version, source="real-parser")
+    result = LintResult(flags=flags, findings=findings, sglang_version=version, source="real-parser",
+                        explicit=frozenset(explicit), requested_version=version, notes=release_notes(ctx))
+    return mask_result(result, secrets)
 
 
 _UNRECOGNIZED = re.compile(r"unrecognized arguments: (.*)")
@@ -103,7 +114,26 @@ def _finding_from_argparse(error: str, option_strings: list[str]) -> Finding:
     return Finding("invalid-value", m.group(1) if m else None, None, f"SGLang: {error}")
 
 
-def _explicit_dests(argv: list[str], flags: dict) -> set[str]:
-    """Dests whose flag appears in argv (by the dest-like spelling of each ``--word``; prefixes included)."""
-    written = {w.lstrip("-").split("=")[0].replace("-", "_") for w in argv if w.startswith("--")}
-    return {d for d in flags if any(d == w or d.startswith(w) for w in written)}
+def _explicit_dests(argv: list[str], flags: dict, version: str | None) -> set[str]:
+    """Dests whose flag appears in argv, each ``--word`` resolved as argparse resolves it (exact option or
+    unique prefix) against the flag table of ``version``; a word the table cannot resolve counts by its
+    dest-like spelling."""
+    try:
+        table = choose_flag_table(version)[0]
+    except MtpRemoteError:
+        table = None
+    options = table.options() if table else []
+    out: set[str] = set()
+    for word in argv:
+        if not word.startswith("--"):
+            continue
+        head = word.split("=", 1)[0]
+        if table and head in table.by_option:
+            out.add(table.by_option[head].dest)
+            continue
+        matches = [o for o in options if o.startswith(head)]
+        if table and len(matches) == 1:
+            out.add(table.by_option[matches[0]].dest)
+        else:
+            out.add(head.lstrip("-").replace("-", "_"))
+    return {d for d in out if d in flags}

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 from mtp_remote.errors import MtpRemoteError
@@ -122,6 +123,31 @@ def ensure_sglang_venv(version: str, *, cache_dir: Path | None = None, extra: tu
     (venv / _READY_MARK).write_text(f"sglang=={version}\n")
     log.info("built %s in %.1f s", venv, time.monotonic() - started)
     return python
+
+
+def released_sources(version: str, prefixes: tuple[str, ...] = ("sglang/srt/server_args.py",
+                                                               "sglang/srt/arg_groups/"),
+                     *, cache_dir: Path | None = None, timeout_s: float = 600.0) -> dict[str, str]:
+    """The text of the files of the released ``sglang==version`` wheel whose path starts with one of
+    ``prefixes``: ``{path in the wheel: text}``. The wheel is fetched once (``pip download --no-deps``) into
+    ``<cache_dir>/wheels/`` and read in place: no install, no imports. Used to check the release-keyed lint
+    rules against the sources that implement them. Raises MtpRemoteError when pip fails (see
+    :func:`registry_unreachable`) or the wheel has none of the files."""
+    wheels = (cache_dir or default_cache_dir()) / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    found = sorted(wheels.glob(f"sglang-{version}-*.whl"))
+    if not found:
+        _run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
+              f"sglang=={version}", "-d", str(wheels)], f"download sglang=={version}", timeout_s)
+        found = sorted(wheels.glob(f"sglang-{version}-*.whl"))
+    if not found:
+        raise MtpRemoteError(f"pip left no wheel of sglang=={version} in {wheels}")
+    with zipfile.ZipFile(found[0]) as whl:
+        out = {n: whl.read(n).decode("utf-8", errors="replace") for n in whl.namelist()
+               if n.startswith(prefixes) and n.endswith(".py")}
+    if not out:
+        raise MtpRemoteError(f"sglang=={version}: the wheel has no {', '.join(prefixes)}")
+    return out
 
 
 def registry_unreachable(error: MtpRemoteError) -> bool:

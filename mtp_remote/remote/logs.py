@@ -2,13 +2,18 @@
 
 ``classify_log`` is pure (text in, :class:`LogClassification` out) and is what the lifecycle's wait-ready
 loop calls on the log text read so far each time new bytes arrive, what ``classify-log`` prints and what
-the report records. The failure signatures are the data table of :mod:`mtp_remote.remote.signatures`; this
-module only scans. Every pattern is precompiled and searched over the whole text once (no per-line Python
+the report records. The failure signatures are the data table of :mod:`mtp_remote.remote.signatures`; which
+line decides is :mod:`mtp_remote.remote.log_state`; this module assembles the result. Every pattern is precompiled and searched over the whole text once (no per-line Python
 loop except over ``Decode batch`` lines), so a few-MB log classifies in milliseconds.
 
 The log's *final state*: a fatal signature after the last ``The server is fired up and ready to roll!``
-line wins over ``ready``; a fatal line before it is history (the server still came up). Without a ready
-line and without a fatal line the server is ``starting``.
+line wins over ``ready``; a fatal line before it is history (the server still came up). Launch-time errors
+seen after serving began are ``scheduler_died``; request-level tracebacks (``Exception in ASGI
+application``) and errors followed by progress are not fatal; a traceback no signature knows is at least a
+fatal ``unknown`` (see :mod:`mtp_remote.remote.signatures`). After ``SIGTERM received`` the state is
+``stopping``, then ``stopped`` (drain finished with 0 requests) or ``drain_stuck`` (N > 0 repeated); a fatal
+line before the SIGTERM still wins. Without a ready line and without a fatal line the server is
+``starting``. ``docs/CLASSIFIER.md`` lists every class with an example.
 """
 
 from __future__ import annotations
@@ -18,10 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from mtp_remote.remote.signatures import SIGNATURES, STATE_HINTS, Signature
-
-#: The line SGLang's HTTP server prints once warmup succeeded (``http_server.py``).
-READY_LINE = "The server is fired up and ready to roll!"
+from mtp_remote.remote.log_state import READY_LINE, StateScan, condensed, fill_hint, line_bounds
+from mtp_remote.remote.signatures import STATE_HINTS
 
 #: Startup milestones in SGLang's order, each the first line that matches its pattern.
 MILESTONE_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
@@ -32,7 +35,6 @@ MILESTONE_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
     ("ready", re.compile(re.escape(READY_LINE))),
 )
 MILESTONE_NAMES = tuple(name for name, _ in MILESTONE_PATTERNS)
-
 # SGLang's prefix: "[2026-11-02 09:14:47 TP0] ..." or "[2026-11-02 09:14:47] ..." (rank suffix optional).
 _TIMESTAMP = re.compile(r"\[(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})(?:[.,]\d+)?(?: [^\]]*)?\]")
 # "Decode batch, #running-req: 8, ..." (0.5.x) and "Decode batch. #running-req: 1, ..." (0.4.x).
@@ -76,10 +78,12 @@ class DecodeStats:
 class LogClassification:
     """A log's final state.
 
-    ``cls`` is ``ready``, ``starting`` or a failure class of ``../shared/corpus/README.md``; ``severity`` is
-    ``ok``, ``warning`` (ready/starting but a warning signature matched) or ``fatal``; ``hint`` is one line
-    saying what to do; ``fatal_line`` the line that decided a fatal class; ``port``/``flag`` are what the
-    deciding line names (busy port, bad flag). ``started_at`` is the first timestamp in the log.
+    ``cls`` is ``ready``, ``starting``, ``stopping``, ``stopped``, ``drain_stuck``, ``unknown`` or a failure
+    class of ``../shared/corpus/README.md``; ``severity`` is ``ok``, ``warning`` (ready/starting but a
+    warning signature matched) or ``fatal`` (``drain_stuck`` included); ``hint`` is one line saying what to
+    do; ``fatal_line`` the line that decided a fatal class; ``port``/``flag``/``pid`` are what the deciding
+    line names (busy port, bad flag, the process holding an internal port). ``started_at`` is the first
+    timestamp in the log.
     """
 
     cls: str
@@ -91,6 +95,7 @@ class LogClassification:
     port: int | None = None
     flag: str | None = None
     started_at: datetime | None = None
+    pid: int | None = None
 
     @property
     def is_ready(self) -> bool:
@@ -109,12 +114,12 @@ class LogClassification:
 
     def to_dict(self, file: str | None = None) -> dict:
         """The JSON shape of ``classify-log --json`` (issue 5): ``{"file"?, "cls", "severity", "hint",
-        "fatal_line", "port", "flag", "milestones": [{"name", "at", "line_no"}], "durations_s",
+        "fatal_line", "port", "flag", "pid", "milestones": [{"name", "at", "line_no"}], "durations_s",
         "decode": [{"at", "running", "gen_throughput", "accept_len", "accept_rate"}]}``."""
         out: dict = {"file": file} if file is not None else {}
         out.update({
             "cls": self.cls, "severity": self.severity, "hint": self.hint, "fatal_line": self.fatal_line,
-            "port": self.port, "flag": self.flag,
+            "port": self.port, "flag": self.flag, "pid": self.pid,
             "milestones": [{"name": m.name, "at": _iso(m.at), "line_no": m.line_no} for m in self.milestones],
             "durations_s": milestone_durations(self.milestones, start=self.started_at),
             "decode": [d.to_dict() for d in self.decode],
@@ -122,46 +127,36 @@ class LogClassification:
         return out
 
 
-def classify_log(text: str) -> LogClassification:
+def classify_log(text: str, *, serving: bool = False) -> LogClassification:
     """Classify SGLang log text (the whole log, or what was read of it so far).
 
-    Returns the final state (see the module docstring), the milestones reached in log order, and one
+    ``serving=True`` says the text starts after the server was ready (a window of a live log, as the
+    runner's watcher reads it): every error in it is then a crash of the running server, not a launch error.
+    Returns the final state (module docstring), the milestones reached in log order, and one
     :class:`DecodeStats` per ``Decode batch`` line. Never raises on odd input: unknown text is ``starting``.
-    Cost is linear in ``len(text)``: one C-level search per signature and milestone.
+    Cost is linear in ``len(text)``: a few C-level searches per signature and milestone.
     """
-    ready_at = text.rfind(READY_LINE)
-    after = ready_at + len(READY_LINE) if ready_at >= 0 else 0
-
-    fatal: tuple[Signature, re.Match] | None = None
-    warning: tuple[Signature, re.Match] | None = None
-    for sig in SIGNATURES:
-        if sig.severity == "fatal" and fatal is None:
-            m = _first_unindented(sig.regex, text, after)
-            if m:
-                fatal = (sig, m)
-        elif sig.severity == "warning" and warning is None:
-            m = sig.regex.search(text)
-            if m:
-                warning = (sig, m)
-
+    scan = StateScan(condensed(text), serving=serving)
     milestones = _milestones(text)
     decode = _decode_stats(text)
     started_at = _first_timestamp(text)
-    if fatal is not None:
-        sig, m = fatal
-        groups = {k: v for k, v in m.groupdict().items() if v is not None}
-        port = int(groups["port"]) if "port" in groups else None
-        return LogClassification(
-            cls=sig.cls, severity="fatal", hint=_fill_hint(sig.hint, groups),
-            fatal_line=_line_at(text, m.start()), milestones=milestones, decode=decode,
-            port=port, flag=groups.get("flag"), started_at=started_at)
-    cls = "ready" if ready_at >= 0 else "starting"
+    common = {"milestones": milestones, "decode": decode, "started_at": started_at}
+
+    found = scan.fatal()
+    if found is not None:
+        return LogClassification(severity="fatal", **found, **common)
+    shutdown = scan.shutdown()
+    if shutdown is not None:
+        cls, n = shutdown
+        return LogClassification(cls=cls, severity="fatal" if cls == "drain_stuck" else "ok",
+                                 hint=STATE_HINTS[cls].format(n=n), fatal_line=None, **common)
+    cls = "ready" if scan.ready_at >= 0 else "starting"
+    warning = scan.warning()
     if warning is not None:
         sig, m = warning
-        return LogClassification(cls=cls, severity="warning", hint=_fill_hint(sig.hint, m.groupdict()),
-                                 fatal_line=None, milestones=milestones, decode=decode, started_at=started_at)
-    return LogClassification(cls=cls, severity="ok", hint=STATE_HINTS[cls], fatal_line=None,
-                             milestones=milestones, decode=decode, started_at=started_at)
+        return LogClassification(cls=cls, severity="warning", hint=fill_hint(sig.hint, m.groupdict()),
+                                 fatal_line=None, **common)
+    return LogClassification(cls=cls, severity="ok", hint=STATE_HINTS[cls], fatal_line=None, **common)
 
 
 def milestone_durations(milestones: Iterable[Milestone], *, start: datetime | None = None) -> dict[str, float]:
@@ -184,43 +179,8 @@ def milestone_durations(milestones: Iterable[Milestone], *, start: datetime | No
 # --- helpers -------------------------------------------------------------------------------------------
 
 
-class _Defaults(dict):
-    """Hint fields for a signature whose optional group did not match."""
-
-    def __missing__(self, key: str) -> str:
-        return {"port": "(see log)", "flag": "the flag"}.get(key, "?")
-
-
-def _fill_hint(hint: str, groups: dict) -> str:
-    return hint.format_map(_Defaults({k: v for k, v in groups.items() if v is not None}))
-
-
-def _first_unindented(pattern: re.Pattern, text: str, pos: int) -> re.Match | None:
-    """First match from ``pos``, preferring one not on an indented traceback source line (``  raise X(...)``)."""
-    first = None
-    for n, m in enumerate(pattern.finditer(text, pos)):
-        first = first or m
-        start = text.rfind("\n", 0, m.start()) + 1
-        if text[start:start + 1] not in (" ", "\t"):
-            return m
-        if n >= 8:
-            break
-    return first
-
-
-def _line_bounds(text: str, pos: int) -> tuple[int, int]:
-    start = text.rfind("\n", 0, pos) + 1
-    end = text.find("\n", pos)
-    return start, (len(text) if end < 0 else end)
-
-
-def _line_at(text: str, pos: int) -> str:
-    start, end = _line_bounds(text, pos)
-    return text[start:end].rstrip("\r")
-
-
 def _timestamp_of_line(text: str, pos: int) -> datetime | None:
-    start, end = _line_bounds(text, pos)
+    start, end = line_bounds(text, pos)
     m = _TIMESTAMP.match(text, start, end)
     return _parse_ts(m.group(1)) if m else None
 

@@ -5,7 +5,21 @@ the class it stands for (the names of ``../shared/corpus/README.md``), a severit
 says what to do. :func:`mtp_remote.remote.logs.classify_log` scans a log with every pattern and lets the
 table order decide between several matches: a specific signature listed earlier beats a generic one listed
 later (``Not enough memory ... --mem-fraction-static`` beats the ``Received sigquit`` that follows it).
-Hints may name ``{port}`` or ``{flag}``: the named groups of the pattern that matched fill them.
+Hints may name any named group of the pattern (``{port}``, ``{flag}``, ``{pid}``, ``{value}``, ``{cause}``):
+the groups of the match fill them.
+
+The table is a set of signature *families* with fallbacks, not a closed list of messages:
+
+- ``phase="launch"`` marks errors that only mean "bad arguments / bad setup" while the server starts
+  (``config_error``, ``argparse_error``, ...). The same exception after the server served (after the ready
+  line or after ``Decode batch`` lines) is a crash of the running scheduler: ``scheduler_died``.
+- ``transient=True`` marks matches that are only decisive when the server shows no progress after them (no
+  later milestone, ``Prefill``/``Decode batch`` line or answered request): a traceback followed by more
+  serving was a failed request, not the server's death.
+- ``wraps=True`` marks a message that wraps another error (``Capture cuda graph failed: <cause>``): the
+  ``cause`` group is classified again with this table and names the class when it matches.
+- :data:`UNKNOWN_TRACEBACK` is the fallback: a Python traceback whose exception no signature knows is at
+  least a fatal ``unknown`` (``scheduler_died`` when it is the scheduler's), never "starting".
 
 Messages are taken from SGLang's own sources (``scheduler.py``, ``model_runner.py``,
 ``pool_configurator.py``, ``cuda_graph_runner.py``, ``http_server.py``, ``server_args.py``) and from the
@@ -19,13 +33,17 @@ from dataclasses import dataclass, field
 
 #: Severities, from least to most serious.
 SEVERITIES = ("ok", "warning", "fatal")
+#: When a signature means what its class says: ``launch`` (only while starting) or ``any``.
+PHASES = ("launch", "any")
 
 
 @dataclass(frozen=True)
 class Signature:
     """One log signature: ``pattern`` (searched in one line) -> ``cls``, ``severity`` and ``hint``.
 
-    ``hint`` is one line that says what to do; ``{port}``/``{flag}`` are filled from the pattern's named
+    ``needs``: literals of which one must occur for the pattern to match at all (a cheap pre-check that
+    keeps patterns without a literal prefix off multi-MB logs). ``phase``/``transient``/``wraps``: module
+    docstring. ``hint`` is one line that says what to do; ``{port}``/``{flag}`` are filled from the pattern's named
     groups when it has them. ``regex`` is the compiled pattern (multiline, so ``^``/``$`` are line ends).
     """
 
@@ -33,15 +51,29 @@ class Signature:
     severity: str
     pattern: str
     hint: str
+    phase: str = "any"
+    transient: bool = False
+    wraps: bool = False
+    needs: tuple[str, ...] = ()
     regex: re.Pattern = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
             raise ValueError(f"severity must be one of {SEVERITIES}, not {self.severity!r}")
+        if self.phase not in PHASES:
+            raise ValueError(f"phase must be one of {PHASES}, not {self.phase!r}")
         object.__setattr__(self, "regex", re.compile(self.pattern, re.MULTILINE))
 
 
 _S = Signature
+
+_MEM_HINT = ("set --mem-fraction-static to a smaller value (e.g. -0.05) or lower the largest captured batch "
+             "size (--cuda-graph-max-bs; --cuda-graph-max-bs-decode on 0.5.2x)")
+_PORT_HINT = ("port {port} is already taken on the host: stop whatever listens there (`mtp-remote status`) or "
+              "choose another --port")
+_INTERNAL_PORT_HINT = ("SGLang's internal {name} (port {port}) is held by PID {pid} ({proc}), usually a leftover "
+                       "sglang::scheduler of an earlier server: `mtp-remote status` lists it, `mtp-remote stop "
+                       "--force` stops it by PID; or move the port range (--port / --nccl-port)")
 
 #: Ordered most specific first: when several fatal signatures match after the ready line, the first one
 #: in this table names the cause.
@@ -49,25 +81,27 @@ SIGNATURES: tuple[Signature, ...] = (
     # --- launch-time usage and configuration errors -------------------------------------------------------
     _S("argparse_error", "fatal",
        r"error: unrecognized arguments: (?P<flag>\S+)",
-       "unknown flag {flag}: fix the launch line (`mtp-remote lint-command` names the nearest valid flag)"),
+       "unknown flag {flag}: fix the launch line (`mtp-remote lint-command` names the nearest valid flag)",
+       phase="launch"),
     _S("argparse_error", "fatal",
        r"error: ambiguous option: (?P<flag>--[\w-]+)",
-       "{flag} is a prefix of several flags in this SGLang release: spell the flag out in full"),
+       "{flag} is a prefix of several flags in this SGLang release: spell the flag out in full", phase="launch"),
     _S("argparse_error", "fatal",
        r"error: argument (?P<flag>--[\w-]+)[^:]*: (?:invalid|expected|ignored)",
-       "bad value for {flag}: check its type and allowed choices (`mtp-remote lint-command`)"),
+       "bad value for {flag}: check its type and allowed choices (`mtp-remote lint-command`)", phase="launch"),
     _S("argparse_error", "fatal",
        r"error: the following arguments are required: (?P<flag>--[\w-]+)",
-       "add the required flag {flag} to the launch line"),
+       "add the required flag {flag} to the launch line", phase="launch"),
     _S("config_error", "fatal",
        r"not compatible with radix cache",
        "hybrid model + speculative decoding + radix cache: add --disable-radix-cache (or use "
-       "--mamba-scheduler-strategy extra_buffer with SGLANG_ENABLE_SPEC_V2=1 on a release that supports it)"),
+       "--mamba-scheduler-strategy extra_buffer with SGLANG_ENABLE_SPEC_V2=1 on a release that supports it)",
+       phase="launch"),
     _S("unsupported_architecture", "fatal",
        r"Model architectures? .{0,200}?(?:are|is) not supported"
        r"|does not recognize this architecture",
        "this SGLang/transformers release does not know the model's architecture: upgrade SGLang "
-       "(and transformers) on the host, or check config.json `architectures`"),
+       "(and transformers) on the host, or check config.json `architectures`", phase="launch"),
     _S("model_not_found", "fatal",
        r"is not a local folder and is not a valid model identifier"
        r"|Repository Not Found"
@@ -76,45 +110,66 @@ SIGNATURES: tuple[Signature, ...] = (
        r"|(?:FileNotFoundError|OSError): .{0,80}(?:No such file or directory|not found).{0,200}"
        r"(?:/models?/|config\.json|\.safetensors)",
        "the model path does not exist on the host (or has no config.json): check --model-path and the "
-       "inventory's models"),
+       "inventory's models", phase="launch",
+       needs=("valid model identifier", "Not Found", "config.json", "Can't load", "Error: ")),
     # --- memory ---------------------------------------------------------------------------------------------
     _S("gpu_memory_unbalanced", "fatal",
        r"memory capacity is unbalanced",
        "another process holds GPU memory: stop stale servers (`mtp-remote stop --force` lists them) and "
-       "check nvidia-smi compute apps before relaunching"),
+       "check nvidia-smi compute apps before relaunching", phase="launch"),
+    # the KV-budget guard of newer releases names the minimum: "Raise --mem-fraction-static above 0.812"
+    _S("kv_pool_too_small", "fatal",
+       r"(?:[Rr]aise|[Ii]ncrease|[Ss]et) --mem-fraction-static (?:above|to at least|to more than|>=?) ?"
+       r"(?P<value>[01]?\.\d+)",
+       "the KV cache pool does not fit: increase --mem-fraction-static above {value} (SGLang's minimum), or "
+       "lower --context-length / --max-running-requests", phase="launch", needs=("--mem-fraction-static",)),
     _S("kv_pool_too_small", "fatal",
        r"Not enough memory\. Please try to increase --mem-fraction-static"
-       r"|max_total_num_tokens=\S+ is too small|KV cache pool is too small|no memory left for KV cache",
+       r"|max_total_num_tokens=\S+ is too small|KV cache pool is too small|no memory left for KV cache"
+       r"|leaves? no (?:GPU )?memory for the KV cache",
        "the KV cache pool does not fit: increase --mem-fraction-static (e.g. +0.05), or lower "
-       "--context-length / --max-running-requests"),
+       "--context-length / --max-running-requests", phase="launch"),
     _S("mamba_cache_exhausted", "fatal",
        r"Not enough space for mamba|mamba (?:cache|pool) (?:is )?(?:full|exhausted)"
        r"|increase --mamba-full-memory-ratio",
        "the mamba (linear-attention state) cache ran out: increase --mamba-full-memory-ratio or lower "
        "--max-running-requests"),
+    # wraps its cause: memory -> capture failed (lower the fraction), CUDA fault -> cuda_error, ...
     _S("cuda_graph_capture_failed", "fatal",
-       r"Capture (?:cuda|draft cuda|npu) graph failed",
-       "CUDA graph capture ran out of memory: set --mem-fraction-static to a smaller value (e.g. -0.05) "
-       "or lower the largest captured batch size (--cuda-graph-max-bs; --cuda-graph-max-bs-decode on 0.5.2x)"),
+       r"Capture (?:cuda|draft cuda|npu|cpu) graph failed:? ?(?P<cause>.*)",
+       "CUDA graph capture failed ({cause}): rerun with --disable-cuda-graph to confirm the graph is at fault, "
+       "then report the kernel; the memory remedies (--mem-fraction-static) apply only to out-of-memory",
+       wraps=True),
     _S("cuda_oom", "fatal",
        r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory",
        "GPU out of memory: set --mem-fraction-static to a smaller value, or lower --max-running-requests "
        "or the CUDA graph batch size (--cuda-graph-max-bs; --cuda-graph-max-bs-decode on 0.5.2x)"),
     # --- network, devices -----------------------------------------------------------------------------------
     _S("port_in_use", "fatal",
-       r"error while attempting to bind on address \('[^']*', (?P<port>\d+)\)",
-       "port {port} is already taken on the host: stop whatever listens there (`mtp-remote status`) or "
-       "choose another --port"),
+       r"error while attempting to bind on address \('[^']*', (?P<port>\d+)\)", _PORT_HINT),
+    # SGLang's wait_port_available: "nccl_port at 30234 is not available in 30 seconds. nccl_port is used by
+    # a process already. process.name()='sglang::scheduler' ... pid=4242" (and its waiting line before)
     _S("port_in_use", "fatal",
-       r"[Aa]ddress already in use|Port (?P<port>\d+) is (?:already )?in use",
-       "port {port} is already taken on the host: stop whatever listens there (`mtp-remote status`) or "
-       "choose another --port"),
+       r"(?P<name>\w+) at (?P<port>\d+) is not available in \d+ seconds"
+       r"(?:.*?process\.name\(\)='(?P<proc>[^']*)')?(?:.*?\bpid=(?P<pid>\d+))?",
+       _INTERNAL_PORT_HINT, needs=("is not available in",)),
+    _S("port_in_use", "fatal",
+       r"port (?P<port>\d+) is in use\. Waiting for \d+ seconds for (?P<name>\w+) to be available"
+       r"(?:.*?process\.name\(\)='(?P<proc>[^']*)')?(?:.*?\bpid=(?P<pid>\d+))?",
+       _INTERNAL_PORT_HINT, transient=True, needs=("to be available",)),
+    _S("port_in_use", "fatal",
+       r"[Aa]ddress already in use \(addr='[^']*:(?P<port>\d+)'\)",  # ZMQError of an internal socket
+       "SGLang's internal ZMQ port {port} is taken, usually by a leftover sglang::scheduler of an earlier "
+       "server: `mtp-remote status` lists it, `mtp-remote stop --force` stops it by PID",
+       needs=("already in use (addr=",)),
+    _S("port_in_use", "fatal",
+       r"[Aa]ddress already in use|Port (?P<port>\d+) is (?:already )?in use", _PORT_HINT),
     _S("nccl_error", "fatal",
        r"NCCL error|ncclInternalError|ncclSystemError|ncclUnhandledCudaError|ProcessGroupNCCL.*(?:timed? ?out|error)",
        "NCCL failed between the GPUs: rerun with NCCL_DEBUG=INFO, check that all --tp-size GPUs are "
        "visible and free, try NCCL_P2P_DISABLE=1 or NCCL_IB_DISABLE=1"),
     _S("cuda_error", "fatal",
-       r"CUDA error: |cudaError\w+|CUBLAS_STATUS_\w+|device-side assert triggered",
+       r"CUDA error: |cudaError\w+|CUBLAS_STATUS_\w+|device-side assert triggered|illegal memory access",
        "a CUDA kernel failed (illegal memory access / device assert): rerun with CUDA_LAUNCH_BLOCKING=1; "
        "with speculation on, try without it or with --disable-cuda-graph to isolate the kernel"),
     # --- runtime health -------------------------------------------------------------------------------------
@@ -127,18 +182,30 @@ SIGNATURES: tuple[Signature, ...] = (
        "the server stopped answering (detokenizer/scheduler heartbeat lost): restart it and read the "
        "lines above for the scheduler's error"),
     _S("warmup_failed", "fatal",
-       r"(?:Initialization|Warmup) failed|warmup error",
-       "the warmup request failed: read the traceback above it; try --skip-server-warmup only to debug"),
+       r"Initialization failed\. warmup error|[Ww]armup (?:failed|error)",
+       "the warmup request failed: read the traceback above it; try --skip-server-warmup only to debug",
+       phase="launch", needs=("armup",)),
     _S("config_error", "fatal",
        r"^(?:ValueError|AssertionError|NotImplementedError|TypeError): .+",
-       "SGLang rejected the server arguments: fix the flag combination named in the message"),
+       "SGLang rejected the server arguments: fix the flag combination named in the message", phase="launch"),
     # --- generic crash markers, last so a specific cause above wins. "Scheduler hit an exception" is not one:
     # it opens a traceback whose last line names the cause, and a reader that sees only the opening line
     # (wait-ready reading a growing log) must keep waiting for that line or for the parent's sigquit. ----
     _S("scheduler_died", "fatal",
+       r"(?i:exit ?code|exitcode|returncode|terminated with)\W{0,3}-9\b|killed by signal 9\b"
+       r"|\bSIGKILL\b.{0,40}(?:scheduler|child)",
+       "a server process was killed with SIGKILL (exit code -9): usually the kernel's OOM killer (host RAM; "
+       "see `dmesg -T | grep -i oom`) or someone's kill -9; lower host memory use or stop other jobs",
+       needs=("xit code", "xitcode", "xit_code", "returncode", "terminated with", "signal 9", "SIGKILL")),
+    _S("scheduler_died", "fatal",
        r"Received sigquit from a child process|Subprocess \S+ crashed"
-       r"|Child process unexpectedly failed|Rank \d+ scheduler is dead",
-       "the scheduler process died: read its traceback above; rerun in the foreground to see it whole"),
+       r"|Child process unexpectedly failed|Rank \d+ scheduler (?:is dead|died)"
+       r"|(?i:\b(?:scheduler|detokenizer|tokenizer[ _]manager|DataParallelController)\w* (?:process )?"
+       r"(?:died|is dead|exited unexpectedly))"
+       r"|Initialization failed\. Please see the error messages above|Failed to initialize scheduler rank",
+       "the scheduler process died: read its traceback above; rerun in the foreground to see it whole",
+       needs=("sigquit", "crashed", "unexpectedly", "dead", "died", "Died", "Initialization failed",
+              "Failed to initialize")),
     # --- warnings: do not change the state, only the severity and hint -------------------------------------
     _S("kv_cache_retract", "warning",
        r"KV cache pool is full\. Retract requests",
@@ -149,8 +216,39 @@ SIGNATURES: tuple[Signature, ...] = (
        "prefill ran out of memory: lower --chunked-prefill-size or --max-running-requests"),
 )
 
-#: Hints for the non-fatal states.
+#: The cause named inside a wrapping message that means "out of memory" (then the wrapper's class stands,
+#: with the memory hint).
+MEMORY_CAUSE = re.compile(r"out of memory|OutOfMemory|Not enough memory|CUBLAS_STATUS_ALLOC_FAILED", re.IGNORECASE)
+MEMORY_CAUSE_HINT = ("CUDA graph capture ran out of memory: " + _MEM_HINT)
+
+#: A request that failed inside the HTTP server (answered 500); the traceback that follows is the request's.
+REQUEST_ERROR = re.compile(r"Exception in ASGI application|Exception in callback|Error in request\b"
+                           r"|Unhandled exception in request")
+
+#: The fallback for an exception no signature knows. ``exc`` is the exception line (``Name: message``).
+UNKNOWN_TRACEBACK = re.compile(
+    r"Traceback \(most recent call last\):[^\n]*\n(?:(?:[ \t][^\n]*|)\n)*?"
+    r"(?P<exc>(?:[A-Za-z_][\w.]*\.)?\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)\b[^\n]*)")
+UNKNOWN_HINT = ("the server failed with an error this classifier does not know ({exc}): read the traceback "
+                "above it; rerun in the foreground to see it whole")
+SCHEDULER_UNKNOWN_HINT = ("the scheduler process died ({exc}): read its traceback above; rerun in the foreground "
+                          "to see it whole")
+SCHEDULER_CRASH_HINT = ("the scheduler crashed while serving ({exc}); this is not a flag problem: read the "
+                        "traceback, try without speculation or with --disable-cuda-graph to isolate it, and "
+                        "report it to SGLang with the log")
+
+#: Shutdown: "SIGTERM received. ... Draining requests and shutting down..." then, every 5 s,
+#: "Gracefully exiting... Remaining number of requests N" (real SGLang waits on N > 0 with no timeout).
+SHUTDOWN_START = re.compile(r"SIGTERM received|Received SIGTERM|Draining requests and shutting down"
+                            r"|Shutting down gracefully|Received signal SIG(?:TERM|INT)")
+DRAIN_REMAINING = re.compile(r"Gracefully exiting\.{0,3} ?Remaining number of requests:? (?P<n>\d+)")
+
+#: Hints for the non-fatal states and for the shutdown states.
 STATE_HINTS: dict[str, str] = {
     "ready": "server is ready",
     "starting": "server is still starting: keep waiting, or read the last milestone",
+    "stopping": "server received SIGTERM and is draining its requests",
+    "stopped": "server was stopped cleanly (SIGTERM, drain finished with 0 requests left)",
+    "drain_stuck": ("server received SIGTERM but {n} request(s) never finish draining; SGLang waits on them with "
+                    "no timeout and keeps the port: SIGKILL its process group (`mtp-remote stop` does)"),
 }

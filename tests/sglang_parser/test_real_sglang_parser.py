@@ -45,7 +45,7 @@ def test_the_real_parser_reports_its_own_version_and_parses_the_field_case(sglan
     assert result.codes == ["public-bind-without-api-key"]
 
 
-NAMES = sorted(COMMANDS)
+NAMES = sorted(n for n, c in COMMANDS.items() if c.get("sglang_version", PINNED) == PINNED)  # the pinned parser's
 ERRORS = [
     (["--cuda-graph-max-bs", "16"], "ambiguous-flag:--cuda-graph-max-bs"),
     (["--tp-size", "two"], "invalid-value:--tp-size"),
@@ -68,9 +68,16 @@ def real_results(sglang_python) -> list:
 def test_real_parser_and_flag_table_agree_on_every_corpus_command(real_results, index, name):
     real = real_results[index]
     table = lint_command(COMMANDS[name]["cmd"], sglang_version=PINNED)
-    assert real.codes == table.codes == COMMANDS[name]["findings"]
+    assert table.codes == COMMANDS[name]["findings"]
+    if not real.flags:  # argparse stops at its first error: that error is one of the table parser's findings
+        assert len(real.codes) == 1 and real.codes[0] in table.codes
+        return
+    assert real.codes == table.codes
     for dest, value in COMMANDS[name]["flags"].items():
         assert real.flags[dest] == value
+    assert real.to_dict()["flags"] == table.to_dict()["flags"]  # what the line set, secrets masked
+    if "secret" in COMMANDS[name]:
+        assert COMMANDS[name]["secret"] not in repr(real)
 
 
 @pytest.mark.parametrize("index, case", list(enumerate(ERRORS)))

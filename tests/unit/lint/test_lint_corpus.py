@@ -16,7 +16,7 @@ COMMANDS = json.loads(
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_every_corpus_command_parses_to_its_labelled_flags_and_findings(name):
     case = COMMANDS[name]
-    result = lint_command(case["cmd"])
+    result = lint_command(case["cmd"], sglang_version=case.get("sglang_version"))
     for dest, value in case["flags"].items():
         assert dest in result.flags, dest
         assert result.flags[dest] == value, dest

@@ -43,7 +43,7 @@ def test_every_corpus_log_gets_its_labelled_class_and_details(name):
     if "decode" in label:
         assert _decode_values(result) == label["decode"]
     assert result.is_ready == (label["cls"] == "ready")
-    assert result.is_fatal == (label["cls"] not in ("ready", "starting"))
+    assert result.is_fatal == (label["cls"] not in ("ready", "starting", "stopping", "stopped"))
 
 
 def test_a_fatal_line_after_the_ready_line_wins_over_ready():

@@ -1,0 +1,234 @@
+"""Which line decides a log's state: the scan behind :func:`mtp_remote.remote.logs.classify_log`.
+
+:class:`StateScan` finds, once per text, the positions that decide the state -- the last ready line, where
+serving began, where a shutdown began, the request-level error blocks to skip, the last sign of progress
+-- and then applies the signature table of :mod:`mtp_remote.remote.signatures` (phase, transient and
+wrapped-cause rules, the unknown-traceback fallback, the shutdown states). Pure: text in, fields out.
+Long logs are scanned in a condensed form (:func:`condensed`): runs of routine lines cut to their ends.
+"""
+
+from __future__ import annotations
+
+import re
+
+from mtp_remote.remote.signatures import (
+    DRAIN_REMAINING,
+    MEMORY_CAUSE,
+    MEMORY_CAUSE_HINT,
+    REQUEST_ERROR,
+    SCHEDULER_CRASH_HINT,
+    SCHEDULER_UNKNOWN_HINT,
+    SHUTDOWN_START,
+    SIGNATURES,
+    UNKNOWN_HINT,
+    UNKNOWN_TRACEBACK,
+    Signature,
+)
+
+#: The line SGLang's HTTP server prints once warmup succeeded (``http_server.py``).
+READY_LINE = "The server is fired up and ready to roll!"
+
+#: Lines that show the server still making progress: a traceback followed by one of these was not fatal.
+_PROGRESS_MARKERS = ("Decode batch", "Prefill batch", READY_LINE, "Load weight begin", "Load weight end",
+                     "Init torch distributed ends", "KV Cache is allocated",
+                     "Memory pool end", "Capture cuda graph end", "Uvicorn running on")
+#: A line of SGLang's own logger (timestamp prefix), which ends a traceback block.
+_TIMESTAMP_LINE = re.compile(r"^\[\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}", re.MULTILINE)
+
+class StateScan:
+    """The positions that decide a log's state, found once: the last ready line, where serving began, where
+    a shutdown began, the request-level error blocks to ignore and the last sign of progress."""
+
+    def __init__(self, text: str, *, serving: bool):
+        self.text = text
+        self.ready_at = text.rfind(READY_LINE)
+        self.after = self.ready_at + len(READY_LINE) if self.ready_at >= 0 else 0
+        if serving:
+            self.serving_from = 0
+        else:
+            starts = [p for p in (self.ready_at, text.find("Decode batch")) if p >= 0]
+            self.serving_from = min(starts) if starts else len(text) + 1
+        self.skip = _request_error_spans(text)
+        term = [m for m in SHUTDOWN_START.finditer(text, self.after) if not self._skipped(m.start())]
+        self.term_at = term[-1].start() if term else -1
+        self.end = self.term_at if self.term_at >= 0 else len(text)
+        self.last_progress = max(text.rfind(marker) for marker in _PROGRESS_MARKERS)
+
+    def _skipped(self, pos: int) -> bool:
+        return any(a <= pos < b for a, b in self.skip)
+
+    def _progress_after(self, pos: int) -> bool:
+        return self.last_progress > line_bounds(self.text, pos)[1]
+
+    def fatal(self) -> dict | None:
+        """The deciding fatal match as LogClassification fields, or None."""
+        for sig in SIGNATURES:
+            if sig.severity != "fatal":
+                continue
+            m = self._first_valid(sig)
+            if m is not None:
+                return self._describe(sig, m)
+        return self._unknown()
+
+    def _first_valid(self, sig: Signature) -> re.Match | None:
+        if sig.needs and not any(self.text.find(lit, self.after, self.end) >= 0 for lit in sig.needs):
+            return None
+        first = None
+        for n, m in enumerate(sig.regex.finditer(self.text, self.after, self.end)):
+            if n >= 64:
+                break
+            if self._skipped(m.start()):
+                continue
+            crash = sig.phase == "launch" and m.start() >= self.serving_from
+            if (sig.transient or crash) and self._progress_after(m.start()):
+                continue  # the server kept going after it: a failed request, not the server's death
+            start = self.text.rfind("\n", 0, m.start()) + 1
+            if self.text[start:start + 1] not in (" ", "\t"):
+                return m
+            first = first or m  # on an indented traceback source line: use only when nothing better
+        return first
+
+    def _describe(self, sig: Signature, m: re.Match) -> dict:
+        groups = {k: v for k, v in m.groupdict().items() if v is not None}
+        line = line_at(self.text, m.start())
+        cls, hint = sig.cls, sig.hint
+        if sig.phase == "launch" and m.start() >= self.serving_from:
+            cls, hint = "scheduler_died", SCHEDULER_CRASH_HINT
+            groups["exc"] = line.split("] ", 1)[-1].strip()[:200]
+        elif sig.wraps:
+            cls, hint, groups = self._wrapped(sig, m, groups)
+        if cls == "port_in_use" and "pid" not in groups and "name" in groups:
+            holder = re.search(rf"{re.escape(groups['name'])} is used by a process already.*?\bpid=(\d+)", self.text)
+            if holder:
+                groups["pid"] = holder.group(1)
+        port = groups.get("port")
+        pid = groups.get("pid")
+        return {"cls": cls, "hint": fill_hint(hint, groups), "fatal_line": line,
+                "port": int(port) if port else None, "flag": groups.get("flag"), "pid": int(pid) if pid else None}
+
+    def _wrapped(self, sig: Signature, m: re.Match, groups: dict) -> tuple[str, str, dict]:
+        """A wrapper's class from its cause: memory keeps the wrapper with the memory hint, a cause another
+        signature knows takes that class, anything else keeps the wrapper with its generic hint."""
+        cause = groups.get("cause", "").strip()
+        if not cause:
+            rest = self.text[m.end():m.end() + 2000].lstrip("\n").split("\n", 1)
+            cause = rest[0].strip()
+        groups["cause"] = cause[:200] or "cause not logged"
+        if MEMORY_CAUSE.search(cause):
+            return sig.cls, MEMORY_CAUSE_HINT, groups
+        for other in SIGNATURES:
+            if other.severity == "fatal" and not other.wraps and other.regex.search(cause):
+                return other.cls, other.hint, groups
+        return sig.cls, sig.hint, groups
+
+    def _unknown(self) -> dict | None:
+        """The fallback: the last complete traceback after the ready line that nothing followed."""
+        last = None
+        for m in UNKNOWN_TRACEBACK.finditer(self.text, self.after, self.end):
+            if not self._skipped(m.start()):
+                last = m
+        if last is None or self._progress_after(last.start("exc")):
+            return None
+        exc = last.group("exc").strip()
+        opening = line_at(self.text, last.start())
+        if last.start() >= self.serving_from:
+            cls, hint = "scheduler_died", SCHEDULER_CRASH_HINT
+        elif "Scheduler hit an exception" in opening:
+            cls, hint = "scheduler_died", SCHEDULER_UNKNOWN_HINT
+        else:
+            cls, hint = "unknown", UNKNOWN_HINT
+        return {"cls": cls, "hint": fill_hint(hint, {"exc": exc[:200]}), "fatal_line": exc, "port": None,
+                "flag": None, "pid": None}
+
+    def warning(self) -> tuple[Signature, re.Match] | None:
+        for sig in SIGNATURES:
+            if sig.severity == "warning":
+                m = sig.regex.search(self.text)
+                if m:
+                    return sig, m
+        return None
+
+    def shutdown(self) -> tuple[str, int] | None:
+        """``(state, remaining requests)`` once SIGTERM was received after the ready line, else None."""
+        if self.term_at < 0:
+            return None
+        counts = [int(m.group("n")) for m in DRAIN_REMAINING.finditer(self.text, self.term_at)]
+        if not counts:
+            return "stopping", 0
+        if counts[-1] == 0:
+            return "stopped", 0
+        stuck = 0
+        for n in reversed(counts):
+            if n == 0:
+                break
+            stuck += 1
+        return ("drain_stuck" if stuck >= 2 else "stopping"), counts[-1]
+
+
+_CONDENSE_FROM = 256 * 1024
+
+
+def condensed(text: str) -> str:
+    """``text`` with every run of routine lines (``Decode batch``, ``Prefill batch``, requests answered
+    ``200 OK``: they carry no failure) cut to its first and last line, for logs
+    past 256 KiB: the state only depends on the order of lines, and a long log is mostly routine, so the
+    signature scan then reads a few KiB instead of megabytes. Milestones and decode stats read the full text."""
+    if len(text) < _CONDENSE_FROM:
+        return text
+    out: list[str] = []
+    run_last: str | None = None
+    for line in text.split("\n"):
+        if "Decode batch" in line or "Prefill batch" in line or '" 200 OK' in line:
+            if run_last is None:
+                out.append(line)
+                run_last = ""
+            else:
+                run_last = line
+            continue
+        if run_last:
+            out.append(run_last)
+        run_last = None
+        out.append(line)
+    if run_last:
+        out.append(run_last)
+    return "\n".join(out)
+
+
+def _request_error_spans(text: str) -> list[tuple[int, int]]:
+    """``[start, end)`` of every request-level error block: from the line that says a request failed
+    (``Exception in ASGI application``) to the next timestamped log line, or to the end of its traceback's
+    exception line when no timestamped line follows (to the end of the text while it is still being written)."""
+    spans = []
+    for m in REQUEST_ERROR.finditer(text):
+        line_end = line_bounds(text, m.start())[1]
+        nxt = _TIMESTAMP_LINE.search(text, line_end)
+        if nxt is not None:
+            spans.append((m.start(), nxt.start()))
+            continue
+        exc = UNKNOWN_TRACEBACK.search(text, line_end)
+        spans.append((m.start(), exc.end() if exc else len(text)))
+    return spans
+
+
+class _Defaults(dict):
+    """Hint fields for a signature whose optional group did not match."""
+
+    def __missing__(self, key: str) -> str:
+        return {"port": "(see log)", "flag": "the flag", "pid": "(not logged)", "proc": "name not logged",
+                "name": "port", "value": "the value SGLang names", "cause": "cause not logged",
+                "exc": "see the log"}.get(key, "?")
+
+
+def fill_hint(hint: str, groups: dict) -> str:
+    return hint.format_map(_Defaults({k: v for k, v in groups.items() if v is not None}))
+
+
+def line_bounds(text: str, pos: int) -> tuple[int, int]:
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    return start, (len(text) if end < 0 else end)
+
+
+def line_at(text: str, pos: int) -> str:
+    start, end = line_bounds(text, pos)
+    return text[start:end].rstrip("\r")
