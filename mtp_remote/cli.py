@@ -43,6 +43,14 @@ def handle_errors(fn):
         except KeyboardInterrupt:
             err_console.print("[red]interrupted[/]")
             sys.exit(130)
+        except Exception as e:  # an SSH failure is a cause (one line, exit 2); anything else is a bug
+            from .remote.connect import as_connect_error
+
+            ssh = as_connect_error(e)
+            if ssh is None:
+                raise
+            err_console.print(f"[bold red]error:[/] {escape(str(ssh))}", highlight=False)
+            sys.exit(ssh.exit_code)
 
     return wrapper
 

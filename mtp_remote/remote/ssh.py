@@ -142,14 +142,17 @@ def describe(e: BaseException, *, where: str, timeout_s: float, banner_s: float,
         causes = {_errno_cause(err, timeout_s) or str(err) for err in e.errors.values()}
         return f"cannot reach {where}: {'; '.join(sorted(causes))}", True
     if isinstance(e, paramiko.ssh_exception.AuthenticationException):
+        if isinstance(key_file, (list, tuple)):
+            key_file = ", ".join(key_file)
         keys = f"key {key_file}" if key_file else f"the SSH agent's keys and {_DEFAULT_KEYS}"
         return (f"SSH authentication failed on {where}: user {user or '(local user)'!r} with {keys} "
                 f"({e or type(e).__name__}); check the key is in that user's authorized_keys"), False
     if isinstance(e, paramiko.ssh_exception.SSHException) and "banner" in str(e).lower():
-        return f"no SSH server answered on {where} (banner timeout {banner_s:g} s)", True
+        return f"no SSH server answered on {where} (banner timeout {banner_s:g} s)", False
     if isinstance(e, OSError):
         cause = _errno_cause(e, timeout_s)
-        return f"cannot reach {where}: {cause or e.strerror or e}", cause is not None
+        return f"cannot reach {where}: {cause or e.strerror or e}", (cause is not None
+                                                                     and not isinstance(e, socket.gaierror))
     if isinstance(e, EOFError):
         return f"the SSH server on {where} closed the connection during the handshake", True
     return f"SSH to {where} failed: {e or type(e).__name__}", False
@@ -182,6 +185,12 @@ class HostConnection(Connection):
             name = host_key_name(self.host, int(self.port))
             raise changed_key_error(self.known or KnownHosts(path=os.devnull), name, e.key,
                                     self.host_label) from None
+        except paramiko.SSHException as e:
+            t = self.client.get_transport()
+            if t is not None and not t.remote_version and not isinstance(e, paramiko.AuthenticationException):
+                # the handshake wait ended before any banner arrived; paramiko then says "No existing session"
+                raise paramiko.SSHException("Error reading SSH protocol banner") from None
+            raise
 
     def open(self):
         """Connect (first time) or reconnect after a drop; no-op while connected. Raises ConnectError (first
