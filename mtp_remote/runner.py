@@ -252,8 +252,8 @@ class Runner:
         mark = tun.mark() if tun else None
         comp = await request()
         for _ in range(2):
-            if comp.error is None or tun is None or not tun.dropped_since(mark):
-                break
+            if comp.error is None or comp.error.startswith("HTTP ") or tun is None or not tun.dropped_since(mark):
+                break  # no error, an answer from the server, or not cut by a drop: a per-sample failure (data)
             if tun.lost is None:
                 await asyncio.to_thread(self._reopen, tun)
             if tun.lost is not None:

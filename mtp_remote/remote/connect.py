@@ -21,6 +21,7 @@ import select
 import selectors
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -262,14 +263,21 @@ class Tunnel:
         return getattr(self.conn, "drops", 0)
 
     def mark(self):
-        """A token for the transport in use now (None for a local host)."""
-        return getattr(self.conn, "transport", None)
-
-    def dropped_since(self, mark) -> bool:
-        """Whether the transport marked by ``mark`` has died or been replaced since."""
+        """A token for the transport in use now and the time (None for a local host)."""
         if self.conn is None or not hasattr(self.conn, "transport"):
+            return None
+        return self.conn.transport, time.monotonic()
+
+    def dropped_since(self, mark, *, grace_s: float = 2.0) -> bool:
+        """Whether the transport marked by ``mark`` has died or been replaced since, or was re-opened less than
+        ``grace_s`` seconds before the mark (a pooled HTTP connection may still have ridden the old one)."""
+        if mark is None:
             return False
-        return self.conn.transport is not mark or mark is None or not mark.active
+        transport, at = mark
+        if self.conn.transport is not transport or transport is None or not transport.active:
+            return True
+        reopened = getattr(self.conn, "reopened_at", None)
+        return reopened is not None and reopened > at - grace_s
 
 
 @contextlib.contextmanager

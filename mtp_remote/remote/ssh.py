@@ -172,6 +172,7 @@ class HostConnection(Connection):
                   generation=0,  # successful opens: 1 after connect, +1 per reconnect
                   lost=None,  # the TransportLost once a reconnect gave up
                   drops=0,  # times an open connection was found dead
+                  reopened_at=None,  # time.monotonic() of the last successful reconnect
                   _open_lock=threading.RLock())
 
     @property
@@ -231,6 +232,7 @@ class HostConnection(Connection):
                     delay = min(delay * 2, 4.0)
             self._set(generation=self.generation + 1)
             if not first:
+                self._set(reopened_at=time.monotonic())
                 log.info("SSH connection to %s re-opened in %.2f s", self.where, time.monotonic() - t0)
             return None
 
