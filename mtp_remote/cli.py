@@ -67,6 +67,8 @@ def main(verbose: int) -> None:
     """
     level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if verbose >= 2:  # paramiko's own handshake logs (quiet otherwise: see remote/ssh.py)
+        logging.getLogger("paramiko").setLevel(logging.DEBUG)
 
 
 _inventory_opt = click.option("-i", "--inventory", default=api.DEFAULT_INVENTORY, show_default=True,

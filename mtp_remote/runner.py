@@ -200,27 +200,28 @@ class Runner:
 
     # -- a host that may drop: read, stop, release without losing the cause ---------------------------------
 
-    def _stop(self, lc: ServerLifecycle):
-        """``lc.stop``, riding out a dropped SSH connection (the stop is re-run on the re-opened one: it reads the
-        record again, so it is safe to repeat). None when the host cannot be reached within the reconnect bound."""
+    @staticmethod
+    def _riding_out(lc: ServerLifecycle, step, default):
+        """``step()``, riding out a dropped SSH connection: a step cut by the drop runs again on the re-opened
+        connection (the steps used here re-read the host's state, so repeating them is safe); ``default`` when the
+        host cannot be reached within the reconnect bound (one more try after the connection was marked lost)."""
         for _ in range(2):
             try:
-                return lc.stop(term_s=self.playbook.timeouts.term_s,
-                               gpu_release_s=self.playbook.timeouts.gpu_release_s)
+                return step()
             except TransportLost:
                 if transport.is_lost(lc.c) and not transport.revive(lc.c):
-                    return None
-        return None
+                    return default
+        return default
+
+    def _stop(self, lc: ServerLifecycle):
+        """``lc.stop`` riding out a drop (it reads the record again); None when the host cannot be reached."""
+        timeouts = self.playbook.timeouts
+        return self._riding_out(lc, lambda: lc.stop(term_s=timeouts.term_s, gpu_release_s=timeouts.gpu_release_s),
+                                None)
 
     def _read_log(self, lc: ServerLifecycle, path: str) -> str:
         """The server's log, or '' when the host cannot be reached."""
-        for _ in range(2):
-            try:
-                return lc.read_log(path)
-            except TransportLost:
-                if transport.is_lost(lc.c) and not transport.revive(lc.c):
-                    return ""
-        return ""
+        return self._riding_out(lc, lambda: lc.read_log(path), "")
 
     def _release(self, lc: ServerLifecycle) -> None:
         """At the end of the run: stop what is left and release the host lock; when the host cannot be reached,
@@ -252,7 +253,7 @@ class Runner:
         mark = tun.mark() if tun else None
         comp = await request()
         for _ in range(2):
-            if comp.error is None or comp.error.startswith("HTTP ") or tun is None or not tun.dropped_since(mark):
+            if not await self._cut_by_drop(tun, mark, comp.error):
                 break  # no error, an answer from the server, or not cut by a drop: a per-sample failure (data)
             if tun.lost is None:
                 await asyncio.to_thread(self._reopen, tun)
@@ -265,6 +266,20 @@ class Runner:
         if comp.error and tun is not None and tun.lost is not None:
             raise tun.lost
         return comp
+
+    @staticmethod
+    async def _cut_by_drop(tun, mark, error: str | None, grace_s: float = 1.0) -> bool:
+        """Whether a failed request was cut by a dropped SSH connection. The channels of a dying connection
+        close a few ms before paramiko marks it inactive, so a connection-level error (not an HTTP status) waits
+        up to ``grace_s`` seconds for the drop to show."""
+        if error is None or error.startswith("HTTP ") or tun is None or mark is None:
+            return False
+        deadline = time.monotonic() + grace_s
+        while not tun.dropped_since(mark):
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.02)
+        return True
 
     @staticmethod
     def _reopen(tun: "transport.Tunnel") -> None:

@@ -206,8 +206,8 @@ class _Forwarder:
             log.debug("tunnel channel to %s failed: %s", self.remote, e)
             conn.close()
             return
-        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             while not self._closed.is_set():
                 r, _, _ = select.select([conn, chan], [], [], 0.5)
                 if conn in r:
@@ -220,11 +220,12 @@ class _Forwarder:
                     if not data:
                         break
                     conn.sendall(data)
-        except OSError:
-            pass
+        except (OSError, EOFError) as e:  # either end went away (a dropped SSH connection included)
+            log.debug("tunnel connection to %s ended: %s", self.remote, e)
         finally:
-            chan.close()
-            conn.close()
+            for end in (chan, conn):
+                with contextlib.suppress(Exception):  # closing a channel of a dead transport can raise
+                    end.close()
 
     def close(self) -> None:
         """Stop accepting (at once: the selector is woken) and close the listener; live connections end

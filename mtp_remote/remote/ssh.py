@@ -28,13 +28,18 @@ import time
 
 import paramiko
 from fabric import Connection
-from invoke.exceptions import ThreadException
+from invoke.exceptions import ThreadException, UnexpectedExit
 
 from ..errors import ConnectError, HostKeyError, TransportLost
 from .hostkeys import (KnownHosts, append_known_host, fingerprint, host_key_name, key_kind,
                        load_known_hosts)
 
 log = logging.getLogger(__name__)
+
+# paramiko logs a failed handshake at ERROR with a traceback, from its own thread: the ConnectError says the same
+# in one line. Quiet it unless the entry point chose a level (mtp-remote -vv sets DEBUG).
+if logging.getLogger("paramiko").level == logging.NOTSET:
+    logging.getLogger("paramiko").setLevel(logging.CRITICAL)
 
 #: The default identities paramiko tries when no key file is given (besides the SSH agent).
 _DEFAULT_KEYS = "~/.ssh/id_rsa, id_ecdsa, id_ed25519"
@@ -250,6 +255,11 @@ class HostConnection(Connection):
         """Fabric's run; a connection that drops under the command raises TransportLost (never exit -1)."""
         try:
             result = super().run(command, **kwargs)
+        except UnexpectedExit as e:  # warn=False: paramiko's exit -1 for a channel cut by a drop raises here
+            if e.result.exited == -1 and not self.is_connected:
+                raise TransportLost(f"SSH connection to {self.where} dropped while running a command",
+                                    host=self.host_label, cause="dropped") from None
+            raise
         except (ConnectError, paramiko.ssh_exception.AuthenticationException):
             raise
         except (paramiko.SSHException, EOFError, OSError, ThreadException) as e:

@@ -23,19 +23,21 @@ from tests.conftest import ROOT, free_port
 
 pytestmark = [pytest.mark.ssh, pytest.mark.sim]
 
-N_PROMPTS, N_SAMPLES = 4, 3
+N_PROMPTS, N_SAMPLES = 2, 2  # small runs: these tests are about the connection, not the statistics
 PER_PROFILE = N_PROMPTS * (1 + N_SAMPLES)  # greedy + samples at T=0.7
+#: any verdict on complete samples (too few of them to decide is ``inconclusive``; speed varies with load)
+NOT_CORRUPT = (["healthy"], ["spec-slower"], ["inconclusive"])
 
 
-def _files(tmp_path: Path, server) -> tuple[str, str, int]:
+def _files(tmp_path: Path, server, prompts: int = N_PROMPTS, samples: int = N_SAMPLES) -> tuple[str, str, int]:
     port = free_port()
     inv = tmp_path / "inventory.yaml"
     inv.write_text(yaml.safe_dump({"default_host": "gpu", "hosts": {"gpu": server.host_config(
         engine="sim", workdir=str(tmp_path / "wd"), port=port, connect_timeout=1,
         env={"SGLANG_SIM_TIME_SCALE": "0.01"})}}))
     pb = yaml.safe_load((ROOT / "playbooks" / "diagnose-mtp.yaml").read_text())
-    pb.update(samples=N_SAMPLES, max_tokens=768)
-    pb["prompts"] = pb["prompts"][:N_PROMPTS]
+    pb.update(samples=samples, max_tokens=768)
+    pb["prompts"] = pb["prompts"][:prompts]
     pb_path = tmp_path / "pb.yaml"
     pb_path.write_text(yaml.safe_dump(pb))
     return str(inv), str(pb_path), port
@@ -85,7 +87,7 @@ def _cli(*args: str, on_line=None) -> tuple[int, str, str]:
 
 
 def test_a_connection_dropped_during_sampling_is_reopened_and_the_cut_requests_are_sent_again(own_sshd, tmp_path):
-    inv, pb, port = _files(tmp_path, own_sshd.server)
+    inv, pb, port = _files(tmp_path, own_sshd.server, prompts=4, samples=3)  # more requests than concurrency
     runs = tmp_path / "runs"
     killed: list[int] = []
     _when_samples(runs, 3, lambda: killed.extend(own_sshd.kill_sessions()))
@@ -98,7 +100,7 @@ def test_a_connection_dropped_during_sampling_is_reopened_and_the_cut_requests_a
     assert baseline["ssh_drops"] >= 1 and baseline["outcome"]["kind"] == "ready"
     assert any("the SSH connection dropped" in e and "re-opened" in e for e in events), events
     samples = _stored(runs)
-    assert len(samples) == 2 * PER_PROFILE and [s["error"] for s in samples if s["error"]] == []  # none lost
+    assert len(samples) == 2 * 4 * (1 + 3) and [s["error"] for s in samples if s["error"]] == []  # none lost
     assert "released" in baseline["stop"] and not _servers_on(port)
     # the pool is re-made on the new connection once: channels follow concurrency (16) x connections, not requests
     for prof in res.summary["profiles"]:
@@ -108,7 +110,7 @@ def test_a_connection_dropped_during_sampling_is_reopened_and_the_cut_requests_a
 def test_sshd_gone_during_sampling_ends_the_run_as_transport_lost_then_stop_and_resume_work(own_sshd, tmp_path):
     inv, pb, port = _files(tmp_path, own_sshd.server)
     runs = tmp_path / "runs"
-    _when_samples(runs, 3, own_sshd.stop)
+    _when_samples(runs, 2, own_sshd.stop)
     t0 = time.monotonic()
     code, out, err = _cli("diagnose", "-i", inv, "-p", pb, "-H", "gpu", "--runs-dir", str(runs))
     elapsed = time.monotonic() - t0
@@ -122,7 +124,7 @@ def test_sshd_gone_during_sampling_ends_the_run_as_transport_lost_then_stop_and_
     assert note["cause"] == "transport_lost" and note["exit_code"] == 2
     assert any("server PID" in x for x in note["left_on_host"]) and note["stop"].startswith("mtp-remote stop")
     kept = _stored(runs)
-    assert len(kept) >= 3 and all(s["error"] is None for s in kept)  # a lost connection is never a failed sample
+    assert len(kept) >= 2 and all(s["error"] is None for s in kept)  # a lost connection is never a failed sample
     assert note["samples"] == len(kept)
     assert _servers_on(port), "the server is still running on the host (it was reported as left running)"
     assert elapsed < 60
@@ -135,25 +137,36 @@ def test_sshd_gone_during_sampling_ends_the_run_as_transport_lost_then_stop_and_
                           "--resume", run_dir.name, "--json")
     assert code == 0, (out[-2000:], err[-2000:])
     summary = json.loads(out)
-    assert [v["kind"] for v in summary["verdicts"]] in (["healthy"], ["spec-slower"])
+    assert [v["kind"] for v in summary["verdicts"]] in NOT_CORRUPT
     assert len({(s["profile"], s["temperature"], s["prompt_id"], s["sample_index"]) for s in _stored(runs)}) \
         == 2 * PER_PROFILE
     assert not (run_dir / "partial.json").exists()
 
 
-def test_a_connection_dropped_during_stop_is_reopened_and_the_server_stopped(own_sshd, tmp_path):
+def test_drops_while_waiting_for_readiness_and_during_stop_are_ridden_out(own_sshd, tmp_path):
+    """Baseline: the connection drops under the log stream (tail -F) right after launch — not read as a crash.
+    Speculative profile: it drops while stop waits for the process group — the stop is re-run and completes."""
     inv, pb, port = _files(tmp_path, own_sshd.server)
-    killed: list[int] = []
+    kills: dict[str, list[int]] = {}
+
+    def kill_later(what: str, delay: float) -> None:
+        threading.Timer(delay, lambda: kills.setdefault(what, own_sshd.kill_sessions())).start()
 
     def on_progress(msg: str) -> None:
-        if msg.startswith("SIGTERM sent") and not killed:  # the baseline's stop: cut it while it waits
-            threading.Timer(0.02, lambda: killed.extend(own_sshd.kill_sessions())).start()
+        if msg.startswith("baseline: launched PID") and "launch" not in kills:
+            kills["launch"] = []
+            kill_later("launch-killed", 0.1)
+        if msg.startswith("SIGTERM sent") and "stop" not in kills and "launch-killed" in kills:
+            kills["stop"] = []
+            kill_later("stop-killed", 0.02)
 
     res = api.diagnose(inventory=inv, playbook=pb, host="gpu", runs_dir=tmp_path / "runs",
                        hooks=Hooks(on_progress=on_progress))
-    assert killed
-    assert res.exit_code == 0 and [v["kind"] for v in res.summary["verdicts"]] in (["healthy"], ["spec-slower"])
+    assert kills.get("launch-killed") and kills.get("stop-killed"), kills
+    assert [p["outcome"]["kind"] for p in res.summary["profiles"]] == ["ready", "ready"]
+    assert res.exit_code == 0 and [v["kind"] for v in res.summary["verdicts"]] in NOT_CORRUPT
     assert all("released" in p["stop"] for p in res.summary["profiles"])
+    assert len(_stored(tmp_path / "runs")) == 2 * PER_PROFILE
     assert not _servers_on(port)
 
 
@@ -179,20 +192,4 @@ def test_sshd_gone_during_stop_reports_the_server_left_running_with_the_stop_com
     own_sshd.start()
     code, out, err = _cli("stop", "-i", inv, "-H", "gpu")
     assert code == 0, (out, err)
-    assert not _servers_on(port)
-
-
-def test_a_connection_dropped_while_waiting_for_readiness_is_not_read_as_a_crash(own_sshd, tmp_path):
-    inv, pb, port = _files(tmp_path, own_sshd.server)
-    killed: list[int] = []
-
-    def on_progress(msg: str) -> None:
-        if "launched PID" in msg and not killed:  # the log stream (tail -F) is running now
-            threading.Timer(0.1, lambda: killed.extend(own_sshd.kill_sessions())).start()
-
-    res = api.diagnose(inventory=inv, playbook=pb, host="gpu", runs_dir=tmp_path / "runs",
-                       hooks=Hooks(on_progress=on_progress))
-    assert killed
-    assert [p["outcome"]["kind"] for p in res.summary["profiles"]] == ["ready", "ready"]
-    assert res.exit_code == 0 and [v["kind"] for v in res.summary["verdicts"]] in (["healthy"], ["spec-slower"])
     assert not _servers_on(port)
