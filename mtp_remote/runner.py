@@ -282,7 +282,7 @@ class Runner:
         return True
 
     @staticmethod
-    def _reopen(tun: "transport.Tunnel") -> None:
+    def _reopen(tun: transport.Tunnel) -> None:
         """Re-open the tunnel's connection (bounded); a failure is left in ``tun.lost``."""
         try:
             tun.conn.open()

@@ -22,8 +22,8 @@ import selectors
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from ..config import HostConfig
 from ..errors import ConnectError, TransportLost

@@ -31,8 +31,7 @@ from fabric import Connection
 from invoke.exceptions import ThreadException, UnexpectedExit
 
 from ..errors import ConnectError, HostKeyError, TransportLost
-from .hostkeys import (KnownHosts, append_known_host, fingerprint, host_key_name, key_kind,
-                       load_known_hosts)
+from .hostkeys import KnownHosts, append_known_host, fingerprint, host_key_name, key_kind, load_known_hosts
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +202,7 @@ class HostConnection(Connection):
         connect) or TransportLost (reconnect gave up after ``reconnect_s``; later calls then fail at once)."""
         with self._open_lock:
             if self.is_connected:
-                return None
+                return
             if self.lost is not None:
                 raise self.lost
             first = self.generation == 0
@@ -239,7 +238,7 @@ class HostConnection(Connection):
             if not first:
                 self._set(reopened_at=time.monotonic())
                 log.info("SSH connection to %s re-opened in %.2f s", self.where, time.monotonic() - t0)
-            return None
+            return
 
     def revive(self) -> bool:
         """One more bounded reconnect after the connection was marked lost; True when connected again."""

@@ -6,6 +6,7 @@ so no other test's connection is touched. Every process this fixture starts is s
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -16,6 +17,11 @@ from pathlib import Path
 import pytest
 
 from tests.support.sshd import SshdError, SshServer, running_sshd, sshd_binary
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # a session may end by itself between listing and kill
+        os.kill(pid, signal.SIGKILL)
 
 
 class SshdControl:
@@ -43,13 +49,13 @@ class SshdControl:
     def session_pids(self) -> list[int]:
         """Per-connection sshd processes: the listener's children (only this test's connections use it)."""
         listener = self.listener_pid()
-        out = subprocess.run(["ps", "-e", "-o", "pid=,ppid="], capture_output=True, text=True).stdout
+        out = subprocess.run(["ps", "-e", "-o", "pid=,ppid="], capture_output=True, text=True, check=True).stdout
         return [int(a) for a, b in (ln.split() for ln in out.splitlines()) if listener and int(b) == listener]
 
     def kill_sessions(self) -> list[int]:
         pids = self.session_pids()
         for pid in pids:
-            os.kill(pid, signal.SIGKILL)
+            _kill(pid)
         return pids
 
     def stop(self) -> None:
@@ -57,9 +63,9 @@ class SshdControl:
         listener = self.listener_pid()
         sessions = self.session_pids()
         if listener:
-            os.kill(listener, signal.SIGKILL)
+            _kill(listener)
         for pid in sessions:
-            os.kill(pid, signal.SIGKILL)
+            _kill(pid)
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
             try:

@@ -9,8 +9,8 @@ import threading
 import time
 
 import pytest
-from click.testing import CliRunner
 import yaml
+from click.testing import CliRunner
 
 from mtp_remote.cli import main
 from mtp_remote.config import HostConfig

@@ -54,9 +54,11 @@ def test_first_use_creates_known_hosts_0600_in_a_new_0700_directory_and_prints_t
 
 
 def test_first_use_appends_one_line_and_leaves_every_other_byte_and_the_symlink_alone(sshd, tmp_path):
-    salt_hashed = subprocess.run(  # a hashed entry for another host, as ssh-keygen -H writes it
-        ["bash", "-c", f"f=$(mktemp); echo 'other.example.com {OTHER_KEY}' > $f; ssh-keygen -q -H -f $f "
-                       f">/dev/null 2>&1; head -1 $f; rm -f $f $f.old"], capture_output=True, text=True).stdout
+    script = (f"f=$(mktemp); echo 'other.example.com {OTHER_KEY}' > $f; ssh-keygen -q -H -f $f >/dev/null 2>&1; "
+              f"head -1 $f; rm -f $f $f.old")
+    salt_hashed = subprocess.run(["bash", "-c", script],  # a hashed entry for another host, as ssh-keygen -H writes
+                                 capture_output=True, text=True, check=True).stdout
+    assert salt_hashed.startswith("|1|")
     original = ("# fleet keys, managed by hand\n"
                 f"{SK_LINE}\n"
                 f"a.example.com,b.example.com,10.0.0.7 {OTHER_KEY}\n"

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from invoke import Context
 
 from mtp_remote import api
 from mtp_remote.remote import facts
 from mtp_remote.runner import Hooks
-from invoke import Context
 from tests.conftest import ROOT, free_port
 
 pytestmark = [pytest.mark.ssh, pytest.mark.sim]
