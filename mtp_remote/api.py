@@ -97,9 +97,17 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
         profile_runs = runner.run()
     except BaseException as e:
         if not (isinstance(e, KeyboardInterrupt) or runner.hooks.interrupted()):
+            ssh = None if isinstance(e, MtpRemoteError) else transport.as_connect_error(e, host_cfg.name)
+            if ssh is not None:  # a raw SSH failure that escaped the connection's own translation
+                e = ssh
             if isinstance(e, MtpRemoteError):
-                n = _write_partial(run_dir, runner, resume_cmd)
+                stop_cmd = _stop_command(inventory, host_cfg.name) if runner.left_on_host else None
+                n = _write_partial(run_dir, runner, resume_cmd, error=e, stop_cmd=stop_cmd)
+                if stop_cmd:
+                    e.message += f"; left on the host: {', '.join(runner.left_on_host)} — stop with: {stop_cmd}"
                 e.message += f" ({n} samples kept; continue with: {resume_cmd})"
+                if ssh is not None:
+                    raise ssh from None
             raise
         n = _write_partial(run_dir, runner, resume_cmd)
         raise Interrupted(f"interrupted; the servers we started were stopped and {n} samples are kept in "
@@ -184,14 +192,30 @@ def _resume_command(run_id: str, inventory, host: str, playbook, runs_dir, overr
     return cmd
 
 
-def _write_partial(run_dir: Path, runner: Runner, resume_cmd: str) -> int:
+def _stop_command(inventory, host: str) -> str:
+    import shlex
+
+    return f"mtp-remote stop -i {shlex.quote(str(inventory))} -H {shlex.quote(host)}"
+
+
+def _write_partial(run_dir: Path, runner: Runner, resume_cmd: str, *, error: MtpRemoteError | None = None,
+                   stop_cmd: str | None = None) -> int:
     """Keep a note of how far an aborted run got (samples.jsonl is already on disk); returns the number of
-    samples stored."""
+    samples stored. With ``error``: its cause (``transport_lost`` for a dropped SSH connection) and message; with
+    ``stop_cmd``: what was left on the unreachable host and the command that stops it."""
     import json
+
+    from .errors import TransportLost
 
     n = len(load_samples(run_dir / "samples.jsonl"))
     note = {"aborted": True, "profiles": [pr.profile for pr in runner.profile_runs], "samples": n,
             "exit_code": EXIT_RUN_FAILED, "resume": resume_cmd}
+    if error is not None:
+        note["cause"] = "transport_lost" if isinstance(error, TransportLost) else type(error).__name__
+        note["error"] = error.message
+    if stop_cmd:
+        note["left_on_host"] = list(runner.left_on_host)
+        note["stop"] = stop_cmd
     (run_dir / "partial.json").write_text(json.dumps(note, indent=2) + "\n")
     return n
 

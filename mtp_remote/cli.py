@@ -43,6 +43,14 @@ def handle_errors(fn):
         except KeyboardInterrupt:
             err_console.print("[red]interrupted[/]")
             sys.exit(130)
+        except Exception as e:  # an SSH failure is a cause (one line, exit 2); anything else is a bug
+            from .remote.connect import as_connect_error
+
+            ssh = as_connect_error(e)
+            if ssh is None:
+                raise
+            err_console.print(f"[bold red]error:[/] {escape(str(ssh))}", highlight=False)
+            sys.exit(ssh.exit_code)
 
     return wrapper
 
@@ -59,6 +67,8 @@ def main(verbose: int) -> None:
     """
     level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if verbose >= 2:  # paramiko's own handshake logs (quiet otherwise: see remote/ssh.py)
+        logging.getLogger("paramiko").setLevel(logging.DEBUG)
 
 
 _inventory_opt = click.option("-i", "--inventory", default=api.DEFAULT_INVENTORY, show_default=True,

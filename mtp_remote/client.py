@@ -59,9 +59,10 @@ def _finish(fr: Any) -> str | None:
 
 
 class ServerClient:
-    """Async client for one server base URL. Use as ``async with ServerClient(url) as sc:``.
+    """Async client for one server base URL. Use as ``async with ServerClient(url) as sc:``, one per profile.
 
-    ``timeout_s`` bounds each request (seconds); ``api_key`` is sent as a Bearer token."""
+    ``timeout_s`` bounds each request (seconds); ``api_key`` is sent as a Bearer token; ``max_connections`` sizes
+    the keep-alive pool (size it to the concurrency: through the SSH tunnel each connection is one channel)."""
 
     def __init__(self, base_url: str, *, timeout_s: float = 600.0, api_key: str | None = None,
                  max_connections: int = 64):
@@ -69,7 +70,11 @@ class ServerClient:
         self._client = httpx.AsyncClient(
             base_url=base_url, headers=headers,
             timeout=httpx.Timeout(timeout_s, connect=10.0),
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections))
+            # one pool for every request of a profile: at most ``max_connections`` TCP connections (each one SSH
+            # channel through the tunnel), kept alive and reused; idle ones are dropped after 4 s, before the
+            # server's own keep-alive timeout (uvicorn's default, 5 s) closes them under a request being sent
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections,
+                                keepalive_expiry=4.0))
 
     async def __aenter__(self) -> "ServerClient":
         return self

@@ -5,7 +5,9 @@
     MtpRemoteError                 base; ``exit_code`` is what the CLI exits with
     ├── ConfigError                a file failed validation: file, field, allowed values
     ├── RemoteError                a command on a host failed or could not run: host, command, output tail
-    │   ├── ConnectError           SSH could not connect (unknown host key, auth, network)
+    │   ├── ConnectError           SSH could not connect (auth, network: refused, timed out, no route, DNS)
+    │   │   ├── HostKeyError       the host key is unknown, changed or revoked (fingerprint, file, line, fix)
+    │   │   └── TransportLost      an open SSH connection dropped and did not come back within its bound
     │   └── LockError              another run holds the host lock (owner, run id, heartbeat age)
     ├── LaunchError                the server did not become ready: outcome, cause, hint, log tail
     ├── StopError                  a server we started would not stop, or GPU memory was not released
@@ -73,6 +75,22 @@ class RemoteError(MtpRemoteError):
 
 class ConnectError(RemoteError):
     """SSH connection failed: unknown host key (see ``accept_new_host_key``), auth, or network."""
+
+
+class HostKeyError(ConnectError):
+    """The host's SSH key is unknown (and ``accept_new_host_key`` is off), changed, or revoked."""
+
+
+class TransportLost(ConnectError):
+    """An open SSH connection dropped (sshd gone, network lost) and could not be re-opened within its bound.
+
+    ``servers_left`` lists what may still run on the host (one line each, with the command that stops it);
+    the runner fills it when it could not stop the server it launched."""
+
+    def __init__(self, message: str, *, host: str | None = None, cause: str | None = None):
+        super().__init__(message, host=host)
+        self.cause = cause
+        self.servers_left: list[str] = []
 
 
 class LockError(RemoteError):

@@ -24,7 +24,7 @@ from typing import Callable
 from .analysis.degeneracy import analyze_text
 from .client import Completion, ServerClient
 from .config import HostConfig, Playbook
-from .errors import LaunchError
+from .errors import LaunchError, TransportLost
 from .plan import LaunchPlan, RequestSpec, plan_run
 from .remote import connect as transport
 from .remote.commands import api_key_of, mask_argv, mask_log_secrets, mask_text, playbook_secrets
@@ -64,6 +64,9 @@ class ProfileRun:
     n_failed: int = 0  # requests of this profile that returned an error
 
     crashed: dict | None = None  # {"cause", "hint", "fatal_line"} when the server died while sampling
+    tunnel_channels: int | None = None  # SSH channels the tunnel opened while sampling (None: local host)
+    ssh_drops: int = 0  # times the SSH connection dropped (and was re-opened) during this profile
+    n_resent: int = 0  # requests cut by a dropped connection and sent again
 
     @property
     def launched(self) -> bool:
@@ -160,6 +163,9 @@ class Runner:
         self.samples_path = run_dir / "samples.jsonl"
         self.profile_runs: list[ProfileRun] = []
         self._secrets = playbook_secrets(playbook, host)
+        self._tunnel: transport.Tunnel | None = None  # the tunnel of the profile being sampled
+        self._profile_run: ProfileRun | None = None
+        self.left_on_host: list[str] = []  # what could not be stopped/released because the host was unreachable
 
     # -- run ------------------------------------------------------------------------------------------------
 
@@ -177,11 +183,7 @@ class Runner:
                 for lp in plan_run(self.host, self.playbook, lc.workdir, self.profiles):
                     self._run_profile(c, lc, lp)
             finally:
-                try:
-                    lc.stop(term_s=self.playbook.timeouts.term_s,
-                            gpu_release_s=self.playbook.timeouts.gpu_release_s)
-                finally:
-                    lc.release_lock()
+                self._release(lc)
         finally:
             if own_c:
                 transport.close(c)
@@ -197,10 +199,102 @@ class Runner:
                 self.hooks.on_progress(f"stopped a server left by an earlier run (PID {res.pid}); "
                                        f"its log {res.log_path} is kept and copied to {dest}")
 
+    # -- a host that may drop: read, stop, release without losing the cause ---------------------------------
+
+    @staticmethod
+    def _riding_out(lc: ServerLifecycle, step, default):
+        """``step()``, riding out a dropped SSH connection: a step cut by the drop runs again on the re-opened
+        connection (the steps used here re-read the host's state, so repeating them is safe); ``default`` when the
+        host cannot be reached within the reconnect bound (one more try after the connection was marked lost)."""
+        for _ in range(2):
+            try:
+                return step()
+            except TransportLost:
+                if transport.is_lost(lc.c) and not transport.revive(lc.c):
+                    return default
+        return default
+
+    def _stop(self, lc: ServerLifecycle):
+        """``lc.stop`` riding out a drop (it reads the record again); None when the host cannot be reached."""
+        timeouts = self.playbook.timeouts
+        return self._riding_out(lc, lambda: lc.stop(term_s=timeouts.term_s, gpu_release_s=timeouts.gpu_release_s),
+                                None)
+
+    def _read_log(self, lc: ServerLifecycle, path: str) -> str:
+        """The server's log, or '' when the host cannot be reached."""
+        return self._riding_out(lc, lambda: lc.read_log(path), "")
+
+    def _release(self, lc: ServerLifecycle) -> None:
+        """At the end of the run: stop what is left and release the host lock; when the host cannot be reached,
+        note what stays there (``left_on_host``) instead of raising over the run's own error."""
+        res = self._stop(lc)
+        try:
+            if res is not None:
+                lc.release_lock()
+                return
+        except TransportLost:
+            pass
+        self.left_on_host.append(f"the host lock {lc.workdir}/lock")
+
+    def _poll(self, lc: ServerLifecycle, rec, offset: int) -> tuple[bool, str]:
+        """``lc.poll``; a poll cut by a dropped connection is sent again (the next command re-opens the connection
+        within its bound). Raises TransportLost when it cannot be re-opened."""
+        try:
+            return lc.poll(rec, offset)
+        except TransportLost:
+            if transport.is_lost(lc.c):
+                raise
+            return lc.poll(rec, offset)
+
+    async def _send(self, request) -> Completion:
+        """``await request()``; a request cut by a dropped SSH connection is sent again (at most twice) once the
+        connection is re-opened — requests are seeded, so the answer is the same. Raises TransportLost when the
+        connection cannot be re-opened: a lost connection ends the profile, it is never a failed sample."""
+        tun = self._tunnel
+        mark = tun.mark() if tun else None
+        comp = await request()
+        for _ in range(2):
+            if not await self._cut_by_drop(tun, mark, comp.error):
+                break  # no error, an answer from the server, or not cut by a drop: a per-sample failure (data)
+            if tun.lost is None:
+                await asyncio.to_thread(self._reopen, tun)
+            if tun.lost is not None:
+                raise tun.lost
+            mark = tun.mark()
+            comp = await request()
+            if self._profile_run is not None:
+                self._profile_run.n_resent += 1
+        if comp.error and tun is not None and tun.lost is not None:
+            raise tun.lost
+        return comp
+
+    @staticmethod
+    async def _cut_by_drop(tun, mark, error: str | None, grace_s: float = 1.0) -> bool:
+        """Whether a failed request was cut by a dropped SSH connection. The channels of a dying connection
+        close a few ms before paramiko marks it inactive, so a connection-level error (not an HTTP status) waits
+        up to ``grace_s`` seconds for the drop to show."""
+        if error is None or error.startswith("HTTP ") or tun is None or mark is None:
+            return False
+        deadline = time.monotonic() + grace_s
+        while not tun.dropped_since(mark):
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.02)
+        return True
+
+    @staticmethod
+    def _reopen(tun: transport.Tunnel) -> None:
+        """Re-open the tunnel's connection (bounded); a failure is left in ``tun.lost``."""
+        try:
+            tun.conn.open()
+        except TransportLost:
+            pass
+
     def _run_profile(self, c, lc: ServerLifecycle, lp: LaunchPlan) -> None:
         self.hooks.checkpoint()
         pr = ProfileRun(profile=lp.profile, speculative=lp.speculative, argv_masked=mask_argv(lp.argv))
         self.profile_runs.append(pr)
+        self._profile_run = pr
         done = {sample_key(s) for s in load_samples(self.samples_path) if s.get("error") is None}
         todo = [r for r in lp.requests if r.key not in done]
         pr.n_requests, pr.n_resumed = len(lp.requests), len(lp.requests) - len(todo)
@@ -218,18 +312,26 @@ class Runner:
             if is_baseline:
                 raise
             return
+        lost: TransportLost | None = None
+        drops0 = getattr(c, "drops", 0)
         try:
             outcome = lc.wait_ready(rec, timeout_s=self.playbook.timeouts.ready_s)
             self.hooks.checkpoint()
             if outcome.ok:
-                with transport.tunnel(c, self.host) as url:
+                with transport.open_tunnel(c, self.host) as self._tunnel:
+                    url = self._tunnel.url
                     outcome = self._confirm_health(lc, rec, url, outcome, t0)
                     pr.ready_s = time.monotonic() - t0
                     if outcome.ok:
                         self.hooks.on_progress(f"{lp.profile}: ready in {pr.ready_s:.1f} s")
                         ts = time.monotonic()
-                        asyncio.run(self._sample_watched(lc, rec, url, lp, todo, pr))
-                        pr.sampling_s = time.monotonic() - ts
+                        channels0 = self._tunnel.channels_opened
+                        try:
+                            asyncio.run(self._sample_watched(lc, rec, url, lp, todo, pr))
+                        finally:
+                            pr.sampling_s = time.monotonic() - ts
+                            if self._tunnel.forwarder is not None:
+                                pr.tunnel_channels = self._tunnel.channels_opened - channels0
                         self._check_errors(lp, pr)
             pr.outcome = outcome.to_dict()
             if pr.crashed is not None:
@@ -238,12 +340,32 @@ class Runner:
             if not outcome.ok:
                 pr.cause, pr.hint = outcome.cause, outcome.hint
                 self.hooks.on_progress(outcome.describe())
+        except TransportLost as e:
+            lost = e
+            pr.cause, pr.hint = "transport_lost", e.message
         finally:
-            text = lc.read_log(rec.log_path)
+            self._tunnel = None
+            pr.ssh_drops = getattr(c, "drops", 0) - drops0
+            text = self._read_log(lc, rec.log_path)
             (self.run_dir / "logs" / f"{lp.profile}.log").write_text(mask_log_secrets(mask_text(text, self._secrets)))
             pr.decode = [d.to_dict() for d in classify_log(text).decode]
-            res = lc.stop(term_s=self.playbook.timeouts.term_s, gpu_release_s=self.playbook.timeouts.gpu_release_s)
-            pr.stop, pr.gpu_release_s = res.describe(), res.gpu_release_s
+            res = self._stop(lc)
+            if res is None:
+                pr.stop = (f"not stopped: the SSH connection is lost; the server of profile {lp.profile!r} "
+                           f"(PID {rec.pid}, port {self.host.port}) may still be running")
+                self.left_on_host.append(f"server PID {rec.pid} (profile {lp.profile}, port {self.host.port})")
+            else:
+                pr.stop, pr.gpu_release_s = res.describe(), res.gpu_release_s
+        if pr.ssh_drops:
+            self.hooks.on_progress(f"{lp.profile}: the SSH connection dropped {pr.ssh_drops} time(s); "
+                                   f"{'re-opened, ' if lost is None else ''}{pr.n_resent} cut request(s) sent again")
+        if lost is None and res is None:  # sampling ended, but the connection dropped while stopping
+            lost = getattr(c, "lost", None) or TransportLost("the SSH connection was lost while stopping the server",
+                                                            host=self.host.name)
+        if lost is not None:  # a lost connection ends the run (exit 2): never a verdict on a cut profile
+            what = lost.message.removeprefix(f"[{self.host.name}] ")
+            raise TransportLost(f"profile {lp.profile!r} ended as transport_lost: {what}", host=self.host.name,
+                                cause=lost.cause)
         if is_baseline and not pr.launched:
             raise LaunchError(f"baseline profile {lp.profile!r} failed ({pr.cause}): {pr.hint}; without a baseline "
                               f"there is nothing to compare against", cause=pr.cause,
@@ -299,24 +421,23 @@ class Runner:
         except asyncio.CancelledError:
             pass
 
-    @staticmethod
-    def _server_failure(lc: ServerLifecycle, rec) -> dict | None:
+    def _server_failure(self, lc: ServerLifecycle, rec) -> dict | None:
         """None if the server is alive and its log shows no fatal line; else cause, hint, fatal line."""
-        alive, text = lc.poll(rec, 0)
+        alive, text = self._poll(lc, rec, 0)
         return _failure(alive, classify_log(text))
 
     async def _watch(self, lc: ServerLifecycle, rec, interval_s: float = 1.0) -> dict:
         """Poll the server's process and log (from a byte offset) until it dies, logs a fatal line, or writes
         nothing for ``timeouts.stall_s`` seconds while requests are in flight (a hung scheduler: SGLang logs a
         ``Decode batch`` line every few dozen steps while it decodes)."""
-        alive, startup = await asyncio.to_thread(lc.poll, rec, 0)
+        alive, startup = await asyncio.to_thread(self._poll, lc, rec, 0)
         offset = len(startup.encode("utf-8", "surrogateescape"))
         text = ""  # what the server wrote since sampling began
         last_growth = time.monotonic()
         stall_s = self.playbook.timeouts.stall_s
         while True:
             await asyncio.sleep(interval_s)
-            alive, new = await asyncio.to_thread(lc.poll, rec, offset)
+            alive, new = await asyncio.to_thread(self._poll, lc, rec, offset)
             if new:
                 offset += len(new.encode("utf-8", "surrogateescape"))
                 text = text[-(1 << 20):] + new  # fatal lines come last: a bounded window is enough
@@ -344,13 +465,14 @@ class Runner:
                 async def one(req: RequestSpec) -> dict:
                     async with sem:
                         if pb.api == "chat":
-                            comp = await sc.chat(req.prompt, temperature=req.temperature,
-                                                 max_tokens=pb.max_tokens, top_p=pb.top_p, seed=req.seed)
+                            comp = await self._send(lambda: sc.chat(
+                                req.prompt, temperature=req.temperature, max_tokens=pb.max_tokens, top_p=pb.top_p,
+                                seed=req.seed))
                         else:
                             text = pb.prompt_template.replace("{prompt}", req.prompt)
-                            comp = await sc.generate(text, temperature=req.temperature,
-                                                     max_new_tokens=pb.max_tokens, top_p=pb.top_p, seed=req.seed,
-                                                     return_logprob=pb.kl_probe)
+                            comp = await self._send(lambda: sc.generate(
+                                text, temperature=req.temperature, max_new_tokens=pb.max_tokens, top_p=pb.top_p,
+                                seed=req.seed, return_logprob=pb.kl_probe))
                         kl = await self._kl_probe(sc, comp) if pb.kl_probe else None
                     rec = sample_record(req, comp, speculative=lp.speculative, api=pb.api, kl=kl,
                                         think_opened_by_prompt=pb.think_opened_by_prompt)

@@ -278,13 +278,16 @@ class ServerLifecycle:
                 if not stream.supported:
                     break
                 ended = stream.ended
+                if ended and getattr(self.c, "is_connected", True) is False:
+                    break  # the SSH connection dropped under the tail: poll (each poll re-opens it), not a crash
                 if ended:
                     time.sleep(0.05)  # let the reader thread hand over the last bytes
                     new += stream.read(0)
                 outcome = watch.step(new, alive=not ended)
                 if outcome is not None:
                     return self._ready(rec, outcome)
-        log.info("tail -F --pid not available on %s; polling the log", self.host.name)
+        log.info("following the log on %s by polling (no tail -F --pid there, or the connection dropped)",
+                 self.host.name)
         offset = len(watch.text.encode("utf-8", "surrogateescape"))
         while True:
             alive, new = self.poll(rec, offset)

@@ -1,10 +1,15 @@
 """How commands reach a host: a Fabric ``Connection`` (ssh) or an Invoke ``Context`` (local), and tunnels.
 
 Both expose ``.run()``, so every remote function takes one of them as ``c`` and runs unchanged over SSH or
-locally. SSH host keys are checked against known_hosts and unknown keys are *rejected* (paramiko
-``RejectPolicy``) unless the host says ``accept_new_host_key: true``; Fabric's own default would accept
-any key. Transient network failures on connect are retried with tenacity; authentication and host-key
-failures are not.
+locally. Over SSH the connection is a :class:`~mtp_remote.remote.ssh.HostConnection`: host keys are checked
+against known_hosts as OpenSSH does (unknown keys *rejected* unless the host says ``accept_new_host_key:
+true``, which appends the key as one line; Fabric's own default would accept any key), transient failures are
+retried, a dropped connection is re-opened within ``3 × connect_timeout`` seconds, and every failure is a
+:class:`~mtp_remote.errors.ConnectError` (or :class:`~mtp_remote.errors.TransportLost`) naming its cause.
+
+The tunnel (:func:`open_tunnel`) follows the connection: each local TCP connection is carried on a
+``direct-tcpip`` channel of the connection's *current* transport, so after a reconnect new requests go through
+the new one on the same local port.
 """
 
 from __future__ import annotations
@@ -13,15 +18,20 @@ import contextlib
 import logging
 import os
 import select
+import selectors
 import socket
 import threading
-from pathlib import Path
-from typing import Iterator
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 from ..config import HostConfig
-from ..errors import ConnectError
+from ..errors import ConnectError, TransportLost
 
 log = logging.getLogger(__name__)
+
+#: Longest wait for the server's SSH banner (seconds); a port that accepts TCP but speaks no SSH fails then.
+BANNER_TIMEOUT_S = 10.0
 
 
 def _parse_gateway(spec: str) -> tuple[str | None, str, int]:
@@ -35,71 +45,50 @@ def _parse_gateway(spec: str) -> tuple[str | None, str, int]:
     return user, spec, port
 
 
-def _ssh_client_setup(conn, host: HostConfig) -> None:
-    import paramiko
-
-    known = Path(os.path.expanduser(host.known_hosts or "~/.ssh/known_hosts"))
-    if known.exists():
-        conn.client.load_host_keys(str(known))
-    if host.accept_new_host_key:
-        conn.client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
-    else:
-        conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
+def reconnect_bound_s(host: HostConfig) -> float:
+    """Seconds spent re-opening a dropped connection before giving up: three connect timeouts."""
+    return 3 * host.connect_timeout
 
 
 def _connection(host: HostConfig, *, address: str, user: str | None, port: int, gateway=None):
-    from fabric import Config, Connection
+    from fabric import Config
 
-    connect_kwargs: dict = {}
+    from .ssh import HostConnection, trust_known_hosts
+
+    banner_s = min(host.connect_timeout, BANNER_TIMEOUT_S)
+    connect_kwargs: dict = {"banner_timeout": banner_s}
     if host.key_file:
         connect_kwargs.update(key_filename=os.path.expanduser(host.key_file), look_for_keys=False,
                               allow_agent=False)
     config = Config(overrides={"load_ssh_configs": host.key_file is None, "run": {"in_stream": False}})
-    conn = Connection(address, user=user, port=port, gateway=gateway, config=config,
-                      connect_timeout=int(host.connect_timeout), connect_kwargs=connect_kwargs,
-                      inline_ssh_env=True)
-    _ssh_client_setup(conn, host)
+    conn = HostConnection(address, user=user, port=port, gateway=gateway, config=config,
+                          connect_timeout=max(1, round(host.connect_timeout)), connect_kwargs=connect_kwargs,
+                          inline_ssh_env=True, host_label=host.name, reconnect_s=reconnect_bound_s(host),
+                          banner_s=banner_s)
+    conn.known = trust_known_hosts(conn.client, path=host.known_hosts or "~/.ssh/known_hosts", address=address,
+                                   port=port, accept_new=host.accept_new_host_key, host_label=host.name)
     return conn
 
 
 def connect(host: HostConfig):
-    """Open the transport for ``host``: an Invoke ``Context`` (local) or an opened Fabric ``Connection``.
+    """Open the transport for ``host``: an Invoke ``Context`` (local) or an opened HostConnection.
 
-    Raises ConnectError (unknown host key, authentication failed, unreachable after retries)."""
+    Raises ConnectError with the cause: HostKeyError (unknown, changed or revoked key), authentication (which
+    key and user), unreachable (refused, timed out, no route, DNS) or no SSH banner."""
     if host.transport == "local":
         from invoke import Config, Context
 
         return Context(config=Config(overrides={"run": {"in_stream": False}}))
-
-    import paramiko
-    from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
-
     gateway = None
     if host.gateway:
         guser, gaddr, gport = _parse_gateway(host.gateway)
         gateway = _connection(host, address=gaddr, user=guser or host.user, port=gport)
     conn = _connection(host, address=host.address, user=host.user, port=host.ssh_port, gateway=gateway)
-
-    @retry(retry=retry_if_exception_type((socket.timeout, ConnectionRefusedError, EOFError,
-                                          paramiko.ssh_exception.NoValidConnectionsError)),
-           stop=stop_after_attempt(3), wait=wait_exponential(multiplier=0.5, max=4), reraise=True)
-    def _open():
-        conn.open()
-
-    where = f"{host.user + '@' if host.user else ''}{host.address}:{host.ssh_port}"
     try:
-        _open()
-    except paramiko.ssh_exception.SSHException as e:
-        msg = str(e)
-        if "not found in known_hosts" in msg or "Server" in msg and "not found" in msg:
-            raise ConnectError(
-                f"unknown SSH host key for {where}; add it to known_hosts (ssh-keyscan) or set "
-                f"accept_new_host_key: true for host {host.name!r}", host=host.name) from None
-        if isinstance(e, paramiko.ssh_exception.AuthenticationException):
-            raise ConnectError(f"SSH authentication failed for {where}: {msg}", host=host.name) from None
-        raise ConnectError(f"SSH to {where} failed: {msg}", host=host.name) from None
-    except (OSError, EOFError) as e:
-        raise ConnectError(f"cannot reach {where}: {e}", host=host.name) from None
+        conn.open()
+    except ConnectError:
+        close(conn)
+        raise
     return conn
 
 
@@ -112,43 +101,113 @@ def close(c) -> None:
                 closer()
 
 
+def is_lost(c) -> bool:
+    """Whether ``c`` is an SSH connection that dropped and could not be re-opened within its bound."""
+    return getattr(c, "lost", None) is not None
+
+
+def revive(c) -> bool:
+    """Try once more (within the reconnect bound) to re-open a lost connection; True when it is open.
+    A local Context is always there."""
+    reviver = getattr(c, "revive", None)
+    return True if reviver is None else reviver()
+
+
+def as_connect_error(e: BaseException, host: str | None = None) -> ConnectError | None:
+    """A ConnectError for a raw SSH/socket failure that escaped the connection's own translation (paramiko
+    exceptions, EOF on the transport, socket errors), else None. For the entry points' last line of defence."""
+    import sys
+
+    if isinstance(e, ConnectError):
+        return e
+    import errno
+
+    paramiko = sys.modules.get("paramiko")
+    ssh_types: tuple = (EOFError, ConnectionError, socket.timeout, socket.gaierror)
+    if paramiko is not None:
+        ssh_types += (paramiko.SSHException,)
+    network = isinstance(e, OSError) and e.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH)
+    if isinstance(e, ssh_types) or network:
+        return ConnectError(f"SSH failed: {type(e).__name__}: {e}", host=host)
+    return None
+
+
 class _Forwarder:
     """Local TCP listener on 127.0.0.1 whose connections are carried to ``remote`` over SSH channels.
 
     Fabric's ``forward_local`` listens with a backlog of 1 and its thread dies on the first channel that
     cannot be opened (e.g. while the server restarts), which drops the concurrent connections a benchmark
     opens. This forwarder uses the same paramiko ``direct-tcpip`` channels, with a real backlog, one pump
-    thread per connection, and a failed channel closing only its own connection."""
+    thread per connection, and a failed channel closing only its own connection. Channels are opened on the
+    connection's current transport: a dropped one is re-opened first (``conn.open()``, bounded), so the local
+    port stays the same across reconnects. The accept loop waits on a selector with a wake-up socket, so
+    :meth:`close` returns at once (a blocked ``accept()`` is not woken by closing its socket)."""
 
-    def __init__(self, transport, remote: tuple[str, int]):
-        self.transport = transport
+    def __init__(self, conn, remote: tuple[str, int]):
+        self.conn = conn
         self.remote = remote
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(128)
+        self.sock.setblocking(False)
         self.port = self.sock.getsockname()[1]
+        self.channels_opened = 0  # direct-tcpip channels opened (one per local TCP connection)
+        self._wake_r, self._wake_w = socket.socketpair()
         self._closed = threading.Event()
+        self._count_lock = threading.Lock()
         self._thread = threading.Thread(target=self._accept, name=f"tunnel:{self.port}", daemon=True)
         self._thread.start()
 
     def _accept(self) -> None:
-        while not self._closed.is_set():
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.sock, selectors.EVENT_READ)
+            sel.register(self._wake_r, selectors.EVENT_READ)
+            while not self._closed.is_set():
+                for key, _ in sel.select():
+                    if key.fileobj is self._wake_r:
+                        return
+                    try:
+                        conn, addr = self.sock.accept()
+                    except (BlockingIOError, InterruptedError):
+                        continue
+                    except OSError:
+                        return
+                    conn.setblocking(True)
+                    threading.Thread(target=self._serve, args=(conn, addr), daemon=True).start()
+
+    def _channel(self, addr):
+        """A channel on the current transport; re-opens a dropped connection first (raises TransportLost when
+        that fails within its bound, ChannelException when the remote port refuses)."""
+        import paramiko
+
+        for attempt in (0, 1):
+            transport = self.conn.transport
+            if transport is None or not transport.active:
+                self.conn.open()
+                transport = self.conn.transport
             try:
-                conn, addr = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn, addr), daemon=True).start()
+                chan = transport.open_channel("direct-tcpip", self.remote, addr, timeout=30)
+            except paramiko.ChannelException:
+                raise
+            except (paramiko.SSHException, EOFError, OSError):
+                if attempt:  # the transport died between the check and the open, twice
+                    raise
+                continue
+            with self._count_lock:
+                self.channels_opened += 1
+            return chan
+        raise AssertionError("unreachable")
 
     def _serve(self, conn: socket.socket, addr) -> None:
         try:
-            chan = self.transport.open_channel("direct-tcpip", self.remote, addr, timeout=30)
+            chan = self._channel(addr)
         except Exception as e:  # the remote port refused, or SSH went away: close this connection only
             log.debug("tunnel channel to %s failed: %s", self.remote, e)
             conn.close()
             return
-        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             while not self._closed.is_set():
                 r, _, _ = select.select([conn, chan], [], [], 0.5)
                 if conn in r:
@@ -161,31 +220,88 @@ class _Forwarder:
                     if not data:
                         break
                     conn.sendall(data)
-        except OSError:
-            pass
+        except (OSError, EOFError) as e:  # either end went away (a dropped SSH connection included)
+            log.debug("tunnel connection to %s ended: %s", self.remote, e)
         finally:
-            chan.close()
-            conn.close()
+            for end in (chan, conn):
+                with contextlib.suppress(Exception):  # closing a channel of a dead transport can raise
+                    end.close()
 
     def close(self) -> None:
+        """Stop accepting (at once: the selector is woken) and close the listener; live connections end
+        within 0.5 s."""
         self._closed.set()
-        self.sock.close()
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
         self._thread.join(timeout=2)
+        for s in (self.sock, self._wake_r, self._wake_w):
+            s.close()
+
+
+@dataclass
+class Tunnel:
+    """Where the driver reaches the server (``url``) and what the tunnel saw.
+
+    ``channels_opened`` counts SSH channels (one per TCP connection; 0 for a local host); ``lost`` is the
+    TransportLost once the connection dropped and could not be re-opened; :meth:`mark` / :meth:`dropped_since`
+    tell whether a request that failed was cut by a dropped connection (and is worth sending again)."""
+
+    url: str
+    conn: object | None = None
+    forwarder: _Forwarder | None = None
+
+    @property
+    def channels_opened(self) -> int:
+        return self.forwarder.channels_opened if self.forwarder else 0
+
+    @property
+    def lost(self) -> TransportLost | None:
+        return getattr(self.conn, "lost", None)
+
+    @property
+    def drops(self) -> int:
+        """Times the SSH connection was found dropped and re-opened (or tried to be)."""
+        return getattr(self.conn, "drops", 0)
+
+    def mark(self):
+        """A token for the transport in use now and the time (None for a local host)."""
+        if self.conn is None or not hasattr(self.conn, "transport"):
+            return None
+        return self.conn.transport, time.monotonic()
+
+    def dropped_since(self, mark, *, grace_s: float = 2.0) -> bool:
+        """Whether the transport marked by ``mark`` has died or been replaced since, or was re-opened less than
+        ``grace_s`` seconds before the mark (a pooled HTTP connection may still have ridden the old one)."""
+        if mark is None:
+            return False
+        transport, at = mark
+        if self.conn.transport is not transport or transport is None or not transport.active:
+            return True
+        reopened = getattr(self.conn, "reopened_at", None)
+        return reopened is not None and reopened > at - grace_s
+
+
+@contextlib.contextmanager
+def open_tunnel(c, host: HostConfig) -> Iterator[Tunnel]:
+    """Yield a :class:`Tunnel` whose ``url`` (``http://127.0.0.1:PORT``) reaches the server.
+
+    Over SSH this is a local forward (paramiko ``direct-tcpip`` channels of the connection) to the host's
+    127.0.0.1:``host.port``; locally it is the port itself. One tunnel can serve every launch of a run: each
+    connection opens its own channel, on the transport current at that moment."""
+    if host.transport == "local":
+        yield Tunnel(url=f"http://127.0.0.1:{host.port}")
+        return
+    fwd = _Forwarder(c, ("127.0.0.1", host.port))
+    try:
+        log.debug("tunnel 127.0.0.1:%d -> %s:127.0.0.1:%d", fwd.port, host.name, host.port)
+        yield Tunnel(url=f"http://127.0.0.1:{fwd.port}", conn=c, forwarder=fwd)
+    finally:
+        fwd.close()
 
 
 @contextlib.contextmanager
 def tunnel(c, host: HostConfig) -> Iterator[str]:
-    """Yield the base URL (``http://127.0.0.1:PORT``) at which the driver reaches the server.
-
-    Over SSH this is a local forward (paramiko ``direct-tcpip`` channels of the open connection) to the host's
-    127.0.0.1:``host.port``; locally it is the port itself. One tunnel can serve every launch of a run: each
-    connection opens its own channel."""
-    if host.transport == "local":
-        yield f"http://127.0.0.1:{host.port}"
-        return
-    fwd = _Forwarder(c.transport, ("127.0.0.1", host.port))
-    try:
-        log.debug("tunnel 127.0.0.1:%d -> %s:127.0.0.1:%d", fwd.port, host.name, host.port)
-        yield f"http://127.0.0.1:{fwd.port}"
-    finally:
-        fwd.close()
+    """Yield the base URL (``http://127.0.0.1:PORT``) at which the driver reaches the server (see
+    :func:`open_tunnel`)."""
+    with open_tunnel(c, host) as t:
+        yield t.url

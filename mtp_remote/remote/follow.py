@@ -90,7 +90,10 @@ class LogStream:
     def close(self) -> None:
         """Stop the tail (by its PID) and wait for the command to end."""
         if not self.ended and self._tail_pid and self._tail_pid > 0:
-            self.c.run(f"kill {self._tail_pid}", hide=True, warn=True, in_stream=False)
+            try:
+                self.c.run(f"kill {self._tail_pid}", hide=True, warn=True, in_stream=False)
+            except Exception as e:  # the connection dropped (TransportLost): the tail ended with its channel
+                log.debug("could not stop the log stream's tail: %s", e)
         deadline = time.monotonic() + 5
         while not self.ended and time.monotonic() < deadline:
             time.sleep(0.01)

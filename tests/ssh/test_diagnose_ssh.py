@@ -8,10 +8,9 @@ import json
 
 import pytest
 import yaml
-
-from mtp_remote import api
 from invoke import Context
 
+from mtp_remote import api
 from mtp_remote.remote import facts, process
 from tests.conftest import ROOT, free_port
 

@@ -120,3 +120,81 @@ def test_a_gateway_host_is_used_as_a_jump_host(sshd):
     finally:
         transport.close(c)
     assert not c.gateway.is_connected, "closing the host closes its gateway too"
+
+
+async def _asgi_generate(scope, receive, send):
+    """A minimal /generate endpoint served by uvicorn (the HTTP server SGLang runs, keep-alive included)."""
+    if scope["type"] != "http":
+        return
+    while (await receive()).get("more_body"):
+        pass
+    body = b'{"text": "ok", "meta_info": {"completion_tokens": 1, "finish_reason": {"type": "stop"}}}'
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+@pytest.fixture
+def uvicorn_server():
+    import time
+
+    import uvicorn
+
+    from tests.conftest import free_port
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(_asgi_generate, host="127.0.0.1", port=port, log_level="critical",
+                                           lifespan="off", timeout_keep_alive=5))
+    t = threading.Thread(target=server.run, daemon=True)
+    t.start()
+    while not server.started:
+        time.sleep(0.01)
+    yield port
+    server.should_exit = True
+    t.join(5)
+
+
+def test_one_http_pool_through_the_tunnel_opens_channels_by_concurrency_not_by_request(sshd, uvicorn_server):
+    import asyncio
+
+    from mtp_remote.client import ServerClient
+
+    host = HostConfig(name="t", **sshd.host_config(port=uvicorn_server))
+    c = transport.connect(host)
+    n, concurrency = 64, 8
+    try:
+        with transport.open_tunnel(c, host) as tun:
+            async def pooled():
+                sem = asyncio.Semaphore(concurrency)
+                async with ServerClient(tun.url, max_connections=concurrency) as sc:
+                    async def one():
+                        async with sem:
+                            return await sc.generate("x", temperature=0, max_new_tokens=1)
+                    return await asyncio.gather(*(one() for _ in range(n)))
+
+            async def client_per_request():  # the anti-pattern, to show what the counter counts
+                async def one():
+                    async with ServerClient(tun.url) as sc:
+                        return await sc.generate("x", temperature=0, max_new_tokens=1)
+                return [await one() for _ in range(8)]
+
+            assert [r.error for r in asyncio.run(pooled())] == [None] * n
+            pooled_channels = tun.channels_opened
+            assert [r.text for r in asyncio.run(client_per_request())] == ["ok"] * 8
+            assert tun.channels_opened - pooled_channels == 8
+    finally:
+        transport.close(c)
+    assert 1 <= pooled_channels <= concurrency, pooled_channels  # 64 requests, at most 8 channels
+
+
+def test_closing_the_tunnel_does_not_stall(sshd):
+    import time
+
+    host = HostConfig(name="t", **sshd.host_config(port=1))
+    c = transport.connect(host)
+    try:
+        with transport.open_tunnel(c, host):
+            t0 = time.perf_counter()
+        assert time.perf_counter() - t0 < 0.2  # was 2.0 s: a join on an accept() that closing did not wake
+    finally:
+        transport.close(c)

@@ -1,0 +1,272 @@
+"""The SSH connection to one host: a Fabric ``Connection`` that follows its host and says why it failed.
+
+:class:`HostConnection` adds three things to Fabric's ``Connection``:
+
+- **Host keys like OpenSSH**: known_hosts is read by :mod:`.hostkeys` (markers, hashed names, key types
+  paramiko does not know), an unknown key is rejected or, with ``accept_new_host_key``, appended as one line;
+  a changed or revoked key is refused with its SHA256 fingerprint, the file and line, and the fix.
+- **Reconnects within a bound**: the first connect retries transient failures (refused, timed out, EOF) three
+  times; after a drop, :meth:`~HostConnection.open` retries them until ``reconnect_s`` seconds have passed, then
+  marks the connection *lost* (:class:`~mtp_remote.errors.TransportLost`) so later calls fail at once instead of
+  each waiting again; :meth:`~HostConnection.revive` tries once more. ``generation`` counts successful opens.
+- **Causes, not tracebacks**: every paramiko/socket failure becomes a ConnectError naming host, port and cause
+  (refused, timed out, no route, DNS, no SSH banner, which key and user failed to authenticate), and a command
+  cut by a dropped connection raises TransportLost instead of returning exit code -1 (paramiko's value for a
+  channel closed without an exit status), which would read as "process gone".
+
+Imported lazily by :mod:`.connect` (it imports fabric and paramiko).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import socket
+import threading
+import time
+
+import paramiko
+from fabric import Connection
+from invoke.exceptions import ThreadException, UnexpectedExit
+
+from ..errors import ConnectError, HostKeyError, TransportLost
+from .hostkeys import KnownHosts, append_known_host, fingerprint, host_key_name, key_kind, load_known_hosts
+
+log = logging.getLogger(__name__)
+
+# paramiko logs a failed handshake at ERROR with a traceback, from its own thread: the ConnectError says the same
+# in one line. Quiet it unless the entry point chose a level (mtp-remote -vv sets DEBUG).
+if logging.getLogger("paramiko").level == logging.NOTSET:
+    logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+
+#: The default identities paramiko tries when no key file is given (besides the SSH agent).
+_DEFAULT_KEYS = "~/.ssh/id_rsa, id_ecdsa, id_ed25519"
+
+
+def _pkey(keytype: str, blob: bytes):
+    """A paramiko key from known_hosts, or None for a type paramiko cannot use (e.g. ``sk-*`` keys)."""
+    try:
+        return paramiko.PKey.from_type_string(keytype, blob)
+    except Exception:  # UnknownKeyType, or a blob paramiko cannot read: such a key can never match
+        return None
+
+
+class HostKeyPolicy(paramiko.MissingHostKeyPolicy):
+    """Called by paramiko when the host has no usable key in known_hosts: refuse a revoked key, refuse an
+    unknown one, or (``accept_new``) append it to known_hosts and say so with its fingerprint."""
+
+    def __init__(self, known: KnownHosts, *, accept_new: bool, host_label: str):
+        self.known = known
+        self.accept_new = accept_new
+        self.host_label = host_label
+
+    def missing_host_key(self, client, hostname, key) -> None:
+        blob, keytype = key.asbytes(), key.get_name()
+        fp = f"{key_kind(keytype)} key {fingerprint(blob)}"
+        revoked = self.known.revoked(hostname, keytype, blob)
+        if revoked is not None:
+            raise HostKeyError(f"the SSH host key of {hostname} ({fp}) is marked @revoked in {self.known.path} "
+                               f"line {revoked.lineno}: refusing to connect", host=self.host_label)
+        if not self.accept_new:
+            port_opt = f"-p {hostname.rsplit(':', 1)[1]} " if hostname.startswith("[") else ""
+            address = hostname.strip("[").split("]")[0]
+            raise HostKeyError(
+                f"unknown SSH host key for {hostname} ({fp}); check the fingerprint, then add it to "
+                f"{self.known.path} (ssh-keyscan {port_opt}{address} >> {self.known.path}) or set "
+                f"accept_new_host_key: true for host {self.host_label!r}", host=self.host_label)
+        try:
+            written = append_known_host(self.known.path, hostname, keytype, blob)
+        except OSError as e:
+            raise HostKeyError(f"cannot remember the new host key of {hostname} in {self.known.path}: "
+                               f"{e.strerror}", host=self.host_label) from None
+        client.get_host_keys().add(hostname, keytype, key)
+        log.warning("Permanently added %s (%s) to the list of known hosts (%s)", hostname, fp, written)
+
+
+def changed_key_error(known: KnownHosts, name: str, server_key, host_label: str) -> HostKeyError:
+    """The message for a key that differs from the known one: both fingerprints, file and line, the fix."""
+    blob, keytype = server_key.asbytes(), server_key.get_name()
+    revoked = known.revoked(name, keytype, blob)
+    if revoked is not None:
+        return HostKeyError(f"the SSH host key of {name} ({key_kind(keytype)} key {fingerprint(blob)}) is marked "
+                            f"@revoked in {known.path} line {revoked.lineno}: refusing to connect", host=host_label)
+    lines = known.for_host(name)
+    same_type = [e for e in lines if e.keytype == keytype] or lines
+    where = (f"{known.path} line {same_type[0].lineno} holds {key_kind(same_type[0].keytype)} key "
+             f"{fingerprint(same_type[0].blob)}" if same_type else f"{known.path}")
+    return HostKeyError(
+        f"the SSH host key of {name} has CHANGED: it now shows {key_kind(keytype)} key {fingerprint(blob)}, "
+        f"{where}. Someone may be intercepting the connection, or the host was reinstalled; if the change is "
+        f"expected, remove the old key with: ssh-keygen -R '{name}' -f {known.path}", host=host_label)
+
+
+def trust_known_hosts(client, *, path: str, address: str, port: int, accept_new: bool, host_label: str) -> KnownHosts:
+    """Load ``path`` into paramiko for ``address:port`` (plain keys only; revoked keys left out) and set the
+    policy for keys it does not hold. Lines paramiko cannot use are skipped: ``@cert-authority`` lines for this
+    host with a warning (paramiko cannot check host certificates), unreadable lines with a debug note."""
+    known = load_known_hosts(path)
+    name = host_key_name(address, port)
+    for problem in known.problems:
+        log.debug("%s %s", known.path, problem)
+    for ca in known.cert_authorities(name):
+        log.warning("%s line %d: @cert-authority is not supported (paramiko cannot check host certificates); "
+                    "skipped — list the host's own key to trust it", known.path, ca.lineno)
+    keys = client.get_host_keys()
+    for e in known.for_host(name):
+        if known.revoked(name, e.keytype, e.blob) is not None:
+            continue
+        pkey = _pkey(e.keytype, e.blob)
+        if pkey is not None:
+            keys.add(name, e.keytype, pkey)
+    client.set_missing_host_key_policy(HostKeyPolicy(known, accept_new=accept_new, host_label=host_label))
+    return known
+
+
+def _errno_cause(e: OSError, timeout_s: float) -> str | None:
+    if isinstance(e, socket.gaierror):
+        return f"the name does not resolve (DNS: {e.strerror})"
+    if isinstance(e, (socket.timeout, TimeoutError)) or e.errno == errno.ETIMEDOUT:
+        return f"timed out after {timeout_s:g} s (host down, or a firewall drops the packets)"
+    if e.errno == errno.ECONNREFUSED:
+        return "connection refused (no SSH server listens on that port)"
+    if e.errno == errno.EHOSTUNREACH:
+        return "no route to host"
+    if e.errno == errno.ENETUNREACH:
+        return "network unreachable"
+    if e.errno == errno.ECONNRESET:
+        return "connection reset by the server"
+    return None
+
+
+def describe(e: BaseException, *, where: str, timeout_s: float, banner_s: float, key_file: str | None,
+             user: str | None) -> tuple[str, bool]:
+    """(one-line cause, whether retrying may help) for an exception raised while connecting to ``where``."""
+    if isinstance(e, paramiko.ssh_exception.NoValidConnectionsError):
+        causes = {_errno_cause(err, timeout_s) or str(err) for err in e.errors.values()}
+        return f"cannot reach {where}: {'; '.join(sorted(causes))}", True
+    if isinstance(e, paramiko.ssh_exception.AuthenticationException):
+        if isinstance(key_file, (list, tuple)):
+            key_file = ", ".join(key_file)
+        keys = f"key {key_file}" if key_file else f"the SSH agent's keys and {_DEFAULT_KEYS}"
+        return (f"SSH authentication failed on {where}: user {user or '(local user)'!r} with {keys} "
+                f"({e or type(e).__name__}); check the key is in that user's authorized_keys"), False
+    if isinstance(e, paramiko.ssh_exception.SSHException) and "banner" in str(e).lower():
+        return f"no SSH server answered on {where} (banner timeout {banner_s:g} s)", False
+    if isinstance(e, OSError):
+        cause = _errno_cause(e, timeout_s)
+        return f"cannot reach {where}: {cause or e.strerror or e}", (cause is not None
+                                                                     and not isinstance(e, socket.gaierror))
+    if isinstance(e, EOFError):
+        return f"the SSH server on {where} closed the connection during the handshake", True
+    return f"SSH to {where} failed: {e or type(e).__name__}", False
+
+
+class HostConnection(Connection):
+    """A Fabric ``Connection`` with host-key checking, bounded reconnects and clear failures (see module).
+
+    ``host_label`` names the inventory host in messages; ``reconnect_s`` bounds the time spent reconnecting
+    after a drop (seconds); ``banner_s`` the wait for the server's SSH banner."""
+
+    def __init__(self, *args, host_label: str, reconnect_s: float, banner_s: float,
+                 known: KnownHosts | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Invoke's DataProxy would store unknown attributes in the config (deep-copied): ``_set`` keeps them real
+        self._set(host_label=host_label, reconnect_s=reconnect_s, banner_s=banner_s, known=known,
+                  generation=0,  # successful opens: 1 after connect, +1 per reconnect
+                  lost=None,  # the TransportLost once a reconnect gave up
+                  drops=0,  # times an open connection was found dead
+                  reopened_at=None,  # time.monotonic() of the last successful reconnect
+                  _open_lock=threading.RLock())
+
+    @property
+    def where(self) -> str:
+        return f"{self.user + '@' if self.user else ''}{self.host}:{self.port}"
+
+    def _attempt(self) -> None:
+        try:
+            super().open()
+        except paramiko.BadHostKeyException as e:
+            name = host_key_name(self.host, int(self.port))
+            raise changed_key_error(self.known or KnownHosts(path=os.devnull), name, e.key,
+                                    self.host_label) from None
+        except paramiko.SSHException as e:
+            t = self.client.get_transport()
+            if t is not None and not t.remote_version and not isinstance(e, paramiko.AuthenticationException):
+                # the handshake wait ended before any banner arrived; paramiko then says "No existing session"
+                raise paramiko.SSHException("Error reading SSH protocol banner") from None
+            raise
+
+    def open(self):
+        """Connect (first time) or reconnect after a drop; no-op while connected. Raises ConnectError (first
+        connect) or TransportLost (reconnect gave up after ``reconnect_s``; later calls then fail at once)."""
+        with self._open_lock:
+            if self.is_connected:
+                return
+            if self.lost is not None:
+                raise self.lost
+            first = self.generation == 0
+            if not first:
+                self._set(drops=self.drops + 1)
+                log.info("SSH connection to %s dropped; reconnecting (up to %.0f s)", self.where, self.reconnect_s)
+            deadline = time.monotonic() + self.reconnect_s
+            attempt, delay, t0 = 0, 0.25, time.monotonic()
+            while True:
+                attempt += 1
+                try:
+                    self._attempt()
+                    break
+                except ConnectError:
+                    self.client.close()  # a refused host key leaves paramiko's transport thread running
+                    raise
+                except Exception as e:  # paramiko, socket and EOF errors: described, maybe retried
+                    cause, transient = describe(e, where=self.where, timeout_s=float(self.connect_timeout or 0),
+                                                banner_s=self.banner_s, key_file=self.connect_kwargs.get("key_filename"),
+                                                user=self.user)
+                    with_retry = transient and (attempt < 3 if first else time.monotonic() + delay < deadline)
+                    if not with_retry:
+                        with_retry_note = "" if first else f"; gave up reconnecting after {time.monotonic() - t0:.0f} s"
+                        if first:
+                            raise ConnectError(cause, host=self.host_label) from None
+                        self._set(lost=TransportLost(f"SSH connection to {self.where} lost: {cause}{with_retry_note}",
+                                                     host=self.host_label, cause=cause))
+                        raise self.lost from None
+                    log.debug("SSH connect attempt %d to %s: %s; retrying in %.2f s", attempt, self.where, cause, delay)
+                    time.sleep(delay)
+                    delay = min(delay * 2, 4.0)
+            self._set(generation=self.generation + 1)
+            if not first:
+                self._set(reopened_at=time.monotonic())
+                log.info("SSH connection to %s re-opened in %.2f s", self.where, time.monotonic() - t0)
+            return
+
+    def revive(self) -> bool:
+        """One more bounded reconnect after the connection was marked lost; True when connected again."""
+        with self._open_lock:
+            self._set(lost=None)
+            try:
+                self.open()
+                return True
+            except ConnectError:
+                return False
+
+    def run(self, command, **kwargs):
+        """Fabric's run; a connection that drops under the command raises TransportLost (never exit -1)."""
+        try:
+            result = super().run(command, **kwargs)
+        except UnexpectedExit as e:  # warn=False: paramiko's exit -1 for a channel cut by a drop raises here
+            if e.result.exited == -1 and not self.is_connected:
+                raise TransportLost(f"SSH connection to {self.where} dropped while running a command",
+                                    host=self.host_label, cause="dropped") from None
+            raise
+        except (ConnectError, paramiko.ssh_exception.AuthenticationException):
+            raise
+        except (paramiko.SSHException, EOFError, OSError, ThreadException) as e:
+            if self.is_connected:
+                raise
+            raise TransportLost(f"SSH connection to {self.where} dropped while running a command "
+                                f"({type(e).__name__}: {e})", host=self.host_label, cause="dropped") from None
+        if not kwargs.get("asynchronous") and getattr(result, "exited", 0) == -1 and not self.is_connected:
+            raise TransportLost(f"SSH connection to {self.where} dropped while running a command",
+                                host=self.host_label, cause="dropped")
+        return result
