@@ -138,6 +138,11 @@ class Prompt(_Strict):
 
 class CompareConfig(_Strict):
     alpha: float = Field(0.05, gt=0, lt=1, description="Family-wise error rate for the loop-rate tests")
+    margin: float = Field(
+        0.05, gt=0, lt=1, description="Loop-rate excess (absolute, spec - baseline) that matters: `healthy` needs "
+                                      "the upper confidence bound of the excess below it at every temperature > 0")
+    spending: Literal["obrien-fleming", "pocock"] = Field(
+        "obrien-fleming", description="Alpha spending over the looks of early stopping (analysis.stopping)")
 
 
 class TimeoutsConfig(_Strict):

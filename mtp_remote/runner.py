@@ -16,7 +16,7 @@ import logging
 import secrets
 import socket
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -401,23 +401,15 @@ class Runner:
         pr.stopping[str(temperature)] = decision
 
     def _cell_decision(self, lp: LaunchPlan, temperature: float) -> dict:
-        """Early-stopping state of one cell from the stored samples (see analysis.stopping)."""
-        from .analysis.stopping import StopRule, baseline_settled, stop_decision
-
-        stored = [s for s in load_samples(self.samples_path)
-                  if s.get("error") is None and float(s["temperature"]) == temperature]
-
-        def counts(profile: str) -> tuple[int, int]:
-            arm = [s for s in stored if s["profile"] == profile]
-            return sum(1 for s in arm if (s.get("metrics") or {}).get("loop")), len(arm)
+        """Early-stopping state of one cell from the stored samples: the decision rule of the verdict
+        (analysis.stopping.cell_decision with diagnosis.design_of — one rule from first sample to verdict)."""
+        from .analysis.stopping import cell_decision
+        from .diagnosis import design_of  # (diagnosis imports this module)
 
         pb = self.playbook
-        rule = StopRule(budget=pb.samples_at(temperature) * len(pb.prompts), round_size=len(pb.prompts),
-                        alpha=pb.compare.alpha)
-        k, n = counts(lp.profile)
-        if lp.profile == pb.baseline:
-            d = baseline_settled(k, n, rule)
-        else:
-            kb, nb = counts(pb.baseline)
-            d = stop_decision(k, n, kb, nb, rule)
-        return {"settled": d.settled, "outcome": d.outcome, "reason": d.reason, "n": n, "budget": rule.budget}
+        n_spec = sum(1 for p in pb.profile_order() if p != pb.baseline and (not self.profiles or p in self.profiles))
+        design = design_of(pb, n_spec, temperature)
+        if temperature == 0:  # greedy cells are evidence, not a test: sampled in full
+            design = replace(design, sequential=False)
+        return cell_decision(load_samples(self.samples_path), profile=lp.profile, baseline=pb.baseline,
+                             temperature=temperature, design=design)

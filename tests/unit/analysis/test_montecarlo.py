@@ -1,0 +1,53 @@
+"""Monte Carlo of the whole decision pipeline (fixed seeds, a few seconds in all).
+
+Each run is played as the runner drives it — baseline first, rounds of one sample per prompt, the runner's
+early-stopping call after each round on samples.jsonl-shaped records — and judged by ``verdict.judge_all``
+(``analysis.montecarlo``). Outcome rates come from the sim: ``state_leak`` with the nightly playbook's
+prompts at T = 0.7 (3 speculative steps) looped 30/40, 37/40, 38/40, 25/40, 38/40 per prompt (168/200).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from mtp_remote.analysis.montecarlo import error_rates
+from mtp_remote.analysis.stopping import Design
+
+NIGHTLY_1 = Design(rounds=8, family=1, sequential=True)  # nightly.yaml: 5 prompts, budget 8 per prompt
+NIGHTLY_2 = Design(rounds=8, family=2, sequential=True)  # ... with a second MTP profile
+FIELD = Design(rounds=4, family=1)  # diagnose-mtp.yaml: 5 prompts x 4 samples, one look at the end
+STATE_LEAK = [30 / 40, 37 / 40, 38 / 40, 25 / 40, 38 / 40]
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.05, 0.3])
+@pytest.mark.parametrize("design", [NIGHTLY_2, FIELD], ids=["nightly-2-profiles", "field"])
+def test_equal_loop_rates_rarely_give_a_wrong_spec_corrupts_output(design, rate):
+    rates = {"baseline": rate, "mtp": rate} | ({"mtp2": rate} if design.family == 2 else {})
+    r = error_rates(rates, design, trials=300, seed=11)
+    assert r.any_corrupt <= 0.05, r.kinds
+
+
+@pytest.mark.parametrize("design", [NIGHTLY_1, FIELD, Design(rounds=16, family=1, sequential=True)],
+                         ids=["nightly", "field", "nightly-16"])
+def test_a_ten_point_loop_excess_is_never_called_healthy(design):
+    r = error_rates({"baseline": 0.0, "mtp": 0.10}, design, trials=300, seed=12)
+    assert "healthy" not in r.kinds["mtp"] and "base-model-degenerates" not in r.kinds["mtp"], r.kinds
+
+
+def test_nightly_with_two_speculative_profiles_on_state_leak_corrupts_output_in_19_of_20_seeds():
+    hits = 0
+    for seed in range(20):
+        r = error_rates({"baseline": 0.0, "mtp": STATE_LEAK, "mtp2": STATE_LEAK}, NIGHTLY_2, trials=1, seed=seed)
+        hits += r.kinds["mtp"].get("spec-corrupts-output", 0) == 1 and r.kinds["mtp2"].get(
+            "spec-corrupts-output", 0) == 1
+    assert hits >= 19
+    r = error_rates({"baseline": 0.0, "mtp": STATE_LEAK, "mtp2": STATE_LEAK}, NIGHTLY_2, trials=100, seed=99)
+    assert r.mean_samples["mtp"] <= 15  # settled at the second look (10 samples) almost always
+
+
+def test_a_looping_baseline_with_a_bounded_excess_is_base_model_degenerates_and_an_excess_over_it_is_not():
+    big = Design(rounds=200, family=1)
+    r = error_rates({"baseline": 0.5, "mtp": 0.5}, big, trials=50, seed=13)
+    assert r.kinds["mtp"].get("base-model-degenerates", 0) >= 0.6  # 1000 per arm bound a 5-point excess
+    r = error_rates({"baseline": 0.25, "mtp": 0.55}, FIELD, trials=200, seed=14)
+    assert "base-model-degenerates" not in r.kinds["mtp"] and "healthy" not in r.kinds["mtp"]
