@@ -13,7 +13,7 @@ test_montecarlo.py`` use it; ``docs/metrics.md`` has the figures. Pure (seeded n
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,26 +44,36 @@ def _rates(rate: float | Sequence[float], prompts: int) -> list[float]:
     return [float(r) for r in rate]
 
 
-def simulate_run(rates: Mapping[str, float | Sequence[float]], design: Design, *, baseline: str = "baseline",
-                 prompts: int = 5, temperature: float = 0.7, rng: np.random.Generator,
-                 metrics: tuple | None = None) -> RunOutcome:
+#: ``draw(profile, prompt index, round, rng) -> (metrics, finish_reason)``: one sample's outcome.
+Draw = Callable[[str, int, int, np.random.Generator], tuple]
+
+
+def simulate_run(rates: Mapping[str, float | Sequence[float] | None], design: Design, *,
+                 baseline: str = "baseline", prompts: int = 5, temperature: float = 0.7,
+                 rng: np.random.Generator, metrics: tuple | None = None, draw: Draw | None = None) -> RunOutcome:
     """One run over ``rates`` (profile -> degenerate rate at ``temperature``, one number or one per prompt;
     the baseline first). ``design.rounds`` samples per prompt at most; ``design.sequential`` stops each
-    cell as the runner does. Returns the verdict kinds and the samples each arm used."""
+    cell as the runner does. ``draw`` replaces the Bernoulli outcomes (e.g. decoding with the sim in
+    process; ``rates`` then only names the profiles). Returns the verdict kinds and the samples each arm
+    used."""
     loop_m, clean_m = metrics or (analyze_text(_LOOP_TEXT), analyze_text(_CLEAN_TEXT))
     names = [baseline] + [p for p in rates if p != baseline]
     records: list[dict] = []
     obs: dict[str, list[SampleObs]] = {p: [] for p in names}
     for name in names:
-        per_prompt = _rates(rates[name], prompts)
+        per_prompt = None if draw else np.asarray(_rates(rates[name], prompts))
         for i in range(design.rounds):
-            draws = rng.random(prompts) < np.asarray(per_prompt)
-            for j, bad in enumerate(draws):
+            if draw:
+                outs = [draw(name, j, i, rng) for j in range(prompts)]
+            else:
+                outs = [(loop_m, "length") if bad else (clean_m, "stop") for bad in rng.random(prompts) < per_prompt]
+            for j, (m, finish) in enumerate(outs):
+                o = SampleObs(name, temperature, f"p{j}", i, 1000 + i, m, finish, 200, 0.0, None)
                 records.append({"profile": name, "temperature": temperature, "prompt_id": f"p{j}",
-                                "sample_index": i, "error": None, "finish_reason": "length" if bad else "stop",
-                                "metrics": {"loop": {"period": 6} if bad else None}})
-                obs[name].append(SampleObs(name, temperature, f"p{j}", i, 1000 + i, loop_m if bad else clean_m,
-                                           "length" if bad else "stop", 200, 0.0, None))
+                                "sample_index": i, "error": None, "finish_reason": finish,
+                                "metrics": {"loop": {"period": 6} if m.is_loop else None,
+                                            "near_loop": bool(getattr(m, "near_loop", False))}})
+                obs[name].append(o)
             if design.sequential and cell_decision(records, profile=name, baseline=baseline,
                                                    temperature=temperature, design=design)["settled"]:
                 break

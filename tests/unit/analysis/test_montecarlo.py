@@ -47,7 +47,63 @@ def test_nightly_with_two_speculative_profiles_on_state_leak_corrupts_output_in_
 
 def test_a_looping_baseline_with_a_bounded_excess_is_base_model_degenerates_and_an_excess_over_it_is_not():
     big = Design(rounds=200, family=1)
-    r = error_rates({"baseline": 0.5, "mtp": 0.5}, big, trials=50, seed=13)
+    r = error_rates({"baseline": 0.5, "mtp": 0.5}, big, trials=30, seed=13)
     assert r.kinds["mtp"].get("base-model-degenerates", 0) >= 0.6  # 1000 per arm bound a 5-point excess
     r = error_rates({"baseline": 0.25, "mtp": 0.55}, FIELD, trials=200, seed=14)
     assert "base-model-degenerates" not in r.kinds["mtp"] and "healthy" not in r.kinds["mtp"]
+
+
+def sim_draw(noise: float, *, leak: bool = False, max_new: int = 768):
+    """Outcomes decoded by the sim's model in process (field prompts, template opening <think>)."""
+    import random
+
+    from mtp_remote.analysis.degeneracy import analyze_text
+    from mtp_remote.sim.decode import SamplingParams, Sequence
+    from mtp_remote.sim.engine import split_prompt_ids
+    from mtp_remote.sim.model import ModelKnobs, ToyModel
+    from mtp_remote.sim.tokens import IM_END, Vocab
+
+    vocab = Vocab()
+    prompts = ["What is 2+2?", "What is the capital of France?", "List the prime numbers below 20.",
+               "Why does water boil at a lower temperature at high altitude?",
+               "Write a Python function that sorts a list of numbers."]
+    template = "<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n<think>\n"
+
+    def draw(profile, j, i, rng):
+        head, replay = split_prompt_ids(vocab.encode(template.format(prompt=prompts[j])))
+        model = ToyModel.for_prompt(vocab.decode(head), vocab, ModelKnobs())
+        seq = Sequence(model, SamplingParams(temperature=0.7, max_new_tokens=max_new),
+                       random.Random(int(rng.integers(1 << 31))), 0 if profile == "baseline" else 3,
+                       leak and profile != "baseline", noise=noise)
+        for t in replay:
+            seq.state = model.step(seq.state, t)
+        while not seq.finished:
+            seq.step()
+        text = "<think>\n" + vocab.decode([t for t in seq.output_ids if t != IM_END])
+        return analyze_text(text), seq.finish_reason["type"]
+
+    return draw
+
+
+def test_a_healthy_server_with_numeric_noise_never_corrupts_output_decoded_by_the_sim():
+    import numpy as np
+
+    from mtp_remote.analysis.montecarlo import simulate_run
+
+    for seed in range(2):  # nightly, two MTP profiles, strong bf16-like jitter (0.3 nats) on every path
+        out = simulate_run({"baseline": None, "mtp": None, "mtp2": None}, NIGHTLY_2, rng=np.random.default_rng(seed),
+                           draw=sim_draw(0.3))
+        assert "spec-corrupts-output" not in out.verdicts.values(), out.evidence
+    r = error_rates({"baseline": 0.0, "mtp": 0.0, "mtp2": 0.0}, NIGHTLY_2, trials=300, seed=15)
+    assert r.any_corrupt == 0  # the sim's healthy arms loop 0/40 with or without noise
+
+
+def test_nightly_on_state_leak_decoded_by_the_sim_corrupts_output_for_both_profiles():
+    import numpy as np
+
+    from mtp_remote.analysis.montecarlo import simulate_run
+
+    out = simulate_run({"baseline": None, "mtp": None, "mtp2": None}, NIGHTLY_2, rng=np.random.default_rng(3),
+                       draw=sim_draw(0.0, leak=True))
+    assert out.verdicts == {"mtp": "spec-corrupts-output", "mtp2": "spec-corrupts-output"}, out.evidence
+    assert out.samples["mtp"] == out.samples["mtp2"] == 10  # settled at the second look
