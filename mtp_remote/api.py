@@ -27,7 +27,7 @@ from .report.ci import write_ci_outputs
 from .report.html import write_html
 from .report.markdown import write_markdown
 from .plan import plan_run
-from .runner import Hooks, Runner, load_samples, new_run_id, sample_key
+from .runner import Hooks, Runner, calibration_profile, load_samples, new_run_id, sample_key
 
 DEFAULT_INVENTORY = "inventory.yaml"
 DEFAULT_PLAYBOOK = "playbooks/diagnose-mtp.yaml"
@@ -107,11 +107,13 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
     (run_dir / "partial.json").unlink(missing_ok=True)
     samples = latest_samples(load_samples(run_dir / "samples.jsonl"))
     spec = {pr.profile: pr.speculative for pr in profile_runs}
+    aa = calibration_profile(pb)
     failures = {pr.profile: (pr.cause or "unknown", pr.hint or "",
                              pr.crashed is not None and pr.crashed.get("cause") != "requests_failed")
                 for pr in profile_runs if not pr.launched and (pr.outcome or {}).get("kind") != "skipped"}
     diag = diagnose_samples(baseline=pb.baseline, profiles=spec, samples=samples, launch_failures=failures,
-                            design=design_of(pb, sum(1 for p in spec if p != pb.baseline)))
+                            design=design_of(pb, sum(1 for p in spec if p not in (pb.baseline, aa))),
+                            calibration_profile=aa)
     code = verdicts_exit_code(diag.verdicts)
     doc = build_summary(run_id=run_id, host=host_cfg, playbook=pb, profile_runs=profile_runs, diagnosis=diag,
                         exit_code=code, started_at=started, n_samples=len(samples), playbook_file=str(playbook))

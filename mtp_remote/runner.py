@@ -34,6 +34,11 @@ from .server import ServerLifecycle, TimedOut, WaitOutcome
 log = logging.getLogger(__name__)
 
 
+def calibration_profile(playbook: Playbook) -> str:
+    """Name of the A/A arm (the baseline relaunched, ``compare.calibration``): ``<baseline>-aa``."""
+    return f"{playbook.baseline}-aa"
+
+
 def new_run_id(now: datetime | None = None) -> str:
     """``YYYYmmdd-HHMMSS-xxxx`` in UTC."""
     now = now or datetime.now(timezone.utc)
@@ -159,6 +164,7 @@ class Runner:
         self.samples_path = run_dir / "samples.jsonl"
         self.profile_runs: list[ProfileRun] = []
         self._secrets = playbook_secrets(playbook, host)
+        self._concurrency: dict[str, int] = {}  # profile -> requests in flight, when not the playbook's
 
     # -- run ------------------------------------------------------------------------------------------------
 
@@ -175,6 +181,8 @@ class Runner:
                 self._stop_leftover(lc)
                 for lp in plan_run(self.host, self.playbook, lc.workdir, self.profiles):
                     self._run_profile(c, lc, lp)
+                    if lp.profile == self.playbook.baseline and self.playbook.compare.calibration:
+                        self._run_profile(c, lc, self._calibration_plan(lp))
             finally:
                 try:
                     lc.stop(term_s=self.playbook.timeouts.term_s,
@@ -185,6 +193,15 @@ class Runner:
             if own_c:
                 transport.close(c)
         return self.profile_runs
+
+    def _calibration_plan(self, lp: LaunchPlan) -> LaunchPlan:
+        """The A/A arm: the baseline's launch and requests under :func:`calibration_profile`'s name, sampled at
+        another concurrency (``compare.calibration_concurrency``, default half the baseline's, or 2)."""
+        pb = self.playbook
+        name = calibration_profile(pb)
+        limit = pb.concurrency or pb.max_running_requests()
+        self._concurrency[name] = pb.compare.calibration_concurrency or (limit // 2 if limit > 1 else 2)
+        return replace(lp, profile=name, requests=[replace(r, profile=name) for r in lp.requests])
 
     def _stop_leftover(self, lc: ServerLifecycle) -> None:
         res = lc.stop(term_s=self.playbook.timeouts.term_s, gpu_release_s=self.playbook.timeouts.gpu_release_s)
@@ -331,7 +348,7 @@ class Runner:
 
     async def _sample(self, url: str, lp: LaunchPlan, todo: list[RequestSpec], pr: ProfileRun) -> None:
         pb = self.playbook
-        limit = pb.concurrency or pb.max_running_requests()
+        limit = self._concurrency.get(lp.profile) or pb.concurrency or pb.max_running_requests()
         sem = asyncio.Semaphore(limit)
         progress = {"done": 0, "total": len(todo)}
         self.hooks.on_profile(lp.profile, len(todo))
@@ -348,8 +365,9 @@ class Runner:
                             text = pb.prompt_template.replace("{prompt}", req.prompt)
                             comp = await sc.generate(text, temperature=req.temperature,
                                                      max_new_tokens=pb.max_tokens, top_p=pb.top_p, seed=req.seed,
-                                                     return_logprob=pb.kl_probe)
-                        kl = await self._kl_probe(sc, comp) if pb.kl_probe else None
+                                                     return_logprob=pb.kl_probe, top2=req.temperature == 0)
+                        kl = await self._kl_probe(sc, await self._probe_completion(sc, lp, req, comp)) \
+                            if pb.kl_probe else None
                     rec = sample_record(req, comp, speculative=lp.speculative, api=pb.api, kl=kl,
                                         think_opened_by_prompt=pb.think_opened_by_prompt)
                     f.write(json.dumps(rec) + "\n")
@@ -366,6 +384,19 @@ class Runner:
                 else:
                     await asyncio.gather(*(one(r) for r in todo))
                 pr.server_info = await sc.server_info()
+
+    async def _probe_completion(self, sc: ServerClient, lp: LaunchPlan, req: RequestSpec,
+                                comp: Completion) -> Completion:
+        """The completion the KL probe re-scores: the sample itself when its decode logprobs are raw (T = 0 or
+        1, or the server runs with ``SGLANG_RETURN_ORIGINAL_LOGPROB``), else a probe request at T = 1 with the
+        sample's seed — SGLang returns temperature-scaled logprobs while prefill scoring is raw, which alone
+        reads as ~0.1 nats/token at T = 0.7."""
+        env = {**self.host.env, **lp.env}
+        if req.temperature in (0.0, 1.0) or env.get("SGLANG_RETURN_ORIGINAL_LOGPROB", "").lower() in ("1", "true"):
+            return comp
+        text = self.playbook.prompt_template.replace("{prompt}", req.prompt)
+        return await sc.generate(text, temperature=1.0, max_new_tokens=self.playbook.max_tokens,
+                                 top_p=self.playbook.top_p, seed=req.seed, return_logprob=True)
 
     @staticmethod
     async def _kl_probe(sc: ServerClient, comp: Completion) -> dict | None:

@@ -33,13 +33,13 @@ from dataclasses import asdict, dataclass, field, replace
 
 from ..errors import EXIT_CORRUPT, EXIT_HEALTHY
 from .cells import CellSummary, SampleObs, mean_of, summarize_cell
-from .divergence import NEAR_TIE_MARGIN, Calibration, kl_gap_flag
+from .divergence import NEAR_TIE_MARGIN, Calibration, calibrate, kl_gap_flag
 from .pairing import greedy_report
 from .stats import fisher_loops, holm, ratio_ci, samples_needed
 from .stopping import Design, look_counts, sequential_test
 
 __all__ = ["FAILURE_PREFIXES", "KINDS", "CellSummary", "SampleObs", "Verdict", "exit_code", "is_failure",
-           "judge", "judge_all", "launch_failed", "summarize_cell"]
+           "judge", "judge_all", "launch_failed", "measure_calibration", "summarize_cell"]
 
 BASE_DEGENERATE_RATE = 0.25
 INEFFECTIVE_ACCEPT = 1.2
@@ -329,6 +329,21 @@ def judge_all(spec: Mapping[str, tuple[Sequence[CellSummary], Sequence[SampleObs
             r.setdefault("p_adjusted", r["p"])
     return {name: _judge_one(name, list(spec[name][0]), list(base_cells), list(spec[name][1]), base_samples,
                              per[name], design, calibration) for name in spec}
+
+
+def measure_calibration(base_samples: Sequence[SampleObs], aa_samples: Sequence[SampleObs]) -> Calibration:
+    """This host's noise floors from the baseline and its A/A relaunch (``compare.calibration``): greedy
+    pairs that diverge and the baseline's top-2 margins where they flip, per-sample k3 of both arms, and
+    the A/A over baseline tokens/s ratio over non-degenerate samples (``divergence.calibrate``)."""
+    pairs = greedy_report(aa_samples, base_samples, NEAR_TIE_MARGIN)
+    diverged = [g for g in pairs if not g.divergence.identical]
+    flips = [g.margin for g in diverged if g.margin is not None]
+    kl = [s.kl_k3 for s in [*base_samples, *aa_samples] if s.ok and s.kl_k3 is not None]
+
+    def speed(samples):
+        return mean_of(s.tokens_per_s for s in samples if s.ok and not s.is_degenerate)
+
+    return calibrate(flips, len(pairs), len(diverged), kl, _ratio(speed(aa_samples), speed(base_samples)))
 
 
 def judge(profile: str, spec_cells: Sequence[CellSummary], base_cells: Sequence[CellSummary], *,

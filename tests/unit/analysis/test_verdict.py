@@ -249,3 +249,20 @@ def test_a_kl_probe_gap_three_standard_errors_over_the_floor_is_warned_about():
     v = judge("mtp", [summarize_cell("mtp", 0.7, True, ss)], [summarize_cell("baseline", 0.7, False, bs)],
               spec_samples=ss, base_samples=bs)
     assert not any(w.startswith("KL probe") for w in v.warnings)
+
+
+def test_an_aa_arm_sets_the_near_tie_margin_kl_floor_and_speed_spread():
+    from mtp_remote.analysis.verdict import measure_calibration
+
+    _, bs = cells("baseline", {0.0: (0, 4), 0.7: (0, 8)}, spec=False, latency=2.0)
+    _, aa = cells("baseline-aa", {0.0: (0, 4), 0.7: (0, 8)}, spec=False, latency=2.5)
+    for b, a in zip(bs[:4], aa[:4]):
+        b.output_ids, b.top2_margins, a.output_ids = list(range(50)), [2.0] * 50, list(range(50))
+    aa[0].output_ids = list(range(10)) + [999] * 40
+    bs[0].top2_margins[10] = 0.4  # this host flips greedy tokens at a 0.4-nat margin
+    for i, s in enumerate(bs + aa):
+        s.kl_k3 = 0.001 * (i % 3)
+    cal = measure_calibration(bs, aa)
+    assert (cal.greedy_pairs, cal.greedy_diverged) == (4, 1) and cal.near_tie_margin == pytest.approx(0.6)
+    assert len(cal.kl_floor) == 24 and cal.speed_ratio == pytest.approx(0.8)
+    assert cal.speed_spread == pytest.approx(0.223, abs=1e-3) and cal.to_dict()["kl_floor_n"] == 24
