@@ -13,8 +13,8 @@ import pytest
 from mtp_remote.analysis.montecarlo import error_rates
 from mtp_remote.analysis.stopping import Design
 
-NIGHTLY_1 = Design(rounds=8, family=1, sequential=True)  # nightly.yaml: 5 prompts, budget 8 per prompt
-NIGHTLY_2 = Design(rounds=8, family=2, sequential=True)  # ... with a second MTP profile
+NIGHTLY_1 = Design(rounds=12, family=1, sequential=True)  # nightly.yaml: 5 prompts, budget 12 per prompt
+NIGHTLY_2 = Design(rounds=12, family=2, sequential=True)  # ... with a second MTP profile
 FIELD = Design(rounds=4, family=1)  # diagnose-mtp.yaml: 5 prompts x 4 samples, one look at the end
 STATE_LEAK = [30 / 40, 37 / 40, 38 / 40, 25 / 40, 38 / 40]
 
@@ -27,11 +27,19 @@ def test_equal_loop_rates_rarely_give_a_wrong_spec_corrupts_output(design, rate)
     assert r.any_corrupt <= 0.05, r.kinds
 
 
-@pytest.mark.parametrize("design", [NIGHTLY_1, FIELD, Design(rounds=16, family=1, sequential=True)],
-                         ids=["nightly", "field", "nightly-16"])
+@pytest.mark.parametrize("design", [FIELD, Design(rounds=8, family=1, sequential=True)], ids=["field", "8-rounds"])
 def test_a_ten_point_loop_excess_is_never_called_healthy(design):
     r = error_rates({"baseline": 0.0, "mtp": 0.10}, design, trials=300, seed=12)
     assert "healthy" not in r.kinds["mtp"] and "base-model-degenerates" not in r.kinds["mtp"], r.kinds
+
+
+@pytest.mark.parametrize("design", [NIGHTLY_1, Design(rounds=16, family=1, sequential=True)],
+                         ids=["nightly", "16-rounds"])
+def test_a_ten_point_loop_excess_is_called_healthy_only_when_the_arm_happens_to_show_almost_no_loop(design):
+    # with 60 or 80 clean samples per arm a clean server is healthy; a 10 % arm shows 0/60 with p = 0.9^60 =
+    # 0.18 % (at most 1/80: 0.2 %): the rule's level at twice the margin, not zero
+    r = error_rates({"baseline": 0.0, "mtp": 0.10}, design, trials=1000, seed=12)
+    assert r.kinds["mtp"].get("healthy", 0) <= 0.005 and "base-model-degenerates" not in r.kinds["mtp"], r.kinds
 
 
 def test_nightly_with_two_speculative_profiles_on_state_leak_corrupts_output_in_19_of_20_seeds():
@@ -96,6 +104,7 @@ def test_a_healthy_server_with_numeric_noise_never_corrupts_output_decoded_by_th
         assert "spec-corrupts-output" not in out.verdicts.values(), out.evidence
     r = error_rates({"baseline": 0.0, "mtp": 0.0, "mtp2": 0.0}, NIGHTLY_2, trials=300, seed=15)
     assert r.any_corrupt == 0  # the sim's healthy arms loop 0/40 with or without noise
+    assert r.kinds["mtp"] == {"healthy": 1.0}  # 60 clean samples per arm bound the excess below 5 points
 
 
 def test_nightly_on_state_leak_decoded_by_the_sim_corrupts_output_for_both_profiles():

@@ -43,10 +43,12 @@ def test_a_spec_cell_that_loops_almost_always_settles_at_the_second_look():
     assert "spec 9/10 vs baseline 0/40" in d.reason
 
 
-def test_a_clean_spec_cell_stops_for_futility_only_once_the_excess_is_bounded_below_the_margin():
+def test_the_excess_is_bounded_at_the_last_look_only_and_no_excess_needs_it_below_the_margin():
     assert stop_decision({8: (0, 40)}, 0, 40, NIGHTLY).outcome == "budget-spent"  # 0/40: bound 6.4 % > 5 %
-    d = stop_decision({4: (0, 60)}, 0, 80, Design(rounds=8, sequential=True, margin=0.1))
-    assert d.outcome == "no-excess" and d.bound < 0.1
+    early = stop_decision({1: (0, 60), 2: (0, 120), 4: (0, 240)}, 0, 400, NIGHTLY)
+    assert early.outcome == "continue" and early.bound == 1.0
+    d = stop_decision({1: (0, 10), 2: (0, 20), 4: (0, 40), 8: (0, 80)}, 0, 80, NIGHTLY)
+    assert d.outcome == "no-excess" and d.bound == pytest.approx(0.0327, abs=1e-3)
 
 
 def test_a_baseline_stops_early_only_when_clearly_clean_and_loops_are_sampled_to_the_budget():
