@@ -47,8 +47,8 @@ def design_of(playbook, n_spec_profiles: int, temperature: float | None = None) 
     temps = [t for t in playbook.temperatures if t > 0]
     rounds = playbook.samples_at(temperature if temperature is not None else (temps[0] if temps else 0.0))
     cmp = playbook.compare
-    return Design(rounds=rounds, alpha=cmp.alpha, margin=getattr(cmp, "margin", 0.05),
-                  family=max(1, n_spec_profiles * len(temps)), spending=getattr(cmp, "spending", "obrien-fleming"),
+    return Design(rounds=rounds, alpha=cmp.alpha, margin=cmp.margin,
+                  family=max(1, n_spec_profiles * len(temps)), spending=cmp.spending,
                   sequential=bool(playbook.early_stop))
 
 
