@@ -12,9 +12,16 @@ from dataclasses import dataclass
 
 from .analysis.degeneracy import analyze_text
 from .analysis.stopping import Design
+from .analysis.verdict import (
+    CellSummary,
+    SampleObs,
+    Verdict,
+    judge_all,
+    launch_failed,
+    measure_calibration,
+    summarize_cell,
+)
 from .runner import analysed_text
-from .analysis.verdict import (CellSummary, SampleObs, Verdict, judge_all, launch_failed, measure_calibration,
-                               summarize_cell)
 
 
 @dataclass

@@ -18,7 +18,6 @@ from statistics import NormalDist
 import numpy as np
 from scipy import stats
 
-
 _NORMAL = NormalDist()
 
 

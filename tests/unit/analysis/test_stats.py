@@ -6,8 +6,15 @@ import math
 
 import pytest
 
-from mtp_remote.analysis.stats import (diff_upper_bound, fisher_loops, holm, ratio_ci, samples_needed, spending,
-                                      wilson_interval)
+from mtp_remote.analysis.stats import (
+    diff_upper_bound,
+    fisher_loops,
+    holm,
+    ratio_ci,
+    samples_needed,
+    spending,
+    wilson_interval,
+)
 
 
 def test_wilson_interval_matches_the_textbook_values():

@@ -5,8 +5,15 @@ from __future__ import annotations
 import pytest
 
 from mtp_remote.analysis.stats import fisher_loops
-from mtp_remote.analysis.stopping import (Design, baseline_settled, cell_decision, look_counts, samples_saved,
-                                          sequential_test, stop_decision)
+from mtp_remote.analysis.stopping import (
+    Design,
+    baseline_settled,
+    cell_decision,
+    look_counts,
+    samples_saved,
+    sequential_test,
+    stop_decision,
+)
 
 NIGHTLY = Design(rounds=8, family=2, sequential=True)  # 5 prompts x 8 rounds, two speculative profiles
 
