@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from .analysis.verdict import exit_code as verdicts_exit_code
 from .config import HostConfig, Inventory, Playbook, load_inventory, load_playbook
-from .diagnosis import diagnose as diagnose_samples
+from .diagnosis import design_of, diagnose as diagnose_samples
 from .errors import EXIT_RUN_FAILED, ConfigError, Interrupted, MtpRemoteError
 from .report.document import build_summary, save_summary
 from .remote import connect as transport
@@ -27,7 +27,7 @@ from .report.ci import write_ci_outputs
 from .report.html import write_html
 from .report.markdown import write_markdown
 from .plan import plan_run
-from .runner import Hooks, Runner, load_samples, new_run_id, sample_key
+from .runner import Hooks, Runner, calibration_profile, load_samples, new_run_id, sample_key
 
 DEFAULT_INVENTORY = "inventory.yaml"
 DEFAULT_PLAYBOOK = "playbooks/diagnose-mtp.yaml"
@@ -115,10 +115,13 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
     (run_dir / "partial.json").unlink(missing_ok=True)
     samples = latest_samples(load_samples(run_dir / "samples.jsonl"))
     spec = {pr.profile: pr.speculative for pr in profile_runs}
-    failures = {pr.profile: (pr.cause or "unknown", pr.hint or "") for pr in profile_runs
-                if not pr.launched and (pr.outcome or {}).get("kind") != "skipped"}
+    aa = calibration_profile(pb)
+    failures = {pr.profile: (pr.cause or "unknown", pr.hint or "",
+                             pr.crashed is not None and pr.crashed.get("cause") != "requests_failed")
+                for pr in profile_runs if not pr.launched and (pr.outcome or {}).get("kind") != "skipped"}
     diag = diagnose_samples(baseline=pb.baseline, profiles=spec, samples=samples, launch_failures=failures,
-                            alpha=pb.compare.alpha)
+                            design=design_of(pb, sum(1 for p in spec if p not in (pb.baseline, aa))),
+                            calibration_profile=aa)
     code = verdicts_exit_code(diag.verdicts)
     doc = build_summary(run_id=run_id, host=host_cfg, playbook=pb, profile_runs=profile_runs, diagnosis=diag,
                         exit_code=code, started_at=started, n_samples=len(samples), playbook_file=str(playbook))

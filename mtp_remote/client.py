@@ -140,17 +140,20 @@ class ServerClient:
             latency_s=latency, raw_meta={k: v for k, v in data.items() if k not in ("choices",)})
 
     async def generate(self, text: str, *, temperature: float, max_new_tokens: int, top_p: float = 1.0,
-                       seed: int | None = None, return_logprob: bool = False) -> Completion:
+                       seed: int | None = None, return_logprob: bool = False, top2: bool = False) -> Completion:
         """POST ``/generate`` (SGLang native); reads ``meta_info`` (tokens, finish reason, spec_verify_ct).
 
         With ``return_logprob`` also asks for the prompt's token ids (``logprob_start_len`` 0), each output
-        token's decode logprob and the top-2 logprobs (``top_logprobs_num`` 2) for near-tie margins."""
+        token's decode logprob and the top-2 logprobs (``top_logprobs_num`` 2) for near-tie margins; ``top2``
+        asks for the output logprobs and top-2 only (the near-tie rule at T = 0)."""
         sp: dict[str, Any] = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
         if seed is not None:
             sp["sampling_seed"] = seed
         body: dict[str, Any] = {"text": text, "sampling_params": sp}
         if return_logprob:
             body.update(return_logprob=True, logprob_start_len=0, top_logprobs_num=2)
+        elif top2:
+            body.update(return_logprob=True, top_logprobs_num=2)
         data, latency, error = await self._post("/generate", body)
         if error:
             return Completion(latency_s=latency, error=error)
@@ -162,7 +165,7 @@ class ServerClient:
             spec_accept_length=meta.get("spec_accept_length"),
             output_ids=data.get("output_ids") or meta.get("output_ids"),
             raw_meta={k: v for k, v in meta.items() if not k.endswith("logprobs")})
-        if return_logprob:
+        if return_logprob or top2:
             out_lp = meta.get("output_token_logprobs") or []
             comp.output_logprobs = [e[0] for e in out_lp]
             comp.output_ids = comp.output_ids or [e[1] for e in out_lp]

@@ -248,6 +248,17 @@ class Prompt(_Strict):
 
 class CompareConfig(_Strict):
     alpha: float = Field(0.05, gt=0, lt=1, description="Family-wise error rate for the loop-rate tests")
+    margin: float = Field(
+        0.05, gt=0, lt=1, description="Loop-rate excess (absolute, spec - baseline) that matters: `healthy` needs "
+                                      "the upper confidence bound of the excess below it at every temperature > 0")
+    spending: Literal["obrien-fleming", "pocock"] = Field(
+        "obrien-fleming", description="Alpha spending over the looks of early stopping (analysis.stopping)")
+    calibration: bool = Field(
+        False, description="Relaunch the baseline as an A/A arm (profile `<baseline>-aa`, another concurrency) to "
+                           "measure this host's greedy divergence, KL floor and run-to-run speed spread; the "
+                           "near-tie margin, KL flag and speed verdict then use them")
+    calibration_concurrency: int | None = Field(
+        None, ge=1, description="Requests in flight for the A/A arm; default half the baseline's (2 if that is 1)")
 
 
 class TimeoutsConfig(_Strict):

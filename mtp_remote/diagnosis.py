@@ -11,14 +11,26 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from .analysis.degeneracy import analyze_text
+from .analysis.stopping import Design
+from .analysis.verdict import (
+    CellSummary,
+    SampleObs,
+    Verdict,
+    judge_all,
+    launch_failed,
+    measure_calibration,
+    summarize_cell,
+)
 from .runner import analysed_text
-from .analysis.verdict import CellSummary, SampleObs, Verdict, judge, launch_failed, summarize_cell
 
 
 @dataclass
 class Diagnosis:
+    """Cells, verdicts and — with an A/A arm — the host's calibration (``divergence.Calibration.to_dict``)."""
+
     cells: list[CellSummary]
     verdicts: list[Verdict]
+    calibration: dict | None = None
 
 
 def to_obs(s: dict) -> SampleObs:
@@ -35,12 +47,28 @@ def to_obs(s: dict) -> SampleObs:
                      kl_k3=(s.get("kl") or {}).get("mean_k3"), top2_margins=s.get("top2_margins"))
 
 
+def design_of(playbook, n_spec_profiles: int, temperature: float | None = None) -> Design:
+    """The decision rule's design for a playbook (``config.Playbook``): rounds = samples per prompt at a
+    temperature above 0 (``temperature`` when given), ``compare.alpha``/``margin``/``spending``, sequential
+    when ``early_stop``; the family is every (speculative profile, temperature > 0) cell."""
+    temps = [t for t in playbook.temperatures if t > 0]
+    rounds = playbook.samples_at(temperature if temperature is not None else (temps[0] if temps else 0.0))
+    cmp = playbook.compare
+    return Design(rounds=rounds, alpha=cmp.alpha, margin=cmp.margin,
+                  family=max(1, n_spec_profiles * len(temps)), spending=cmp.spending,
+                  sequential=bool(playbook.early_stop))
+
+
 def diagnose(*, baseline: str, profiles: dict[str, bool], samples: list[dict],
-             launch_failures: dict[str, tuple[str, str]] | None = None, alpha: float = 0.05) -> Diagnosis:
+             launch_failures: dict[str, tuple] | None = None, alpha: float = 0.05,
+             design: Design | None = None, calibration_profile: str | None = None) -> Diagnosis:
     """Cells and verdicts.
 
     ``profiles`` maps profile name → speculative?; ``launch_failures`` maps profile → (cause, hint) for
-    profiles that did not become ready."""
+    profiles that did not become ready, or (cause, hint, after_ready) — ``after_ready`` True for a server
+    that crashed or hung while sampling. ``design``: the decision rule the run sampled with (default: one
+    look at the end at ``alpha``). ``calibration_profile``: the A/A arm (the baseline relaunched), not
+    judged; it calibrates the others' verdicts."""
     launch_failures = launch_failures or {}
     by_cell: dict[tuple[str, float], list[SampleObs]] = defaultdict(list)
     for s in samples:
@@ -50,15 +78,20 @@ def diagnose(*, baseline: str, profiles: dict[str, bool], samples: list[dict],
         by_cell.items(), key=lambda kv: (list(profiles).index(kv[0][0]), kv[0][1]))]
     base_cells = [c for c in cells if c.profile == baseline]
     base_samples = [o for (p, _), obs in by_cell.items() if p == baseline for o in obs]
-    spec_profiles = [p for p in profiles if p != baseline]
+    spec_profiles = [p for p in profiles if p not in (baseline, calibration_profile)]
+    calibration = None
+    if calibration_profile in profiles and calibration_profile not in launch_failures:
+        aa = [o for (p, _), obs in by_cell.items() if p == calibration_profile for o in obs]
+        calibration = measure_calibration(base_samples, aa) if aa else None
+    design = design or Design(alpha=alpha)
+    judged = {p: ([c for c in cells if c.profile == p], [o for (q, _), obs in by_cell.items() if q == p for o in obs])
+              for p in spec_profiles if p not in launch_failures}
+    found = judge_all(judged, base_cells, base_samples, design=design, calibration=calibration)
     verdicts = []
     for p in spec_profiles:
         if p in launch_failures:
-            cause, hint = launch_failures[p]
-            verdicts.append(launch_failed(p, cause, hint))
-            continue
-        spec_cells = [c for c in cells if c.profile == p]
-        spec_samples = [o for (q, _), obs in by_cell.items() if q == p for o in obs]
-        verdicts.append(judge(p, spec_cells, base_cells, spec_samples=spec_samples, base_samples=base_samples,
-                              alpha=alpha, n_spec_profiles=len(spec_profiles)))
-    return Diagnosis(cells=cells, verdicts=verdicts)
+            cause, hint, *rest = launch_failures[p]
+            verdicts.append(launch_failed(p, cause, hint, after_ready=bool(rest and rest[0])))
+        else:
+            verdicts.append(found[p])
+    return Diagnosis(cells=cells, verdicts=verdicts, calibration=calibration.to_dict() if calibration else None)

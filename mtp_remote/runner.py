@@ -16,7 +16,7 @@ import logging
 import secrets
 import socket
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -33,6 +33,11 @@ from .server import ServerLifecycle, TimedOut, WaitOutcome
 from .store import open_samples_for_append
 
 log = logging.getLogger(__name__)
+
+
+def calibration_profile(playbook: Playbook) -> str:
+    """Name of the A/A arm (the baseline relaunched, ``compare.calibration``): ``<baseline>-aa``."""
+    return f"{playbook.baseline}-aa"
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -166,6 +171,7 @@ class Runner:
         self._tunnel: transport.Tunnel | None = None  # the tunnel of the profile being sampled
         self._profile_run: ProfileRun | None = None
         self.left_on_host: list[str] = []  # what could not be stopped/released because the host was unreachable
+        self._concurrency: dict[str, int] = {}  # profile -> requests in flight, when not the playbook's
 
     # -- run ------------------------------------------------------------------------------------------------
 
@@ -182,12 +188,23 @@ class Runner:
                 self._stop_leftover(lc)
                 for lp in plan_run(self.host, self.playbook, lc.workdir, self.profiles):
                     self._run_profile(c, lc, lp)
+                    if lp.profile == self.playbook.baseline and self.playbook.compare.calibration:
+                        self._run_profile(c, lc, self._calibration_plan(lp))
             finally:
                 self._release(lc)
         finally:
             if own_c:
                 transport.close(c)
         return self.profile_runs
+
+    def _calibration_plan(self, lp: LaunchPlan) -> LaunchPlan:
+        """The A/A arm: the baseline's launch and requests under :func:`calibration_profile`'s name, sampled at
+        another concurrency (``compare.calibration_concurrency``, default half the baseline's, or 2)."""
+        pb = self.playbook
+        name = calibration_profile(pb)
+        limit = pb.concurrency or pb.max_running_requests()
+        self._concurrency[name] = pb.compare.calibration_concurrency or (limit // 2 if limit > 1 else 2)
+        return replace(lp, profile=name, requests=[replace(r, profile=name) for r in lp.requests])
 
     def _stop_leftover(self, lc: ServerLifecycle) -> None:
         res = lc.stop(term_s=self.playbook.timeouts.term_s, gpu_release_s=self.playbook.timeouts.gpu_release_s)
@@ -454,7 +471,7 @@ class Runner:
 
     async def _sample(self, url: str, lp: LaunchPlan, todo: list[RequestSpec], pr: ProfileRun) -> None:
         pb = self.playbook
-        limit = pb.concurrency or pb.max_running_requests()
+        limit = self._concurrency.get(lp.profile) or pb.concurrency or pb.max_running_requests()
         sem = asyncio.Semaphore(limit)
         progress = {"done": 0, "total": len(todo)}
         self.hooks.on_profile(lp.profile, len(todo))
@@ -472,8 +489,9 @@ class Runner:
                             text = pb.prompt_template.replace("{prompt}", req.prompt)
                             comp = await self._send(lambda: sc.generate(
                                 text, temperature=req.temperature, max_new_tokens=pb.max_tokens, top_p=pb.top_p,
-                                seed=req.seed, return_logprob=pb.kl_probe))
-                        kl = await self._kl_probe(sc, comp) if pb.kl_probe else None
+                                seed=req.seed, return_logprob=pb.kl_probe, top2=req.temperature == 0))
+                        kl = await self._kl_probe(sc, await self._probe_completion(sc, lp, req, comp)) \
+                            if pb.kl_probe else None
                     rec = sample_record(req, comp, speculative=lp.speculative, api=pb.api, kl=kl,
                                         think_opened_by_prompt=pb.think_opened_by_prompt)
                     f.write(json.dumps(rec) + "\n")
@@ -490,6 +508,19 @@ class Runner:
                 else:
                     await asyncio.gather(*(one(r) for r in todo))
                 pr.server_info = await sc.server_info()
+
+    async def _probe_completion(self, sc: ServerClient, lp: LaunchPlan, req: RequestSpec,
+                                comp: Completion) -> Completion:
+        """The completion the KL probe re-scores: the sample itself when its decode logprobs are raw (T = 0 or
+        1, or the server runs with ``SGLANG_RETURN_ORIGINAL_LOGPROB``), else a probe request at T = 1 with the
+        sample's seed — SGLang returns temperature-scaled logprobs while prefill scoring is raw, which alone
+        reads as ~0.1 nats/token at T = 0.7."""
+        env = {**self.host.env, **lp.env}
+        if req.temperature in (0.0, 1.0) or env.get("SGLANG_RETURN_ORIGINAL_LOGPROB", "").lower() in ("1", "true"):
+            return comp
+        text = self.playbook.prompt_template.replace("{prompt}", req.prompt)
+        return await sc.generate(text, temperature=1.0, max_new_tokens=self.playbook.max_tokens,
+                                 top_p=self.playbook.top_p, seed=req.seed, return_logprob=True)
 
     @staticmethod
     async def _kl_probe(sc: ServerClient, comp: Completion) -> dict | None:
@@ -525,23 +556,15 @@ class Runner:
         pr.stopping[str(temperature)] = decision
 
     def _cell_decision(self, lp: LaunchPlan, temperature: float) -> dict:
-        """Early-stopping state of one cell from the stored samples (see analysis.stopping)."""
-        from .analysis.stopping import StopRule, baseline_settled, stop_decision
-
-        stored = [s for s in load_samples(self.samples_path)
-                  if s.get("error") is None and float(s["temperature"]) == temperature]
-
-        def counts(profile: str) -> tuple[int, int]:
-            arm = [s for s in stored if s["profile"] == profile]
-            return sum(1 for s in arm if (s.get("metrics") or {}).get("loop")), len(arm)
+        """Early-stopping state of one cell from the stored samples: the decision rule of the verdict
+        (analysis.stopping.cell_decision with diagnosis.design_of — one rule from first sample to verdict)."""
+        from .analysis.stopping import cell_decision
+        from .diagnosis import design_of  # (diagnosis imports this module)
 
         pb = self.playbook
-        rule = StopRule(budget=pb.samples_at(temperature) * len(pb.prompts), round_size=len(pb.prompts),
-                        alpha=pb.compare.alpha)
-        k, n = counts(lp.profile)
-        if lp.profile == pb.baseline:
-            d = baseline_settled(k, n, rule)
-        else:
-            kb, nb = counts(pb.baseline)
-            d = stop_decision(k, n, kb, nb, rule)
-        return {"settled": d.settled, "outcome": d.outcome, "reason": d.reason, "n": n, "budget": rule.budget}
+        n_spec = sum(1 for p in pb.profile_order() if p != pb.baseline and (not self.profiles or p in self.profiles))
+        design = design_of(pb, n_spec, temperature)
+        if temperature == 0:  # greedy cells are evidence, not a test: sampled in full
+            design = replace(design, sequential=False)
+        return cell_decision(load_samples(self.samples_path), profile=lp.profile, baseline=pb.baseline,
+                             temperature=temperature, design=design)

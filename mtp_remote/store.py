@@ -87,7 +87,7 @@ def previous_verdicts(path: str | Path, *, host: str, playbook: str, before_run:
 def regressions(previous: dict[str, str], current: dict[str, str]) -> list[str]:
     """Profiles whose verdict turned bad (corrupt output or a failed launch) since the previous run."""
     def bad(kind: str) -> bool:
-        return kind in BAD or kind.startswith("launch-failed")
+        return kind in BAD or kind.startswith(("launch-failed", "crashed", "hung"))
 
     return sorted(p for p, kind in current.items() if bad(kind) and p in previous and not bad(previous[p]))
 

@@ -50,6 +50,14 @@ class SampleObs:
         return bool(self.metrics is not None and self.metrics.is_loop)
 
     @property
+    def is_degenerate(self) -> bool:
+        """What the verdict counts: a loop, or a near loop (``metrics.near_loop``, when the detector provides
+        it) in an output cut at ``max_tokens`` (``finish_reason == "length"``)."""
+        if self.is_loop:
+            return True
+        return self.finish_reason == "length" and bool(getattr(self.metrics, "near_loop", False))
+
+    @property
     def tokens_per_s(self) -> float | None:
         """completion_tokens / latency_s, None for failed requests or a non-positive latency."""
         if not self.ok or self.latency_s <= 0:
@@ -68,7 +76,9 @@ class SampleObs:
 class CellSummary:
     """One (profile, temperature) cell, all prompts pooled.
 
-    ``n``: analysed samples (failed requests excluded, counted in ``n_errors``). ``loop_ci``: 95 % Wilson
+    ``n``: analysed samples (failed requests excluded, counted in ``n_errors``). ``loops``: degenerate samples
+    (:attr:`SampleObs.is_degenerate`: loops plus length-cut near loops, the latter also in ``near_loops``).
+    ``loop_ci``: 95 % Wilson
     interval. ``accept_length``: sum(completion_tokens) / sum(spec_verify_ct) (token-weighted, as SGLang's
     server-wide figure); ``*_nonloop``: the same over non-looping samples. ``tokens_per_s``: mean of the
     per-sample completion_tokens / latency_s. Rates are in [0, 1]; None where undefined.
@@ -93,6 +103,7 @@ class CellSummary:
     mean_seq_rep_4: float | None = None
     loop_onsets: list[int] = field(default_factory=list)
     mean_kl_k3: float | None = None
+    near_loops: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -116,8 +127,8 @@ def summarize_cell(profile: str, temperature: float, speculative: bool,
     """Pool one cell's samples (any prompts) into a :class:`CellSummary`; never raises on empty input."""
     ok = [s for s in samples if s.ok]
     n = len(ok)
-    loops = sum(s.is_loop for s in ok)
-    clean = [s for s in ok if not s.is_loop]
+    loops = sum(s.is_degenerate for s in ok)
+    clean = [s for s in ok if not s.is_degenerate]
     think = [s.metrics.think_closed for s in ok if s.metrics.think_closed is not None]
     steps = mean_of(s.spec_verify_ct / s.latency_s for s in ok if s.spec_verify_ct and s.latency_s > 0)
     return CellSummary(
@@ -135,4 +146,5 @@ def summarize_cell(profile: str, temperature: float, speculative: bool,
         mean_seq_rep_4=mean_of(s.metrics.seq_rep_4 for s in ok),
         loop_onsets=[s.metrics.loop.start_token for s in ok if s.metrics.loop],
         mean_kl_k3=mean_of(s.kl_k3 for s in ok),
+        near_loops=sum(s.is_degenerate and not s.is_loop for s in ok),
     )

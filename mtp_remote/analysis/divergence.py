@@ -6,7 +6,9 @@ differ is direct evidence; SGLang's own tests only check 8 greedy tokens while f
 reasoning blocks. Real kernels are not bitwise deterministic, so a flip at a *near tie* (the top-2 logprob
 margin below a threshold) is reported as such, not as corruption. The KL probe re-scores generated tokens
 by prefill and averages the k3 estimator of KL(decode || prefill) (Schulman 2020: ``exp(r) - 1 - r``,
-``r = prefill logprob - decode logprob``; unbiased, non-negative). Pure functions.
+``r = prefill logprob - decode logprob``; unbiased, non-negative); a profile is flagged when its mean exceeds
+the baseline's floor by 3 standard errors. :class:`Calibration` holds a host's noise floors measured by an A/A
+arm (greedy divergence, near-tie margin, KL floor, run-to-run speed spread). Pure functions.
 """
 
 from __future__ import annotations
@@ -18,8 +20,12 @@ import numpy as np
 
 from .degeneracy import tokenize
 
-#: Top-2 logprob margin (nats) under which a greedy flip counts as a near tie.
+#: Top-2 logprob margin (nats) under which a greedy flip counts as a near tie (without calibration).
 NEAR_TIE_MARGIN = 0.05
+#: The KL flag: spec mean k3 above the baseline floor by this many standard errors of the difference ...
+KL_FLAG_SE = 3.0
+#: ... and by at least this much (nats/token).
+KL_MIN_GAP = 1e-4
 
 
 @dataclass(frozen=True)
@@ -141,9 +147,61 @@ def kl_probe(prefill_logprobs: Sequence[float], decode_logprobs: Sequence[float]
                    n_tokens=int(k3.size), near_tie_flip=flip)
 
 
-def kl_gap_flag(spec_k3: Sequence[float], base_k3: Sequence[float], margin: float = 0.01) -> bool:
-    """True when the spec profile's mean k3 (over samples) exceeds the baseline's by more than ``margin``
-    nats/token: its sampled tokens are less likely under a clean prefill than the baseline's are."""
-    if not spec_k3 or not base_k3:
+def mean_se(values: Sequence[float]) -> tuple[float, float]:
+    """``(mean, standard error)`` of the values; the error is 0 for fewer than two values."""
+    a = np.asarray(values, dtype=float)
+    if a.size == 0:
+        return 0.0, 0.0
+    se = float(a.std(ddof=1) / np.sqrt(a.size)) if a.size > 1 else 0.0
+    return float(a.mean()), se
+
+
+def kl_gap_flag(spec_k3: Sequence[float], base_k3: Sequence[float], n_se: float = KL_FLAG_SE,
+                min_gap: float = KL_MIN_GAP) -> bool:
+    """True when the spec profile's mean k3 over samples (nats/token) exceeds the baseline floor's mean by more
+    than ``n_se`` standard errors of the difference (and by at least ``min_gap``, so a bitwise-exact baseline
+    does not turn a rounding-level gap into a flag). ``base_k3``: per-sample k3 of the baseline (or of the
+    calibration arm: this host's floor). Needs two samples per side."""
+    if len(spec_k3) < 2 or len(base_k3) < 2:
         return False
-    return float(np.mean(spec_k3)) - float(np.mean(base_k3)) > margin
+    ms, ss = mean_se(spec_k3)
+    mb, sb = mean_se(base_k3)
+    gap = ms - mb
+    return gap > max(min_gap, n_se * float(np.hypot(ss, sb)))
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """This host's noise floors, measured by an A/A arm (the baseline relaunched at another concurrency).
+
+    ``greedy_pairs``/``greedy_diverged``: baseline vs A/A greedy outputs compared and how many differ;
+    ``near_tie_margin``: the top-2 margin (nats) under which a greedy flip counts as a near tie — the default
+    :data:`NEAR_TIE_MARGIN`, raised to just above the largest margin at which the A/A arm flipped;
+    ``kl_floor``: per-sample k3 of the baseline and A/A arms (the floor the KL flag compares with);
+    ``speed_ratio``: A/A over baseline tokens/s (1 on a perfectly repeatable host), ``speed_spread``:
+    ``|log speed_ratio|``, the run-to-run spread a speed verdict must exceed.
+    """
+
+    greedy_pairs: int = 0
+    greedy_diverged: int = 0
+    near_tie_margin: float = NEAR_TIE_MARGIN
+    kl_floor: tuple[float, ...] = ()
+    speed_ratio: float | None = None
+    speed_spread: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {"greedy_pairs": self.greedy_pairs, "greedy_diverged": self.greedy_diverged,
+                "near_tie_margin": self.near_tie_margin, "kl_floor_mean": mean_se(self.kl_floor)[0],
+                "kl_floor_se": mean_se(self.kl_floor)[1], "kl_floor_n": len(self.kl_floor),
+                "speed_ratio": self.speed_ratio, "speed_spread": self.speed_spread}
+
+
+def calibrate(flip_margins: Sequence[float], greedy_pairs: int, greedy_diverged: int,
+              kl_floor: Sequence[float], speed_ratio: float | None) -> Calibration:
+    """A :class:`Calibration` from the A/A comparison: ``flip_margins`` are the baseline's top-2 margins at
+    the first divergence of each diverged A/A greedy pair (nats); the near-tie margin becomes
+    ``max(NEAR_TIE_MARGIN, 1.5 * max(flip_margins))``."""
+    margin = max([NEAR_TIE_MARGIN] + [1.5 * m for m in flip_margins if np.isfinite(m)])
+    spread = abs(float(np.log(speed_ratio))) if speed_ratio and speed_ratio > 0 else 0.0
+    return Calibration(greedy_pairs, greedy_diverged, margin, tuple(float(x) for x in kl_floor), speed_ratio,
+                       spread)

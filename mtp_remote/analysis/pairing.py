@@ -44,6 +44,7 @@ class GreedyPair:
     spec_loop_onset: int | None
     base_loops: bool
     near_tie: bool | None = None
+    margin: float | None = None  # the baseline's top-2 margin at the first divergence (nats), when known
 
 
 def _comparable(sample: Any):
@@ -54,11 +55,13 @@ def _comparable(sample: Any):
     return getattr(sample, "text", None)
 
 
-def greedy_report(spec: Sequence[Any], base: Sequence[Any]) -> list[GreedyPair]:
+def greedy_report(spec: Sequence[Any], base: Sequence[Any],
+                  near_tie_margin: float = NEAR_TIE_MARGIN) -> list[GreedyPair]:
     """Compare every paired, successful temperature-0 output of the two arms.
 
     Ids are compared when both samples carry ``output_ids``; otherwise both texts (split by
-    ``degeneracy.tokenize``). Pairs where either side has neither are skipped.
+    ``degeneracy.tokenize``). Pairs where either side has neither are skipped. ``near_tie_margin``: nats
+    (a host's calibrated value, see ``divergence.Calibration``).
     """
     out: list[GreedyPair] = []
     for s, b in pair_samples(spec, base):
@@ -74,8 +77,9 @@ def greedy_report(spec: Sequence[Any], base: Sequence[Any]) -> list[GreedyPair]:
         onset = s.metrics.loop.start_token if s.metrics.loop else None
         div = greedy_divergence(sa, ba)
         margins = getattr(b, "top2_margins", None)
-        tie = None
+        tie = at = None
         if margins and div.unit == "ids" and div.first_index is not None and div.first_index < len(margins):
-            tie = bool(margins[div.first_index] < NEAR_TIE_MARGIN)
-        out.append(GreedyPair(s.prompt_id, div, onset, b.metrics.is_loop, tie))
+            at = float(margins[div.first_index])
+            tie = bool(at < near_tie_margin)
+        out.append(GreedyPair(s.prompt_id, div, onset, b.metrics.is_loop, tie, at))
     return out

@@ -1,18 +1,30 @@
 """Statistics for loop counts and speeds: intervals, exact tests, multiplicity correction, sample sizes.
 
 Everything a verdict rests on: Wilson score intervals for loop rates, the one-sided Fisher exact test
-(scipy) of "the speculative arm loops more than its matched baseline", Holm's step-down adjustment across
-speculative profiles, bootstrap intervals for tokens/s ratios (scipy.stats.bootstrap), and the number of
-samples a still-open comparison would need. Pure: counts and arrays in, numbers out.
+(scipy) of "the speculative arm loops more than the baseline", the one-sided Newcombe bound of the loop-rate
+excess, Holm's step-down adjustment across (speculative profile, temperature) cells, the Lan-DeMets alpha
+spending functions of the group-sequential design (``stopping.py``), bootstrap intervals for tokens/s ratios
+(scipy.stats.bootstrap), and the number of samples a still-open comparison would need. Pure: counts and
+arrays in, numbers out.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import lru_cache
+from statistics import NormalDist
 
 import numpy as np
 from scipy import stats
+
+_NORMAL = NormalDist()
+
+
+@lru_cache(maxsize=4096)
+def _z(p: float) -> float:
+    """Standard normal quantile (stdlib, cached: the Monte Carlo asks for the same few levels millions of times)."""
+    return _NORMAL.inv_cdf(p)
 
 
 def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
@@ -27,7 +39,7 @@ def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     if n == 0:
         return 0.0, 1.0
-    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    z = _z(0.5 + confidence / 2)
     phat = k / n
     denom = 1 + z * z / n
     centre = (phat + z * z / (2 * n)) / denom
@@ -49,6 +61,11 @@ def fisher_loops(k_spec: int, n_spec: int, k_base: int, n_base: int) -> float:
             raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
     if n_spec == 0 or n_base == 0:
         return 1.0
+    return _fisher(int(k_spec), int(n_spec), int(k_base), int(n_base))
+
+
+@lru_cache(maxsize=65536)
+def _fisher(k_spec: int, n_spec: int, k_base: int, n_base: int) -> float:
     table = [[k_spec, n_spec - k_spec], [k_base, n_base - k_base]]
     return float(stats.fisher_exact(table, alternative="greater").pvalue)
 
@@ -91,26 +108,66 @@ def ratio_ci(spec: Sequence[float], base: Sequence[float], confidence: float = 0
     return ratio, float(low), float(high)
 
 
-def samples_needed(k_spec: int, n_spec: int, k_base: int, n_base: int, *, alpha: float = 0.05,
-                   power: float = 0.8, max_n: int = 4096) -> int | None:
-    """Samples per arm at which Fisher's one-sided test would detect the observed loop rates.
+def diff_upper_bound(k_spec: int, n_spec: int, k_base: int, n_base: int, confidence: float) -> float:
+    """One-sided upper bound of p_spec - p_base at ``confidence`` (Newcombe 1998 hybrid score interval, method
+    10, built from the two Wilson intervals); 1.0 when an arm is empty. With no baseline loop the bound is the
+    spec arm's Wilson upper bound."""
+    if n_spec == 0 or n_base == 0:
+        return 1.0
+    two_sided = 2 * confidence - 1  # the one-sided bound is one end of this two-sided interval
+    _, u1 = wilson_interval(k_spec, n_spec, two_sided)
+    l2, _ = wilson_interval(k_base, n_base, two_sided)
+    p1, p2 = k_spec / n_spec, k_base / n_base
+    return min(1.0, p1 - p2 + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2))
 
-    Uses the observed rates (a baseline rate of 0 is taken as ``0.5 / (n_base + 1)``, a spec rate equal to
-    it as "no effect") in the arcsine (Cohen's h) approximation, then steps up until the exact Fisher test
-    on the expected counts reaches ``alpha``. None when the spec rate is not above the baseline's (no
-    sample size would show an excess) or more than ``max_n`` would be needed.
+
+def spending(t: float, alpha: float, kind: str = "obrien-fleming") -> float:
+    """Alpha spent by information fraction ``t`` in [0, 1] (Lan & DeMets 1983): ``obrien-fleming``
+    ``2 - 2 Phi(z_{1-alpha/2} / sqrt(t))``, ``pocock`` ``alpha ln(1 + (e - 1) t)``. Both reach ``alpha``
+    at ``t = 1``. Raises ``ValueError`` on another kind."""
+    t = min(1.0, max(0.0, t))
+    if t == 0:
+        return 0.0
+    if kind == "obrien-fleming":
+        return 2 - 2 * _NORMAL.cdf(_z(1 - alpha / 2) / math.sqrt(t))
+    if kind == "pocock":
+        return alpha * math.log(1 + (math.e - 1) * t)
+    raise ValueError(f"unknown spending function {kind!r}; choose obrien-fleming or pocock")
+
+
+def samples_needed(k_spec: int, n_spec: int, k_base: int, n_base: int, *, alpha: float = 0.05,
+                   power: float = 0.8, margin: float | None = None, max_n: int = 100_000) -> int | None:
+    """Samples per arm at which the observed loop rates would settle the comparison, with power ``power``.
+
+    Two ways to settle: *detect* — Fisher's one-sided test at ``alpha`` (pass the multiplicity-adjusted
+    level) on the expected counts, sized from the observed rates by Cohen's h and stepped up until exact (a
+    baseline rate of 0 is taken as ``0.5 / (n_base + 1)``); *bound* (with ``margin``) — the one-sided
+    Newcombe upper bound of the excess at confidence ``1 - alpha`` falls below ``margin`` on the expected
+    counts at the observed rates (the spec rate taken as at least the baseline's). Returns the smaller; None
+    only when neither is reachable within ``max_n`` (an observed excess of about ``margin`` or more that is
+    too small to detect).
     """
     if n_spec <= 0 or n_base <= 0:
         return None
     p1 = k_spec / n_spec
     p0 = max(k_base / n_base, 0.5 / (n_base + 1))
-    if p1 <= p0:
-        return None
-    h = 2 * math.asin(math.sqrt(p1)) - 2 * math.asin(math.sqrt(p0))
-    z = stats.norm.ppf(1 - alpha) + stats.norm.ppf(power)
-    n = max(2, math.ceil((z / h) ** 2))
-    while n <= max_n:
-        if fisher_loops(round(p1 * n), n, round(p0 * n), n) < alpha:
-            return n
-        n = math.ceil(n * 1.1) + 1
-    return None
+    found: list[int] = []
+    if p1 > p0:
+        h = 2 * math.asin(math.sqrt(p1)) - 2 * math.asin(math.sqrt(p0))
+        z = _z(1 - alpha) + _z(power)
+        n = max(2, math.ceil((z / h) ** 2))
+        while n <= max_n:
+            if fisher_loops(round(p1 * n), n, round(p0 * n), n) < alpha:
+                found.append(n)
+                break
+            n = math.ceil(n * 1.1) + 1
+    if margin is not None:
+        b = k_base / n_base
+        s = max(b, k_spec / n_spec)
+        n = 2
+        while s - b < margin and n <= min(max_n, found[0] if found else max_n):
+            if diff_upper_bound(round(s * n), n, round(b * n), n, 1 - alpha) < margin:
+                found.append(n)
+                break
+            n = math.ceil(n * 1.1) + 1
+    return min(found) if found else None

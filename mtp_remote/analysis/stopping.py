@@ -1,68 +1,181 @@
-"""Early stopping: is a (speculative cell, baseline cell) comparison settled after the samples so far?
+"""The decision rule from first sample to verdict: a group-sequential design on loop counts.
 
-The runner samples in rounds of ``round_size`` per arm up to ``budget`` per cell and asks
-:func:`stop_decision` after each round. The rule is group-sequential with the error rates split evenly
-over the planned looks (Bonferroni over ``K = ceil(budget / round_size)`` looks, which is valid whatever
-the looks' correlation, so the overall error rates stay below ``alpha`` and ``beta``):
+One rule decides both when sampling stops and what the verdict says, so a difference the stop rule declared
+settled stays settled in the report:
 
-- **spec-loops-more** (efficacy): the one-sided Fisher exact p that the spec arm loops more is below
-  ``alpha / K``. A verdict made at that point is ``spec-corrupts-output`` at level ``alpha``.
-- **no-excess** (futility): the one-sided upper bound, at confidence ``1 - beta / K``, of the loop-rate
-  difference spec - base (Newcombe 1998 hybrid score interval, method 10) is below ``margin``: whatever the
-  remaining samples would show, the spec arm does not loop ``margin`` more often than the baseline.
-- **budget-spent** when ``n >= budget`` on both arms, **continue** otherwise.
+- **Looks** at planned sample counts: a round is one sample per prompt (sample index ``j - 1`` of every
+  prompt), ``rounds`` = K planned per arm. A sequential design looks after rounds 1, 2, 4, ... and K; the
+  data at the look after round j are the samples with ``sample_index < j``. A fixed design looks once, at
+  all samples.
+- **Alpha spending**: look j gets the share ``w_j = (a(t_j) - a(t_{j-1})) / alpha`` of the error rate, with
+  ``a`` a Lan-DeMets spending function (O'Brien-Fleming-like by default, Pocock-like as an option) at the
+  information fraction ``t_j = j / K``. The shares sum to 1 and are combined by Bonferroni over looks, which
+  is valid whatever the correlation between looks.
+- **Excess test** (``spec-corrupts-output``): unpaired one-sided Fisher exact p_j of "spec loops more" on
+  all samples of each arm at look j; the sequential p-value is ``min_j p_j / w_j`` (capped at 1). It is a
+  valid p-value for the whole sequence (union bound), so Holm's adjustment over the family of (speculative
+  profile, temperature > 0) cells applies to it. The runner stops a cell for efficacy when it is below
+  ``alpha / family`` — the smallest Holm threshold, so Holm then rejects it at the verdict too.
+- **Bound** (``healthy``/``base-model-degenerates`` need it): the one-sided Newcombe upper bound U of the
+  loop-rate excess spec - base at confidence ``1 - alpha``, at the last look only (spending the bound's
+  alpha over early looks would cost a 5-point margin a third more samples, and a clean arm has nothing to
+  stop early for). At the last look the runner reports **no-excess** when it is below ``margin``; the
+  verdict needs it below ``margin`` in every temperature > 0 cell of a profile (an intersection-union test
+  at ``alpha``).
 
-A baseline cell serves several speculative profiles; the runner stops sampling it once every comparison
-that uses it is settled. :func:`simulate_stopping` measures the rule (samples used, error rates) on
-Bernoulli arms; ``docs/metrics.md`` reports the figures. Pure (seeded random numbers only).
+Arms run one after another (one server per profile, baseline first): the baseline stops on its own once its
+loop rate is clearly below half the margin (:func:`baseline_settled`) or at its budget, then each speculative
+arm is compared with all the baseline's samples. ``docs/metrics.md`` has the measured error rates
+(``bench/bench_verdict_mc.py``). Pure.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
 
-import numpy as np
+from .stats import diff_upper_bound, fisher_loops, spending, wilson_interval
 
-from .stats import fisher_loops, wilson_interval
+__all__ = ["Design", "SequentialTest", "StopDecision", "baseline_settled", "cell_decision", "diff_upper_bound",
+           "is_degenerate_record", "look_counts", "samples_saved", "sequential_test", "stop_decision"]
+
+SPENDING = ("obrien-fleming", "pocock")
 
 
 @dataclass(frozen=True)
-class StopRule:
-    """Sampling plan and error rates. ``budget``/``round_size``: samples per arm per cell; ``margin``: the
-    loop-rate excess (absolute, in [0, 1]) that matters."""
+class Design:
+    """The sampling plan and error rates of one comparison.
 
-    budget: int = 32
-    round_size: int = 4
+    ``rounds``: planned samples per prompt per arm (K); ``alpha``: family-wise error rate; ``margin``: the
+    loop-rate excess (absolute, in [0, 1]) that matters; ``family``: number of (speculative profile,
+    temperature > 0) cells tested together; ``spending``: one of :data:`SPENDING`; ``sequential``: looks
+    during sampling (early stopping) or one look at the end.
+    """
+
+    rounds: int = 1
     alpha: float = 0.05
-    beta: float = 0.2
-    margin: float = 0.2
+    margin: float = 0.05
+    family: int = 1
+    spending: str = "obrien-fleming"
+    sequential: bool = False
+
+    def looks(self) -> tuple[int, ...]:
+        """Rounds after which the rule looks: 1, 2, 4, ... and K (sequential), or K alone."""
+        k = max(1, self.rounds)
+        if not self.sequential:
+            return (k,)
+        out, j = [], 1
+        while j < k:
+            out.append(j)
+            j *= 2
+        return (*out, k)
+
+    def weights(self) -> dict[int, float]:
+        """Share of alpha per look (sums to 1): increments of the spending function at ``j / K``."""
+        return dict(_weights(self.looks(), max(1, self.rounds), self.alpha, self.spending))
 
     @property
-    def looks(self) -> int:
-        return max(1, math.ceil(self.budget / max(1, self.round_size)))
+    def alpha_cell(self) -> float:
+        """The per-cell level that stops a cell for efficacy: ``alpha / family`` (Holm's smallest threshold)."""
+        return self.alpha / max(1, self.family)
 
-    @property
-    def alpha_per_look(self) -> float:
-        return self.alpha / self.looks
 
-    @property
-    def beta_per_look(self) -> float:
-        return self.beta / self.looks
+@lru_cache(maxsize=256)
+def _weights(looks: tuple[int, ...], k: int, alpha: float, kind: str) -> tuple[tuple[int, float], ...]:
+    if len(looks) == 1:
+        return ((looks[0], 1.0),)
+    out, prev = [], 0.0
+    for j in looks:
+        cur = spending(j / k, alpha, kind)
+        out.append((j, (cur - prev) / alpha))
+        prev = cur
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class SequentialTest:
+    """The rule applied to one (spec cell, baseline cell) pair.
+
+    ``p_value``: sequential p (``min_j p_j / w_j``, capped at 1), ``look``: the round where it was reached;
+    ``bound``: the upper bound of the loop-rate excess (fraction) at the last look, 1.0 before it;
+    ``bound_look``: that look (None before it);
+    ``k_spec``/``n_spec``: loops/samples of the spec arm at its last look; ``k_base``/``n_base``: the
+    baseline's (all samples); ``last_look``: the last look reached (None: no look yet).
+    """
+
+    p_value: float
+    look: int | None
+    bound: float
+    bound_look: int | None
+    k_spec: int
+    n_spec: int
+    k_base: int
+    n_base: int
+    last_look: int | None
+
+
+def is_degenerate_record(metrics: dict | None, finish_reason: str | None) -> bool:
+    """Whether a stored sample counts as degenerate: a loop, or a near loop in an output cut at
+    ``max_tokens`` (``finish_reason == "length"``). ``metrics`` is a samples.jsonl ``metrics`` dict."""
+    m = metrics or {}
+    return bool(m.get("loop")) or (finish_reason == "length" and bool(m.get("near_loop")))
+
+
+def look_counts(outcomes: Iterable[tuple[int, bool]], design: Design) -> dict[int, tuple[int, int]]:
+    """``{round: (degenerate, n)}`` at each look reached, from ``(sample_index, degenerate)`` pairs.
+
+    A look after round j is reached when some sample has index ``j - 1`` or more (the round was sampled);
+    its counts are the samples with index below j. The last look counts all samples (a fixed design's one
+    look is always reached)."""
+    rows = list(outcomes)
+    if not rows:
+        return {}
+    top = max(i for i, _ in rows) + 1
+    looks = design.looks()
+    out = {}
+    for j in looks:
+        if j == looks[-1]:
+            if not design.sequential or top >= j:
+                out[j] = (sum(d for _, d in rows), len(rows))
+        elif j <= top:
+            sel = [d for i, d in rows if i < j]
+            out[j] = (sum(sel), len(sel))
+    return out
+
+
+def sequential_test(spec_looks: dict[int, tuple[int, int]], k_base: int, n_base: int,
+                    design: Design) -> SequentialTest:
+    """The sequential p-value and excess bound of a spec arm (counts per look) against a baseline's counts."""
+    w = design.weights()
+    final = design.looks()[-1]
+    best_p, best_look, best_u, u_look = 1.0, None, 1.0, None
+    for j in sorted(spec_looks):
+        k, n = spec_looks[j]
+        share = w.get(j, 0.0)
+        if share <= 0 or n == 0:
+            continue
+        p = min(1.0, fisher_loops(k, n, k_base, n_base) / share)
+        if p < best_p or best_look is None:
+            best_p, best_look = p, j
+        if j == final:
+            best_u, u_look = diff_upper_bound(k, n, k_base, n_base, 1 - design.alpha), j
+    last = max(spec_looks) if spec_looks else None
+    k, n = spec_looks[last] if last is not None else (0, 0)
+    return SequentialTest(best_p, best_look, best_u, u_look, k, n, k_base, n_base, last)
 
 
 @dataclass(frozen=True)
 class StopDecision:
-    """``outcome``: spec-loops-more | no-excess | budget-spent | continue; ``settled`` for all but continue.
+    """``outcome``: spec-loops-more | no-excess | baseline-clean | budget-spent | continue.
 
-    ``p_value``: one-sided Fisher p; ``threshold``: the per-look alpha it is compared with;
-    ``diff_upper``: upper bound of spec - base loop rate at the per-look futility confidence.
-    """
+    ``p_value``: sequential p; ``threshold``: the per-cell level it is compared with; ``bound``: the excess
+    (or, for a baseline, loop-rate) upper bound; ``reason``: one sentence."""
 
     outcome: str
     p_value: float
     threshold: float
-    diff_upper: float
+    bound: float
     reason: str
 
     @property
@@ -70,71 +183,68 @@ class StopDecision:
         return self.outcome != "continue"
 
 
-def diff_upper_bound(k_spec: int, n_spec: int, k_base: int, n_base: int, confidence: float) -> float:
-    """One-sided upper bound of p_spec - p_base (Newcombe hybrid score); 1.0 when an arm is empty."""
-    if n_spec == 0 or n_base == 0:
-        return 1.0
-    two_sided = 2 * confidence - 1  # the one-sided bound is one end of this two-sided interval
-    _, u1 = wilson_interval(k_spec, n_spec, two_sided)
-    l2, _ = wilson_interval(k_base, n_base, two_sided)
-    p1, p2 = k_spec / n_spec, k_base / n_base
-    return min(1.0, p1 - p2 + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2))
+def stop_decision(spec_looks: dict[int, tuple[int, int]], k_base: int, n_base: int,
+                  design: Design) -> StopDecision:
+    """Whether a spec cell is settled after the looks so far (module docstring)."""
+    t = sequential_test(spec_looks, k_base, n_base, design)
+    counts = f"spec {t.k_spec}/{t.n_spec} vs baseline {k_base}/{n_base}"
+    thr = design.alpha_cell
+    if t.p_value < thr:
+        return StopDecision("spec-loops-more", t.p_value, thr, t.bound,
+                            f"{counts}: sequential p={t.p_value:.2g} < {thr:.2g}")
+    if t.bound < design.margin:
+        return StopDecision("no-excess", t.p_value, thr, t.bound,
+                            f"{counts}: excess at most {t.bound:.1%} < margin {design.margin:.0%}")
+    if t.last_look is not None and t.last_look >= design.looks()[-1]:
+        return StopDecision("budget-spent", t.p_value, thr, t.bound, f"{counts}: budget spent")
+    return StopDecision("continue", t.p_value, thr, t.bound, f"{counts}: not settled")
 
 
-def stop_decision(k_spec: int, n_spec: int, k_base: int, n_base: int,
-                  rule: StopRule = StopRule()) -> StopDecision:
-    """Whether a comparison is settled after ``n_*`` samples per arm with ``k_*`` loops (module docstring)."""
-    p = fisher_loops(k_spec, n_spec, k_base, n_base)
-    upper = diff_upper_bound(k_spec, n_spec, k_base, n_base, 1 - rule.beta_per_look)
-    counts = f"{k_spec}/{n_spec} vs {k_base}/{n_base}"
-    if p < rule.alpha_per_look:
-        return StopDecision("spec-loops-more", p, rule.alpha_per_look, upper,
-                            f"loops {counts}: p={p:.2g} < {rule.alpha_per_look:.2g} (alpha over {rule.looks} looks)")
-    if upper < rule.margin:
-        return StopDecision("no-excess", p, rule.alpha_per_look, upper,
-                            f"loops {counts}: excess at most {upper:.2f} < margin {rule.margin:.2f}")
-    if min(n_spec, n_base) >= rule.budget:
-        return StopDecision("budget-spent", p, rule.alpha_per_look, upper, f"loops {counts}: budget spent")
-    return StopDecision("continue", p, rule.alpha_per_look, upper, f"loops {counts}: not settled")
+def baseline_settled(base_looks: dict[int, tuple[int, int]], design: Design) -> StopDecision:
+    """Whether a baseline cell, sampled before its speculative arms, has enough samples.
+
+    **baseline-clean** once the one-sided Wilson upper bound of its loop rate (confidence ``1 - alpha * w_j``)
+    is below half the margin at a look, **budget-spent** at the last look, else **continue**. A baseline that
+    loops is sampled to its budget: ``base-model-degenerates`` needs the speculative excess bounded, which
+    needs the baseline's samples."""
+    if not base_looks:
+        return StopDecision("continue", 1.0, design.alpha_cell, 1.0, "no baseline samples yet")
+    w = design.weights()
+    last = max(base_looks)
+    k, n = base_looks[last]
+    counts = f"baseline {k}/{n}"
+    best = 1.0
+    for j in sorted(base_looks):
+        kj, nj = base_looks[j]
+        if nj and w.get(j, 0) > 0:
+            best = min(best, wilson_interval(kj, nj, 1 - 2 * design.alpha * w[j])[1])
+    if best < design.margin / 2:
+        return StopDecision("baseline-clean", 1.0, design.alpha_cell, best,
+                            f"{counts}: loop rate at most {best:.1%} < {design.margin / 2:.1%}")
+    if last >= design.looks()[-1]:
+        return StopDecision("budget-spent", 1.0, design.alpha_cell, best, f"{counts}: budget spent")
+    return StopDecision("continue", 1.0, design.alpha_cell, best, f"{counts}: not settled")
 
 
-@dataclass
-class StoppingSimulation:
-    """Outcome of :func:`simulate_stopping`: ``mean_samples`` per arm, ``fraction_of_budget`` (mean),
-    ``settled_within[n]``: share of trials decided (efficacy or futility) with at most n samples per arm, ``outcomes``: shares."""
+def cell_decision(records: Sequence[dict], *, profile: str, baseline: str, temperature: float,
+                  design: Design) -> dict:
+    """The runner's early-stopping state of one cell from stored samples.jsonl records (dicts).
 
-    mean_samples: float
-    fraction_of_budget: float
-    settled_within: dict[int, float]
-    outcomes: dict[str, float] = field(default_factory=dict)
+    Failed requests are left out. Returns ``{"settled", "outcome", "reason", "n", "budget", "p", "bound"}``,
+    ``n`` being the profile's stored successful samples at ``temperature``."""
+    def outcomes(name: str) -> list[tuple[int, bool]]:
+        return [(int(s["sample_index"]), is_degenerate_record(s.get("metrics"), s.get("finish_reason")))
+                for s in records if s.get("error") is None and s["profile"] == name
+                and float(s["temperature"]) == temperature]
 
-
-def simulate_stopping(p_spec: float, p_base: float, rule: StopRule = StopRule(), *, trials: int = 2000,
-                      seed: int = 0) -> StoppingSimulation:
-    """Run the rule on ``trials`` pairs of Bernoulli(p_spec) / Bernoulli(p_base) arms (seeded numpy)."""
-    rng = np.random.default_rng(seed)
-    spec = rng.random((trials, rule.budget)) < p_spec
-    base = rng.random((trials, rule.budget)) < p_base
-    looks = [min(rule.budget, rule.round_size * (i + 1)) for i in range(rule.looks)]
-    used, decided, outcomes = [], [], {}
-    memo: dict[tuple[int, int, int], StopDecision] = {}
-    for t in range(trials):
-        cs, cb = np.cumsum(spec[t]), np.cumsum(base[t])
-        for n in looks:
-            key = (int(cs[n - 1]), int(cb[n - 1]), n)
-            if key not in memo:
-                memo[key] = stop_decision(key[0], n, key[1], n, rule)
-            d = memo[key]
-            if d.settled:
-                break
-        used.append(n)
-        decided.append(d.outcome in ("spec-loops-more", "no-excess"))
-        outcomes[d.outcome] = outcomes.get(d.outcome, 0) + 1
-    arr, ok = np.asarray(used), np.asarray(decided)
-    return StoppingSimulation(
-        mean_samples=float(arr.mean()), fraction_of_budget=float(arr.mean() / rule.budget),
-        settled_within={n: float(np.mean(ok & (arr <= n))) for n in looks},
-        outcomes={k: v / trials for k, v in sorted(outcomes.items())})
+    mine = outcomes(profile)
+    if profile == baseline:
+        d = baseline_settled(look_counts(mine, design), design)
+    else:
+        base = outcomes(baseline)
+        d = stop_decision(look_counts(mine, design), sum(x for _, x in base), len(base), design)
+    return {"settled": d.settled, "outcome": d.outcome, "reason": d.reason, "n": len(mine),
+            "budget": design.rounds, "p": d.p_value, "bound": d.bound}
 
 
 def samples_saved(samples_used: list[int], budget: int) -> tuple[int, float]:
@@ -144,25 +254,10 @@ def samples_saved(samples_used: list[int], budget: int) -> tuple[int, float]:
     return saved, (saved / total if total else 0.0)
 
 
-def baseline_settled(k_base: int, n_base: int, rule: StopRule = StopRule()) -> StopDecision:
-    """Whether a baseline cell has enough samples before its speculative arms are sampled.
+def min_looks_note(design: Design) -> str:
+    """One phrase naming the design, for evidence strings: e.g. ``looks after rounds 1, 2, 4, 8``."""
+    looks = design.looks()
+    if len(looks) == 1:
+        return "one look at the end"
+    return f"looks after rounds {', '.join(map(str, looks))} ({design.spending} spending)"
 
-    Arms run one after another (one server launch per profile, baseline first), so the baseline cannot wait
-    for the comparisons. It stops once its loop rate is known to be small — the one-sided Wilson upper bound at
-    confidence ``1 - beta / K`` is below ``margin`` (**clean**) — or is clearly large — the lower bound at
-    ``1 - alpha / K`` exceeds ``margin`` (**degenerate**: the model loops without speculation) — or at the
-    budget. ``p_value`` is not used here (1.0)."""
-    if n_base == 0:
-        return StopDecision("continue", 1.0, rule.alpha_per_look, 1.0, "no baseline samples yet")
-    _, upper = wilson_interval(k_base, n_base, 2 * (1 - rule.beta_per_look) - 1)
-    lower, _ = wilson_interval(k_base, n_base, 2 * (1 - rule.alpha_per_look) - 1)
-    counts = f"baseline loops {k_base}/{n_base}"
-    if upper < rule.margin:
-        return StopDecision("baseline-clean", 1.0, rule.alpha_per_look, upper,
-                            f"{counts}: rate at most {upper:.2f} < margin {rule.margin:.2f}")
-    if lower > rule.margin:
-        return StopDecision("baseline-degenerate", 1.0, rule.alpha_per_look, upper,
-                            f"{counts}: rate at least {lower:.2f} > margin {rule.margin:.2f}")
-    if n_base >= rule.budget:
-        return StopDecision("budget-spent", 1.0, rule.alpha_per_look, upper, f"{counts}: budget spent")
-    return StopDecision("continue", 1.0, rule.alpha_per_look, upper, f"{counts}: not settled")

@@ -1,57 +1,64 @@
-"""Cells to verdicts: per-cell summaries and one verdict per speculative profile, with its evidence.
+"""Cells to verdicts: one verdict per speculative profile, with its evidence, by the rule that stopped sampling.
 
 The runner hands one :class:`SampleObs` per request; :func:`summarize_cell` pools a (profile, temperature)
-cell into a :class:`CellSummary` (both defined in ``cells.py``, re-exported here); :func:`judge` compares a speculative profile's cells with the baseline's
-cells at the same temperatures and returns a :class:`Verdict` whose ``evidence`` is one sentence. The rules
-(thresholds are the module constants) are documented in ``docs/metrics.md``:
+cell into a :class:`CellSummary` (both in ``cells.py``, re-exported here); :func:`judge_all` judges every
+speculative profile against the baseline with the group-sequential rule of ``stopping.py`` (the same code the
+runner's early stopping calls) and returns one :class:`Verdict` each. A sample counts as *degenerate* when it
+loops, or when it was cut at ``max_tokens`` inside a near loop. Rules, first match wins (``docs/metrics.md``):
 
-1. ``spec-corrupts-output``: at some temperature the spec arm loops more than its matched baseline with a
-   one-sided Fisher p below ``alpha`` after Holm adjustment over the temperatures, multiplied by the number
-   of speculative profiles (Bonferroni over profiles, Holm over temperatures).
-2. ``base-model-degenerates``: otherwise, when the baseline itself loops in at least
-   :data:`BASE_DEGENERATE_RATE` of its samples (and at least 2) at some temperature.
-3. ``inconclusive``: otherwise, when a matched cell has fewer than :data:`MIN_SAMPLES` samples, or the spec
-   arm loops at least :data:`SUGGESTIVE_EXCESS` more often without significance; the evidence says how many
-   samples per arm a decision would need (``stats.samples_needed``).
-4. ``spec-ineffective``: acceptance length (non-looping samples) at most :data:`INEFFECTIVE_ACCEPT`.
-5. ``spec-slower``: spec tokens/s over non-looping samples below the baseline's (the bootstrap interval of the
-   ratio entirely below 1 when samples are given, else a point ratio below :data:`SLOWER_RATIO`).
-6. ``healthy`` otherwise. At T=0, paired greedy outputs that diverge are reported in the evidence.
+1. ``spec-corrupts-output``: a temperature > 0 cell whose sequential p-value (unpaired one-sided Fisher on all
+   samples of each arm, alpha spent over the looks), Holm-adjusted over every (speculative profile,
+   temperature > 0) cell of the run, is below ``alpha``. A cell the stop rule settled as "spec loops more"
+   always ends here.
+2. ``base-model-degenerates``: the baseline loops in at least :data:`BASE_DEGENERATE_RATE` of a T > 0 cell (and
+   at least 2 samples) *and* the speculative excess is bounded below the margin in every T > 0 cell.
+3. ``inconclusive``: the excess is not bounded below the margin ("no large excess detected; up to X % not
+   ruled out"), no temperature above 0 was compared, or the greedy gate (T = 0) failed; the evidence gives
+   the samples per arm that would decide (``stats.samples_needed`` at the adjusted alpha).
+4. ``spec-ineffective``: acceptance length (non-degenerate samples) at most :data:`INEFFECTIVE_ACCEPT`.
+5. ``spec-slower``: the bootstrap interval of the non-degenerate tokens/s ratio lies below 1 (below the host's
+   run-to-run spread when calibrated); without samples, a point ratio below :data:`SLOWER_RATIO`.
+6. ``healthy`` otherwise: every T > 0 excess bounded below the margin and the greedy gate passed.
+
+T = 0 is gatekeeping evidence outside the Holm family: a greedy output that loops where the baseline's does
+not, or diverges from it where the baseline's top-2 margin is not a near tie, keeps a profile from
+``healthy``. A server that crashed or hung after it was ready is ``crashed:<cause>`` / ``hung:<cause>``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 
 from ..errors import EXIT_CORRUPT, EXIT_HEALTHY
 from .cells import CellSummary, SampleObs, mean_of, summarize_cell
-from .divergence import kl_gap_flag
-from .pairing import greedy_report, pair_samples
+from .divergence import NEAR_TIE_MARGIN, Calibration, calibrate, kl_gap_flag
+from .pairing import greedy_report
 from .stats import fisher_loops, holm, ratio_ci, samples_needed
-from .stopping import diff_upper_bound
+from .stopping import Design, look_counts, sequential_test
 
-__all__ = ["KINDS", "CellSummary", "SampleObs", "Verdict", "exit_code", "judge", "launch_failed",
-           "summarize_cell"]
+__all__ = ["FAILURE_PREFIXES", "KINDS", "CellSummary", "SampleObs", "Verdict", "exit_code", "is_failure",
+           "judge", "judge_all", "launch_failed", "measure_calibration", "summarize_cell"]
 
 BASE_DEGENERATE_RATE = 0.25
-MIN_SAMPLES = 4
-SUGGESTIVE_EXCESS = 0.10
 INEFFECTIVE_ACCEPT = 1.2
 SLOWER_RATIO = 0.95
-NO_EXCESS_MARGIN = 0.20  # healthy only when the one-sided upper bound of the loop-rate excess is below this
 INFLATED_ACCEPT = 1.10  # warn when acceptance over all samples exceeds the non-looping one by this factor
+HANG_CAUSES = frozenset({"stalled", "watchdog_timeout", "hang", "hung"})
 
 KINDS = ("spec-corrupts-output", "base-model-degenerates", "healthy", "spec-ineffective", "spec-slower",
-         "inconclusive", "launch-failed:<cause>")
+         "inconclusive", "launch-failed:<cause>", "crashed:<cause>", "hung:<cause>")
+FAILURE_PREFIXES = ("launch-failed", "crashed", "hung")
 
 
 @dataclass
 class Verdict:
     """The verdict on one speculative profile; ``kind`` is one of :data:`KINDS`.
 
-    ``p_value``/``temperature``: the deciding comparison (adjusted p). ``comparisons``: one dict per
-    temperature (spec/base loops and n, p, adjusted p, speed ratio, acceptance, greedy divergence).
+    ``p_value``/``temperature``: the deciding comparison (Holm-adjusted sequential p). ``comparisons``: one
+    dict per temperature (spec/base degenerate counts and n, p, adjusted p, excess bound, samples needed,
+    speed ratio, acceptance, greedy divergence).
     """
 
     profile: str
@@ -66,21 +73,29 @@ class Verdict:
         return asdict(self)
 
 
-def launch_failed(profile: str, cause: str, hint: str) -> Verdict:
-    """Verdict for a profile whose server never became ready: ``launch-failed:<cause>``, the hint as evidence."""
-    return Verdict(profile=profile, kind=f"launch-failed:{cause}", evidence=hint, p_value=None,
+def is_failure(kind: str) -> bool:
+    """A profile that did not run to a loop-rate verdict: ``launch-failed:*``, ``crashed:*``, ``hung:*``."""
+    return kind.startswith(FAILURE_PREFIXES)
+
+
+def launch_failed(profile: str, cause: str, hint: str, *, after_ready: bool = False) -> Verdict:
+    """Verdict for a profile whose server failed, the hint as evidence: ``launch-failed:<cause>`` when it
+    never became ready; after it was ready, ``hung:<cause>`` for a stall or watchdog cause
+    (:data:`HANG_CAUSES`), else ``crashed:<cause>``."""
+    prefix = "launch-failed"
+    if after_ready:
+        prefix = "hung" if cause in HANG_CAUSES else "crashed"
+    return Verdict(profile=profile, kind=f"{prefix}:{cause}", evidence=hint, p_value=None,
                    temperature=None, comparisons=[])
 
 
 def exit_code(verdicts: Iterable[Verdict | str]) -> int:
-    """1 (``errors.EXIT_CORRUPT``) if any verdict is ``spec-corrupts-output`` or ``launch-failed:*``, else 0.
-
-    ``base-model-degenerates``, ``inconclusive``, ``spec-ineffective`` and ``spec-slower`` exit 0: they are
-    findings, not a broken speculative decoder (the report shows them).
-    """
+    """1 (``errors.EXIT_CORRUPT``) if any verdict is ``spec-corrupts-output`` or a failure (:func:`is_failure`),
+    else 0. ``base-model-degenerates``, ``inconclusive``, ``spec-ineffective`` and ``spec-slower`` exit 0: they
+    are findings, not a broken speculative decoder (the report shows them)."""
     for v in verdicts:
         kind = v if isinstance(v, str) else v.kind
-        if kind == "spec-corrupts-output" or kind.startswith("launch-failed"):
+        if kind == "spec-corrupts-output" or is_failure(kind):
             return EXIT_CORRUPT
     return EXIT_HEALTHY
 
@@ -97,51 +112,68 @@ def _fmt_t(t: float) -> str:
     return f"{t:g}"
 
 
-def _compare(spec_cells, base_cells, n_spec_profiles: int) -> list[dict]:
+def _rows(spec_cells, base_cells, spec_samples, design: Design) -> list[dict]:
+    """One comparison row per temperature present in both arms; T > 0 rows carry the sequential test."""
     base_by_t = {float(c.temperature): c for c in base_cells}
     rows = []
     for sc in sorted(spec_cells, key=lambda c: c.temperature):
-        bc = base_by_t.get(float(sc.temperature))
+        t = float(sc.temperature)
+        bc = base_by_t.get(t)
         if bc is None:
             continue
-        p = fisher_loops(sc.loops, sc.n, bc.loops, bc.n)
-        rows.append({
-            "temperature": float(sc.temperature), "spec_loops": sc.loops, "spec_n": sc.n,
-            "base_loops": bc.loops, "base_n": bc.n, "spec_loop_rate": sc.loop_rate,
-            "base_loop_rate": bc.loop_rate, "spec_loop_ci": list(sc.loop_ci), "base_loop_ci": list(bc.loop_ci),
-            "p": p,
+        row = {
+            "temperature": t, "spec_loops": sc.loops, "spec_n": sc.n, "base_loops": bc.loops, "base_n": bc.n,
+            "spec_loop_rate": sc.loop_rate, "base_loop_rate": bc.loop_rate, "spec_loop_ci": list(sc.loop_ci),
+            "base_loop_ci": list(bc.loop_ci), "spec_near_loops": sc.near_loops, "base_near_loops": bc.near_loops,
             "speed_ratio": _ratio(sc.tokens_per_s, bc.tokens_per_s),
             "speed_ratio_nonloop": _ratio(sc.tokens_per_s_nonloop, bc.tokens_per_s_nonloop),
             "accept_length": sc.accept_length, "accept_length_nonloop": sc.accept_length_nonloop,
-            "samples_needed": samples_needed(sc.loops, sc.n, bc.loops, bc.n),
-        })
-    adjusted = holm([r["p"] for r in rows])
-    for r, a in zip(rows, adjusted):
-        r["p_adjusted"] = min(1.0, a * max(1, n_spec_profiles))
+            "in_family": t > 0,
+        }
+        if t > 0:
+            outcomes = [(s.sample_index, s.is_degenerate) for s in spec_samples
+                        if s.ok and float(s.temperature) == t]
+            looks = look_counts(outcomes, design) if outcomes else {design.looks()[-1]: (sc.loops, sc.n)}
+            test = sequential_test(looks, bc.loops, bc.n, design)
+            row.update(p=test.p_value, p_look=test.look, bound=test.bound, bound_look=test.bound_look,
+                       samples_needed=samples_needed(sc.loops, sc.n, bc.loops, bc.n, alpha=design.alpha_cell,
+                                                     margin=design.margin))
+        else:  # greedy: reported, not tested (gatekeeping evidence)
+            row.update(p=fisher_loops(sc.loops, sc.n, bc.loops, bc.n), p_look=None, bound=None,
+                       bound_look=None, samples_needed=None)
+        rows.append(row)
     return rows
 
 
-def _greedy(spec_samples, base_samples, rows) -> str:
-    pairs = greedy_report(spec_samples, base_samples)
+def _greedy(spec_samples, base_samples, rows, near_tie_margin: float) -> tuple[str, str | None]:
+    """(evidence phrase, reason the T = 0 gate fails or None)."""
+    pairs = greedy_report(spec_samples, base_samples, near_tie_margin)
     if not pairs:
-        return ""
+        return "", None
     diverged = [g for g in pairs if not g.divergence.identical]
-    for r in rows:
-        if r["temperature"] == 0.0:
-            r["greedy_pairs"] = len(pairs)
-            r["greedy_diverged"] = len(diverged)
-            r["greedy_first_divergence"] = min((g.divergence.first_index for g in diverged), default=None)
-            r["greedy_min_lcs_ratio"] = min(g.divergence.lcs_ratio for g in pairs)
-    if not diverged:
-        return f"greedy output identical to baseline on {len(pairs)}/{len(pairs)} prompts"
-    first = min(diverged, key=lambda g: g.divergence.first_index)
+    spec_only_loops = [g for g in pairs if g.spec_loop_onset is not None and not g.base_loops]
+    hard = [g for g in diverged if g.near_tie is False]
     ties = sum(bool(g.near_tie) for g in diverged)
     for r in rows:
         if r["temperature"] == 0.0:
-            r["greedy_near_tie_flips"] = ties
+            r.update(greedy_pairs=len(pairs), greedy_diverged=len(diverged), greedy_near_tie_flips=ties,
+                     greedy_hard_flips=len(hard), greedy_spec_only_loops=len(spec_only_loops),
+                     greedy_first_divergence=min((g.divergence.first_index for g in diverged), default=None),
+                     greedy_min_lcs_ratio=min(g.divergence.lcs_ratio for g in pairs))
+    if not diverged:
+        return f"greedy output identical to baseline on {len(pairs)}/{len(pairs)} prompts", None
+    first = min(diverged, key=lambda g: g.divergence.first_index)
     note = f"; {ties} at a near tie" if ties else ""
-    return (f"greedy output diverges at token {first.divergence.first_index} "
-            f"({len(diverged)}/{len(pairs)} prompts{note})")
+    phrase = (f"greedy output diverges at token {first.divergence.first_index} "
+              f"({len(diverged)}/{len(pairs)} prompts{note})")
+    gate = None
+    if spec_only_loops:
+        gate = f"greedy output loops on {len(spec_only_loops)}/{len(pairs)} prompts where the baseline's does not"
+    elif hard:
+        g = min(hard, key=lambda g: g.divergence.first_index)
+        gate = (f"greedy output diverges at token {g.divergence.first_index} of prompt {g.prompt_id} where the "
+                f"baseline's top-2 margin is {g.margin:.2f} nats (not a near tie, < {near_tie_margin:.2g})")
+    return phrase, gate
 
 
 def _warnings(spec_cells, rows) -> list[str]:
@@ -161,19 +193,24 @@ def _warnings(spec_cells, rows) -> list[str]:
     return out
 
 
-def _kl_warning(spec_cells, base_cells) -> list[str]:
-    spec = [c.mean_kl_k3 for c in spec_cells if c.mean_kl_k3 is not None]
-    base = [c.mean_kl_k3 for c in base_cells if c.mean_kl_k3 is not None]
-    if kl_gap_flag(spec, base):
-        return [(f"KL probe: mean k3 {sum(spec) / len(spec):.3g} vs baseline {sum(base) / len(base):.3g} "
-                 f"nats/token: speculative tokens are less likely under a clean prefill")]
+def _kl_warning(spec_cells, base_cells, spec_samples, base_samples, calibration) -> list[str]:
+    """Per-sample k3 when samples are given (else cell means); the floor is the calibration's when measured."""
+    spec = [s.kl_k3 for s in spec_samples if s.ok and s.kl_k3 is not None]
+    base = [s.kl_k3 for s in base_samples if s.ok and s.kl_k3 is not None]
+    if not spec_samples:
+        spec = [c.mean_kl_k3 for c in spec_cells if c.mean_kl_k3 is not None]
+        base = [c.mean_kl_k3 for c in base_cells if c.mean_kl_k3 is not None]
+    floor = list(calibration.kl_floor) if calibration and calibration.kl_floor else base
+    if kl_gap_flag(spec, floor):
+        return [(f"KL probe: mean k3 {sum(spec) / len(spec):.3g} vs floor {sum(floor) / len(floor):.3g} nats/token "
+                 f"(more than 3 standard errors above): speculative tokens are less likely under a clean prefill")]
     return []
 
 
 def _speed(spec_cells, base_cells, spec_samples, base_samples) -> tuple[float | None, tuple | None]:
-    """Pooled non-looping tokens/s ratio spec/base and its bootstrap interval (when samples are given)."""
-    a = [s.tokens_per_s for s in spec_samples if s.ok and not s.is_loop and s.tokens_per_s is not None]
-    b = [s.tokens_per_s for s in base_samples if s.ok and not s.is_loop and s.tokens_per_s is not None]
+    """Pooled non-degenerate tokens/s ratio spec/base and its bootstrap interval (when samples are given)."""
+    a = [s.tokens_per_s for s in spec_samples if s.ok and not s.is_degenerate and s.tokens_per_s is not None]
+    b = [s.tokens_per_s for s in base_samples if s.ok and not s.is_degenerate and s.tokens_per_s is not None]
     ci = ratio_ci(a, b)
     if ci is not None:
         return ci[0], ci
@@ -182,100 +219,136 @@ def _speed(spec_cells, base_cells, spec_samples, base_samples) -> tuple[float | 
     return mean_of(ratios), None
 
 
-def _matched(spec_cells, base_cells, spec_samples, base_samples, warnings):
-    """Cells restricted to samples that pair across arms (prompt, index, seed), where some do not pair."""
-    if not spec_samples or not base_samples:
-        return list(spec_cells), list(base_cells)
-    pairs = pair_samples(spec_samples, base_samples)
-    if not pairs:
-        warnings.append("no sample pairs with a baseline sample by (prompt, index, seed): pooled cells compared")
-        return list(spec_cells), list(base_cells)
-    by_t: dict[float, list] = {}
-    for s, b in pairs:
-        by_t.setdefault(float(s.temperature), []).append((s, b))
-    base_by_t = {float(c.temperature): c for c in base_cells}
-    spec_out, base_out = [], dict(base_by_t)
-    for sc in spec_cells:
-        t = float(sc.temperature)
-        pp, bc = by_t.get(t), base_by_t.get(t)
-        if not pp or bc is None or len(pp) == sc.n + sc.n_errors == bc.n + bc.n_errors:
-            spec_out.append(sc)
-            continue
-        warnings.append(f"T={_fmt_t(t)}: compared on the {len(pp)} matched pairs only "
-                        f"(spec {sc.n + sc.n_errors}, baseline {bc.n + bc.n_errors} samples)")
-        spec_out.append(summarize_cell(sc.profile, t, sc.speculative, [s for s, _ in pp]))
-        base_out[t] = summarize_cell(bc.profile, t, bc.speculative, [b for _, b in pp])
-    return spec_out, list(base_out.values())
+def _counts(r: dict) -> str:
+    return (f"spec {r['spec_loops']}/{r['spec_n']} vs baseline {r['base_loops']}/{r['base_n']} degenerate "
+            f"at T={_fmt_t(r['temperature'])}")
 
 
-def judge(profile: str, spec_cells: Sequence[CellSummary], base_cells: Sequence[CellSummary], *,
-          spec_samples: Sequence[SampleObs] = (), base_samples: Sequence[SampleObs] = (),
-          alpha: float = 0.05, n_spec_profiles: int = 1) -> Verdict:
-    """Verdict on one speculative profile against the baseline (rules in the module docstring).
+def _need(r: dict, design: Design) -> str:
+    n = r.get("samples_needed")
+    if n:
+        return f"about {n} samples per arm would decide"
+    return (f"an excess this close to the {design.margin:.0%} margin needs more than 100000 samples per arm; "
+            f"raise compare.margin or accept the finding")
 
-    Cells are matched by temperature; spec cells without a baseline cell at their temperature are ignored.
-    ``spec_samples``/``base_samples`` enable the greedy comparison, bootstrap speed intervals, and the
-    matching rule: where some samples of a cell have no counterpart (same prompt, index, seed) in the other
-    arm, both cells are recomputed from the matched pairs only (and a warning says so).
-    """
-    warnings: list[str] = []
-    spec_cells, base_cells = _matched(spec_cells, base_cells, spec_samples, base_samples, warnings)
-    rows = _compare(spec_cells, base_cells, n_spec_profiles)
-    greedy = _greedy(spec_samples, base_samples, rows)
-    warnings += _warnings(spec_cells, rows) + _kl_warning(spec_cells, base_cells)
+
+def _judge_one(profile, spec_cells, base_cells, spec_samples, base_samples, rows, design: Design,
+               calibration: Calibration | None) -> Verdict:
+    near_tie = calibration.near_tie_margin if calibration else NEAR_TIE_MARGIN
+    greedy, gate = _greedy(spec_samples, base_samples, rows, near_tie)
+    warnings = _warnings(spec_cells, rows) + _kl_warning(spec_cells, base_cells, spec_samples, base_samples,
+                                                         calibration)
     tail = f"; {greedy}" if greedy else ""
+    m = next((r["family"] for r in rows if "family" in r), design.family)
 
     def verdict(kind, evidence, row=None):
-        return Verdict(profile, kind, evidence, row["p_adjusted"] if row else None,
+        return Verdict(profile, kind, evidence, row.get("p_adjusted") if row else None,
                        row["temperature"] if row else None, rows, warnings)
 
-    def loops_of(r):
-        return (f"loops {r['spec_loops']}/{r['spec_n']} vs {r['base_loops']}/{r['base_n']} "
-                f"at T={_fmt_t(r['temperature'])} (p={_fmt_p(r['p_adjusted'])})")
+    def tested(r):
+        return f"{_counts(r)} (p={_fmt_p(r['p_adjusted'])}, Holm over {m} cell{'s' if m > 1 else ''})"
+
+    def excess(r):
+        return f"{_counts(r)}: no large excess detected; up to {r['bound']:.0%} not ruled out"
 
     if not rows:
         return verdict("inconclusive", "no temperature has both a speculative and a baseline cell")
-    significant = [r for r in rows if r["p_adjusted"] < alpha and r["spec_loop_rate"] > r["base_loop_rate"]]
-    if significant:
-        r = min(significant, key=lambda r: r["p_adjusted"])
-        return verdict("spec-corrupts-output", loops_of(r) + tail, r)
-    degenerate = [r for r in rows if r["base_loops"] >= 2 and r["base_loop_rate"] >= BASE_DEGENERATE_RATE]
+    fam = [r for r in rows if r["in_family"]]
+    corrupt = [r for r in fam if r["p_adjusted"] < design.alpha]
+    if corrupt:
+        r = min(corrupt, key=lambda r: r["p_adjusted"])
+        return verdict("spec-corrupts-output", f"loops: {tested(r)}{tail}", r)
+    if not fam:
+        return verdict("inconclusive", f"no temperature above 0 was compared: loop rates cannot be bounded{tail}")
+    open_ = [r for r in fam if r["bound"] >= design.margin]
+    worst = max(open_, key=lambda r: r["bound"]) if open_ else None
+    degenerate = [r for r in fam if r["base_loops"] >= 2 and r["base_loop_rate"] >= BASE_DEGENERATE_RATE]
     if degenerate:
         r = max(degenerate, key=lambda r: r["base_loop_rate"])
-        return verdict("base-model-degenerates", f"the baseline loops too: {loops_of(r)}{tail}", r)
-    # at T=0 one greedy sample per prompt is the evidence (compared token by token), not a sample count
-    small = [r for r in rows if min(r["spec_n"], r["base_n"]) < MIN_SAMPLES
-             and not (r["temperature"] == 0 and r.get("greedy_pairs"))]
-    open_ = [r for r in rows if r["spec_loop_rate"] - r["base_loop_rate"] >= SUGGESTIVE_EXCESS]
-    if small or open_:
-        r = (open_ or small)[0]
-        need = r["samples_needed"]
-        more = (f"about {need} samples per arm would decide" if need else
-                f"at least {MIN_SAMPLES} samples per arm are needed")
-        return verdict("inconclusive", f"{loops_of(r)} is not conclusive; {more}{tail}", r)
-    unbounded = [(r, diff_upper_bound(r["spec_loops"], r["spec_n"], r["base_loops"], r["base_n"], 1 - alpha))
-                 for r in rows if r["temperature"] > 0]
-    unbounded = [(r, u) for r, u in unbounded if u >= NO_EXCESS_MARGIN]
-    if unbounded:  # "no significant difference" is not "no difference": say how much cannot be ruled out
-        r, u = max(unbounded, key=lambda ru: ru[1])
-        return verdict("inconclusive", f"{loops_of(r)}: a loop-rate excess up to {u:.0%} cannot be ruled out "
-                       f"(healthy needs it below {NO_EXCESS_MARGIN:.0%}); raise samples{tail}", r)
-    decisive = min(rows, key=lambda r: (r["p_adjusted"], -min(r["spec_n"], r["base_n"])))
+        if worst is None and gate is None:
+            return verdict("base-model-degenerates",
+                           f"the baseline loops too: {_counts(r)}; the speculative excess is below "
+                           f"{max(x['bound'] for x in fam):.0%} (margin {design.margin:.0%}){tail}", r)
+        if worst is not None:
+            return verdict("inconclusive", f"the baseline loops too, but {excess(worst)} (margin "
+                           f"{design.margin:.0%}); {_need(worst, design)}{tail}", worst)
+    if worst is not None:
+        return verdict("inconclusive", f"{excess(worst)} (healthy needs it below {design.margin:.0%}); "
+                       f"{_need(worst, design)}{tail}", worst)
+    if gate is not None:
+        return verdict("inconclusive", f"{gate}; loop rates: " + "; ".join(_counts(r) for r in fam),
+                       min(fam, key=lambda r: r["p_adjusted"]))
+    decisive = max(fam, key=lambda r: r["bound"])
+    bound = f"excess below {decisive['bound']:.0%}"
     accepts = [c.accept_length_nonloop for c in spec_cells if c.accept_length_nonloop is not None]
     accept = mean_of(accepts)
     ratio, ci = _speed(spec_cells, base_cells, spec_samples, base_samples)
+    spread = calibration.speed_spread if calibration else 0.0
     speed = ""
     if ratio is not None:
         speed = f"tokens/s {ratio:.2f}x baseline" + (f" (95% CI {ci[1]:.2f}-{ci[2]:.2f})" if ci else "")
+        if spread:
+            speed += f", run-to-run spread ±{spread:.0%}"
+    loops = f"{_counts(decisive)}, {bound}"
     if accept is not None and accept <= INEFFECTIVE_ACCEPT:
         return verdict("spec-ineffective", f"acceptance length {accept:.2f} (about 1: drafts are rejected)"
-                       + (f"; {speed}" if speed else "") + f"; {loops_of(decisive)}", decisive)
-    if ratio is not None and ((ci is not None and ci[2] < 1.0) or (ci is None and ratio < SLOWER_RATIO)):
-        return verdict("spec-slower", f"{speed}; {loops_of(decisive)}"
-                       + (f"; acceptance {accept:.2f}" if accept is not None else ""), decisive)
-    parts = [loops_of(decisive)]
+                       + (f"; {speed}" if speed else "") + f"; {loops}", decisive)
+    limit = math.exp(-spread)
+    if ratio is not None and ((ci is not None and ci[2] < limit) or (ci is None and ratio < SLOWER_RATIO * limit)):
+        return verdict("spec-slower", f"{speed}; {loops}" + (f"; acceptance {accept:.2f}" if accept is not None
+                                                             else ""), decisive)
+    parts = [loops]
     if accept is not None:
         parts.append(f"acceptance {accept:.2f}")
     if speed:
         parts.append(speed)
     return verdict("healthy", "; ".join(parts) + tail, decisive)
+
+
+def judge_all(spec: Mapping[str, tuple[Sequence[CellSummary], Sequence[SampleObs]]],
+              base_cells: Sequence[CellSummary], base_samples: Sequence[SampleObs] = (), *,
+              design: Design | None = None, calibration: Calibration | None = None) -> dict[str, Verdict]:
+    """Verdicts on every speculative profile (``spec``: profile -> (cells, samples)) against the baseline.
+
+    Cells are matched by temperature (spec cells without a baseline cell at theirs are ignored). All samples
+    of each arm count (unpaired); ``design`` is the one the runner stopped sampling with (default: one look at
+    the end, ``alpha`` 0.05, margin 5 points); its ``family`` is raised to the number of T > 0 cells judged
+    here when smaller. Samples enable the sequential looks (by ``sample_index``), the greedy gate, bootstrap
+    speed intervals and per-sample KL. ``calibration``: the host's noise floors (A/A arm)."""
+    design = design or Design()
+    base_t = {float(c.temperature) for c in base_cells}
+    n_family = sum(1 for cells, _ in spec.values() for c in cells if c.temperature > 0 and c.temperature in base_t)
+    design = replace(design, family=max(design.family, n_family))
+    per = {name: _rows(cells, base_cells, samples, design) for name, (cells, samples) in spec.items()}
+    family = [r for rows in per.values() for r in rows if r["in_family"]]
+    for r, a in zip(family, holm([r["p"] for r in family])):
+        r["p_adjusted"] = a
+        r["family"] = len(family)
+    for rows in per.values():
+        for r in rows:
+            r.setdefault("p_adjusted", r["p"])
+    return {name: _judge_one(name, list(spec[name][0]), list(base_cells), list(spec[name][1]), base_samples,
+                             per[name], design, calibration) for name in spec}
+
+
+def measure_calibration(base_samples: Sequence[SampleObs], aa_samples: Sequence[SampleObs]) -> Calibration:
+    """This host's noise floors from the baseline and its A/A relaunch (``compare.calibration``): greedy
+    pairs that diverge and the baseline's top-2 margins where they flip, per-sample k3 of both arms, and
+    the A/A over baseline tokens/s ratio over non-degenerate samples (``divergence.calibrate``)."""
+    pairs = greedy_report(aa_samples, base_samples, NEAR_TIE_MARGIN)
+    diverged = [g for g in pairs if not g.divergence.identical]
+    flips = [g.margin for g in diverged if g.margin is not None]
+    kl = [s.kl_k3 for s in [*base_samples, *aa_samples] if s.ok and s.kl_k3 is not None]
+
+    def speed(samples):
+        return mean_of(s.tokens_per_s for s in samples if s.ok and not s.is_degenerate)
+
+    return calibrate(flips, len(pairs), len(diverged), kl, _ratio(speed(aa_samples), speed(base_samples)))
+
+
+def judge(profile: str, spec_cells: Sequence[CellSummary], base_cells: Sequence[CellSummary], *,
+          spec_samples: Sequence[SampleObs] = (), base_samples: Sequence[SampleObs] = (),
+          design: Design | None = None, calibration: Calibration | None = None) -> Verdict:
+    """The verdict on one speculative profile (:func:`judge_all` with a family of this profile's cells)."""
+    return judge_all({profile: (spec_cells, spec_samples)}, base_cells, base_samples, design=design,
+                     calibration=calibration)[profile]

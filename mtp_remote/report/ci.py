@@ -10,7 +10,7 @@ from xml.etree import ElementTree as ET
 def render_junit(doc: dict) -> str:
     """A test suite per run; a case per verdict, failed when the profile corrupts output or did not launch."""
     verdicts = doc.get("verdicts", [])
-    failures = [v for v in verdicts if v["kind"] == "spec-corrupts-output" or v["kind"].startswith("launch-failed")]
+    failures = [v for v in verdicts if v["kind"] == "spec-corrupts-output" or v["kind"].startswith(("launch-failed", "crashed", "hung"))]
     suite = ET.Element("testsuite", name=f"mtp-remote.{doc['playbook']['name']}.{doc['host']['name']}",
                        tests=str(len(verdicts)), failures=str(len(failures)), errors="0",
                        time=f"{doc.get('duration_s', 0):.2f}", timestamp=doc.get("started_at", ""))
@@ -47,7 +47,7 @@ def render_prometheus(doc: dict) -> str:
     lines += ["# HELP mtp_remote_spec_corrupts 1 when the profile's verdict is spec-corrupts-output or launch-failed.",
               "# TYPE mtp_remote_spec_corrupts gauge"]
     for v in doc.get("verdicts", []):
-        bad = int(v["kind"] == "spec-corrupts-output" or v["kind"].startswith("launch-failed"))
+        bad = int(v["kind"] == "spec-corrupts-output" or v["kind"].startswith(("launch-failed", "crashed", "hung")))
         lines.append(f'mtp_remote_spec_corrupts{{host="{host}",playbook="{pb}",profile="{_label(v["profile"])}",'
                      f'verdict="{_label(v["kind"])}"}} {bad}')
     return "\n".join(lines) + "\n"

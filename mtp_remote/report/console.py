@@ -18,7 +18,7 @@ _STYLE = {"healthy": "green", "spec-corrupts-output": "bold red", "base-model-de
 
 
 def verdict_style(kind: str) -> str:
-    return "bold red" if kind.startswith("launch-failed") else _STYLE.get(kind, "")
+    return "bold red" if kind.startswith(("launch-failed", "crashed", "hung")) else _STYLE.get(kind, "")
 
 
 def cells_table(doc: dict) -> Table:

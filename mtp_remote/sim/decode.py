@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import random
+import zlib
 from dataclasses import dataclass, field
 
 from mtp_remote.sim.model import State, ToyModel
@@ -98,14 +99,35 @@ def argmax(dist: Dist) -> int:
     return max(dist, key=lambda tp: tp[1])[0]
 
 
+#: Kernel paths with their own rounding under ``numeric_noise``: plain decode, speculative verify, prefill.
+PLAIN, VERIFY, PREFILL = 0, 1, 2
+
+
+def jittered(model: ToyModel, st: State, sigma: float, path: int) -> dict[int, float]:
+    """``model.logits(st)`` plus a deterministic jitter of standard deviation ``sigma`` nats per token that
+    depends on the kernel ``path`` (the ``numeric_noise`` fault: bf16 kernels that differ between decode,
+    verify and prefill, so near ties flip and logprobs disagree slightly). ``sigma`` 0 returns the logits."""
+    lg = model.logits(st)
+    if sigma <= 0:
+        return lg
+    out = {}
+    for tok, w in lg.items():
+        u = zlib.crc32(f"{model.salt}:{st.n}:{st.prev}:{tok}:{path}".encode()) / 2**32
+        out[tok] = w + (u - 0.5) * 3.4641016 * sigma  # uniform with standard deviation sigma
+    return out
+
+
 class Sequence:
     """One request being decoded: its state, output tokens, logprobs and speculative counters.
 
     ``spec_steps`` = 0 decodes one token per step; > 0 runs one draft-then-verify step per :meth:`step`.
+    ``noise``: the ``numeric_noise`` sigma (nats), 0 for bitwise-exact kernels.
     """
 
     def __init__(self, model: ToyModel, sp: SamplingParams, rng: random.Random, spec_steps: int = 0,
-                 leak: bool = False):
+                 leak: bool = False, noise: float = 0.0):
+        self.noise = noise
+        self._path = VERIFY if spec_steps > 0 else PLAIN
         self.model = model
         self.sp = sp
         self.rng = rng
@@ -129,10 +151,13 @@ class Sequence:
         if self.finished:
             return 0
         if self.spec_steps <= 0:
-            lg = self.model.logits(self.state)
+            lg = self._logits(self.state)
             tok = self._pick(target_dist(lg, self.sp))
             return self._commit([(tok, self.state)], self.model.step(self.state, tok))
         return self._spec_step()
+
+    def _logits(self, st: State) -> dict[int, float]:
+        return jittered(self.model, st, self.noise, self._path) if self.noise else self.model.logits(st)
 
     def _pick(self, dist: Dist) -> int:
         return argmax(dist) if self.sp.temperature < 1e-5 else sample(dist, self.rng)
@@ -153,7 +178,7 @@ class Sequence:
         ps: list[Dist] = []
         for depth in range(self.spec_steps):
             st = states[-1]
-            p = target_dist(model.logits(st), sp)
+            p = target_dist(self._logits(st), sp)
             q = self._draft_dist(st, depth, p)
             x = argmax(q) if greedy else sample(q, self.rng)
             ps.append(p)
@@ -181,7 +206,7 @@ class Sequence:
                 correction = sample([(t, r / z) for t, r in resid], self.rng) if z > 0 else argmax(p)
             break
         if correction is None:
-            correction = self._pick(target_dist(model.logits(states[-1]), sp))
+            correction = self._pick(target_dist(self._logits(states[-1]), sp))
         base = states[accepted]
         if self.leak:
             base = model.leak(base, len(drafts) - accepted)
@@ -195,7 +220,7 @@ class Sequence:
         n = 0
         for tok, st in toks:
             self.output_ids.append(tok)
-            logits = self.model.logits(st)
+            logits = self._logits(st)
             self.logprobs.append(raw_logprob(logits, tok))
             if self.sp.top_logprobs_num:
                 self.top_logprobs.append(top_logprobs(logits, self.sp.top_logprobs_num))
@@ -222,12 +247,13 @@ class Sequence:
         return False
 
 
-def score_tokens(model: ToyModel, ids: list[int]) -> list[float]:
+def score_tokens(model: ToyModel, ids: list[int], noise: float = 0.0) -> list[float]:
     """Prefill scoring: raw logprob of each of ``ids`` given the ones before, from the initial state (clean:
-    no speculation, nothing leaked). On a healthy server this equals the decode-time logprobs."""
+    no speculation, nothing leaked). On a healthy server this equals the decode-time logprobs (up to the
+    ``numeric_noise`` jitter of the prefill path, ``noise`` nats)."""
     st = model.initial_state()
     out = []
     for t in ids:
-        out.append(raw_logprob(model.logits(st), t))
+        out.append(raw_logprob(jittered(model, st, noise, PREFILL), t))
         st = model.step(st, t)
     return out

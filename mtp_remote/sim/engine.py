@@ -67,6 +67,7 @@ class Engine:
         self.args, self.faults, self.vocab, self.log, self.scale, self.mem = args, faults, vocab, log, scale, mem
         self.knobs = knobs_for(faults)
         self.leak = leak_active(args, faults)
+        self.noise = float(faults.value("numeric_noise")) if "numeric_noise" in faults else 0.0
         self.spec_steps = args.speculative_num_steps if args.speculative else 0
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
@@ -95,7 +96,7 @@ class Engine:
         """Build a request (prompt text for the model, ids for counting) ready for :meth:`submit`."""
         model = ToyModel.for_prompt(prompt_text, self.vocab, self.knobs)
         seed = sp.seed if sp.seed is not None else self._seed_counter.getrandbits(63)
-        seq = Sequence(model, sp, random.Random(seed), self.spec_steps, self.leak)
+        seq = Sequence(model, sp, random.Random(seed), self.spec_steps, self.leak, noise=self.noise)
         return Request(rid or uuid.uuid4().hex, prompt_ids, seq, time.monotonic(),
                        updates=asyncio.Queue() if stream else None, warmup=warmup or self.warming_up)
 

@@ -31,14 +31,16 @@ def write_config(tmp_path, faults: str | None, **playbook) -> tuple[str, str]:
     return str(tmp_path / "inventory.yaml"), str(tmp_path / "pb.yaml")
 
 
-@pytest.mark.parametrize("faults,expected", [
-    (None, "healthy"),
-    ("state_leak", "spec-corrupts-output"),
-    ("base_loops", "base-model-degenerates"),
-    ("low_accept", "spec-ineffective"),
+# 12 samples per arm bound a loop-rate excess below 20 points, not 5 (the default margin); a looping baseline
+# needs 32 per arm to bound the excess below 50 points
+@pytest.mark.parametrize("faults,expected,extra", [
+    (None, "healthy", {"compare": {"margin": 0.2}}),
+    ("state_leak", "spec-corrupts-output", {}),
+    ("base_loops", "base-model-degenerates", {"samples": 8, "compare": {"margin": 0.5}}),
+    ("low_accept", "spec-ineffective", {"compare": {"margin": 0.2}}),
 ])
-def test_each_scenario_gets_its_verdict(tmp_path, faults, expected):
-    inv, pb = write_config(tmp_path, faults)
+def test_each_scenario_gets_its_verdict(tmp_path, faults, expected, extra):
+    inv, pb = write_config(tmp_path, faults, **extra)
     res = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs")
     (v,) = res.summary["verdicts"]
     assert v["kind"] == expected, v["evidence"]
@@ -59,13 +61,14 @@ def test_early_stopping_settles_state_leak_on_a_fraction_of_the_budget(tmp_path)
     s = res.summary["sampling"]
     assert res.summary["verdicts"][0]["kind"] == "spec-corrupts-output"
     print("early stopping used", s)
-    assert s["budget"] == 64 and s["used"] <= 0.4 * s["budget"], s
     stopping = {p["profile"]: p["stopping"] for p in res.summary["profiles"]}
-    assert stopping["mtp"]["0.7"]["outcome"] == "spec-loops-more"
+    # looks after rounds 1, 2, 4, 8 (O'Brien-Fleming spending): settled at the second look, 8 of 32 samples
+    assert stopping["mtp"]["0.7"]["outcome"] == "spec-loops-more" and stopping["mtp"]["0.7"]["n"] <= 0.4 * 32
+    assert s["budget"] == 64 and s["used"] <= 32 + 0.4 * 32, s  # a clean baseline is sampled in full
 
 
 def test_resume_requests_only_what_is_missing(tmp_path):
-    inv, pb = write_config(tmp_path, None, samples=3)
+    inv, pb = write_config(tmp_path, None, samples=3, compare={"margin": 0.2})  # 12 per arm bound 20 points
     first = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs", profiles=["baseline"])
     stored = (first.run_dir / "samples.jsonl").read_text().splitlines()
     assert len(stored) == 12
@@ -102,7 +105,7 @@ def test_nightly_records_history_and_flags_a_regression(tmp_path):
     runs = tmp_path / "runs"
     codes = []
     for faults in (None, "state_leak"):  # the same host, healthy one night and corrupt the next
-        inv, pb = write_config(tmp_path, faults, early_stop=True, samples=4)
+        inv, pb = write_config(tmp_path, faults, early_stop=True, samples=4, compare={"margin": 0.2})
         r = CliRunner().invoke(main, ["nightly", "-i", inv, "-p", pb, "--runs-dir", str(runs)])
         codes.append(r.exit_code)
     assert codes == [0, 1], r.output
@@ -169,7 +172,7 @@ def test_healthy_needs_enough_samples_to_rule_out_a_loop_excess(tmp_path):
     inv, pb = write_config(tmp_path, None, samples=1)  # 4 vs 4 samples: 0/4 vs 0/4 proves little
     res = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs")
     (v,) = res.summary["verdicts"]
-    assert v["kind"] == "inconclusive" and "cannot be ruled out" in v["evidence"]
+    assert v["kind"] == "inconclusive" and "no large excess detected; up to" in v["evidence"]
 
 
 @pytest.mark.parametrize("watchdog,cause", [("3000", "stalled"), ("100", "watchdog_timeout")])
@@ -184,3 +187,22 @@ def test_a_server_that_hangs_mid_run_is_caught_not_waited_on(tmp_path, watchdog,
         api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs")
     assert time.monotonic() - t0 < 60
     assert getattr(e.value, "exit_code", None) == 2 and cause in str(e.value)
+
+
+def test_an_aa_arm_calibrates_a_noisy_host_and_the_kl_probe_still_catches_state_leak(tmp_path):
+    found = {}
+    for faults in ("numeric_noise=0.3", "state_leak,numeric_noise=0.02"):
+        d = tmp_path / faults.split(",")[0].split("=")[0]
+        d.mkdir()
+        inv, pb = write_config(d, faults, kl_probe=True, samples=3, temperatures=[0.0, 0.7],
+                               compare={"margin": 0.2, "calibration": True})
+        res = api.diagnose(inventory=inv, playbook=pb, runs_dir=d / "runs")
+        found[faults] = res.summary
+    noisy = found["numeric_noise=0.3"]
+    (v,) = noisy["verdicts"]  # the A/A arm is measured, not judged
+    assert v["kind"] != "spec-corrupts-output" and not any(w.startswith("KL probe") for w in v["warnings"])
+    cal = noisy["calibration"]
+    assert cal["greedy_pairs"] == 4 and cal["kl_floor_n"] == 32 and cal["kl_floor_mean"] > 1e-3
+    assert "baseline-aa" in {p["profile"] for p in noisy["profiles"]}
+    (leak,) = found["state_leak,numeric_noise=0.02"]["verdicts"]
+    assert leak["kind"] == "spec-corrupts-output" and any(w.startswith("KL probe") for w in leak["warnings"])

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from mtp_remote.analysis.stats import fisher_loops, holm, ratio_ci, samples_needed, wilson_interval
+from mtp_remote.analysis.stats import (
+    diff_upper_bound,
+    fisher_loops,
+    holm,
+    ratio_ci,
+    samples_needed,
+    spending,
+    wilson_interval,
+)
 
 
 def test_wilson_interval_matches_the_textbook_values():
@@ -44,4 +54,19 @@ def test_samples_needed_is_a_size_where_the_observed_rates_would_be_significant(
     n = samples_needed(3, 8, 0, 8)
     assert n is not None and 8 < n < 64
     assert fisher_loops(round(3 / 8 * n), n, round(0.5 / 9 * n), n) < 0.05
-    assert samples_needed(0, 8, 2, 8) is None
+    assert samples_needed(0, 8, 2, 8) is None  # no excess to detect, and no margin to bound it below
+
+
+def test_samples_needed_uses_the_adjusted_alpha_and_can_bound_a_null_excess():
+    assert samples_needed(3, 8, 0, 8, alpha=0.05 / 4) > samples_needed(3, 8, 0, 8, alpha=0.05)
+    n = samples_needed(0, 20, 0, 20, margin=0.05)  # 0/n vs 0/n: Wilson upper bound below 5 %
+    assert n is not None and 50 < n < 60
+    assert diff_upper_bound(0, n, 0, n, 0.95) < 0.05 <= diff_upper_bound(0, 45, 0, 45, 0.95)
+
+
+def test_spending_functions_reach_alpha_and_obrien_fleming_spends_little_early():
+    assert spending(1.0, 0.05) == pytest.approx(0.05) and spending(1.0, 0.05, "pocock") == pytest.approx(0.05)
+    assert spending(0.25, 0.05) == pytest.approx(8.9e-05, rel=0.02)  # 2 - 2 Phi(1.96 / 0.5)
+    assert spending(0.25, 0.05, "pocock") == pytest.approx(0.05 * math.log(1 + (math.e - 1) / 4))
+    with pytest.raises(ValueError, match="obrien-fleming or pocock"):
+        spending(0.5, 0.05, "haybittle")

@@ -1,11 +1,18 @@
-"""Verdict rules on synthetic cells: each verdict kind, its evidence sentence, and the exit code."""
+"""Verdict rules on synthetic cells: each verdict kind, its evidence sentence, and the exit code.
+
+``healthy`` needs the loop-rate excess bounded below the margin (5 points by default): clean arms of 80
+samples bound it (0/80 vs 0/80: one-sided 95 % Newcombe bound 3.3 %); 16 samples per arm do not."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
 from mtp_remote.analysis.degeneracy import analyze_text
-from mtp_remote.analysis.verdict import SampleObs, exit_code, judge, launch_failed, summarize_cell
+from mtp_remote.analysis.divergence import Calibration
+from mtp_remote.analysis.stopping import Design
+from mtp_remote.analysis.verdict import SampleObs, exit_code, judge, judge_all, launch_failed, summarize_cell
 
 LOOP = analyze_text("<think>\nThe question is 2+2." + " The user's question is 2+2." * 40)
 CLEAN = analyze_text("<think>\nTwo plus two is four.\n</think>\nThe answer is 4.")
@@ -43,21 +50,67 @@ def test_summarize_cell_pools_loops_speed_and_acceptance():
     assert c.finish_length_rate == pytest.approx(3 / 8) and c.think_closed_rate == pytest.approx(5 / 8)
 
 
-def test_spec_looping_far_more_than_baseline_corrupts_output():
+@dataclasses.dataclass(frozen=True)
+class _NearMetrics(type(CLEAN)):
+    """Metrics flagged as a near loop; the near-loop detector (analysis/degeneracy.py) sets ``near_loop``."""
+
+    near_loop: bool = True
+
+
+def test_a_length_cut_near_loop_counts_as_degenerate_and_a_finished_one_does_not():
+    near = _NearMetrics(**{f.name: getattr(CLEAN, f.name) for f in dataclasses.fields(CLEAN)
+                           if f.name != "near_loop"})
+    cut = SampleObs("mtp", 0.7, "p0", 0, 0, near, "length", 2048, 10.0, None)
+    done = SampleObs("mtp", 0.7, "p1", 0, 0, near, "stop", 300, 2.0, None)
+    assert cut.is_degenerate and not cut.is_loop and not done.is_degenerate
+    c = summarize_cell("mtp", 0.7, True, [cut, done])
+    assert (c.loops, c.near_loops) == (1, 1)
+
+
+def test_spec_looping_far_more_than_baseline_corrupts_output_and_the_evidence_names_the_arms():
     spec, ss = cells("mtp", {0.0: (0, 16), 0.7: (15, 16)}, spec=True)
     base, bs = cells("baseline", {0.0: (0, 16), 0.7: (0, 16)}, spec=False)
     v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs)
     assert v.kind == "spec-corrupts-output" and v.temperature == 0.7
-    assert v.evidence.startswith("loops 15/16 vs 0/16 at T=0.7 (p=5.7e-08)")  # 2.83e-8 x 2 (Holm, 2 temps)
+    # T=0 is outside the family: one cell, p = Fisher's 2.83e-8 unadjusted
+    assert v.evidence.startswith("loops: spec 15/16 vs baseline 0/16 degenerate at T=0.7 (p=2.8e-08, Holm over 1 cell)")
     assert exit_code([v]) == 1
 
 
-def test_baseline_that_loops_as_much_means_the_base_model_degenerates():
+def test_holm_runs_over_every_speculative_profile_and_temperature_above_zero():
+    spec_a, sa = cells("mtp", {0.7: (15, 16), 1.0: (0, 16)}, spec=True)
+    spec_b, sb = cells("eagle", {0.7: (0, 16), 1.0: (0, 16)}, spec=True)
+    base, bs = cells("baseline", {0.7: (0, 16), 1.0: (0, 16)}, spec=False)
+    found = judge_all({"mtp": (spec_a, sa), "eagle": (spec_b, sb)}, base, bs)
+    assert found["mtp"].kind == "spec-corrupts-output" and "Holm over 4 cells" in found["mtp"].evidence
+    assert found["mtp"].p_value == pytest.approx(4 * 2.83e-8, rel=0.01)
+    assert found["eagle"].kind == "inconclusive"
+
+
+def test_a_baseline_that_loops_as_much_is_degenerate_only_when_the_excess_is_bounded():
     spec, _ = cells("mtp", {0.7: (9, 16)}, spec=True)
     base, _ = cells("baseline", {0.7: (8, 16)}, spec=False)
-    v = judge("mtp", spec, base)
-    assert v.kind == "base-model-degenerates" and "9/16 vs 8/16" in v.evidence
+    v = judge("mtp", spec, base)  # 16 per arm cannot bound a 5-point excess at a 50 % base rate
+    assert v.kind == "inconclusive" and "the baseline loops too" in v.evidence and "not ruled out" in v.evidence
+    spec, _ = cells("mtp", {0.7: (300, 1000)}, spec=True)
+    base, _ = cells("baseline", {0.7: (320, 1000)}, spec=False)
+    v = judge("mtp", spec, base, design=Design(margin=0.1))
+    assert v.kind == "base-model-degenerates" and "spec 300/1000 vs baseline 320/1000" in v.evidence
     assert exit_code([v]) == 0
+
+
+def test_a_speculative_excess_over_a_looping_baseline_is_not_base_model_degenerates():
+    spec, _ = cells("mtp", {0.7: (11, 20)}, spec=True)
+    base, _ = cells("baseline", {0.7: (5, 20)}, spec=False)
+    v = judge("mtp", spec, base)
+    assert v.kind == "inconclusive" and "spec 11/20 vs baseline 5/20" in v.evidence
+
+
+def test_a_greedy_baseline_loop_alone_is_not_base_model_degenerates():
+    spec, ss = cells("mtp", {0.0: (2, 5), 0.7: (0, 20)}, spec=True)
+    base, bs = cells("baseline", {0.0: (2, 5), 0.7: (0, 20)}, spec=False)
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs)
+    assert v.kind == "inconclusive" and "up to 12% not ruled out" in v.evidence
 
 
 def test_a_small_excess_is_inconclusive_and_says_how_many_samples_would_decide():
@@ -65,26 +118,46 @@ def test_a_small_excess_is_inconclusive_and_says_how_many_samples_would_decide()
     base, _ = cells("baseline", {0.7: (0, 8)}, spec=False)
     v = judge("mtp", spec, base)
     assert v.kind == "inconclusive" and "samples per arm would decide" in v.evidence
+    assert v.comparisons[0]["samples_needed"] > 8
+
+
+def test_one_loop_in_twenty_or_five_in_eighty_is_not_healthy():
+    spec, _ = cells("mtp", {0.7: (1, 20)}, spec=True, latency=1.0)
+    base, _ = cells("baseline", {0.7: (0, 20)}, spec=False, latency=2.0)
+    v = judge("mtp", spec, base)
+    assert v.kind == "inconclusive" and "no large excess detected; up to 20% not ruled out" in v.evidence
+    assert v.comparisons[0]["samples_needed"] is not None
+    spec, _ = cells("mtp", {0.7: (5, 80)}, spec=True, latency=1.0)
+    base, _ = cells("baseline", {0.7: (0, 80)}, spec=False, latency=2.0)
+    assert judge("mtp", spec, base).kind == "spec-corrupts-output"  # one-sided Fisher p = 0.029
 
 
 def test_acceptance_about_one_is_spec_ineffective():
-    spec, _ss = cells("mtp", {0.7: (0, 16)}, spec=True, tokens=200, verify=190)
-    base, _bs = cells("baseline", {0.7: (0, 16)}, spec=False)
+    spec, _ss = cells("mtp", {0.7: (0, 80)}, spec=True, tokens=200, verify=190)
+    base, _bs = cells("baseline", {0.7: (0, 80)}, spec=False)
     assert judge("mtp", spec, base).kind == "spec-ineffective"
 
 
 def test_clean_but_slower_speculation_is_spec_slower():
-    spec, _ss = cells("mtp", {0.7: (0, 16)}, spec=True, latency=3.0)
-    base, _bs = cells("baseline", {0.7: (0, 16)}, spec=False, latency=2.0)
+    spec, _ss = cells("mtp", {0.7: (0, 80)}, spec=True, latency=3.0)
+    base, _bs = cells("baseline", {0.7: (0, 80)}, spec=False, latency=2.0)
     v = judge("mtp", spec, base)
     assert v.kind == "spec-slower" and "tokens/s 0.67x baseline" in v.evidence
 
 
-def test_clean_and_faster_speculation_is_healthy():
-    spec, ss = cells("mtp", {0.0: (0, 8), 0.7: (0, 16)}, spec=True, latency=1.0)
-    base, bs = cells("baseline", {0.0: (0, 8), 0.7: (0, 16)}, spec=False, latency=2.0)
+def test_a_slowdown_within_the_hosts_run_to_run_spread_is_not_spec_slower():
+    spec, _ss = cells("mtp", {0.7: (0, 80)}, spec=True, latency=2.2)
+    base, _bs = cells("baseline", {0.7: (0, 80)}, spec=False, latency=2.0)
+    assert judge("mtp", spec, base).kind == "spec-slower"
+    v = judge("mtp", spec, base, calibration=Calibration(speed_ratio=0.8, speed_spread=0.22))
+    assert v.kind == "healthy" and "run-to-run spread" in v.evidence
+
+
+def test_clean_and_faster_speculation_within_the_margin_is_healthy():
+    spec, ss = cells("mtp", {0.0: (0, 8), 0.7: (0, 80)}, spec=True, latency=1.0)
+    base, bs = cells("baseline", {0.0: (0, 8), 0.7: (0, 80)}, spec=False, latency=2.0)
     v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs)
-    assert v.kind == "healthy" and "tokens/s 2.00x baseline" in v.evidence
+    assert v.kind == "healthy" and "tokens/s 2.00x baseline" in v.evidence and "excess below 3%" in v.evidence
     assert exit_code([v]) == 0
 
 
@@ -97,6 +170,33 @@ def test_greedy_divergence_is_reported_with_its_first_token():
     v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs)
     assert "greedy output diverges at token 23 (1/4 prompts)" in v.evidence
     assert v.comparisons[0]["greedy_first_divergence"] == 23
+
+
+def _greedy_and_clean(margin_at_flip: float):
+    spec, ss = cells("mtp", {0.0: (0, 4), 0.7: (0, 80)}, spec=True, latency=1.0)
+    base, bs = cells("baseline", {0.0: (0, 4), 0.7: (0, 80)}, spec=False, latency=2.0)
+    for s, b in zip(ss[:4], bs[:4]):
+        b.output_ids, b.top2_margins = list(range(50)), [2.0] * 50
+        s.output_ids = list(range(50))
+    ss[0].output_ids = list(range(23)) + [999] + list(range(24, 50))
+    bs[0].top2_margins[23] = margin_at_flip
+    return spec, ss, base, bs
+
+
+def test_greedy_divergence_at_a_near_tie_is_called_out_and_does_not_block_healthy():
+    spec, ss, base, bs = _greedy_and_clean(0.01)
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs)
+    assert "diverges at token 23 (1/4 prompts; 1 at a near tie)" in v.evidence
+    assert v.comparisons[0]["greedy_near_tie_flips"] == 1 and v.kind == "healthy"
+
+
+def test_greedy_divergence_away_from_a_near_tie_keeps_a_profile_from_healthy():
+    spec, ss, base, bs = _greedy_and_clean(0.5)
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs)
+    assert v.kind == "inconclusive" and "top-2 margin is 0.50 nats (not a near tie" in v.evidence
+    # a host whose A/A arm flips at margins up to 0.4 nats: 0.5 is within its noise (near tie below 0.6)
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs, calibration=Calibration(near_tie_margin=0.6))
+    assert v.kind == "healthy"
 
 
 def test_high_acceptance_while_looping_is_warned_about():
@@ -115,38 +215,54 @@ def test_launch_failure_is_a_verdict_that_fails_the_run():
     assert exit_code([v]) == 1 and exit_code(["healthy", "spec-slower", "inconclusive"]) == 0
 
 
-def test_loops_count_only_against_matched_baseline_samples():
+def test_a_server_that_dies_or_hangs_after_ready_is_crashed_or_hung_not_launch_failed():
+    crashed = launch_failed("mtp", "cuda_illegal_memory", "illegal memory access in verify", after_ready=True)
+    hung = launch_failed("mtp", "stalled", "no log output for 300 s", after_ready=True)
+    assert crashed.kind == "crashed:cuda_illegal_memory" and hung.kind == "hung:stalled"
+    assert exit_code([crashed]) == 1 and exit_code([hung]) == 1
+
+
+def test_all_samples_of_each_arm_count_unpaired():
     ss = samples("mtp", 0.7, 8, 16, spec=True)
     for s in ss[:8]:
-        s.prompt_id = "only-in-spec"  # the looping prompts were never asked of the baseline
+        s.prompt_id = "only-in-spec"  # no baseline sample shares their key: they count all the same
     bs = samples("baseline", 0.7, 0, 16, spec=False)
     spec = [summarize_cell("mtp", 0.7, True, ss)]
     base = [summarize_cell("baseline", 0.7, False, bs)]
     v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs)
     row = v.comparisons[0]
-    assert (row["spec_loops"], row["spec_n"], row["base_n"]) == (0, 8, 8)
-    assert v.kind != "spec-corrupts-output" and any("matched pairs" in w for w in v.warnings)
+    assert (row["spec_loops"], row["spec_n"], row["base_n"]) == (8, 16, 16)
+    assert v.kind == "spec-corrupts-output"
 
 
-def test_greedy_divergence_at_a_near_tie_is_called_out():
-    spec, ss = cells("mtp", {0.0: (0, 4)}, spec=True)
-    base, bs = cells("baseline", {0.0: (0, 4)}, spec=False)
-    for i, (s, b) in enumerate(zip(ss, bs)):
-        b.output_ids, b.top2_margins = list(range(50)), [2.0] * 50
-        s.output_ids = list(range(50))
-    ss[0].output_ids = list(range(23)) + [999] + list(range(24, 50))
-    bs[0].top2_margins[23] = 0.01
-    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs)
-    assert "diverges at token 23 (1/4 prompts; 1 at a near tie)" in v.evidence
-    assert v.comparisons[0]["greedy_near_tie_flips"] == 1
-
-
-def test_a_kl_probe_gap_over_the_baseline_is_warned_about():
+def test_a_kl_probe_gap_three_standard_errors_over_the_floor_is_warned_about():
     ss = samples("mtp", 0.7, 0, 8, spec=True)
     bs = samples("baseline", 0.7, 0, 8, spec=False)
-    for s in ss:
-        s.kl_k3 = 0.08
-    for b in bs:
-        b.kl_k3 = 0.001
-    v = judge("mtp", [summarize_cell("mtp", 0.7, True, ss)], [summarize_cell("baseline", 0.7, False, bs)])
-    assert any(w.startswith("KL probe: mean k3 0.08 vs baseline 0.001") for w in v.warnings)
+    for i, (s, b) in enumerate(zip(ss, bs)):
+        s.kl_k3 = 0.005 + 0.001 * (i % 2)  # state_leak's size on the sim: below the old fixed 0.01 threshold
+        b.kl_k3 = 0.0
+    v = judge("mtp", [summarize_cell("mtp", 0.7, True, ss)], [summarize_cell("baseline", 0.7, False, bs)],
+              spec_samples=ss, base_samples=bs)
+    assert any(w.startswith("KL probe: mean k3 0.0055 vs floor 0 nats/token") for w in v.warnings)
+    for s, b in zip(ss, bs):  # a noisy floor as large: no flag
+        b.kl_k3 = s.kl_k3 + (0.002 if b.sample_index % 2 else -0.002)
+    v = judge("mtp", [summarize_cell("mtp", 0.7, True, ss)], [summarize_cell("baseline", 0.7, False, bs)],
+              spec_samples=ss, base_samples=bs)
+    assert not any(w.startswith("KL probe") for w in v.warnings)
+
+
+def test_an_aa_arm_sets_the_near_tie_margin_kl_floor_and_speed_spread():
+    from mtp_remote.analysis.verdict import measure_calibration
+
+    _, bs = cells("baseline", {0.0: (0, 4), 0.7: (0, 8)}, spec=False, latency=2.0)
+    _, aa = cells("baseline-aa", {0.0: (0, 4), 0.7: (0, 8)}, spec=False, latency=2.5)
+    for b, a in zip(bs[:4], aa[:4]):
+        b.output_ids, b.top2_margins, a.output_ids = list(range(50)), [2.0] * 50, list(range(50))
+    aa[0].output_ids = list(range(10)) + [999] * 40
+    bs[0].top2_margins[10] = 0.4  # this host flips greedy tokens at a 0.4-nat margin
+    for i, s in enumerate(bs + aa):
+        s.kl_k3 = 0.001 * (i % 3)
+    cal = measure_calibration(bs, aa)
+    assert (cal.greedy_pairs, cal.greedy_diverged) == (4, 1) and cal.near_tie_margin == pytest.approx(0.6)
+    assert len(cal.kl_floor) == 24 and cal.speed_ratio == pytest.approx(0.8)
+    assert cal.speed_spread == pytest.approx(0.223, abs=1e-3) and cal.to_dict()["kl_floor_n"] == 24
