@@ -146,7 +146,12 @@ class TimeoutsConfig(_Strict):
     stall_s: float = Field(
         300.0, gt=0, description="Seconds without any server log output, while requests are in flight, after "
                                  "which the server counts as hung (SGLang's default --watchdog-timeout is 300)")
-    term_s: float = Field(60.0, gt=0, description="Seconds after SIGTERM before SIGKILL")
+    term_s: float = Field(60.0, gt=0, description="Seconds after SIGTERM before SIGKILL, whatever the cause")
+    drain_s: float = Field(
+        30.0, gt=0, description="Seconds a SIGTERM gets to drain in-flight requests before SIGKILL (the smaller of "
+                                "this and term_s applies). SGLang's drain has no timeout: a SIGTERM to the process "
+                                "group kills the scheduler, so with a request in flight the server logs "
+                                "'Gracefully exiting... Remaining number of requests N' every 5 s and never exits")
     gpu_release_s: float = Field(120.0, gt=0, description="Seconds to wait for GPU memory release after exit")
 
 

@@ -258,12 +258,14 @@ def launch(c, host: HostConfig, playbook: Playbook, profile: str, python: str, *
         raise MtpRemoteError(f"unknown profile {profile!r}; choose one of: {', '.join(playbook.profile_order())}")
     lc = lifecycle(c, host, python, run_id=run_id, on_progress=on_progress)
     with held_lock(lc):
-        lc.stop(term_s=playbook.timeouts.term_s, gpu_release_s=playbook.timeouts.gpu_release_s)
+        lc.stop(term_s=playbook.timeouts.term_s, drain_s=playbook.timeouts.drain_s,
+                gpu_release_s=playbook.timeouts.gpu_release_s)
         rec = lc.launch(profile, server_argv(host, playbook, profile),
                         server_env(host, playbook, profile, lc.workdir))
         outcome = lc.wait_ready(rec, timeout_s=playbook.timeouts.ready_s)
         if not outcome.ok:
-            lc.stop(term_s=playbook.timeouts.term_s, gpu_release_s=playbook.timeouts.gpu_release_s)
+            lc.stop(term_s=playbook.timeouts.term_s, drain_s=playbook.timeouts.drain_s,
+                    gpu_release_s=playbook.timeouts.gpu_release_s)
     return outcome
 
 

@@ -13,6 +13,7 @@ import asyncio
 import getpass
 import json
 import logging
+import re
 import secrets
 import socket
 import time
@@ -90,6 +91,27 @@ def analysed_text(text: str, think_opened_by_prompt: bool) -> str:
     """The text the metrics see: with the prompt's ``<think>`` put back when the template opened it, so an
     unterminated reasoning block counts as unclosed (character offsets then include that prefix)."""
     return THINK_PREFIX + text if think_opened_by_prompt else text
+
+
+_ASGI_ERROR = "ERROR:    Exception in ASGI application"
+_LOG_LINE_START = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", re.MULTILINE)
+
+
+def without_request_tracebacks(text: str) -> str:
+    """Log text without the tracebacks of failed requests (``ERROR:    Exception in ASGI application`` up to
+    the next timestamped line). SGLang answers such a request 500 and keeps serving, so what the traceback
+    ends with (``TypeError: SamplingParams.__init__() got an unexpected keyword argument 'seed'``) is that
+    request's error — recorded with the sample — not the server's."""
+    out, pos = [], 0
+    while (start := text.find(_ASGI_ERROR, pos)) >= 0:
+        line_start = text.rfind("\n", 0, start) + 1
+        out.append(text[pos:line_start])
+        nxt = _LOG_LINE_START.search(text, start + len(_ASGI_ERROR))
+        if nxt is None:  # the traceback is still being written: judge it when it is complete
+            return "".join(out)
+        pos = nxt.start()
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def _failure(alive: bool, cls) -> dict | None:
@@ -177,7 +199,7 @@ class Runner:
                     self._run_profile(c, lc, lp)
             finally:
                 try:
-                    lc.stop(term_s=self.playbook.timeouts.term_s,
+                    lc.stop(term_s=self.playbook.timeouts.term_s, drain_s=self.playbook.timeouts.drain_s,
                             gpu_release_s=self.playbook.timeouts.gpu_release_s)
                 finally:
                     lc.release_lock()
@@ -187,7 +209,8 @@ class Runner:
         return self.profile_runs
 
     def _stop_leftover(self, lc: ServerLifecycle) -> None:
-        res = lc.stop(term_s=self.playbook.timeouts.term_s, gpu_release_s=self.playbook.timeouts.gpu_release_s)
+        res = lc.stop(term_s=self.playbook.timeouts.term_s, drain_s=self.playbook.timeouts.drain_s,
+                      gpu_release_s=self.playbook.timeouts.gpu_release_s)
         if res.found in ("running", "group-only", "gone") and res.log_path:
             text = lc.read_log(res.log_path)
             if text:
@@ -241,7 +264,8 @@ class Runner:
             text = lc.read_log(rec.log_path)
             (self.run_dir / "logs" / f"{lp.profile}.log").write_text(mask_log_secrets(mask_text(text, self._secrets)))
             pr.decode = [d.to_dict() for d in classify_log(text).decode]
-            res = lc.stop(term_s=self.playbook.timeouts.term_s, gpu_release_s=self.playbook.timeouts.gpu_release_s)
+            res = lc.stop(term_s=self.playbook.timeouts.term_s, drain_s=self.playbook.timeouts.drain_s,
+                          gpu_release_s=self.playbook.timeouts.gpu_release_s)
             pr.stop, pr.gpu_release_s = res.describe(), res.gpu_release_s
         if is_baseline and not pr.launched:
             raise LaunchError(f"baseline profile {lp.profile!r} failed ({pr.cause}): {pr.hint}; without a baseline "
@@ -302,7 +326,7 @@ class Runner:
     def _server_failure(lc: ServerLifecycle, rec) -> dict | None:
         """None if the server is alive and its log shows no fatal line; else cause, hint, fatal line."""
         alive, text = lc.poll(rec, 0)
-        return _failure(alive, classify_log(text))
+        return _failure(alive, classify_log(without_request_tracebacks(text)))
 
     async def _watch(self, lc: ServerLifecycle, rec, interval_s: float = 1.0) -> dict:
         """Poll the server's process and log (from a byte offset) until it dies, logs a fatal line, or writes
@@ -320,7 +344,8 @@ class Runner:
                 offset += len(new.encode("utf-8", "surrogateescape"))
                 text = text[-(1 << 20):] + new  # fatal lines come last: a bounded window is enough
                 last_growth = time.monotonic()
-            failure = _failure(alive, classify_log(text if not alive else text[: text.rfind("\n") + 1]))
+            judged = without_request_tracebacks(text if not alive else text[: text.rfind("\n") + 1])
+            failure = _failure(alive, classify_log(judged))
             if failure is not None:  # (complete lines only while it lives)
                 return failure
             if time.monotonic() - last_growth > stall_s:

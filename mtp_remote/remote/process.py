@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shlex
 import time
 from dataclasses import asdict, dataclass, field
@@ -65,6 +66,7 @@ class StopResult:
     gpu_release_s: float = 0.0
     gpu_mib_held: int = 0  # held by the group's processes just before the stop
     log_path: str | None = None
+    kill_reason: str = ""  # why SIGTERM was not enough (the drain bound and what the server's log said)
 
     def describe(self) -> str:
         if self.found == "none":
@@ -74,7 +76,8 @@ class StopResult:
         if self.found == "gone":
             return f"server PID {self.pid} had already exited"
         sig = "+".join(self.signals) or "no signal"
-        return (f"stopped PID {self.pid} ({len(self.members)} processes) with {sig} in {self.exit_s:.1f} s; "
+        why = f" ({self.kill_reason})" if self.kill_reason else ""
+        return (f"stopped PID {self.pid} ({len(self.members)} processes) with {sig} in {self.exit_s:.1f} s{why}; "
                 f"GPU memory ({self.gpu_mib_held} MiB) released after {self.gpu_release_s:.1f} s")
 
 
@@ -190,11 +193,32 @@ def wait_gpu_release(c, smi: str, pids: set[int], timeout_s: float,
         time.sleep(POLL_S * 2)
 
 
+_REMAINING = re.compile(r"Gracefully exiting\.\.\. Remaining number of requests (\d+)")
+
+
+def drain_report(log_text: str) -> int | None:
+    """The number of requests SGLang last said it was still draining (``Gracefully exiting... Remaining
+    number of requests N``, logged every 5 s after a SIGTERM), or None when the log has no such line."""
+    found = _REMAINING.findall(log_text)
+    return int(found[-1]) if found else None
+
+
+def _kill_reason(c, rec: ServerRecord, bound_s: float, drain_s: float | None) -> str:
+    """Say why SIGTERM was not enough: the bound that ran out and what the server's drain reported."""
+    name = "timeouts.drain_s" if drain_s is not None and bound_s == drain_s else "timeouts.term_s"
+    tail = _run(c, f"tail -c 65536 {shlex.quote(rec.log_path)} 2>/dev/null").stdout
+    left = drain_report(tail)
+    said = (f"; the server still reported {left} request(s) in flight — SGLang's drain never ends once its "
+            f"scheduler died with the SIGTERM" if left else "")
+    return f"the drain did not finish within {bound_s:.0f} s ({name}){said}; escalated to SIGKILL"
+
+
 def stop_server(c, workdir: str, smi: str, *, term_s: float = 60.0, gpu_release_s: float = 120.0,
-                on_progress: Callable[[str], None] | None = None) -> StopResult:
+                drain_s: float | None = None, on_progress: Callable[[str], None] | None = None) -> StopResult:
     """Stop the server recorded in ``workdir`` if (and only if) it is ours.
 
-    SIGTERM to its process group, wait up to ``term_s`` seconds, SIGKILL to the group, wait until no member
+    SIGTERM to its process group, wait up to ``min(term_s, drain_s)`` seconds, SIGKILL to the group (saying
+    why in ``kill_reason``: the bound that ran out, and the requests the log said were still draining), wait until no member
     is left, then wait up to ``gpu_release_s`` for their GPU memory to be released. A PID whose start time or
     command line differs from the record is someone else's: it is left alone and the stale record removed.
     If the leader is gone but members of its group remain (an orphaned scheduler), the group is still ours
@@ -223,10 +247,14 @@ def stop_server(c, workdir: str, smi: str, *, term_s: float = 60.0, gpu_release_
     if members:
         _run(c, signal_group_command(rec.pgid, "TERM").text)
         res.signals.append("TERM")
+        bound = min(term_s, drain_s) if drain_s is not None else term_s
         if on_progress:
-            on_progress(f"SIGTERM sent to process group {rec.pgid}; waiting up to {term_s:.0f} s for it to drain")
-        gone, left = _wait_group_gone(c, rec.pgid, term_s)
+            on_progress(f"SIGTERM sent to process group {rec.pgid}; waiting up to {bound:.0f} s for it to drain")
+        gone, left = _wait_group_gone(c, rec.pgid, bound)
         if not gone:
+            res.kill_reason = _kill_reason(c, rec, bound, drain_s)
+            if on_progress:
+                on_progress(res.kill_reason)
             _run(c, signal_group_command(rec.pgid, "KILL").text)
             res.signals.append("KILL")
             gone, left = _wait_group_gone(c, rec.pgid, 10.0)
