@@ -7,6 +7,7 @@ allowed. Inside the package only these typed objects travel.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from pathlib import Path
@@ -124,6 +125,9 @@ class HostConfig(_WithEnv):
     gpus: list[int] | None = Field(None, description="GPU indices (CUDA_VISIBLE_DEVICES); default: all")
     port: int = Field(30000, ge=1, le=65535, description="Server HTTP port on the host (bound to 127.0.0.1)")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the server")
+    playbook: str | None = Field(
+        None, description="Playbook `diagnose` uses on this host when none is given (e.g. a CPU-only host whose "
+                          "engine needs other flags than the field case's)")
 
     @field_validator("address", "user", "key_file", "gateway", "known_hosts", "python", "workdir", "model_path")
     @classmethod
@@ -141,6 +145,17 @@ class HostConfig(_WithEnv):
     def _ssh_needs_address(self) -> "HostConfig":
         if self.transport == "ssh" and not self.address:
             raise ValueError("transport 'ssh' needs an 'address'")
+        return self
+
+    @model_validator(mode="after")
+    def _local_home(self) -> "HostConfig":
+        """On a local host ``~`` in ``python`` and ``model_path`` is this user's home (the launch line quotes
+        them, so no shell would expand it); on an SSH host they are used as written."""
+        if self.transport == "local":
+            if self.python and self.python.startswith("~"):
+                self.python = os.path.expanduser(self.python)
+            if self.model_path.startswith("~"):
+                self.model_path = os.path.expanduser(self.model_path)
         return self
 
     @property
