@@ -12,6 +12,7 @@ import asyncio
 import socket
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -57,7 +58,7 @@ def test_stop_with_a_request_in_flight_escalates_after_drain_s_says_why_and_free
     rec, _ = launch_ready(lc)
     _request_in_flight(lc.host.port)
     deadline = time.monotonic() + 10
-    while "#new-seq: 1" not in open(rec.log_path).read().split("fired up")[-1] and time.monotonic() < deadline:
+    while "#new-seq: 1" not in Path(rec.log_path).read_text().split("fired up")[-1] and time.monotonic() < deadline:
         time.sleep(0.01)
     t0 = time.monotonic()
     res = lc.stop(term_s=60, drain_s=1.5, gpu_release_s=20)
@@ -67,7 +68,7 @@ def test_stop_with_a_request_in_flight_escalates_after_drain_s_says_why_and_free
     assert "did not finish within 2 s (timeouts.drain_s)" in res.kill_reason
     assert "still reported 1 request(s) in flight" in res.kill_reason
     assert res.kill_reason in res.describe()
-    log = open(rec.log_path).read()
+    log = Path(rec.log_path).read_text()
     assert process.drain_report(log) == 1
     assert not _port_bound(lc.host.port)
 
@@ -77,7 +78,7 @@ def test_an_idle_server_stops_on_sigterm_alone(tmp_path):
     rec, _ = launch_ready(lc)
     res = lc.stop(term_s=60, drain_s=20, gpu_release_s=20)
     assert res.signals == ["TERM"] and res.kill_reason == ""
-    assert process.drain_report(open(rec.log_path).read()) == 0
+    assert process.drain_report(Path(rec.log_path).read_text()) == 0
     assert not _port_bound(lc.host.port)
 
 
@@ -130,7 +131,7 @@ def test_a_500_on_one_request_does_not_end_the_profile(tmp_path):
     bad = httpx.post(f"http://127.0.0.1:{lc.host.port}/generate", timeout=30,
                      json={"text": "What is 2+2?", "sampling_params": {"seed": 1}})
     assert bad.status_code == 500
-    assert "Exception in ASGI application" in open(rec.log_path).read()
+    assert "Exception in ASGI application" in Path(rec.log_path).read_text()
 
     async def watch_briefly():
         try:
