@@ -27,14 +27,13 @@ import fcntl
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from mtp_remote.errors import MtpRemoteError
-from mtp_remote.lint.sglang_env import _STUB_SOURCE, IMPORT_STUBS, registry_unreachable
+from mtp_remote.lint.sglang_env import _STUB_SOURCE, IMPORT_STUBS, _run, registry_unreachable
 
 SGLANG_VERSION = "0.5.9"
 SGL_KERNEL_VERSION = "0.3.21"
@@ -165,17 +164,6 @@ def _install_shims(site: Path) -> None:
         pkg = site.joinpath(*module.split("."))
         pkg.mkdir(parents=True, exist_ok=True)
         (pkg / "__init__.py").write_text(_STUB_SOURCE)
-
-
-def _run(argv: list[str], what: str, timeout_s: float) -> str:
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
-    except subprocess.TimeoutExpired as exc:
-        raise MtpRemoteError(f"{what}: timed out after {timeout_s:.0f} s", evidence=" ".join(argv)) from exc
-    if proc.returncode != 0:
-        raise MtpRemoteError(f"{what}: exit code {proc.returncode}",
-                             evidence=f"{' '.join(argv)}\n{(proc.stdout + proc.stderr)[-3000:]}")
-    return proc.stdout
 
 
 def main(argv: list[str] | None = None) -> int:
