@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: demo test lint install system-deps clean
+.PHONY: demo test test-real real-setup lint install system-deps clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -34,9 +34,20 @@ system-deps:
 	  fi; \
 	fi
 
-## test: all tests (unit, integration against the sim, ssh against a real sshd on 127.0.0.1)
+## test: all tests (unit, integration against the sim, ssh against a real sshd on 127.0.0.1, and real SGLang
+## 0.5.9 on the CPU: one lifecycle over ssh and a baseline diagnose; the first run builds the real-setup cache)
 test: $(STAMP) system-deps
 	$(BIN)/python -m pytest -q -ra
+
+## real-setup: real SGLang 0.5.9 for this CPU + a tiny local Qwen3, cached once per machine outside the clone
+## (~/.cache/mtp-remote/sglang-0.5.9-cpu-v1/; test scaffolding: tests/support/real_sglang.py). Then
+## `fab -H real-cpu diagnose` runs against the real engine.
+real-setup: $(STAMP)
+	$(BIN)/python -m tests.support.real_sglang
+
+## test-real: the real-engine tests in full, baseline vs STANDALONE speculative decoding included
+test-real: $(STAMP) system-deps real-setup
+	MTP_REMOTE_REAL_FULL=1 $(BIN)/python -m pytest -q -ra -s tests/real
 
 lint: $(STAMP)
 	$(BIN)/ruff check mtp_remote tests

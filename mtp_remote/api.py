@@ -51,8 +51,12 @@ def remote_python(host: HostConfig) -> str:
 
 
 def load_config(inventory: str | Path, playbook: str | Path, host: str | None) -> tuple[Inventory, HostConfig, Playbook]:
+    """Inventory, host and playbook; the host's own ``playbook`` replaces the default one."""
     inv = load_inventory(inventory)
-    return inv, inv.get(host), load_playbook(playbook)
+    cfg = inv.get(host)
+    if str(playbook) == DEFAULT_PLAYBOOK and cfg.playbook:
+        playbook = cfg.playbook
+    return inv, cfg, load_playbook(playbook)
 
 
 def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path = DEFAULT_PLAYBOOK,
@@ -66,6 +70,8 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
     speculative profile corrupts output or failed to launch). Raises MtpRemoteError when the run cannot be
     done; the samples stored so far are kept."""
     _, host_cfg, pb = load_config(inventory, playbook, host)
+    if str(playbook) == DEFAULT_PLAYBOOK and host_cfg.playbook:
+        playbook = host_cfg.playbook  # what load_config read (for the report)
     if overrides:
         try:
             pb = Playbook.model_validate({**pb.model_dump(), **overrides})

@@ -7,6 +7,7 @@ allowed. Inside the package only these typed objects travel.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from pathlib import Path
@@ -125,6 +126,9 @@ class HostConfig(_WithEnv):
     gpus: list[int] | None = Field(None, description="GPU indices (CUDA_VISIBLE_DEVICES); default: all")
     port: int = Field(30000, ge=1, le=65535, description="Server HTTP port on the host (bound to 127.0.0.1)")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the server")
+    playbook: str | None = Field(
+        None, description="Playbook `diagnose` uses on this host when none is given (e.g. a CPU-only host whose "
+                          "engine needs other flags than the field case's)")
 
     @field_validator("address", "user", "key_file", "gateway", "known_hosts", "python", "workdir", "model_path")
     @classmethod
@@ -142,6 +146,17 @@ class HostConfig(_WithEnv):
     def _ssh_needs_address(self) -> "HostConfig":
         if self.transport == "ssh" and not self.address:
             raise ValueError("transport 'ssh' needs an 'address'")
+        return self
+
+    @model_validator(mode="after")
+    def _local_home(self) -> "HostConfig":
+        """On a local host ``~`` in ``python`` and ``model_path`` is this user's home (the launch line quotes
+        them, so no shell would expand it); on an SSH host they are used as written."""
+        if self.transport == "local":
+            if self.python and self.python.startswith("~"):
+                self.python = os.path.expanduser(self.python)
+            if self.model_path.startswith("~"):
+                self.model_path = os.path.expanduser(self.model_path)
         return self
 
     @property
@@ -267,7 +282,12 @@ class TimeoutsConfig(_Strict):
     stall_s: float = Field(
         300.0, gt=0, description="Seconds without any server log output, while requests are in flight, after "
                                  "which the server counts as hung (SGLang's default --watchdog-timeout is 300)")
-    term_s: float = Field(60.0, gt=0, description="Seconds after SIGTERM before SIGKILL")
+    term_s: float = Field(60.0, gt=0, description="Seconds after SIGTERM before SIGKILL, whatever the cause")
+    drain_s: float = Field(
+        30.0, gt=0, description="Seconds a SIGTERM gets to drain in-flight requests before SIGKILL (the smaller of "
+                                "this and term_s applies). SGLang's drain has no timeout: a SIGTERM to the process "
+                                "group kills the scheduler, so with a request in flight the server logs "
+                                "'Gracefully exiting... Remaining number of requests N' every 5 s and never exits")
     gpu_release_s: float = Field(120.0, gt=0, description="Seconds to wait for GPU memory release after exit")
 
 

@@ -272,7 +272,8 @@ def launch(c, host: HostConfig, playbook: Playbook, profile: str, python: str, *
         raise MtpRemoteError(f"unknown profile {profile!r}; choose one of: {', '.join(playbook.profile_order())}")
     lc = lifecycle(c, host, python, run_id=run_id, on_progress=on_progress)
     with held_lock(lc):
-        lc.stop(term_s=playbook.timeouts.term_s, gpu_release_s=playbook.timeouts.gpu_release_s)
+        lc.stop(term_s=playbook.timeouts.term_s, drain_s=playbook.timeouts.drain_s,
+                gpu_release_s=playbook.timeouts.gpu_release_s)
         rec = lc.launch(profile, server_argv(host, playbook, profile),
                         server_env(host, playbook, profile, lc.workdir))
         try:
@@ -281,7 +282,8 @@ def launch(c, host: HostConfig, playbook: Playbook, profile: str, python: str, *
             _stop_after_interrupt(lc, host, playbook, rec, e, on_progress)
             raise
         if not outcome.ok:
-            lc.stop(term_s=playbook.timeouts.term_s, gpu_release_s=playbook.timeouts.gpu_release_s)
+            lc.stop(term_s=playbook.timeouts.term_s, drain_s=playbook.timeouts.drain_s,
+                    gpu_release_s=playbook.timeouts.gpu_release_s)
     return outcome
 
 

@@ -13,6 +13,7 @@ import asyncio
 import getpass
 import json
 import logging
+import re
 import secrets
 import socket
 import time
@@ -99,6 +100,27 @@ def analysed_text(text: str, think_opened_by_prompt: bool) -> str:
     """The text the metrics see: with the prompt's ``<think>`` put back when the template opened it, so an
     unterminated reasoning block counts as unclosed (character offsets then include that prefix)."""
     return THINK_PREFIX + text if think_opened_by_prompt else text
+
+
+_ASGI_ERROR = "ERROR:    Exception in ASGI application"
+_LOG_LINE_START = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", re.MULTILINE)
+
+
+def without_request_tracebacks(text: str) -> str:
+    """Log text without the tracebacks of failed requests (``ERROR:    Exception in ASGI application`` up to
+    the next timestamped line). SGLang answers such a request 500 and keeps serving, so what the traceback
+    ends with (``TypeError: SamplingParams.__init__() got an unexpected keyword argument 'seed'``) is that
+    request's error — recorded with the sample — not the server's."""
+    out, pos = [], 0
+    while (start := text.find(_ASGI_ERROR, pos)) >= 0:
+        line_start = text.rfind("\n", 0, start) + 1
+        out.append(text[pos:line_start])
+        nxt = _LOG_LINE_START.search(text, start + len(_ASGI_ERROR))
+        if nxt is None:  # the traceback is still being written: judge it when it is complete
+            return "".join(out)
+        pos = nxt.start()
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def _failure(alive: bool, cls) -> dict | None:
@@ -207,7 +229,8 @@ class Runner:
         return replace(lp, profile=name, requests=[replace(r, profile=name) for r in lp.requests])
 
     def _stop_leftover(self, lc: ServerLifecycle) -> None:
-        res = lc.stop(term_s=self.playbook.timeouts.term_s, gpu_release_s=self.playbook.timeouts.gpu_release_s)
+        res = lc.stop(term_s=self.playbook.timeouts.term_s, drain_s=self.playbook.timeouts.drain_s,
+                      gpu_release_s=self.playbook.timeouts.gpu_release_s)
         if res.found in ("running", "group-only", "gone") and res.log_path:
             text = lc.read_log(res.log_path)
             if text:
@@ -234,7 +257,8 @@ class Runner:
     def _stop(self, lc: ServerLifecycle):
         """``lc.stop`` riding out a drop (it reads the record again); None when the host cannot be reached."""
         timeouts = self.playbook.timeouts
-        return self._riding_out(lc, lambda: lc.stop(term_s=timeouts.term_s, gpu_release_s=timeouts.gpu_release_s),
+        return self._riding_out(lc, lambda: lc.stop(term_s=timeouts.term_s, drain_s=timeouts.drain_s,
+                                                                 gpu_release_s=timeouts.gpu_release_s),
                                 None)
 
     def _read_log(self, lc: ServerLifecycle, path: str) -> str:
@@ -441,7 +465,7 @@ class Runner:
     def _server_failure(self, lc: ServerLifecycle, rec) -> dict | None:
         """None if the server is alive and its log shows no fatal line; else cause, hint, fatal line."""
         alive, text = self._poll(lc, rec, 0)
-        return _failure(alive, classify_log(text))
+        return _failure(alive, classify_log(without_request_tracebacks(text)))
 
     async def _watch(self, lc: ServerLifecycle, rec, interval_s: float = 1.0) -> dict:
         """Poll the server's process and log (from a byte offset) until it dies, logs a fatal line, or writes
@@ -459,7 +483,7 @@ class Runner:
                 offset += len(new.encode("utf-8", "surrogateescape"))
                 text = text[-(1 << 20):] + new  # fatal lines come last: a bounded window is enough
                 last_growth = time.monotonic()
-            window = text if not alive else text[: text.rfind("\n") + 1]
+            window = without_request_tracebacks(text if not alive else text[: text.rfind("\n") + 1])
             failure = _failure(alive, classify_log(window, serving=True))  # sampling runs after ready
             if failure is not None:  # (complete lines only while it lives)
                 return failure

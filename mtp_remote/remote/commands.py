@@ -128,12 +128,13 @@ def api_key_of(argv: Sequence[str]) -> str | None:
 
 def server_argv(host: HostConfig, playbook: Playbook, profile: str) -> list[str]:
     """SGLang argv for one profile: ``--model-path`` from the host, the playbook's base flags, the
-    profile's flags, then ``--host 127.0.0.1 --port <host.port>``.
+    profile's flags, then ``--host 127.0.0.1 --port <host.port>``. ``{model_path}`` in a flag stands for the
+    host's model path (e.g. ``--speculative-draft-model-path {model_path}`` for a model that drafts for itself).
 
     Raises KeyError for an unknown profile (the playbook validator names the choices earlier)."""
     prof = playbook.profiles[profile]
-    return ["--model-path", host.model_path, *playbook.base_flags, *prof.flags,
-            "--host", BIND_HOST, "--port", str(host.port)]
+    flags = [f.replace("{model_path}", host.model_path) for f in (*playbook.base_flags, *prof.flags)]
+    return ["--model-path", host.model_path, *flags, "--host", BIND_HOST, "--port", str(host.port)]
 
 
 def server_env(host: HostConfig, playbook: Playbook, profile: str, workdir: str) -> dict[str, str]:

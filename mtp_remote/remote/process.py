@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shlex
 import time
 from dataclasses import asdict, dataclass, field
@@ -83,6 +84,7 @@ class StopResult:
     gpu_mib_held: int = 0  # held by the group's processes just before the stop
     log_path: str | None = None
     reason: str = ""
+    kill_reason: str = ""  # why SIGTERM was not enough (the drain bound and what the server's log said)
 
     def describe(self) -> str:
         if self.found == "none":
@@ -94,7 +96,8 @@ class StopResult:
         if self.found == "gone":
             return f"server PID {self.pid} had already exited" + (f" ({self.reason})" if self.reason else "")
         sig = "+".join(self.signals) or "no signal"
-        return (f"stopped PID {self.pid} ({len(self.members)} processes) with {sig} in {self.exit_s:.1f} s; "
+        why = f" ({self.kill_reason})" if self.kill_reason else ""
+        return (f"stopped PID {self.pid} ({len(self.members)} processes) with {sig} in {self.exit_s:.1f} s{why}; "
                 f"GPU memory ({self.gpu_mib_held} MiB) released after {self.gpu_release_s:.1f} s")
 
 
@@ -194,11 +197,34 @@ def wait_gpu_release(c, smi: str, pids: set[int], timeout_s: float,
         time.sleep(POLL_S * 2)
 
 
+_REMAINING = re.compile(r"Gracefully exiting\.\.\. Remaining number of requests (\d+)")
+
+
+def drain_report(log_text: str) -> int | None:
+    """The number of requests SGLang last said it was still draining (``Gracefully exiting... Remaining
+    number of requests N``, logged every 5 s after a SIGTERM), or None when the log has no such line."""
+    found = _REMAINING.findall(log_text)
+    return int(found[-1]) if found else None
+
+
+def _kill_reason(c, rec: ServerRecord, bound_s: float, drain_s: float | None) -> str:
+    """Say why SIGTERM was not enough: the bound that ran out and what the server's drain reported."""
+    name = "timeouts.drain_s" if drain_s is not None and bound_s == drain_s else "timeouts.term_s"
+    tail = _run(c, f"tail -c 65536 {shlex.quote(rec.log_path)} 2>/dev/null").stdout
+    left = drain_report(tail)
+    said = (f"; the server still reported {left} request(s) in flight — SGLang's drain never ends once its "
+            f"scheduler died with the SIGTERM" if left else "")
+    return f"the drain did not finish within {bound_s:.0f} s ({name}){said}; escalated to SIGKILL"
+
+
 def stop_server(c, workdir: str, smi: str, *, term_s: float = 60.0, gpu_release_s: float = 120.0,
-                on_progress: Callable[[str], None] | None = None, kill_s: float = 10.0) -> StopResult:
+                drain_s: float | None = None, on_progress: Callable[[str], None] | None = None,
+                kill_s: float = 10.0) -> StopResult:
     """Stop the server recorded in ``workdir`` if (and only if) it is ours — one host-side step (stop.sh).
 
-    SIGTERM to its process group, wait up to ``term_s`` seconds, SIGKILL to the group, wait up to ``kill_s``,
+    SIGTERM to its process group, wait up to ``min(term_s, drain_s)`` seconds (SGLang's drain has no timeout),
+    SIGKILL to the group (saying why in ``kill_reason``: the bound that ran out and the requests the log said
+    were still draining), wait up to ``kill_s``,
     SIGKILL recorded children that left the group (same PID and start time), then wait up to
     ``gpu_release_s`` until nvidia-smi lists none of the group's or the recorded children's PIDs. A PID alive
     with another start time or command line is someone else's: left alone, the stale record dropped. If the
@@ -207,7 +233,8 @@ def stop_server(c, workdir: str, smi: str, *, term_s: float = 60.0, gpu_release_
     the host prints them. Raises StopError when the group survives SIGKILL or GPU memory is not released
     (the record is kept, so a retry waits on the same processes)."""
     smi_argv = shlex.split(smi) if smi else []
-    r = hostscripts.run_script(c, "stop.sh", [workdir, int(term_s), int(kill_s), int(gpu_release_s), *smi_argv],
+    bound = min(term_s, drain_s) if drain_s is not None else term_s
+    r = hostscripts.run_script(c, "stop.sh", [workdir, max(1, int(bound)), int(kill_s), int(gpu_release_s), *smi_argv],
                                on_progress=on_progress)
     rep = hostscripts.parse_stop(r.stdout)
     rec = None
@@ -224,6 +251,10 @@ def stop_server(c, workdir: str, smi: str, *, term_s: float = 60.0, gpu_release_
                      members=sorted(set(rep.members) | set(rep.orphans)), exit_s=rep.exit_s,
                      gpu_release_s=rep.gpu_release_s, gpu_mib_held=rep.gpu_mib_held,
                      log_path=rec.log_path if rec else None, reason=rep.refused or rep.reason)
+    if rec is not None and "KILL" in rep.signals and "TERM" in rep.signals:
+        res.kill_reason = _kill_reason(c, rec, bound, drain_s)
+        if on_progress:
+            on_progress(res.kill_reason)
     if rep.error:
         raise StopError(rep.error, evidence="check with nvidia-smi and ps; the record is kept, run stop again")
     if r.exited != 0 and not rep.found:

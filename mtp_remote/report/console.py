@@ -40,7 +40,8 @@ def cells_table(doc: dict) -> Table:
 def verdict_table(doc: dict) -> Table:
     """One row per speculative profile: verdict and its one-sentence evidence."""
     sim = " [simulated host]" if doc.get("simulated") else ""
-    t = Table(title=f"Verdicts — {doc['playbook']['name']} on {doc['host']['name']}{sim}")
+    engine = f" ({doc['engine']['label']})" if doc.get("engine") and not doc.get("simulated") else ""
+    t = Table(title=f"Verdicts — {doc['playbook']['name']} on {doc['host']['name']}{engine}{sim}")
     t.add_column("profile")
     t.add_column("verdict")
     t.add_column("evidence", overflow="fold")

@@ -31,6 +31,17 @@ def host_facts(host: HostConfig, playbook: Playbook) -> dict:
             "env": host.masked_env()}
 
 
+def engine_facts(host: HostConfig, profile_runs: list) -> dict:
+    """What served the run, from the servers' own ``/server_info`` (``version``, ``model_path``): e.g.
+    ``{"label": "real SGLang 0.5.9", "version": "0.5.9", "simulated": False, "model_path": "/models/..."}``."""
+    infos = [pr.server_info for pr in profile_runs if getattr(pr, "server_info", None)]
+    version = next((i["version"] for i in infos if i.get("version")), None)
+    model = next((i["model_path"] for i in infos if i.get("model_path")), host.model_path)
+    name = "simulated SGLang (mtp_remote.sim)" if host.is_sim else "real SGLang"
+    return {"label": f"{name} {version}" if version else name, "version": version, "simulated": host.is_sim,
+            "model_path": model}
+
+
 def build_summary(*, run_id: str, host: HostConfig, playbook: Playbook, profile_runs: list, diagnosis: Diagnosis,
                   exit_code: int, started_at: datetime, n_samples: int, playbook_file: str | None = None) -> dict:
     """The summary.json document (a plain dict, JSON-able). Times: ISO-8601 UTC; durations: seconds."""
@@ -44,6 +55,7 @@ def build_summary(*, run_id: str, host: HostConfig, playbook: Playbook, profile_
         "finished_at": finished.isoformat(),
         "duration_s": round((finished - started_at).total_seconds(), 2),
         "host": host_facts(host, playbook),
+        "engine": engine_facts(host, profile_runs),
         "simulated": host.is_sim,
         "playbook": {
             "name": playbook.name, "file": playbook_file, "baseline": playbook.baseline,

@@ -5,13 +5,17 @@ code): ``/health`` and ``/health_generate`` (503 until warmup is done or while d
 key), ``/generate``, ``/v1/chat/completions``, ``/server_info`` and ``/get_server_info``, ``/model_info`` and
 ``/get_model_info``, ``/v1/models``, ``/flush_cache``, ``/metrics`` (with ``--enable-metrics``). With
 ``--api-key`` every other route answers 401 ``{"error": "Unauthorized"}`` without ``Authorization: Bearer
-<key>``. Every request is written to the log in uvicorn's access-log format. Request/response building lives
+<key>``. Every request is written to the log in uvicorn's access-log format. An exception inside a request
+(e.g. a ``sampling_params`` key SGLang's ``SamplingParams`` does not take) answers 500 ``Internal Server
+Error`` and logs ``ERROR:    Exception in ASGI application`` with the traceback after the access line, as
+SGLang 0.5.9 does; the server keeps serving. Request/response building lives
 in :mod:`mtp_remote.sim.handlers`.
 """
 
 from __future__ import annotations
 
 import http
+import traceback
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
@@ -36,6 +40,10 @@ def build_app(srv) -> FastAPI:
             return JSONResponse({"error": "Unauthorized"}, status_code=401)
         resp = await call_next(request)
         _access(srv, request, resp.status_code)
+        failure = getattr(request.state, "traceback", None)
+        if failure:  # as uvicorn: the access line, then the traceback; the server keeps serving
+            srv.log.uvicorn("Exception in ASGI application", level="ERROR")
+            srv.log.raw(failure.rstrip("\n"))
         return resp
 
     @app.api_route("/health", methods=["GET", "HEAD"])
@@ -55,7 +63,11 @@ def build_app(srv) -> FastAPI:
         body = await request.json()
         if body.get("stream"):
             return StreamingResponse(streamed(srv, body), media_type="text/event-stream")
-        status, out = await once(srv, body)
+        try:
+            status, out = await once(srv, body)
+        except Exception:  # noqa: BLE001 - SGLang's behaviour: any error inside a request is that request's 500
+            request.state.traceback = traceback.format_exc()
+            return PlainTextResponse("Internal Server Error", status_code=500)
         return JSONResponse(out, status_code=status)
 
     @app.api_route("/generate", methods=["POST", "PUT"])

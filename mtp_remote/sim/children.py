@@ -3,8 +3,9 @@
 SGLang runs one scheduler process per TP rank (they hold the GPU memory) and a detokenizer process, all in the
 server's process group. The sim's children do no work; they exist so that process listings, ``nvidia-smi``
 compute apps and process-group signalling look like a real host. A child dies with its parent
-(``PR_SET_PDEATHSIG``, plus a parent poll) and ignores SIGTERM (the parent drains, then exits, and the children
-go with it). With ``--orphan SECONDS`` (the ``stale_orphan`` fault) a child leaves the process group, survives
+(``PR_SET_PDEATHSIG``, plus a parent poll) and dies at once on SIGTERM, as SGLang's scheduler and detokenizer
+do (they install no handler): a SIGTERM sent to the whole process group leaves the parent's drain waiting
+for requests no scheduler will finish. With ``--orphan SECONDS`` (the ``stale_orphan`` fault) a child leaves the process group, survives
 its parent and lingers that long, still holding its GPU memory.
 
 Run as ``python -m mtp_remote.sim.children --title TITLE --parent PID [--orphan SECONDS]``.
@@ -51,9 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--orphan", type=float, default=None)
     ns = p.parse_args(argv)
     _set_title(ns.title)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if ns.orphan:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         os.setsid()
         deadline = None
         while True:

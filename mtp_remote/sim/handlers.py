@@ -39,6 +39,23 @@ def visible_text(srv, ids: list[int], finish_reason: dict | None) -> str:
     return text
 
 
+#: The keyword arguments of SGLang 0.5.9's ``SamplingParams.__init__``: any other key in ``sampling_params``
+#: (``seed`` is the usual mistake; SGLang's is ``sampling_seed``) makes SGLang raise a TypeError inside the
+#: request, answer 500 and log the traceback as ``Exception in ASGI application`` — the server keeps serving.
+SGLANG_SAMPLING_KEYS = frozenset((
+    "max_new_tokens", "stop", "stop_token_ids", "stop_regex", "temperature", "top_p", "top_k", "min_p",
+    "frequency_penalty", "presence_penalty", "repetition_penalty", "min_new_tokens", "n", "json_schema", "regex",
+    "ebnf", "structural_tag", "ignore_eos", "skip_special_tokens", "spaces_between_special_tokens",
+    "no_stop_trim", "custom_params", "stream_interval", "logit_bias", "sampling_seed"))
+
+
+def check_sampling_keys(d: dict) -> None:
+    """Raise SGLang's TypeError for a ``sampling_params`` key its ``SamplingParams`` does not take."""
+    for key in d:
+        if key not in SGLANG_SAMPLING_KEYS:
+            raise TypeError(f"SamplingParams.__init__() got an unexpected keyword argument '{key}'")
+
+
 def sampling_params(d: dict, default_max: int) -> SamplingParams:
     """SGLang ``sampling_params`` (or OpenAI fields mapped to them) -> :class:`SamplingParams`."""
     try:
@@ -126,6 +143,7 @@ async def generate(srv, body: dict) -> tuple[int, object]:
     try:
         batch = _inputs(srv, body)
         sp_d = body.get("sampling_params") or {}
+        check_sampling_keys(sp_d)
         sp = sampling_params(sp_d, 128)
         if body.get("return_logprob"):
             sp.top_logprobs_num = max(0, int(body.get("top_logprobs_num") or 0))

@@ -5,8 +5,16 @@ and format (TP-prefixed when tp > 1), timed by ``SGLANG_SIM_TIME_SCALE`` (1.0 ~ 
 GPUs, about a minute), starts its ``sglang::scheduler_TP<n>`` children and records their GPU memory
 (:mod:`mtp_remote.sim.gpu`), binds the HTTP port only after the model is loaded (as SGLang does, so a busy
 port is found late), warms up with a real ``/generate`` request, and prints ``The server is fired up and ready
-to roll!``. SIGTERM stops admission (503), drains in-flight requests (bounded by
-``SGLANG_SIM_DRAIN_TIMEOUT``, default 30 s), then exits 0. Startup faults print SGLang's own error text.
+to roll!``. Startup faults print SGLang's own error text.
+
+Shutdown and failures follow SGLang 0.5.9 as measured on a real server (docs/sim.md): SIGTERM stops admission
+(503) and logs ``SIGTERM received... Draining requests and shutting down...``; then, every 5 s (scaled), the
+main process logs ``Gracefully exiting... Remaining number of requests N`` until no request is left, and kills
+itself (SIGKILL, as SGLang's ``kill_process_tree`` does). The children die on the SIGTERM itself when it was sent
+to the process group; with a request in flight and no scheduler left the drain then never ends, and the port
+stays bound until SIGKILL (``SGLANG_SIM_DRAIN_TIMEOUT``, unset by default, bounds it for the sim only;
+``SGL_FORCE_SHUTDOWN=1`` exits at once, as in SGLang). A busy HTTP port logs uvicorn's ``[Errno 98]`` error
+and then hangs without exiting, as SGLang does.
 """
 
 from __future__ import annotations
@@ -217,7 +225,7 @@ class SimServer:
                         f"{(e.strerror or str(e)).lower()}", level="ERROR")
             log.uvicorn("Waiting for application shutdown.")
             log.uvicorn("Application shutdown complete.")
-            self.die(1)
+            self.hang_after_bind_failure()
         sock.listen(2048)
         sock.setblocking(False)
         return sock
@@ -275,15 +283,50 @@ class SimServer:
         if self.draining:
             return
         self.draining = True
+        self.log.line("SIGTERM received. signum=None frame=None. Draining requests and shutting down...")
         asyncio.get_running_loop().create_task(self._drain())
 
+    def _schedulers_gone(self) -> bool:
+        """True when a scheduler child has exited (it dies on a SIGTERM sent to the process group)."""
+        return any(c.poll() is not None for c in self.children[: self.args.tp_size] if c.pid != self._orphan_pid())
+
+    def remaining_rids(self) -> list[str]:
+        """Request ids not finished yet (waiting or running; the server's own warmup not counted)."""
+        reqs = list(self.engine.waiting) + list(self.engine.running)
+        return [r.rid for r in reqs if not r.warmup]
+
     async def _drain(self) -> None:
-        limit = float(os.environ.get("SGLANG_SIM_DRAIN_TIMEOUT", "30"))
-        deadline = time.monotonic() + limit
-        while not self.engine.idle and not self.engine.hung and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
+        """SGLang's ``sigterm_watchdog``: report the remaining requests every 5 s (scaled) until none is left.
+        Requests whose scheduler died never finish, so that drain never ends (unless bounded for the sim)."""
+        interval = max(5.0 * self.scale, 0.05)
+        limit = os.environ.get("SGLANG_SIM_DRAIN_TIMEOUT")
+        deadline = time.monotonic() + float(limit) if limit else None
+        await asyncio.sleep(min(interval, max(self.scale, 0.02)))
+        while True:
+            if self._schedulers_gone():
+                self.engine.hung = True  # no scheduler: in-flight requests are never finished
+            if os.environ.get("SGL_FORCE_SHUTDOWN", "").lower() in ("1", "true", "yes"):
+                self.log.line("Signal SIGTERM received while force shutdown flag set. Force exiting.", None)
+                break
+            rids = self.remaining_rids()
+            self.log.line(f"Gracefully exiting... Remaining number of requests {len(rids)}. "
+                          f"Remaining requests remaining_rids={rids!r}.")
+            if not rids or (deadline is not None and time.monotonic() >= deadline):
+                break
+            await asyncio.sleep(interval)
         await asyncio.sleep(0.05)  # let the last responses go out
-        self._uv.should_exit = True
+        self.stop_children()
+        sys.stdout.flush()
+        os.kill(os.getpid(), signal.SIGKILL)  # SGLang: kill_process_tree(os.getpid(), include_parent=True)
+
+    def hang_after_bind_failure(self) -> None:
+        """After uvicorn failed to bind, SGLang's main process neither serves nor exits (its warmup request
+        waits on whatever holds the port — typically our own earlier server, stuck draining); SIGTERM kills
+        its children but not it; only SIGKILL ends it. Measured on SGLang 0.5.9 (docs/sim.md)."""
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        sys.stdout.flush()
+        while True:
+            time.sleep(3600)
 
     def _on_engine_fault(self, kind: str) -> None:
         if kind == "crash":

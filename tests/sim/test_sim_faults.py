@@ -27,16 +27,12 @@ GENERATE = {"text": "What is 2+2?", "sampling_params": {"temperature": 0, "max_n
     ("cuda_graph_oom", [], "cuda_graph_capture_failed"),
     ("nccl_error", [], "nccl_error"),
     ("radix_incompatible", MTP_FLAGS, "config_error"),
-    ("port_in_use", [], "port_in_use"),
 ])
 def test_startup_fault_exits_with_sglangs_message(sim, faults, flags, cls):
     s = sim(FIELD_FLAGS + flags, faults=faults, wait=False)
     assert s.wait_exit(30) == 1
     result = classify_log(s.log)
     assert result.cls == cls, s.log[-2000:]
-    if cls == "port_in_use":
-        assert result.port == s.port
-        assert "Load weight end." in s.log  # found only after the weights are loaded, as in SGLang
 
 
 @pytest.mark.parametrize(("faults", "flags"), [
