@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 import shlex
 import time
@@ -234,7 +235,7 @@ def stop_server(c, workdir: str, smi: str, *, term_s: float = 60.0, gpu_release_
     (the record is kept, so a retry waits on the same processes)."""
     smi_argv = shlex.split(smi) if smi else []
     bound = min(term_s, drain_s) if drain_s is not None else term_s
-    r = hostscripts.run_script(c, "stop.sh", [workdir, max(1, int(bound)), int(kill_s), int(gpu_release_s), *smi_argv],
+    r = hostscripts.run_script(c, "stop.sh", [workdir, max(1, math.ceil(bound)), int(kill_s), int(gpu_release_s), *smi_argv],
                                on_progress=on_progress)
     rep = hostscripts.parse_stop(r.stdout)
     rec = None

@@ -140,4 +140,4 @@ def test_a_500_on_one_request_does_not_end_the_profile(tmp_path):
             return None
 
     assert asyncio.run(watch_briefly()) is None, "the watcher ended the profile on a request's 500"
-    assert Runner._server_failure(lc, rec) is None
+    assert runner._server_failure(lc, rec) is None
