@@ -17,8 +17,6 @@ from rich.console import Console
 from rich.table import Table
 
 from mtp_remote.errors import MtpRemoteError
-from mtp_remote.lint import lint_command
-from mtp_remote.remote.logs import classify_log, milestone_durations
 
 _STYLE = {"ok": "green", "warning": "yellow", "fatal": "red"}
 
@@ -54,6 +52,8 @@ def classify_log_cmd(as_json: bool, files: tuple[str, ...]) -> None:
 
     FILE may be - for standard input. Exits 0 when every log is ready or still starting, 1 when any shows a
     fatal class, 2 for a file that cannot be read."""
+    from mtp_remote.remote.logs import classify_log, milestone_durations  # deferred: keeps --help fast
+
     texts = [(f, _read_text(f)) for f in files]  # fail on a missing file before printing anything
     if as_json:
         results = [(f, classify_log(text)) for f, text in texts]
@@ -95,6 +95,8 @@ def lint_command_cmd(as_json: bool, sglang_version: str | None, command_line: st
     Quote the whole command line as one argument. Exits 0 when the line is clean, 1 when there is a
     finding, 2 when it is not an SGLang launch line at all.
     """
+    from mtp_remote.lint import lint_command  # deferred: keeps --help fast (flag tables, difflib)
+
     try:
         result = lint_command(command_line, sglang_version=sglang_version)
     except MtpRemoteError as exc:
