@@ -10,12 +10,14 @@ and releases the host lock.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 import json
 import logging
 import secrets
 import socket
 import time
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -61,6 +63,7 @@ class ProfileRun:
     n_resumed: int = 0
     stopping: dict = field(default_factory=dict)  # temperature -> early-stopping decision
     n_failed: int = 0  # requests of this profile that returned an error
+    occupancy: dict = field(default_factory=dict)  # requests in flight vs the limit (Occupancy.to_dict)
 
     crashed: dict | None = None  # {"cause", "hint", "fatal_line"} when the server died while sampling
 
@@ -330,17 +333,33 @@ class Runner:
                                 f"timeouts.stall_s if generations are legitimately that slow"}
 
     async def _sample(self, url: str, lp: LaunchPlan, todo: list[RequestSpec], pr: ProfileRun) -> None:
+        """Send ``todo`` through ``limit`` workers fed by one queue, so a slot is refilled the moment its
+        request returns (no round barrier); with ``early_stop`` a cell stops being fed once it is settled
+        (:class:`_Cells`). Per-request metrics run in a worker thread; the JSON line is written by the loop."""
         pb = self.playbook
         limit = pb.concurrency or pb.max_running_requests()
-        sem = asyncio.Semaphore(limit)
+        queue = deque(sorted(todo, key=_send_order))
+        cells = _Cells(self, lp, todo) if pb.early_stop else None
+        occupancy = Occupancy(limit)
         progress = {"done": 0, "total": len(todo)}
         self.hooks.on_profile(lp.profile, len(todo))
+        if cells is not None:
+            progress["total"] -= cells.settle_stored(queue, self.hooks.on_progress)
+
+        def next_request() -> RequestSpec | None:
+            while queue:
+                req = queue.popleft()
+                if cells is None or not cells.settled(req.temperature):
+                    return req
+            occupancy.queue_empty()
+            return None
+
         with self.samples_path.open("a") as f:
             async with ServerClient(url, timeout_s=pb.timeouts.request_s, max_connections=limit + 2,
                                     api_key=api_key_of(lp.argv)) as sc:
 
-                async def one(req: RequestSpec) -> dict:
-                    async with sem:
+                async def send(req: RequestSpec) -> tuple[Completion, dict | None]:
+                    with occupancy.in_flight():
                         if pb.api == "chat":
                             comp = await sc.chat(req.prompt, temperature=req.temperature,
                                                  max_tokens=pb.max_tokens, top_p=pb.top_p, seed=req.seed)
@@ -350,21 +369,33 @@ class Runner:
                                                      max_new_tokens=pb.max_tokens, top_p=pb.top_p, seed=req.seed,
                                                      return_logprob=pb.kl_probe)
                         kl = await self._kl_probe(sc, comp) if pb.kl_probe else None
-                    rec = sample_record(req, comp, speculative=lp.speculative, api=pb.api, kl=kl,
-                                        think_opened_by_prompt=pb.think_opened_by_prompt)
-                    f.write(json.dumps(rec) + "\n")
-                    f.flush()
-                    progress["done"] += 1
-                    self.hooks.on_sample(lp.profile, progress["done"], progress["total"])
-                    self.hooks.checkpoint()
-                    return rec
+                    return comp, kl
 
-                if pb.early_stop:
-                    cells = sorted({r.temperature for r in todo})
-                    await asyncio.gather(*(self._sample_cell_in_rounds(
-                        lp, t, [r for r in todo if r.temperature == t], one, pr, progress) for t in cells))
-                else:
-                    await asyncio.gather(*(one(r) for r in todo))
+                async def worker() -> None:
+                    while (req := next_request()) is not None:
+                        comp, kl = await send(req)
+                        # metrics cost 2-8 ms a sample (a loop costs most): off the loop, so sends are not delayed
+                        rec = await asyncio.to_thread(
+                            sample_record, req, comp, speculative=lp.speculative, api=pb.api, kl=kl,
+                            think_opened_by_prompt=pb.think_opened_by_prompt)
+                        f.write(json.dumps(rec) + "\n")
+                        f.flush()
+                        progress["done"] += 1
+                        if cells is not None:
+                            progress["total"] -= cells.completed(req, rec, queue, self.hooks.on_progress)
+                        self.hooks.on_sample(lp.profile, progress["done"], progress["total"])
+                        self.hooks.checkpoint()
+
+                workers = [asyncio.ensure_future(worker()) for _ in range(min(limit, len(queue)))]
+                try:
+                    await asyncio.gather(*workers)
+                finally:
+                    for w in workers:  # one worker failed or we were cancelled: the others stop too
+                        w.cancel()
+                    await asyncio.gather(*workers, return_exceptions=True)
+                    pr.occupancy = occupancy.to_dict()
+                    if cells is not None:
+                        pr.stopping.update(cells.decisions())
                 pr.server_info = await sc.server_info()
 
     @staticmethod
@@ -384,28 +415,12 @@ class Runner:
         probe = kl_probe([p for p, _ in pairs], [d for _, d in pairs])
         return {"mean_k3": probe.mean_k3, "max_k3": probe.max_k3, "n_tokens": probe.n_tokens}
 
-    async def _sample_cell_in_rounds(self, lp: LaunchPlan, temperature: float, todo: list[RequestSpec], one,
-                                     pr: ProfileRun, progress: dict) -> None:
-        """Rounds of one sample per prompt; stop when :func:`settled` says the cell is decided."""
-        rounds = sorted({r.sample_index for r in todo})
-        decision = None
-        for i in rounds:
-            await asyncio.gather(*(one(r) for r in todo if r.sample_index == i))
-            decision = self._cell_decision(lp, temperature)
-            if decision["settled"]:
-                skipped = sum(1 for r in todo if r.sample_index > i)
-                progress["total"] -= skipped
-                self.hooks.on_progress(f"{lp.profile} T={temperature:g}: settled after {decision['n']} samples "
-                                       f"({decision['reason']}); {skipped} requests saved")
-                break
-        pr.stopping[str(temperature)] = decision
-
-    def _cell_decision(self, lp: LaunchPlan, temperature: float) -> dict:
-        """Early-stopping state of one cell from the stored samples (see analysis.stopping)."""
+    def _cell_decision(self, lp: LaunchPlan, temperature: float, records: list[dict]) -> dict:
+        """Early-stopping state of one cell from ``records`` (samples.jsonl dicts held in memory: the
+        baseline's, and this profile's whole rounds only; see :class:`_Cells`). See analysis.stopping."""
         from .analysis.stopping import StopRule, baseline_settled, stop_decision
 
-        stored = [s for s in load_samples(self.samples_path)
-                  if s.get("error") is None and float(s["temperature"]) == temperature]
+        stored = [s for s in records if s.get("error") is None and float(s["temperature"]) == temperature]
 
         def counts(profile: str) -> tuple[int, int]:
             arm = [s for s in stored if s["profile"] == profile]
@@ -421,3 +436,135 @@ class Runner:
             kb, nb = counts(pb.baseline)
             d = stop_decision(k, n, kb, nb, rule)
         return {"settled": d.settled, "outcome": d.outcome, "reason": d.reason, "n": n, "budget": rule.budget}
+
+
+def _send_order(req: RequestSpec) -> tuple:
+    """Queue order: round by round (sample index), both temperatures' cells side by side, prompts in plan
+    order — so whole rounds complete early, which is what a stopping look needs."""
+    return (req.sample_index, req.temperature)
+
+
+class Occupancy:
+    """Requests in flight over time, for the figure "requests in flight vs the server's limit".
+
+    ``in_flight()`` wraps one request (HTTP send to response); ``queue_empty()`` marks the moment nothing
+    is left to send (the tail starts). ``to_dict()``: ``limit``, ``mean_in_flight`` (time-weighted, from the
+    first send to the tail) and its ``share`` of ``limit``, ``full_s`` (seconds of that span), ``tail_s``
+    (from then to the last response), ``sent`` (requests). Wall-clock ``t_first_send``/``t_queue_empty``
+    (epoch seconds) let a benchmark line it up with the server's own counts."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.n = 0
+        self.sent = 0
+        self._area = 0.0
+        self._t_last: float | None = None
+        self._t0: float | None = None
+        self._t_empty: float | None = None
+        self._t_end: float | None = None
+        self._wall0: float | None = None
+        self._wall_empty: float | None = None
+
+    def _step(self, delta: int) -> None:
+        now = time.monotonic()
+        if self._t0 is None:
+            self._t0, self._wall0 = now, time.time()
+        elif self._t_empty is None:
+            self._area += self.n * (now - self._t_last)
+        self._t_last, self._t_end = now, now
+        self.n += delta
+
+    @contextlib.contextmanager
+    def in_flight(self):
+        self._step(+1)
+        self.sent += 1
+        try:
+            yield
+        finally:
+            self._step(-1)
+
+    def queue_empty(self) -> None:
+        if self._t_empty is None and self._t0 is not None:
+            now = time.monotonic()
+            self._area += self.n * (now - self._t_last)
+            self._t_last, self._t_empty, self._wall_empty = now, now, time.time()
+
+    def to_dict(self) -> dict:
+        if self._t0 is None:
+            return {"limit": self.limit, "sent": 0}
+        end = self._t_empty if self._t_empty is not None else self._t_end
+        span = max(end - self._t0, 1e-9)
+        mean = self._area / span
+        return {"limit": self.limit, "sent": self.sent, "mean_in_flight": round(mean, 3),
+                "share": round(mean / self.limit, 4), "full_s": round(span, 3),
+                "tail_s": round(self._t_end - end, 3), "t_first_send": self._wall0,
+                "t_queue_empty": self._wall_empty}
+
+
+class _Cells:
+    """Early-stopping bookkeeping of one profile's cells (one per temperature), all in memory.
+
+    A cell is looked at when a whole round (every prompt's sample ``i``) has completed, on the samples of the
+    completed rounds only — never on whichever requests finished first: a looping output runs to
+    ``max_tokens`` and finishes last, so counting completions as they come would under-count loops. Later
+    rounds are already in flight meanwhile (that is what keeps the server full); once a cell is settled its
+    queued requests are dropped and those in flight finish and are stored (all sent samples are kept, so
+    what is stored is not selected by speed). Records start from samples.jsonl, read once."""
+
+    def __init__(self, runner: Runner, lp: LaunchPlan, todo: list[RequestSpec]):
+        self.runner, self.lp = runner, lp
+        temps = sorted({r.temperature for r in todo})
+        stored = [s for s in load_samples(runner.samples_path) if s.get("error") is None]
+        self.base = [s for s in stored if s["profile"] == runner.playbook.baseline]
+        self.mine = {t: [s for s in stored if s["profile"] == lp.profile and float(s["temperature"]) == t]
+                     for t in temps}
+        self.pending = {t: Counter(r.sample_index for r in todo if r.temperature == t) for t in temps}
+        self.rounds = {t: sorted({r.sample_index for r in lp.requests if r.temperature == t}) for t in temps}
+        self.whole = dict.fromkeys(temps, 0)  # rounds complete, counted from the first
+        self.decision: dict[float, dict | None] = dict.fromkeys(temps)
+
+    def settled(self, t: float) -> bool:
+        d = self.decision.get(t)
+        return bool(d and d["settled"])
+
+    def _advance(self, t: float) -> bool:
+        """Move the whole-rounds mark; True when it moved (a new look)."""
+        before = self.whole[t]
+        rounds = self.rounds[t]
+        while self.whole[t] < len(rounds) and self.pending[t][rounds[self.whole[t]]] == 0:
+            self.whole[t] += 1
+        return self.whole[t] > before
+
+    def _look(self, t: float, queue: deque, on_progress) -> int:
+        """Decide on the whole rounds; when settled, drop the cell's queued requests. Returns how many."""
+        upto = self.rounds[t][self.whole[t] - 1]
+        records = self.base + [s for s in self.mine[t] if s["sample_index"] <= upto]
+        if self.lp.profile == self.runner.playbook.baseline:
+            records = [s for s in self.mine[t] if s["sample_index"] <= upto]
+        d = self.runner._cell_decision(self.lp, t, records)
+        self.decision[t] = d
+        if not d["settled"]:
+            return 0
+        dropped = [r for r in queue if r.temperature == t]
+        for r in dropped:
+            queue.remove(r)
+        on_progress(f"{self.lp.profile} T={t:g}: settled after {d['n']} samples ({d['reason']}); "
+                    f"{len(dropped)} requests saved")
+        return len(dropped)
+
+    def settle_stored(self, queue: deque, on_progress) -> int:
+        """A look at what was stored before (``--resume``); returns the requests dropped."""
+        return sum(self._look(t, queue, on_progress) for t in self.rounds if self._advance(t))
+
+    def completed(self, req: RequestSpec, rec: dict, queue: deque, on_progress) -> int:
+        """Count one returned request; look when it completed a round. Returns the requests dropped."""
+        t = req.temperature
+        self.pending[t][req.sample_index] -= 1
+        if rec.get("error") is None:
+            self.mine[t].append(rec)
+        if self.settled(t) or not self._advance(t):
+            return 0
+        return self._look(t, queue, on_progress)
+
+    def decisions(self) -> dict[str, dict | None]:
+        return {str(t): d for t, d in self.decision.items()}

@@ -51,7 +51,10 @@ def test_each_scenario_gets_its_verdict(tmp_path, faults, expected):
 
 
 def test_early_stopping_settles_state_leak_on_a_fraction_of_the_budget(tmp_path):
-    inv, pb = write_config(tmp_path, "state_leak", samples=8, early_stop=True, prompts=[
+    # concurrency = one round: the runner keeps every slot busy, so requests already in flight when a cell
+    # settles are sent anyway; with 16 slots and 4 prompts that is 4 rounds ahead (the server's batch is then
+    # nearly free, so wall time, not the request count, is what early stopping saves there)
+    inv, pb = write_config(tmp_path, "state_leak", samples=8, early_stop=True, concurrency=4, prompts=[
         {"id": f"p{i}", "text": t} for i, t in enumerate(
             ["What is 2+2?", "What is the capital of France?", "List the prime numbers below 20.",
              "Why is the sky blue?"])])
@@ -59,7 +62,8 @@ def test_early_stopping_settles_state_leak_on_a_fraction_of_the_budget(tmp_path)
     s = res.summary["sampling"]
     assert res.summary["verdicts"][0]["kind"] == "spec-corrupts-output"
     print("early stopping used", s)
-    assert s["budget"] == 64 and s["used"] <= 0.4 * s["budget"], s
+    # each of the two cells may overrun its stopping look by the requests then in flight (at most 3)
+    assert s["budget"] == 64 and s["used"] <= 0.4 * s["budget"] + 2 * 3, s
     stopping = {p["profile"]: p["stopping"] for p in res.summary["profiles"]}
     assert stopping["mtp"]["0.7"]["outcome"] == "spec-loops-more"
 
