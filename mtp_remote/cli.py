@@ -107,16 +107,18 @@ def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir,
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line per text.")
+@click.option("--rows/--summary", "per_row", default=None,
+              help="One table row per text, or a summary (default: rows up to 20 texts, else a summary).")
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @handle_errors
-def analyze(as_json, files):
+def analyze(as_json, per_row, files):
     """Measure degeneracy (loops, seq-rep-4, compression, think block) of texts.
 
     FILE is plain text, a chat/generate JSON response body, or samples.jsonl; '-' reads standard input.
+    Many texts (a samples.jsonl) print a summary and the looping ones; --rows prints every row.
     Exits 1 when any text loops."""
-    from rich.table import Table
-
     from .analysis.degeneracy import analyze_text
+    from .cli_ops import print_analysis
     from .inputs import read_texts
 
     rows = []
@@ -127,16 +129,7 @@ def analyze(as_json, files):
         for r in rows:
             click.echo(json.dumps(r))
     else:
-        t = Table(title="Degeneracy (loop: corpus definition; seq-rep-4: Welleck et al. 2019)")
-        t.add_column("file", overflow="fold", ratio=3)
-        for col in ("loop", "unit × repeats", "loop start (char)", "seq-rep-4", "compression", "think closed"):
-            t.add_column(col, ratio=1)
-        for r in rows:
-            unit = f"{r['loop_unit_tokens']} × {r['loop_repeats']}" if r["loop"] else "–"
-            t.add_row(r["file"], "[red]yes[/]" if r["loop"] else "no", unit,
-                      str(r["loop_start_char"]) if r["loop"] else "–", f"{r['seq_rep_4']:.3f}",
-                      f"{r['compression_ratio']:.2f}", {True: "yes", False: "no", None: "–"}[r["think_closed"]])
-        make_console().print(t)
+        print_analysis(rows, per_row=per_row, console=make_console())
     sys.exit(1 if any(r["loop"] for r in rows) else 0)
 
 

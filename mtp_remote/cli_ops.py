@@ -113,3 +113,55 @@ def lint_command_cmd(as_json: bool, sglang_version: str | None, command_line: st
             console.print(f"  [red]{f.code}[/]{target}{better}: {f.message}", highlight=False)
     if result.findings:
         raise SystemExit(1)
+
+
+#: ``analyze`` prints one row per text up to this many texts; above it, a summary (``--rows`` for all rows).
+ROWS_SHOWN_BY_DEFAULT = 20
+
+
+def print_analysis(rows: list[dict], *, per_row: bool | None = None, console: Console | None = None) -> None:
+    """Print ``analyze`` results: a per-text table when ``per_row`` (default: when there are at most
+    :data:`ROWS_SHOWN_BY_DEFAULT` texts), else a summary — counts, medians and the first looping texts.
+
+    ``rows`` are :meth:`TextMetrics.to_dict` dicts plus ``file``. The table is built cheaply (no measured
+    column ratios); a summary costs nothing to draw, where a 1,000-row table took ~1.8 s."""
+    console = console or Console()
+    if per_row is None:
+        per_row = len(rows) <= ROWS_SHOWN_BY_DEFAULT
+    if per_row:
+        console.print(_rows_table(rows))
+        return
+    loops = [r for r in rows if r["loop"]]
+    think = [r["think_closed"] for r in rows if r["think_closed"] is not None]
+    console.print(
+        f"[bold]{len(rows)} texts[/]: [{'red' if loops else 'green'}]{len(loops)} loop[/] "
+        f"({len(loops) / max(len(rows), 1):.1%}); seq-rep-4 median {_median(r['seq_rep_4'] for r in rows):.3f}, "
+        f"compression median {_median(r['compression_ratio'] for r in rows):.2f}"
+        + (f"; think block closed in {sum(think)} of {len(think)}" if think else ""), highlight=False)
+    for r in loops[:10]:
+        console.print(f"  loops: {r['file']}  ({r['loop_unit_tokens']} tokens × {r['loop_repeats']} "
+                      f"from char {r['loop_start_char']})", highlight=False, markup=False)
+    if len(loops) > 10:
+        console.print(f"  … and {len(loops) - 10} more", highlight=False)
+    console.print("(--rows prints one row per text; --json one JSON object per text)", style="dim", highlight=False)
+
+
+def _median(values) -> float:
+    xs = sorted(values)
+    if not xs:
+        return float("nan")
+    m = len(xs) // 2
+    return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
+
+
+def _rows_table(rows: list[dict]) -> Table:
+    table = Table(title="Degeneracy (loop: corpus definition; seq-rep-4: Welleck et al. 2019)")
+    table.add_column("file", overflow="fold")
+    for col in ("loop", "unit × repeats", "loop start (char)", "seq-rep-4", "compression", "think closed"):
+        table.add_column(col, no_wrap=True, min_width=min(len(col), 11))
+    for r in rows:
+        unit = f"{r['loop_unit_tokens']} × {r['loop_repeats']}" if r["loop"] else "–"
+        table.add_row(r["file"], "[red]yes[/]" if r["loop"] else "no", unit,
+                      str(r["loop_start_char"]) if r["loop"] else "–", f"{r['seq_rep_4']:.3f}",
+                      f"{r['compression_ratio']:.2f}", {True: "yes", False: "no", None: "–"}[r["think_closed"]])
+    return table
