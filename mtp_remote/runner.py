@@ -31,6 +31,7 @@ from .plan import LaunchPlan, RequestSpec, plan_run
 from .remote import connect as transport
 from .remote.commands import api_key_of, mask_argv, mask_log_secrets, mask_text, playbook_secrets
 from .remote.logs import classify_log
+from .samples import THINK_PREFIX, analysed_text  # noqa: F401 (re-exported: diagnosis, ops)
 from .server import ServerLifecycle, TimedOut, WaitOutcome
 
 log = logging.getLogger(__name__)
@@ -84,15 +85,6 @@ class Hooks:
     on_sample: Callable[[str, int, int], None] = lambda profile, done, total: None
     interrupted: Callable[[], bool] = lambda: False
     checkpoint: Callable[[], None] = lambda: None  # raises KeyboardInterrupt if the user asked to stop
-
-
-THINK_PREFIX = "<think>\n"
-
-
-def analysed_text(text: str, think_opened_by_prompt: bool) -> str:
-    """The text the metrics see: with the prompt's ``<think>`` put back when the template opened it, so an
-    unterminated reasoning block counts as unclosed (character offsets then include that prefix)."""
-    return THINK_PREFIX + text if think_opened_by_prompt else text
 
 
 def _failure(alive: bool, cls) -> dict | None:
