@@ -44,6 +44,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+#: MTP_BENCH_SRC=DIR measures the mtp_remote of another tree (e.g. `git archive main`), for before/after figures
+SRC = os.environ.get("MTP_BENCH_SRC")
+if SRC:
+    sys.path.insert(0, SRC)
 
 import yaml  # noqa: E402
 
@@ -53,6 +57,8 @@ from mtp_remote.server import ServerLifecycle  # noqa: E402
 
 ROWS = ("cli", "analyze", "ready", "stop", "cycle", "occupancy")
 BIN = Path(sys.executable).parent
+MTP = [sys.executable, "-c", "import sys; from mtp_remote.cli import main; sys.argv[0] = 'mtp-remote'; main()"] \
+    if SRC else [str(BIN / "mtp-remote")]
 
 
 # -- figures --------------------------------------------------------------------------------------------------
@@ -133,7 +139,8 @@ def _time_cmd(argv: list[str], repeats: int, cwd: Path = ROOT) -> tuple[list[flo
     for i in range(repeats + 1):
         before = os.times()
         t = time.perf_counter()
-        subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        env = {**os.environ, "PYTHONPATH": SRC} if SRC else None
+        subprocess.run(argv, cwd=SRC or cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         wall = time.perf_counter() - t
         after = os.times()
         if i:
@@ -146,8 +153,8 @@ def bench_cli(results: list, repeats: int) -> None:
     n = max(repeats * 4, 10)
     for what, argv in (("python -c pass (anchor)", [sys.executable, "-c", "pass"]),
                        ("fab --version (Fabric's own floor)", [str(BIN / "fab"), "--version"]),
-                       ("mtp-remote --version", [str(BIN / "mtp-remote"), "--version"]),
-                       ("mtp-remote --help", [str(BIN / "mtp-remote"), "--help"]),
+                       ("mtp-remote --version", [*MTP, "--version"]),
+                       ("mtp-remote --help", [*MTP, "--help"]),
                        ("fab -l", [str(BIN / "fab"), "-l"])):
         walls, cpus = _time_cmd(argv, n)
         _row(results, "cli", "-", what, "ms", [1000 * w for w in walls], cpu_ms=1000 * statistics.median(cpus))
@@ -162,7 +169,7 @@ def bench_analyze(results: list, repeats: int, tmp: Path) -> None:
     path = write_samples(tmp / "samples.jsonl", 1000)
     for what, extra in (("analyze 1,000 samples (summary, default)", []), ("analyze 1,000 samples --rows", ["--rows"]),
                         ("analyze 1,000 samples --json", ["--json"])):
-        walls, cpus = _time_cmd([str(BIN / "mtp-remote"), "analyze", *extra, str(path)], repeats)
+        walls, cpus = _time_cmd([*MTP, "analyze", *extra, str(path)], repeats)
         _row(results, "analyze", "-", what, "s", walls, cpu_s=statistics.median(cpus))
 
 
@@ -363,7 +370,7 @@ def bench_stop(results: list, repeats: int, ssh_server, tmp: Path) -> None:
         _row(results, "stop", label, "memory free -> stop returns (tool, beyond engine)", "ms",
              [1000 * x for x in tool])
         _row(results, "stop", label, "stop called -> returns (total)", "ms", [1000 * x for x in tool_total])
-        _row(results, "stop", label, "stop called -> memory free (engine's own)", "ms", [1000 * x for x in engine])
+        _row(results, "stop", label, "stop called -> memory free (signal + engine exit + release)", "ms", [1000 * x for x in engine])
         _row(results, "stop", label, "anchor: memory free -> `kill -9; sleep 5` ends", "ms",
              [1000 * x for x in anchor])
 
@@ -570,14 +577,14 @@ def server_share(samples: list[tuple], n_requests: int, limit: int) -> tuple[flo
     return statistics.mean(s[1] for s in win) / limit, statistics.mean(s[2] for s in win)
 
 
-def bench_occupancy(results: list, repeats: int, ssh_server, tmp: Path) -> None:
+def bench_occupancy(results: list, repeats: int, ssh_server, tmp: Path, scale: str = "0.05") -> None:
     limit = 16
     for label, tcfg in transports(ssh_server):
         for mode, extra in (("fixed", {}), ("early stop", {"early_stop": True})):
-            server, client = [], []
+            server, client, queued, latency = [], [], [], []
             for r in range(repeats):
                 wd = tmp / f"occ-{label}-{mode.replace(' ', '')}-{r}"
-                cfg = sim_host(label, wd, tcfg, SGLANG_SIM_FAULTS="state_leak")
+                cfg = sim_host(label, wd, tcfg, SGLANG_SIM_FAULTS="state_leak", SGLANG_SIM_TIME_SCALE=scale)
                 base = yaml.safe_load((ROOT / "playbooks" / "diagnose-mtp.yaml").read_text())["base_flags"]
                 inv, pb = write_config(tmp, {"h": cfg}, samples=8, max_tokens=512, temperatures=[0.7],
                                        base_flags=base + " --enable-metrics", **extra)
@@ -585,6 +592,7 @@ def bench_occupancy(results: list, repeats: int, ssh_server, tmp: Path) -> None:
                 res = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp / "runs")
                 mw.stop()
                 samples = [json.loads(x) for x in (res.run_dir / "samples.jsonl").read_text().splitlines()]
+                latency += [s["latency_s"] for s in samples if s.get("latency_s")]
                 # one launch per profile: split the metrics where the request counter restarts
                 launches, cur = [], []
                 for s in mw.samples:
@@ -599,10 +607,13 @@ def bench_occupancy(results: list, repeats: int, ssh_server, tmp: Path) -> None:
                     got = server_share(ln, n, limit)
                     if got is not None:
                         server.append(100 * got[0])
+                        queued.append(got[1])
                     occ = p.get("occupancy") or {}
                     if "share" in occ:
                         client.append(100 * occ["share"])
-            _row(results, "occupancy", label, f"server running / 16, {mode} (until last 16)", "%", server)
+            _row(results, "occupancy", label, f"server running / 16, {mode} (until last 16)", "%", server,
+                 queued=statistics.mean(queued) if queued else None,
+                 latency_s=statistics.median(latency) if latency else None, time_scale=scale)
             _row(results, "occupancy", label, f"client in flight / 16, {mode} (until queue empty)", "%", client)
 
 
@@ -636,6 +647,7 @@ def main(argv: list[str] | None = None) -> int:
             if sshd_binary() is None:
                 print("no sshd binary: SSH rows skipped", flush=True)
             else:
+                (tmp / "sshd").mkdir()
                 ssh_server = stack.enter_context(running_sshd(tmp / "sshd"))
         for row in rows:
             print(f"{row}:", flush=True)

@@ -327,7 +327,8 @@ class Runner:
     async def _sample(self, url: str, lp: LaunchPlan, todo: list[RequestSpec], pr: ProfileRun) -> None:
         """Send ``todo`` through ``limit`` workers fed by one queue, so a slot is refilled the moment its
         request returns (no round barrier); with ``early_stop`` a cell stops being fed once it is settled
-        (:class:`_Cells`). Per-request metrics run in a worker thread; the JSON line is written by the loop."""
+        (:class:`_Cells`). A response's metrics and JSON line are done by a separate task (metrics in a worker
+        thread) while its worker already sends the next request, so no slot waits for bookkeeping."""
         pb = self.playbook
         limit = pb.concurrency or pb.max_running_requests()
         queue = deque(sorted(todo, key=_send_order))
@@ -363,28 +364,37 @@ class Runner:
                         kl = await self._kl_probe(sc, comp) if pb.kl_probe else None
                     return comp, kl
 
+                async def finish(req: RequestSpec, comp: Completion, kl: dict | None) -> None:
+                    # metrics cost 2-8 ms a sample (a loop costs most): in a thread, after the slot is refilled
+                    rec = await asyncio.to_thread(
+                        sample_record, req, comp, speculative=lp.speculative, api=pb.api, kl=kl,
+                        think_opened_by_prompt=pb.think_opened_by_prompt)
+                    f.write(json.dumps(rec) + "\n")
+                    f.flush()
+                    progress["done"] += 1
+                    if cells is not None:
+                        progress["total"] -= cells.completed(req, rec, queue, self.hooks.on_progress)
+                    self.hooks.on_sample(lp.profile, progress["done"], progress["total"])
+
+                finishing: set[asyncio.Future] = set()
+
                 async def worker() -> None:
                     while (req := next_request()) is not None:
                         comp, kl = await send(req)
-                        # metrics cost 2-8 ms a sample (a loop costs most): off the loop, so sends are not delayed
-                        rec = await asyncio.to_thread(
-                            sample_record, req, comp, speculative=lp.speculative, api=pb.api, kl=kl,
-                            think_opened_by_prompt=pb.think_opened_by_prompt)
-                        f.write(json.dumps(rec) + "\n")
-                        f.flush()
-                        progress["done"] += 1
-                        if cells is not None:
-                            progress["total"] -= cells.completed(req, rec, queue, self.hooks.on_progress)
-                        self.hooks.on_sample(lp.profile, progress["done"], progress["total"])
+                        task = asyncio.ensure_future(finish(req, comp, kl))
+                        finishing.add(task)
+                        task.add_done_callback(finishing.discard)
                         self.hooks.checkpoint()
 
                 workers = [asyncio.ensure_future(worker()) for _ in range(min(limit, len(queue)))]
                 try:
                     await asyncio.gather(*workers)
+                    while finishing:
+                        await asyncio.gather(*finishing)
                 finally:
-                    for w in workers:  # one worker failed or we were cancelled: the others stop too
+                    for w in (*workers, *finishing):  # one failed or we were cancelled: the others stop too
                         w.cancel()
-                    await asyncio.gather(*workers, return_exceptions=True)
+                    await asyncio.gather(*workers, *finishing, return_exceptions=True)
                     pr.occupancy = occupancy.to_dict()
                     if cells is not None:
                         pr.stopping.update(cells.decisions())
