@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: demo test lint install system-deps clean
+.PHONY: demo test lint install system-deps clean bench
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -37,6 +37,12 @@ system-deps:
 ## test: all tests (unit, integration against the sim, ssh against a real sshd on 127.0.0.1)
 test: $(STAMP) system-deps
 	$(BIN)/python -m pytest -q -ra
+
+## bench: the performance suite (each issue-11 figure beside its anchor, locally and through a loopback sshd);
+## rewrites the generated part of docs/PERFORMANCE.md. REPEATS=N per figure (default 5: about 10 minutes on 2 cores)
+REPEATS ?= 5
+bench: $(STAMP) system-deps
+	$(BIN)/python -m bench --repeats $(REPEATS) --write-docs
 
 lint: $(STAMP)
 	$(BIN)/ruff check mtp_remote tests

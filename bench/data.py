@@ -19,7 +19,7 @@ def write_samples(path: Path, n: int = 1000, seed: int = 7) -> Path:
         for i in range(n):
             words = [rng.choice(vocab) for _ in range(rng.randint(300, 1500))]
             if i % 10 == 0:
-                unit = "The user's question is 2+2. So the answer is 4.".split()
+                unit = ["The", "user's", "question", "is", "2+2.", "So", "the", "answer", "is", "4."]
                 cut = len(words) // 5
                 words = words[:cut] + unit * ((len(words) - cut) // len(unit))
             text = " ".join(words)

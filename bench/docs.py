@@ -61,13 +61,16 @@ def _fmt(x: float, unit: str) -> str:
 def render(doc: dict) -> str:
     m = doc["machine"]
     lines = [BEGIN, "", "## Issue 11 figures (`python -m bench`)", "",
-             f"Run {doc['started']} at commit {doc['git']}, `--repeats {doc['repeats']}`, {doc['duration_s']} s. "
+             (f"Run {doc['started']} at commit {doc['git']}, `--repeats {doc['repeats']}`, {doc['duration_s']} s. "
              f"Machine: {m['cores']} cores, {m['cpu']}, Python {m['python']}, {m['os']}; load average "
-             f"{m['load_avg'][0]:.1f} at the start and {m.get('load_avg_end', ['?'])[0]} at the end.", ""]
+             f"{m['load_avg'][0]:.1f} at the start and {m.get('load_avg_end', ['?'])[0]} at the end."), ""]
     if doc.get("note"):
         lines += [doc["note"], ""]
-    lines += ["Each figure: median, p10-p90 and min-max over n repetitions. SSH means through a throwaway OpenSSH "
-              "sshd on 127.0.0.1 (`tests/support/sshd.py`); the simulated engine runs at time scale 0.02.", ""]
+    lines += [("Each figure: median, p10-p90 and min-max over n repetitions. SSH means through a throwaway OpenSSH "
+              "sshd on 127.0.0.1 (`tests/support/sshd.py`); the simulated engine runs at time scale 0.02 (0.05 "
+              "for the occupancy row). Reproduce: `make bench` (`REPEATS=N`), or `python -m bench --repeats N "
+              "[--only ROWS] [--no-ssh] [--json FILE] [--write-docs]`; `MTP_BENCH_SRC=DIR` measures another "
+              "tree's `mtp_remote` (before/after)."), ""]
     by_row: dict[str, list[dict]] = {}
     for r in doc["results"]:
         by_row.setdefault(r["row"], []).append(r)

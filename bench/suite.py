@@ -31,7 +31,6 @@ import json
 import os
 import platform
 import random
-import shutil
 import statistics
 import subprocess
 import sys
@@ -49,11 +48,11 @@ SRC = os.environ.get("MTP_BENCH_SRC")
 if SRC:
     sys.path.insert(0, SRC)
 
-import yaml  # noqa: E402
+import yaml
 
-from mtp_remote import api  # noqa: E402
-from mtp_remote.remote import connect, facts, process  # noqa: E402
-from mtp_remote.server import ServerLifecycle  # noqa: E402
+from mtp_remote import api
+from mtp_remote.remote import connect, facts, process
+from mtp_remote.server import ServerLifecycle
 
 ROWS = ("cli", "analyze", "ready", "stop", "cycle", "occupancy")
 BIN = Path(sys.executable).parent
@@ -140,7 +139,8 @@ def _time_cmd(argv: list[str], repeats: int, cwd: Path = ROOT) -> tuple[list[flo
         before = os.times()
         t = time.perf_counter()
         env = {**os.environ, "PYTHONPATH": SRC} if SRC else None
-        subprocess.run(argv, cwd=SRC or cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        subprocess.run(argv, cwd=SRC or cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                       check=False)
         wall = time.perf_counter() - t
         after = os.times()
         if i:
@@ -294,10 +294,10 @@ class HolderWatch:
 
         while not self._stop.is_set():
             now = time.time()
-            for pid, d in list(self.seen.items()):
+            for pid in list(self.seen):
                 p = self.dir / f"{pid}.json"
                 with contextlib.suppress(OSError, ValueError):
-                    self.seen[pid] = d = json.loads(p.read_text())
+                    self.seen[pid] = json.loads(p.read_text())
                 if pid not in self.dead_at and proc_start_ticks(pid) is None:
                     self.dead_at[pid] = now
             time.sleep(0.002)
@@ -463,7 +463,7 @@ def bench_cycle(results: list, repeats: int, ssh_server, tmp: Path) -> None:
             marks: list[tuple[str, float]] = []
 
             def on_progress(msg: str, marks=marks) -> None:
-                if msg.endswith("launching (baseline)") or msg.endswith("launching (speculative)"):
+                if msg.endswith(("launching (baseline)", "launching (speculative)")):
                     marks.append((msg.split(":", 1)[0], time.time()))
 
             (wd / "logs").mkdir(parents=True, exist_ok=True)
@@ -681,10 +681,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _git_rev() -> str:
     with contextlib.suppress(Exception):
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                              text=True).stdout.strip() + (" (+ local changes)" if subprocess.run(
-                                  ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                                  capture_output=True, text=True).stdout.strip() else "")
+        def git(*a: str) -> str:
+            return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True, check=False).stdout.strip()
+
+        return git("rev-parse", "--short", "HEAD") + (
+            " (+ local changes)" if git("status", "--porcelain", "--untracked-files=no") else "")
     return "?"
 
 

@@ -540,19 +540,19 @@ class _Cells:
     def _look(self, t: float, queue: deque, on_progress) -> int:
         """Decide on the whole rounds; when settled, drop the cell's queued requests. Returns how many."""
         upto = self.rounds[t][self.whole[t] - 1]
-        records = self.base + [s for s in self.mine[t] if s["sample_index"] <= upto]
-        if self.lp.profile == self.runner.playbook.baseline:
-            records = [s for s in self.mine[t] if s["sample_index"] <= upto]
-        d = self.runner._cell_decision(self.lp, t, records)
+        mine = [s for s in self.mine[t] if s["sample_index"] <= upto]
+        is_baseline = self.lp.profile == self.runner.playbook.baseline
+        d = self.runner._cell_decision(self.lp, t, mine if is_baseline else self.base + mine)
         self.decision[t] = d
         if not d["settled"]:
             return 0
-        dropped = [r for r in queue if r.temperature == t]
-        for r in dropped:
-            queue.remove(r)
+        kept = [r for r in queue if r.temperature != t]
+        dropped = len(queue) - len(kept)
+        queue.clear()
+        queue.extend(kept)
         on_progress(f"{self.lp.profile} T={t:g}: settled after {d['n']} samples ({d['reason']}); "
-                    f"{len(dropped)} requests saved")
-        return len(dropped)
+                    f"{dropped} requests saved")
+        return dropped
 
     def settle_stored(self, queue: deque, on_progress) -> int:
         """A look at what was stored before (``--resume``); returns the requests dropped."""
