@@ -268,26 +268,43 @@ def bench_ready(results: list, repeats: int, ssh_server, tmp: Path, anchors: boo
 # -- row: stop -> GPU memory free ------------------------------------------------------------------------------
 
 
-class HolderWatch:
+class Poller:
+    """A daemon thread running :meth:`_loop` until :meth:`stop` (``self._stop`` is set)."""
+
+    def __init__(self):
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self):
+        self._t.start()
+        return self
+
+    def _loop(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._t.join(timeout=2)
+
+
+class HolderWatch(Poller):
     """When the simulated engine's GPU memory is really free: every holder record of the sim host
     (``<workdir>/sim-gpus/procs/<pid>.json``) is freed ``release_delay`` after its process exited (the exit
     time the process wrote itself, else the first moment this watcher saw it dead — as a driver frees memory
     a moment after the exit). Reads only; polls every 2 ms from :meth:`start` until :meth:`free_at` is known."""
 
     def __init__(self, state_dir: Path):
+        super().__init__()
         self.dir = state_dir / "procs"
         self.seen: dict[int, dict] = {}
         self.dead_at: dict[int, float] = {}
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._loop, daemon=True)
 
     def start(self) -> HolderWatch:
-        for p in self.dir.glob("*.json"):
+        for p in self.dir.glob("*.json") if self.dir.exists() else ():
             with contextlib.suppress(OSError, ValueError):
                 d = json.loads(p.read_text())
                 self.seen[int(d["pid"])] = d
-        self._t.start()
-        return self
+        return super().start()
 
     def _loop(self) -> None:
         from mtp_remote.sim.gpu import proc_start_ticks
@@ -311,10 +328,6 @@ class HolderWatch:
                 return None
             ts.append(min(float(gone), self.dead_at.get(pid, float(gone))) + float(d.get("release_delay", 0.5)))
         return max(ts) if ts else None
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._t.join(timeout=1)
 
 
 def _launch_sim(c, host, pb_path: str, wd: Path):
@@ -412,21 +425,16 @@ def counting():
             setattr(cls, name, orig)
 
 
-class LogWatch:
+class LogWatch(Poller):
     """When each server log under ``<workdir>/logs`` first appeared and when its ready line was written
     (polled every 5 ms, local file system: the sshd is on loopback)."""
 
     def __init__(self, logs: Path):
+        super().__init__()
         self.logs = logs
         self.first: dict[str, float] = {}
         self.ready: dict[str, float] = {}
         self._pos: dict[str, int] = {}
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._loop, daemon=True)
-
-    def start(self) -> LogWatch:
-        self._t.start()
-        return self
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -443,10 +451,6 @@ class LogWatch:
                         self.ready[k] = now
                     self._pos[k] = max(0, self._pos.get(k, 0) + data.rfind(b"\n") + 1)
             time.sleep(0.005)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._t.join(timeout=1)
 
 
 def bench_cycle(results: list, repeats: int, ssh_server, tmp: Path) -> None:
@@ -532,18 +536,13 @@ class HolderWatchAll(HolderWatch):
 # -- row: requests in flight -----------------------------------------------------------------------------------
 
 
-class MetricsWatch:
+class MetricsWatch(Poller):
     """Poll the server's ``/metrics`` every 50 ms: (epoch s, running, queued, requests done)."""
 
     def __init__(self, url: str):
+        super().__init__()
         self.url = url
         self.samples: list[tuple[float, float, float, float]] = []
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._loop, daemon=True)
-
-    def start(self) -> MetricsWatch:
-        self._t.start()
-        return self
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -557,10 +556,6 @@ class MetricsWatch:
                 self.samples.append((time.time(), v.get("sglang:num_running_reqs", 0.0),
                                      v.get("sglang:num_queue_reqs", 0.0), v.get("sglang:num_requests_total", 0.0)))
             time.sleep(0.05)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._t.join(timeout=2)
 
 
 def server_share(samples: list[tuple], n_requests: int, limit: int) -> tuple[float, float] | None:
@@ -665,18 +660,22 @@ def main(argv: list[str] | None = None) -> int:
             elif row == "occupancy":
                 bench_occupancy(results, args.repeats, ssh_server, tmp)
             print(f"  ({time.time() - t:.0f} s)", flush=True)
-    m["load_avg_end"] = [round(x, 2) for x in os.getloadavg()]
-    doc = {"machine": m, "repeats": args.repeats, "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t_start)),
-           "duration_s": round(time.time() - t_start), "note": args.note, "results": results,
-           "git": _git_rev()}
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(doc, indent=1))
+            doc = _document(m, args, t_start, results)
+            if args.json_out:  # after every row: a run cut short keeps what it measured
+                Path(args.json_out).write_text(json.dumps(doc, indent=1))
     if args.write_docs:
         from bench.docs import write_performance_md
 
         write_performance_md(doc, ROOT / "docs" / "PERFORMANCE.md")
         print("wrote docs/PERFORMANCE.md", flush=True)
     return 0
+
+
+def _document(m: dict, args, t_start: float, results: list[dict]) -> dict:
+    m = {**m, "load_avg_end": [round(x, 2) for x in os.getloadavg()]}
+    return {"machine": m, "repeats": args.repeats, "note": args.note, "results": results, "git": _git_rev(),
+            "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t_start)),
+            "duration_s": round(time.time() - t_start)}
 
 
 def _git_rev() -> str:
