@@ -41,8 +41,9 @@ test: $(STAMP) system-deps
 ## bench: the performance suite (each issue-11 figure beside its anchor, locally and through a loopback sshd);
 ## rewrites the generated part of docs/PERFORMANCE.md. REPEATS=N per figure (default 5: about 10 minutes on 2 cores)
 REPEATS ?= 5
+NOTE    ?=
 bench: $(STAMP) system-deps
-	$(BIN)/python -m bench --repeats $(REPEATS) --write-docs
+	$(BIN)/python -m bench --repeats $(REPEATS) --write-docs --note "$(NOTE)"
 
 lint: $(STAMP)
 	$(BIN)/ruff check mtp_remote tests

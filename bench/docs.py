@@ -28,8 +28,9 @@ HOW = {
              "anchors — `until curl -sf URL; do sleep P; done` run on the host, through the same transport — "
              "watch the same launch; each figure is when it returned minus that instant.",
     "stop": "The simulated engine is launched and ready, then stopped by `ServerLifecycle.stop`. "
-            "\"Engine's own\" is from the stop call to the memory being free by the sim's own record (scheduler "
-            "exit + release delay); \"beyond engine\" is from that moment until the tool returned. The anchor "
+            "\"Beyond engine\" is from the memory being free by the sim's own record (scheduler exit + its "
+            "release delay) until the tool returned; \"stop called → memory free\" also holds the tool's "
+            "steps before its signal. The anchor "
             "kills our process group with SIGKILL and sleeps 5 s, on an identical launch.",
     "cycle": "`api.diagnose` of a 2-profile playbook (baseline, mtp; 2 prompts × 2 samples, 256 tokens) on the "
              "sim with `state_leak`. Per launch cycle (from \"launching\" to the next one, or the run's end): "
@@ -42,9 +43,9 @@ HOW = {
                  "all but the profile's last 16 requests are done. Client: requests in flight (HTTP send → "
                  "response), time-weighted, until nothing is left to send (`ProfileRun.occupancy`). One figure "
                  "per profile per run.",
-    "cli": "Wall time of the command (subprocess), after one warm-up run.",
+    "cli": "Wall time of the command (subprocess), after one warm-up run; CPU time (user + sys) in parentheses.",
     "analyze": "`mtp-remote analyze` of a seeded 1,000-sample file (`bench/data.py`: 300-1,500 words each, "
-               "one in ten looping); wall time, and the CPU time (user + sys) in the table's note.",
+               "one in ten looping); wall time, and the CPU time (user + sys) in parentheses.",
 }
 
 
@@ -88,7 +89,9 @@ def render(doc: dict) -> str:
                 extra = f" (CPU {r['cpu_ms']:.0f} ms)"
             if "cpu_s" in r:
                 extra = f" (CPU {r['cpu_s']:.2f} s)"
-            lines.append(f"| {r['transport']} | {r['what']}{extra} | **{_fmt(r['median'], u)} {u}** | "
+            if r.get("latency_s"):
+                extra = f" (a request {r['latency_s']:.2f} s median)"
+            lines.append(f"| {r['transport']} | {r['what']}{extra} | **{_fmt(r['median'], u)}{' ' + u if u else ''}** | "
                          f"{_fmt(r['p10'], u)}-{_fmt(r['p90'], u)} | {_fmt(r['min'], u)}-{_fmt(r['max'], u)} | "
                          f"{r['n']} |")
         lines.append("")

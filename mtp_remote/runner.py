@@ -392,9 +392,11 @@ class Runner:
                     while finishing:
                         await asyncio.gather(*finishing)
                 finally:
-                    for w in (*workers, *finishing):  # one failed or we were cancelled: the others stop too
+                    for w in workers:  # one failed or we were cancelled: the others stop sending too
                         w.cancel()
-                    await asyncio.gather(*workers, *finishing, return_exceptions=True)
+                    await asyncio.gather(*workers, return_exceptions=True)
+                    # responses already received are still stored (no network in there: quick)
+                    await asyncio.gather(*finishing, return_exceptions=True)
                     pr.occupancy = occupancy.to_dict()
                     if cells is not None:
                         pr.stopping.update(cells.decisions())
