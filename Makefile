@@ -39,7 +39,8 @@ test: $(STAMP) system-deps
 	$(BIN)/python -m pytest -q -ra
 
 ## bench: the performance suite (each issue-11 figure beside its anchor, locally and through a loopback sshd);
-## rewrites the generated part of docs/PERFORMANCE.md. REPEATS=N per figure (default 5: about 10 minutes on 2 cores)
+## rewrites the generated part of docs/PERFORMANCE.md. REPEATS=N per figure (default 5: about 10 minutes on 2 cores);
+## NOTE="..." adds a sentence on the conditions (e.g. a shared machine)
 REPEATS ?= 5
 NOTE    ?=
 bench: $(STAMP) system-deps
