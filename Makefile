@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: demo test test-real real-setup lint install system-deps clean
+.PHONY: demo test test-real real-setup lint install system-deps clean bench
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -48,6 +48,14 @@ real-setup: $(STAMP)
 ## test-real: the real-engine tests in full, baseline vs STANDALONE speculative decoding included
 test-real: $(STAMP) system-deps real-setup
 	MTP_REMOTE_REAL_FULL=1 $(BIN)/python -m pytest -q -ra -s tests/real
+
+## bench: the performance suite (each issue-11 figure beside its anchor, locally and through a loopback sshd);
+## rewrites the generated part of docs/PERFORMANCE.md. REPEATS=N per figure (default 5: about 10 minutes on 2 cores);
+## NOTE="..." adds a sentence on the conditions (e.g. a shared machine)
+REPEATS ?= 5
+NOTE    ?=
+bench: $(STAMP) system-deps
+	$(BIN)/python -m bench --repeats $(REPEATS) --write-docs --note "$(NOTE)"
 
 lint: $(STAMP)
 	$(BIN)/ruff check mtp_remote tests

@@ -22,9 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mtp_remote.config import HostConfig  # noqa: E402
-from mtp_remote.remote import connect, facts, process  # noqa: E402
-from mtp_remote.server import ServerLifecycle  # noqa: E402
+from mtp_remote.config import HostConfig
+from mtp_remote.remote import connect, facts, process
+from mtp_remote.server import ServerLifecycle
 
 SERVER = textwrap.dedent('''
     import sys, time

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from .analysis.verdict import exit_code as verdicts_exit_code
 from .config import HostConfig, Inventory, Playbook, load_inventory, load_playbook
+from .entry import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK  # noqa: F401 (api.DEFAULT_* stays public)
 from .diagnosis import design_of, diagnose as diagnose_samples
 from .errors import EXIT_RUN_FAILED, ConfigError, Interrupted, MtpRemoteError
 from .report.document import build_summary, save_summary
@@ -28,9 +29,6 @@ from .report.html import write_html
 from .report.markdown import write_markdown
 from .plan import plan_run
 from .runner import Hooks, Runner, calibration_profile, load_samples, new_run_id, sample_key
-
-DEFAULT_INVENTORY = "inventory.yaml"
-DEFAULT_PLAYBOOK = "playbooks/diagnose-mtp.yaml"
 
 
 @dataclass

@@ -12,15 +12,16 @@ import logging
 import sys
 
 import click
-from rich.console import Console
-from rich.markup import escape
 
-from . import __version__, api
-from .interrupts import Interrupts
-from .report.console import make_console, print_smoke, print_stop, progress_printer
+from . import __version__
+from .entry import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK, make_console
+from .entry import api as _api
 from .errors import EXIT_RUN_FAILED, MtpRemoteError
+from .interrupts import Interrupts
 
-err_console = Console(stderr=True, log_path=False)
+# Start-up time: ``--version``/``--help`` import only click and the light modules above (~0.1 s). The api
+# layer (scipy, numpy, httpx, pydantic, jinja2: ~1 s) and the rich renderers are imported inside the command
+# that uses them ("deferred" below), so a command pays only for what it runs.
 
 
 #: SIGINT/SIGTERM handling for this process (entry point state: one per process).
@@ -36,12 +37,18 @@ def handle_errors(fn):
         try:
             return fn(*args, **kwargs)
         except MtpRemoteError as e:
+            from rich.console import Console  # deferred: only an error needs it
+            from rich.markup import escape
+
+            err_console = Console(stderr=True, log_path=False)
             err_console.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
             if e.evidence:
                 err_console.print(e.evidence, style="dim", highlight=False, markup=False)
             sys.exit(e.exit_code)
         except KeyboardInterrupt:
-            err_console.print("[red]interrupted[/]")
+            from rich.console import Console  # deferred: only an interrupt needs it
+
+            Console(stderr=True, log_path=False).print("[red]interrupted[/]")
             sys.exit(130)
         except Exception as e:  # an SSH failure is a cause (one line, exit 2); anything else is a bug
             from .remote.connect import as_connect_error
@@ -71,7 +78,7 @@ def main(verbose: int) -> None:
         logging.getLogger("paramiko").setLevel(logging.DEBUG)
 
 
-_inventory_opt = click.option("-i", "--inventory", default=api.DEFAULT_INVENTORY, show_default=True,
+_inventory_opt = click.option("-i", "--inventory", default=DEFAULT_INVENTORY, show_default=True,
                               help="Inventory of hosts (YAML).")
 _host_opt = click.option("-H", "--host", default=None, help="Host name from the inventory (default: its default_host).")
 
@@ -79,7 +86,7 @@ _host_opt = click.option("-H", "--host", default=None, help="Host name from the 
 @main.command()
 @_inventory_opt
 @_host_opt
-@click.option("-p", "--playbook", default=api.DEFAULT_PLAYBOOK, show_default=True, help="Playbook (YAML).")
+@click.option("-p", "--playbook", default=DEFAULT_PLAYBOOK, show_default=True, help="Playbook (YAML).")
 @click.option("--profile", "profiles", multiple=True, help="Only these profiles (baseline always runs). Repeatable.")
 @click.option("--samples", type=click.IntRange(min=1), default=None, help="Override samples per prompt per temperature.")
 @click.option("--max-tokens", type=click.IntRange(min=1), default=None, help="Override max tokens per request.")
@@ -97,7 +104,7 @@ def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir,
     hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample,
                   interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
     overrides = {k: v for k, v in (("samples", samples), ("max_tokens", max_tokens)) if v is not None}
-    res = api.diagnose(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir,
+    res = _api().diagnose(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir,
                        profiles=list(profiles) or None, resume=resume, hooks=hooks, overrides=overrides)
     if as_json:
         click.echo(json.dumps(res.summary, indent=2, default=str))
@@ -110,21 +117,24 @@ def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir,
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line per text.")
+@click.option("--rows/--summary", "per_row", default=None,
+              help="One table row per text, or a summary (default: rows up to 20 texts, else a summary).")
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @handle_errors
-def analyze(as_json, files):
+def analyze(as_json, per_row, files):
     """Measure degeneracy (loops, near loops, seq-rep-4, compression, think block) of texts.
 
     FILE is read by its kind: .json a chat/generate response body, .jsonl samples (one record a line),
     anything else plain text (even when the text is JSON); '-' reads standard input. A file that cannot be
-    read is reported ({"file", "error"} with --json) and the others are still analysed. Exits 2 when any
+    read is reported ({"file", "error"} with --json) and the others are still analysed. Many texts (a
+    samples.jsonl) print a summary and the looping ones; --rows prints every row. Exits 2 when any
     file failed, else 1 when any text loops, else 0."""
     from .cli_ops import run_analyze
 
-    sys.exit(run_analyze(files, as_json=as_json))
+    sys.exit(run_analyze(files, as_json=as_json, per_row=per_row))
 
 
-_playbook_opt = click.option("-p", "--playbook", default=api.DEFAULT_PLAYBOOK, show_default=True,
+_playbook_opt = click.option("-p", "--playbook", default=DEFAULT_PLAYBOOK, show_default=True,
                              help="Playbook (YAML): flags and profiles.")
 
 
@@ -141,7 +151,7 @@ def preflight(inventory, host, playbook, as_json):
     from .report.console import checks_table
 
     pb = load_playbook(playbook)
-    with api.open_host(inventory, host) as (cfg, c, py):
+    with _api().open_host(inventory, host) as (cfg, c, py):
         checks = run_preflight(c, cfg, pb, py)
     if as_json:
         click.echo(json.dumps([ch.to_dict() for ch in checks], indent=2))
@@ -160,7 +170,7 @@ def status(inventory, host, as_json):
     from .ops import status as run_status
     from .report.console import status_table
 
-    with api.open_host(inventory, host) as (cfg, c, py):
+    with _api().open_host(inventory, host) as (cfg, c, py):
         st = run_status(c, cfg, py)
     if as_json:
         click.echo(json.dumps(st.to_dict(), indent=2))
@@ -177,9 +187,10 @@ def status(inventory, host, as_json):
 def stop(inventory, host, force, term_timeout):
     """Stop the server we started (SIGTERM, then SIGKILL) and wait for its GPU memory to be released."""
     from .ops import stop as run_stop
+    from .report.console import print_stop, progress_printer  # deferred: rich renderers
 
     console = make_console()
-    with api.open_host(inventory, host) as (cfg, c, py):
+    with _api().open_host(inventory, host) as (cfg, c, py):
         res = run_stop(c, cfg, py, force=force, term_s=term_timeout, on_progress=progress_printer(console))
     print_stop(console, res)
 
@@ -194,11 +205,12 @@ def launch(inventory, host, playbook, profile):
     """Launch one profile's server detached and wait until it is ready (it keeps running)."""
     from .config import load_playbook
     from .ops import launch as run_launch
+    from .report.console import progress_printer  # deferred: rich renderers
     from .runner import new_run_id
 
     pb = load_playbook(playbook)
     console = make_console()
-    with api.open_host(inventory, host) as (cfg, c, py):
+    with _api().open_host(inventory, host) as (cfg, c, py):
         outcome = run_launch(c, cfg, pb, profile, py, run_id=new_run_id(), on_progress=progress_printer(console))
     if not outcome.ok:
         from .server import raise_for_outcome
@@ -217,7 +229,7 @@ def logs(inventory, host, follow, lines):
     """Show the log of our server (or the newest one), optionally following it."""
     from .ops import current_log, follow_log, server_alive
 
-    with api.open_host(inventory, host) as (cfg, c, py):
+    with _api().open_host(inventory, host) as (cfg, c, py):
         path, pid = current_log(c, cfg)
         click.echo(f"==> {path} <==", err=True)
         if follow and pid is None:
@@ -242,9 +254,10 @@ def smoke(inventory, host, playbook, prompt, temperature, max_tokens, as_json):
     from .ops import running_api_key
     from .ops import smoke as run_smoke
     from .remote import connect as transport
+    from .report.console import print_smoke  # deferred: rich renderers
 
     pb = load_playbook(playbook)
-    with api.open_host(inventory, host) as (cfg, c, py):
+    with _api().open_host(inventory, host) as (cfg, c, py):
         with transport.tunnel(c, cfg) as url:
             res = run_smoke(url, pb, prompt=prompt, temperature=temperature, max_tokens=max_tokens,
                                 api_key=running_api_key(c, cfg, pb))
@@ -274,7 +287,7 @@ def nightly(inventory, host, playbook, runs_dir, history_db):
 
     console = make_console()
     db = store.check_history_path(history_db or Path(runs_dir) / "history.sqlite")
-    res = api.diagnose(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir)
+    res = _api().diagnose(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir)
     doc = res.summary
     store.record_run(db, doc, res.run_dir)
     prev = store.previous_verdicts(db, host=doc["host"]["name"], playbook=doc["playbook"]["name"], before_run=res.run_id)

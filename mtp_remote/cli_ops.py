@@ -17,11 +17,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from mtp_remote.entry import make_console
 from mtp_remote.errors import AnalysisInputError, MtpRemoteError
-from mtp_remote.lint import lint_command
-from mtp_remote.remote.commands import mask_text
-from mtp_remote.remote.logs import classify_log, milestone_durations
-from mtp_remote.report.console import make_console
 
 _STYLE = {"ok": "green", "warning": "yellow", "fatal": "red"}
 
@@ -51,6 +48,8 @@ def classify_log_cmd(as_json: bool, files: tuple[str, ...]) -> None:
 
     FILE may be - for standard input. Exits 0 when every log is ready or still starting, 1 when any shows a
     fatal class, 2 for a file that cannot be read."""
+    from mtp_remote.remote.logs import classify_log, milestone_durations  # deferred: keeps --help fast
+
     texts = [(f, _read_text(f)) for f in files]  # fail on a missing file before printing anything
     if as_json:
         results = [(f, classify_log(text)) for f, text in texts]
@@ -108,6 +107,9 @@ def lint_command_cmd(as_json: bool, sglang_version: str | None, with_defaults: b
     table is linted with the nearest one and a warning on stderr. Exits 0 when the line is clean, 1 when
     there is a finding, 2 when it is not an SGLang launch line at all.
     """
+    from mtp_remote.lint import lint_command  # deferred: keeps --help fast (flag tables, difflib)
+    from mtp_remote.remote.commands import mask_text  # deferred: pulls in the pydantic config models
+
     try:
         result = lint_command(command_line, sglang_version=sglang_version)
     except MtpRemoteError as exc:
@@ -133,7 +135,7 @@ def lint_command_cmd(as_json: bool, sglang_version: str | None, with_defaults: b
         raise SystemExit(1)
 
 
-def run_analyze(files: tuple[str, ...], *, as_json: bool) -> int:
+def run_analyze(files: tuple[str, ...], *, as_json: bool, per_row: bool | None = None) -> int:
     """Analyse every text of ``files`` (see :mod:`mtp_remote.inputs` for the kinds) and print the metrics.
 
     A file that cannot be read or parsed is reported -- ``{"file", "error"}`` as one JSON line with
@@ -162,23 +164,62 @@ def run_analyze(files: tuple[str, ...], *, as_json: bool) -> int:
             if as_json:
                 click.echo(json.dumps(row))
     if not as_json and rows:
-        _analysis_table(rows)
+        print_analysis(rows, per_row=per_row, console=make_console())
     if failed:
         return 2
     return 1 if any(r["loop"] for r in rows) else 0
 
 
-def _analysis_table(rows: list[dict]) -> None:
+#: ``analyze`` prints one row per text up to this many texts; above it, a summary (``--rows`` for all rows).
+ROWS_SHOWN_BY_DEFAULT = 20
+
+
+def print_analysis(rows: list[dict], *, per_row: bool | None = None, console: Console | None = None) -> None:
+    """Print ``analyze`` results: a per-text table when ``per_row`` (default: when there are at most
+    :data:`ROWS_SHOWN_BY_DEFAULT` texts), else a summary — counts, medians and the first looping texts.
+
+    ``rows`` are :meth:`TextMetrics.to_dict` dicts plus ``file``. The table is built cheaply (no measured
+    column ratios); a summary costs nothing to draw, where a 1,000-row table took ~1.8 s."""
+    console = console or Console()
+    if per_row is None:
+        per_row = len(rows) <= ROWS_SHOWN_BY_DEFAULT
+    if per_row:
+        console.print(_rows_table(rows))
+        return
+    loops = [r for r in rows if r["loop"]]
+    think = [r["think_closed"] for r in rows if r["think_closed"] is not None]
+    console.print(
+        f"[bold]{len(rows)} texts[/]: [{'red' if loops else 'green'}]{len(loops)} loop[/] "
+        f"({len(loops) / max(len(rows), 1):.1%}); seq-rep-4 median {_median(r['seq_rep_4'] for r in rows):.3f}, "
+        f"compression median {_median(r['compression_ratio'] for r in rows):.2f}"
+        + (f"; think block closed in {sum(think)} of {len(think)}" if think else ""), highlight=False)
+    for r in loops[:10]:
+        console.print(f"  loops: {r['file']}  ({r['loop_unit_tokens']} tokens × {r['loop_repeats']} "
+                      f"from char {r['loop_start_char']})", highlight=False, markup=False)
+    if len(loops) > 10:
+        console.print(f"  … and {len(loops) - 10} more", highlight=False)
+    console.print("(--rows prints one row per text; --json one JSON object per text)", style="dim", highlight=False)
+
+
+def _median(values) -> float:
+    xs = sorted(values)
+    if not xs:
+        return float("nan")
+    m = len(xs) // 2
+    return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
+
+
+def _rows_table(rows: list[dict]) -> Table:
     table = Table(title="Degeneracy (loop: corpus definition; seq-rep-4: Welleck et al. 2019)")
-    table.add_column("file", overflow="fold", ratio=3)
+    table.add_column("file", overflow="fold")
     for col in ("loop", "unit × repeats", "loop start (char)", "near loop", "seq-rep-4", "compression",
                 "think closed"):
-        table.add_column(col, ratio=1)
+        table.add_column(col, no_wrap=True, min_width=min(len(col), 11))
     for r in rows:
         unit = f"{r['loop_unit_tokens']} × {r['loop_repeats']}" if r["loop"] else "–"
         near = (f"{r['near_loop_unit_tokens']} × {r['near_loop_repeats']} @ {r['near_loop_start_char']}"
-                if r["near_loop"] else "no")
+                if r.get("near_loop") else "no")
         table.add_row(r["file"], "[red]yes[/]" if r["loop"] else "no", unit,
                       str(r["loop_start_char"]) if r["loop"] else "–", near, f"{r['seq_rep_4']:.3f}",
                       f"{r['compression_ratio']:.2f}", {True: "yes", False: "no", None: "–"}[r["think_closed"]])
-    make_console().print(table)
+    return table

@@ -10,6 +10,7 @@ and releases the host lock.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 import json
 import logging
@@ -17,6 +18,7 @@ import re
 import secrets
 import socket
 import time
+from collections import Counter, deque
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -30,6 +32,7 @@ from .plan import LaunchPlan, RequestSpec, plan_run
 from .remote import connect as transport
 from .remote.commands import api_key_of, mask_argv, mask_log_secrets, mask_text, playbook_secrets
 from .remote.logs import classify_log
+from .samples import THINK_PREFIX, analysed_text  # noqa: F401 (re-exported: diagnosis, ops)
 from .server import ServerLifecycle, TimedOut, WaitOutcome
 from .store import open_samples_for_append
 
@@ -68,6 +71,7 @@ class ProfileRun:
     n_resumed: int = 0
     stopping: dict = field(default_factory=dict)  # temperature -> early-stopping decision
     n_failed: int = 0  # requests of this profile that returned an error
+    occupancy: dict = field(default_factory=dict)  # requests in flight vs the limit (Occupancy.to_dict)
 
     crashed: dict | None = None  # {"cause", "hint", "fatal_line"} when the server died while sampling
     tunnel_channels: int | None = None  # SSH channels the tunnel opened while sampling (None: local host)
@@ -91,15 +95,6 @@ class Hooks:
     on_sample: Callable[[str, int, int], None] = lambda profile, done, total: None
     interrupted: Callable[[], bool] = lambda: False
     checkpoint: Callable[[], None] = lambda: None  # raises KeyboardInterrupt if the user asked to stop
-
-
-THINK_PREFIX = "<think>\n"
-
-
-def analysed_text(text: str, think_opened_by_prompt: bool) -> str:
-    """The text the metrics see: with the prompt's ``<think>`` put back when the template opened it, so an
-    unterminated reasoning block counts as unclosed (character offsets then include that prefix)."""
-    return THINK_PREFIX + text if think_opened_by_prompt else text
 
 
 _ASGI_ERROR = "ERROR:    Exception in ASGI application"
@@ -494,17 +489,34 @@ class Runner:
                                 f"timeouts.stall_s if generations are legitimately that slow"}
 
     async def _sample(self, url: str, lp: LaunchPlan, todo: list[RequestSpec], pr: ProfileRun) -> None:
+        """Send ``todo`` through ``limit`` workers fed by one queue, so a slot is refilled the moment its
+        request returns (no round barrier); with ``early_stop`` a cell stops being fed once it is settled
+        (:class:`_Cells`). A response's metrics and JSON line are done by a separate task (metrics in a worker
+        thread) while its worker already sends the next request, so no slot waits for bookkeeping."""
         pb = self.playbook
         limit = self._concurrency.get(lp.profile) or pb.concurrency or pb.max_running_requests()
-        sem = asyncio.Semaphore(limit)
+        queue = deque(sorted(todo, key=_send_order))
+        cells = _Cells(self, lp, todo) if pb.early_stop else None
+        occupancy = Occupancy(limit)
         progress = {"done": 0, "total": len(todo)}
         self.hooks.on_profile(lp.profile, len(todo))
+        if cells is not None:
+            progress["total"] -= cells.settle_stored(queue, self.hooks.on_progress)
+
+        def next_request() -> RequestSpec | None:
+            while queue:
+                req = queue.popleft()
+                if cells is None or not cells.settled(req.temperature):
+                    return req
+            occupancy.queue_empty()
+            return None
+
         with open_samples_for_append(self.samples_path) as f:  # ends a truncated last line first
             async with ServerClient(url, timeout_s=pb.timeouts.request_s, max_connections=limit + 2,
                                     api_key=api_key_of(lp.argv)) as sc:
 
-                async def one(req: RequestSpec) -> dict:
-                    async with sem:
+                async def send(req: RequestSpec) -> tuple[Completion, dict | None]:
+                    with occupancy.in_flight():
                         if pb.api == "chat":
                             comp = await self._send(lambda: sc.chat(
                                 req.prompt, temperature=req.temperature, max_tokens=pb.max_tokens, top_p=pb.top_p,
@@ -516,21 +528,44 @@ class Runner:
                                 seed=req.seed, return_logprob=pb.kl_probe, top2=req.temperature == 0))
                         kl = await self._kl_probe(sc, await self._probe_completion(sc, lp, req, comp)) \
                             if pb.kl_probe else None
-                    rec = sample_record(req, comp, speculative=lp.speculative, api=pb.api, kl=kl,
-                                        think_opened_by_prompt=pb.think_opened_by_prompt)
+                    return comp, kl
+
+                async def finish(req: RequestSpec, comp: Completion, kl: dict | None) -> None:
+                    # metrics cost 2-8 ms a sample (a loop costs most): in a thread, after the slot is refilled
+                    rec = await asyncio.to_thread(
+                        sample_record, req, comp, speculative=lp.speculative, api=pb.api, kl=kl,
+                        think_opened_by_prompt=pb.think_opened_by_prompt)
                     f.write(json.dumps(rec) + "\n")
                     f.flush()
                     progress["done"] += 1
+                    if cells is not None:
+                        progress["total"] -= cells.completed(req, rec, queue, self.hooks.on_progress)
                     self.hooks.on_sample(lp.profile, progress["done"], progress["total"])
-                    self.hooks.checkpoint()
-                    return rec
 
-                if pb.early_stop:
-                    cells = sorted({r.temperature for r in todo})
-                    await asyncio.gather(*(self._sample_cell_in_rounds(
-                        lp, t, [r for r in todo if r.temperature == t], one, pr, progress) for t in cells))
-                else:
-                    await asyncio.gather(*(one(r) for r in todo))
+                finishing: set[asyncio.Future] = set()
+
+                async def worker() -> None:
+                    while (req := next_request()) is not None:
+                        comp, kl = await send(req)
+                        task = asyncio.ensure_future(finish(req, comp, kl))
+                        finishing.add(task)
+                        task.add_done_callback(finishing.discard)
+                        self.hooks.checkpoint()
+
+                workers = [asyncio.ensure_future(worker()) for _ in range(min(limit, len(queue)))]
+                try:
+                    await asyncio.gather(*workers)
+                    while finishing:
+                        await asyncio.gather(*finishing)
+                finally:
+                    for w in workers:  # one failed or we were cancelled: the others stop sending too
+                        w.cancel()
+                    await asyncio.gather(*workers, return_exceptions=True)
+                    # responses already received are still stored (no network in there: quick)
+                    await asyncio.gather(*finishing, return_exceptions=True)
+                    pr.occupancy = occupancy.to_dict()
+                    if cells is not None:
+                        pr.stopping.update(cells.decisions())
                 pr.server_info = await sc.server_info()
 
     async def _probe_completion(self, sc: ServerClient, lp: LaunchPlan, req: RequestSpec,
@@ -563,25 +598,11 @@ class Runner:
         probe = kl_probe([p for p, _ in pairs], [d for _, d in pairs])
         return {"mean_k3": probe.mean_k3, "max_k3": probe.max_k3, "n_tokens": probe.n_tokens}
 
-    async def _sample_cell_in_rounds(self, lp: LaunchPlan, temperature: float, todo: list[RequestSpec], one,
-                                     pr: ProfileRun, progress: dict) -> None:
-        """Rounds of one sample per prompt; stop when :func:`settled` says the cell is decided."""
-        rounds = sorted({r.sample_index for r in todo})
-        decision = None
-        for i in rounds:
-            await asyncio.gather(*(one(r) for r in todo if r.sample_index == i))
-            decision = self._cell_decision(lp, temperature)
-            if decision["settled"]:
-                skipped = sum(1 for r in todo if r.sample_index > i)
-                progress["total"] -= skipped
-                self.hooks.on_progress(f"{lp.profile} T={temperature:g}: settled after {decision['n']} samples "
-                                       f"({decision['reason']}); {skipped} requests saved")
-                break
-        pr.stopping[str(temperature)] = decision
-
-    def _cell_decision(self, lp: LaunchPlan, temperature: float) -> dict:
-        """Early-stopping state of one cell from the stored samples: the decision rule of the verdict
-        (analysis.stopping.cell_decision with diagnosis.design_of — one rule from first sample to verdict)."""
+    def _cell_decision(self, lp: LaunchPlan, temperature: float, records: list[dict]) -> dict:
+        """Early-stopping state of one cell from ``records`` (samples.jsonl dicts held in memory: the
+        baseline's, and this profile's whole rounds only; see :class:`_Cells`): the decision rule of the
+        verdict (analysis.stopping.cell_decision with diagnosis.design_of — one rule from first sample to
+        verdict)."""
         from .analysis.stopping import cell_decision
         from .diagnosis import design_of  # (diagnosis imports this module)
 
@@ -590,5 +611,137 @@ class Runner:
         design = design_of(pb, n_spec, temperature)
         if temperature == 0:  # greedy cells are evidence, not a test: sampled in full
             design = replace(design, sequential=False)
-        return cell_decision(load_samples(self.samples_path), profile=lp.profile, baseline=pb.baseline,
-                             temperature=temperature, design=design)
+        return cell_decision(records, profile=lp.profile, baseline=pb.baseline, temperature=temperature,
+                             design=design)
+
+
+def _send_order(req: RequestSpec) -> tuple:
+    """Queue order: round by round (sample index), both temperatures' cells side by side, prompts in plan
+    order — so whole rounds complete early, which is what a stopping look needs."""
+    return (req.sample_index, req.temperature)
+
+
+class Occupancy:
+    """Requests in flight over time, for the figure "requests in flight vs the server's limit".
+
+    ``in_flight()`` wraps one request (HTTP send to response); ``queue_empty()`` marks the moment nothing
+    is left to send (the tail starts). ``to_dict()``: ``limit``, ``mean_in_flight`` (time-weighted, from the
+    first send to the tail) and its ``share`` of ``limit``, ``full_s`` (seconds of that span), ``tail_s``
+    (from then to the last response), ``sent`` (requests). Wall-clock ``t_first_send``/``t_queue_empty``
+    (epoch seconds) let a benchmark line it up with the server's own counts."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.n = 0
+        self.sent = 0
+        self._area = 0.0
+        self._t_last: float | None = None
+        self._t0: float | None = None
+        self._t_empty: float | None = None
+        self._t_end: float | None = None
+        self._wall0: float | None = None
+        self._wall_empty: float | None = None
+
+    def _step(self, delta: int) -> None:
+        now = time.monotonic()
+        if self._t0 is None:
+            self._t0, self._wall0 = now, time.time()
+        elif self._t_empty is None:
+            self._area += self.n * (now - self._t_last)
+        self._t_last, self._t_end = now, now
+        self.n += delta
+
+    @contextlib.contextmanager
+    def in_flight(self):
+        self._step(+1)
+        self.sent += 1
+        try:
+            yield
+        finally:
+            self._step(-1)
+
+    def queue_empty(self) -> None:
+        if self._t_empty is None and self._t0 is not None:
+            now = time.monotonic()
+            self._area += self.n * (now - self._t_last)
+            self._t_last, self._t_empty, self._wall_empty = now, now, time.time()
+
+    def to_dict(self) -> dict:
+        if self._t0 is None:
+            return {"limit": self.limit, "sent": 0}
+        end = self._t_empty if self._t_empty is not None else self._t_end
+        span = max(end - self._t0, 1e-9)
+        mean = self._area / span
+        return {"limit": self.limit, "sent": self.sent, "mean_in_flight": round(mean, 3),
+                "share": round(mean / self.limit, 4), "full_s": round(span, 3),
+                "tail_s": round(self._t_end - end, 3), "t_first_send": self._wall0,
+                "t_queue_empty": self._wall_empty}
+
+
+class _Cells:
+    """Early-stopping bookkeeping of one profile's cells (one per temperature), all in memory.
+
+    A cell is looked at when a whole round (every prompt's sample ``i``) has completed, on the samples of the
+    completed rounds only — never on whichever requests finished first: a looping output runs to
+    ``max_tokens`` and finishes last, so counting completions as they come would under-count loops. Later
+    rounds are already in flight meanwhile (that is what keeps the server full); once a cell is settled its
+    queued requests are dropped and those in flight finish and are stored (all sent samples are kept, so
+    what is stored is not selected by speed). Records start from samples.jsonl, read once."""
+
+    def __init__(self, runner: Runner, lp: LaunchPlan, todo: list[RequestSpec]):
+        self.runner, self.lp = runner, lp
+        temps = sorted({r.temperature for r in todo})
+        stored = [s for s in load_samples(runner.samples_path) if s.get("error") is None]
+        self.base = [s for s in stored if s["profile"] == runner.playbook.baseline]
+        self.mine = {t: [s for s in stored if s["profile"] == lp.profile and float(s["temperature"]) == t]
+                     for t in temps}
+        self.pending = {t: Counter(r.sample_index for r in todo if r.temperature == t) for t in temps}
+        self.rounds = {t: sorted({r.sample_index for r in lp.requests if r.temperature == t}) for t in temps}
+        self.whole = dict.fromkeys(temps, 0)  # rounds complete, counted from the first
+        self.decision: dict[float, dict | None] = dict.fromkeys(temps)
+
+    def settled(self, t: float) -> bool:
+        d = self.decision.get(t)
+        return bool(d and d["settled"])
+
+    def _advance(self, t: float) -> bool:
+        """Move the whole-rounds mark; True when it moved (a new look)."""
+        before = self.whole[t]
+        rounds = self.rounds[t]
+        while self.whole[t] < len(rounds) and self.pending[t][rounds[self.whole[t]]] == 0:
+            self.whole[t] += 1
+        return self.whole[t] > before
+
+    def _look(self, t: float, queue: deque, on_progress) -> int:
+        """Decide on the whole rounds; when settled, drop the cell's queued requests. Returns how many."""
+        upto = self.rounds[t][self.whole[t] - 1]
+        mine = [s for s in self.mine[t] if s["sample_index"] <= upto]
+        is_baseline = self.lp.profile == self.runner.playbook.baseline
+        d = self.runner._cell_decision(self.lp, t, mine if is_baseline else self.base + mine)
+        self.decision[t] = d
+        if not d["settled"]:
+            return 0
+        kept = [r for r in queue if r.temperature != t]
+        dropped = len(queue) - len(kept)
+        queue.clear()
+        queue.extend(kept)
+        on_progress(f"{self.lp.profile} T={t:g}: settled after {d['n']} samples ({d['reason']}); "
+                    f"{dropped} requests saved")
+        return dropped
+
+    def settle_stored(self, queue: deque, on_progress) -> int:
+        """A look at what was stored before (``--resume``); returns the requests dropped."""
+        return sum(self._look(t, queue, on_progress) for t in self.rounds if self._advance(t))
+
+    def completed(self, req: RequestSpec, rec: dict, queue: deque, on_progress) -> int:
+        """Count one returned request; look when it completed a round. Returns the requests dropped."""
+        t = req.temperature
+        self.pending[t][req.sample_index] -= 1
+        if rec.get("error") is None:
+            self.mine[t].append(rec)
+        if self.settled(t) or not self._advance(t):
+            return 0
+        return self._look(t, queue, on_progress)
+
+    def decisions(self) -> dict[str, dict | None]:
+        return {str(t): d for t, d in self.decision.items()}

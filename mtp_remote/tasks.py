@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from invoke import task
 from invoke.exceptions import Exit
-from rich.console import Console
-from rich.markup import escape
 
-from . import api
-from .interrupts import Interrupts
-from .report.console import make_console, print_smoke, print_stop, progress_printer
+from .entry import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK, make_console
+from .entry import api as _api
 from .errors import ConfigError, Interrupted, MtpRemoteError
+from .interrupts import Interrupts
+
+# Start-up time: ``fab -l`` imports only invoke and the light modules above. The api layer (scipy, numpy,
+# httpx, pydantic, jinja2: ~1 s) and the rich renderers are imported inside the task that uses them (mtp_remote/entry.py).
 
 
 #: SIGINT/SIGTERM handling for this process (entry point state: one per process).
@@ -30,6 +31,9 @@ def _host_name(c) -> str | None:
 
 
 def _fail(e: MtpRemoteError) -> Exit:
+    from rich.console import Console  # deferred: only an error needs it
+    from rich.markup import escape
+
     console = Console(stderr=True)
     console.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
     if e.evidence:
@@ -44,7 +48,7 @@ def _fail(e: MtpRemoteError) -> Exit:
             "max_tokens": "override max tokens per request",
             "resume": "continue run RUN_ID without re-requesting stored samples",
             "runs_dir": "where run directories go (default runs/)"})
-def diagnose(c, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY, profile=None, samples=None,
+def diagnose(c, playbook=DEFAULT_PLAYBOOK, inventory=DEFAULT_INVENTORY, profile=None, samples=None,
              max_tokens=None, resume=None, runs_dir="runs"):
     """Run the speculative vs baseline experiment on a host and print verdicts (-H NAME from inventory)."""
     from .report.console import RichHooks, cells_table, verdict_table
@@ -62,7 +66,7 @@ def diagnose(c, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY, 
                 if not str(value).isdigit() or int(value) < 1:
                     raise ConfigError(f"must be a whole number >= 1, not {value!r}", field=f"--{name.replace('_', '-')}")
                 overrides[name] = int(value)
-        res = api.diagnose(inventory=inventory, playbook=playbook, host=_host_name(c), runs_dir=runs_dir,
+        res = _api().diagnose(inventory=inventory, playbook=playbook, host=_host_name(c), runs_dir=runs_dir,
                            profiles=[profile] if profile else None, resume=resume, hooks=hooks,
                            overrides=overrides or None)
     except MtpRemoteError as e:
@@ -77,7 +81,7 @@ def diagnose(c, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY, 
 
 
 @task(auto_shortflags=False, help={"playbook": "playbook YAML whose profiles are linted", "inventory": "inventory YAML"})
-def preflight(c, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY):
+def preflight(c, playbook=DEFAULT_PLAYBOOK, inventory=DEFAULT_INVENTORY):
     """Read-only checks: SSH, python/SGLang/torch, GPUs, model, disk, port, foreign processes, flag lint."""
     from .config import load_playbook
     from .ops import preflight as run_preflight
@@ -85,7 +89,7 @@ def preflight(c, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY)
 
     try:
         pb = load_playbook(playbook)
-        with api.open_host(inventory, _host_name(c)) as (cfg, conn, py):
+        with _api().open_host(inventory, _host_name(c)) as (cfg, conn, py):
             checks = run_preflight(conn, cfg, pb, py)
     except MtpRemoteError as e:
         raise _fail(e) from None
@@ -95,13 +99,13 @@ def preflight(c, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY)
 
 
 @task(auto_shortflags=False, help={"inventory": "inventory YAML"})
-def status(c, inventory=api.DEFAULT_INVENTORY):
+def status(c, inventory=DEFAULT_INVENTORY):
     """Show our server, the port, GPU memory and SGLang processes we did not start."""
     from .ops import status as run_status
     from .report.console import status_table
 
     try:
-        with api.open_host(inventory, _host_name(c)) as (cfg, conn, py):
+        with _api().open_host(inventory, _host_name(c)) as (cfg, conn, py):
             st = run_status(conn, cfg, py)
     except MtpRemoteError as e:
         raise _fail(e) from None
@@ -110,13 +114,14 @@ def status(c, inventory=api.DEFAULT_INVENTORY):
 
 @task(auto_shortflags=False, help={"force": "also stop SGLang processes we did not start, by PID, after listing them",
             "inventory": "inventory YAML"})
-def stop(c, force=False, inventory=api.DEFAULT_INVENTORY):
+def stop(c, force=False, inventory=DEFAULT_INVENTORY):
     """Stop the server we started (SIGTERM, then SIGKILL) and wait until its GPU memory is released."""
     from .ops import stop as run_stop
+    from .report.console import print_stop, progress_printer  # deferred: rich renderers
 
     console = make_console()
     try:
-        with api.open_host(inventory, _host_name(c)) as (cfg, conn, py):
+        with _api().open_host(inventory, _host_name(c)) as (cfg, conn, py):
             res = run_stop(conn, cfg, py, force=force, on_progress=progress_printer(console))
     except MtpRemoteError as e:
         raise _fail(e) from None
@@ -125,17 +130,18 @@ def stop(c, force=False, inventory=api.DEFAULT_INVENTORY):
 
 @task(auto_shortflags=False, help={"profile": "profile of the playbook to launch", "playbook": "playbook YAML",
             "inventory": "inventory YAML"})
-def launch(c, profile, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY):
+def launch(c, profile, playbook=DEFAULT_PLAYBOOK, inventory=DEFAULT_INVENTORY):
     """Launch one profile's server detached and wait until ready (it keeps running)."""
     from .config import load_playbook
     from .ops import launch as run_launch
+    from .report.console import progress_printer  # deferred: rich renderers
     from .runner import new_run_id
     from .server import raise_for_outcome
 
     console = make_console()
     try:
         pb = load_playbook(playbook)
-        with api.open_host(inventory, _host_name(c)) as (cfg, conn, py):
+        with _api().open_host(inventory, _host_name(c)) as (cfg, conn, py):
             outcome = run_launch(conn, cfg, pb, profile, py, run_id=new_run_id(), on_progress=progress_printer(console))
         raise_for_outcome(outcome)
     except MtpRemoteError as e:
@@ -145,14 +151,14 @@ def launch(c, profile, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVE
 
 @task(auto_shortflags=False, help={"follow": "keep printing new lines (Ctrl-C stops)", "lines": "lines of tail (default 50)",
             "inventory": "inventory YAML"})
-def logs(c, follow=False, lines="50", inventory=api.DEFAULT_INVENTORY):
+def logs(c, follow=False, lines="50", inventory=DEFAULT_INVENTORY):
     """Show the log of our server (or the newest one); --follow keeps printing."""
     from .ops import current_log, follow_log, server_alive
 
     try:
         if not str(lines).isdigit():
             raise ConfigError(f"--lines must be a whole number, not {lines!r}", field="--lines")
-        with api.open_host(inventory, _host_name(c)) as (cfg, conn, py):
+        with _api().open_host(inventory, _host_name(c)) as (cfg, conn, py):
             path, pid = current_log(conn, cfg)
             print(f"==> {path} <==")
             keep = follow and pid is not None
@@ -167,12 +173,13 @@ def logs(c, follow=False, lines="50", inventory=api.DEFAULT_INVENTORY):
 
 @task(auto_shortflags=False, help={"prompt": "prompt (default: the playbook's first)", "temperature": "default 0.7",
             "playbook": "playbook YAML", "inventory": "inventory YAML"})
-def smoke(c, prompt=None, temperature="0.7", playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY):
+def smoke(c, prompt=None, temperature="0.7", playbook=DEFAULT_PLAYBOOK, inventory=DEFAULT_INVENTORY):
     """Send one prompt to the running server and say whether its output loops (exit 1 if it does)."""
     from .config import load_playbook
     from .ops import running_api_key
     from .ops import smoke as run_smoke
     from .remote import connect as transport
+    from .report.console import print_smoke  # deferred: rich renderers
 
     try:
         try:
@@ -180,7 +187,7 @@ def smoke(c, prompt=None, temperature="0.7", playbook=api.DEFAULT_PLAYBOOK, inve
         except ValueError:
             raise ConfigError(f"--temperature must be a number, not {temperature!r}", field="--temperature") from None
         pb = load_playbook(playbook)
-        with api.open_host(inventory, _host_name(c)) as (cfg, conn, py):
+        with _api().open_host(inventory, _host_name(c)) as (cfg, conn, py):
             with transport.tunnel(conn, cfg) as url:
                 res = run_smoke(url, pb, prompt=prompt, temperature=temperature,
                                 api_key=running_api_key(conn, cfg, pb))

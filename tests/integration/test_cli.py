@@ -77,3 +77,16 @@ def test_fab_lists_the_tasks_with_one_line_docs():
                          timeout=60).stdout
     for task in ("diagnose", "preflight", "status", "stop", "launch", "logs", "smoke"):
         assert f"  {task} " in out, out
+
+
+def test_analyze_of_many_samples_prints_a_summary_and_rows_only_when_asked(tmp_path):
+    f = tmp_path / "samples.jsonl"
+    texts = ["Fine. All good, nothing repeats here at all."] * 24 + ["The user's question is 2+2. " * 40] * 6
+    f.write_text("\n".join(json.dumps({"profile": "mtp", "temperature": 0.7, "prompt_id": "p", "sample_index": i,
+                                       "text": t}) for i, t in enumerate(texts)))
+    r = CliRunner().invoke(main, ["analyze", str(f)])
+    assert r.exit_code == 1
+    assert "30 texts: 6 loop (20.0%)" in r.output
+    assert r.output.count("loops: ") == 6 and "mtp/T=0.7/p/24" in r.output and "mtp/T=0.7/p/0 " not in r.output
+    rows = CliRunner().invoke(main, ["analyze", "--rows", str(f)])
+    assert "mtp/T=0.7/p/0 " in rows.output and "texts:" not in rows.output

@@ -53,7 +53,10 @@ def test_each_scenario_gets_its_verdict(tmp_path, faults, expected, extra):
 
 
 def test_early_stopping_settles_state_leak_on_a_fraction_of_the_budget(tmp_path):
-    inv, pb = write_config(tmp_path, "state_leak", samples=8, early_stop=True, prompts=[
+    # concurrency = one round: the runner keeps every slot busy, so requests already in flight when a cell
+    # settles are sent anyway; with 16 slots and 4 prompts that is 4 rounds ahead (the server's batch is then
+    # nearly free, so wall time, not the request count, is what early stopping saves there)
+    inv, pb = write_config(tmp_path, "state_leak", samples=8, early_stop=True, concurrency=4, prompts=[
         {"id": f"p{i}", "text": t} for i, t in enumerate(
             ["What is 2+2?", "What is the capital of France?", "List the prime numbers below 20.",
              "Why is the sky blue?"])])
