@@ -211,7 +211,7 @@ def _median(values) -> float:
 
 def _rows_table(rows: list[dict]) -> Table:
     table = Table(title="Degeneracy (loop: corpus definition; seq-rep-4: Welleck et al. 2019)")
-    table.add_column("file", overflow="fold")
+    table.add_column("file", overflow="fold", min_width=18)
     for col in ("loop", "unit × repeats", "loop start (char)", "near loop", "seq-rep-4", "compression",
                 "think closed"):
         table.add_column(col, no_wrap=True, min_width=min(len(col), 11))
