@@ -14,7 +14,7 @@ from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from .markdown import num, pct, worst_samples
+from .markdown import arm_counts, num, pct, worst_samples
 
 
 def _png(fig) -> str:
@@ -89,7 +89,7 @@ def plots(doc: dict, samples: list[dict]) -> dict[str, str]:
 def render_html(doc: dict, samples: list[dict] | None = None) -> str:
     samples = samples or []
     env = Environment(loader=PackageLoader("mtp_remote.report", "templates"), autoescape=select_autoescape(["html", "j2"]))
-    env.globals.update(pct=pct, num=num)
+    env.globals.update(pct=pct, num=num, arm_counts=arm_counts)
     return env.get_template("report.html.j2").render(doc=doc, plots=plots(doc, samples), worst=worst_samples(samples))
 
 
