@@ -109,3 +109,26 @@ def test_history_flags_a_profile_that_turned_corrupt(run):
     assert prev == {"mtp": "healthy"}
     assert store.regressions(prev, {"mtp": "spec-corrupts-output"}) == ["mtp"]
     assert [r["run_id"] for r in store.history(db)] == ["r1", "r0"]
+
+
+def test_plot_labels_stay_readable_with_six_profiles():
+    """Six profiles x two temperatures: x labels rotated with room between them (no overlap), legend outside."""
+    import math
+
+    from mtp_remote.report.html import loop_rate_figure, speed_figure
+
+    names = ["baseline", "mtp", "mtp-steps2", "mtp-topk4", "eagle3-steps5", "mtp-no-radix-cache"]
+    cells = [{"profile": p, "temperature": t, "loop_rate": 0.2, "loop_ci": [0.1, 0.3],
+              "accept_length": None if p == "baseline" else 2.5, "accept_length_nonloop": 2.0,
+              "tokens_per_s": 100.0, "tokens_per_s_nonloop": 90.0} for p in names for t in (0.0, 0.7)]
+    fig = speed_figure(cells)
+    fig.canvas.draw()
+    for ax in fig.axes:
+        labels = ax.get_xticklabels()
+        assert len(labels) == 12 and labels[0].get_rotation() == 30
+        xs = [ax.transData.transform((x, 0))[0] for x in ax.get_xticks()]
+        gap = min(b - a for a, b in zip(xs, xs[1:]))
+        text_height = labels[0].get_fontsize() * fig.dpi / 72
+        assert gap * math.sin(math.radians(30)) > text_height  # rotated labels do not touch
+    fig = loop_rate_figure(cells)
+    assert fig.axes[0].get_legend().get_bbox_to_anchor().x0 > fig.axes[0].get_window_extent().x1 - 1
