@@ -282,8 +282,10 @@ def smoke(inventory, host, playbook, prompt, temperature, max_tokens, as_json):
 @click.option("--runs-dir", default="runs", show_default=True)
 @click.option("--history", "history_db", default=None, help="SQLite history file (default RUNS_DIR/history.sqlite).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json (with the regression check) to stdout.")
+@click.option("--metrics-file", default=None, metavar="PATH",
+              help="Also write metrics.prom here, atomically (a node-exporter textfile collector's *.prom).")
 @handle_errors
-def nightly(inventory, host, playbook, runs_dir, history_db, as_json):
+def nightly(inventory, host, playbook, runs_dir, history_db, as_json, metrics_file):
     """Diagnose, record the run in the history, and test for regressions since the last good run (cron/CI).
 
     Every night leaves runs/RUN_ID/ with summary.json, junit.xml and metrics.prom and a history row, also
@@ -301,7 +303,7 @@ def nightly(inventory, host, playbook, runs_dir, history_db, as_json):
     hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample,
                   interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
     res = run_nightly(inventory=inventory, host=host, playbook=playbook, runs_dir=runs_dir, history_db=history_db,
-                      hooks=hooks)
+                      hooks=hooks, metrics_file=metrics_file)
     doc = res.summary
     if as_json:
         click.echo(json.dumps(doc, indent=2, default=str))

@@ -53,10 +53,28 @@ def _names(inventory, host: str | None, playbook) -> tuple[str, str]:
 
 def run_nightly(*, inventory=None, host: str | None = None, playbook="playbooks/nightly.yaml",
                 runs_dir: str | Path = "runs", history_db: str | Path | None = None,
-                hooks: Hooks | None = None) -> NightlyResult:
+                hooks: Hooks | None = None, metrics_file: str | Path | None = None) -> NightlyResult:
     """Run the nightly playbook on ``host``; returns a :class:`NightlyResult` (never raises MtpRemoteError:
     the error is in ``result.error`` and the artefacts are on disk). Exit code: the run's, 1 when a tested
-    regression was found, 2 when the run could not be done, 130 when interrupted."""
+    regression was found, 2 when the run could not be done, 130 when interrupted. ``metrics_file``: also
+    copy the run's metrics.prom there (atomically: a node-exporter textfile collector never reads half a
+    file)."""
+    res = _run(inventory, host, playbook, runs_dir, history_db, hooks)
+    if metrics_file is not None:
+        publish_metrics(res.run_dir / "metrics.prom", Path(metrics_file))
+    return res
+
+
+def publish_metrics(src: Path, dest: Path) -> None:
+    """Copy ``src`` to ``dest`` through a temporary file in the same directory and a rename."""
+    import os
+
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(src.read_bytes())
+    os.replace(tmp, dest)
+
+
+def _run(inventory, host, playbook, runs_dir, history_db, hooks) -> NightlyResult:
     db = store.check_history_path(history_db or Path(runs_dir) / api.HISTORY_FILE)
     started = datetime.now(timezone.utc)
     try:

@@ -50,7 +50,7 @@ def write_inventory(tmp_path, faults: str | None = None) -> None:
 def test_a_night_against_an_unreachable_host_leaves_four_artefacts_and_a_history_row(tmp_path):
     write_inventory(tmp_path)
     t0 = time.time()
-    r = cli("nightly", "-H", "dead", cwd=tmp_path)
+    r = cli("nightly", "-H", "dead", "--metrics-file", "textfile.prom", cwd=tmp_path)
     assert r.returncode == 2, r.stdout + r.stderr
     (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
     doc = json.loads((run_dir / "summary.json").read_text())
@@ -63,6 +63,7 @@ def test_a_night_against_an_unreachable_host_leaves_four_artefacts_and_a_history
     prom = (run_dir / "metrics.prom").read_text()
     assert 'mtp_remote_up{host="dead",playbook="nightly-mtp"} 0' in prom
     assert 'mtp_remote_run_failed{host="dead",playbook="nightly-mtp"} 1' in prom
+    assert (tmp_path / "textfile.prom").read_text() == prom
     stamp = float(next(ln for ln in prom.splitlines() if ln.startswith("mtp_remote_last_run_timestamp_seconds")).split()[-1])
     assert t0 - 1 <= stamp <= time.time() + 1
     (row,) = store.history(tmp_path / "runs" / "history.sqlite")
@@ -149,3 +150,23 @@ def test_compare_tests_the_difference_between_two_runs(two_runs):
     assert {"profile": "mtp", "a": "healthy", "b": "spec-corrupts-output"} in res["verdicts"]
     r = CliRunner().invoke(main, ["compare", a.run_id, a.run_id, "--runs-dir", str(root / "runs")])
     assert r.exit_code == 0 and "0/12 → 0/12" in r.output
+
+
+def test_the_shipped_systemd_units_verify_once_pointed_at_this_checkout(tmp_path):
+    import getpass
+    import shutil
+
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("no systemd-analyze on this machine")
+    venv_bin = os.path.dirname(sys.executable)
+    for name in ("mtp-remote-nightly.service", "mtp-remote-nightly.timer"):
+        text = (ROOT / "docs" / "deploy" / name).read_text()
+        text = text.replace("/opt/mtp-remote/.venv/bin", venv_bin).replace("/opt/mtp-remote", str(ROOT))
+        (tmp_path / name).write_text(text.replace("User=ops", f"User={getpass.getuser()}"))
+    r = subprocess.run(["systemd-analyze", "verify", *(str(tmp_path / n) for n in
+                        ("mtp-remote-nightly.service", "mtp-remote-nightly.timer"))],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "mtp-remote" not in r.stderr, r.stderr
+    cron = (ROOT / "docs" / "deploy" / "crontab").read_text()
+    (line,) = [ln for ln in cron.splitlines() if ln and not ln.startswith("#") and "=" not in ln.split()[0]]
+    assert line.split()[:5] == ["30", "2", "*", "*", "*"] and "mtp-remote nightly" in line

@@ -132,3 +132,19 @@ def test_plot_labels_stay_readable_with_six_profiles():
         assert gap * math.sin(math.radians(30)) > text_height  # rotated labels do not touch
     fig = loop_rate_figure(cells)
     assert fig.axes[0].get_legend().get_bbox_to_anchor().x0 > fig.axes[0].get_window_extent().x1 - 1
+
+
+def test_smoke_prints_the_output_from_its_start():
+    from rich.console import Console
+
+    from mtp_remote.report.console import print_smoke
+
+    text = "<think>\nThe user asks for 2+2. " + "The user's question is 2+2. " * 200
+    res = {"verdict": "loops", "completion_tokens": 1400, "finish_reason": "length", "latency_s": 2.0,
+           "accept_length": 3.9, "text": text, "text_tail": text[-400:],
+           "metrics": {"loop": True, "loop_unit_tokens": 8, "loop_repeats": 199, "seq_rep_4": 0.97}}
+    console = Console(record=True, width=100, soft_wrap=True)
+    print_smoke(console, res)
+    out = console.export_text()
+    assert out.splitlines()[1] == "<think>" and "The user asks for 2+2." in out
+    assert f"[… {len(text) - 1600} characters …]" in out and out.rstrip().endswith("is 2+2.")
