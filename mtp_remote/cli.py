@@ -332,11 +332,12 @@ def nightly(inventory, host, playbook, runs_dir, history_db, as_json, metrics_fi
 
 @main.command("history")
 @click.option("-H", "--host", default=None, help="Only runs of this host (default: every host).")
-@click.option("--history", "history_db", default="runs/history.sqlite", show_default=True)
+@click.option("--runs-dir", default="runs", show_default=True, help="Runs directory whose history.sqlite is read.")
+@click.option("--history", "history_db", default=None, help="SQLite history file (default RUNS_DIR/history.sqlite).")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
-def history_cmd(host, history_db, limit, as_json):
+def history_cmd(host, runs_dir, history_db, limit, as_json):
     """List recorded runs (newest first): every diagnose and nightly, completed or failed, with verdicts."""
 
     from rich.table import Table
@@ -345,6 +346,7 @@ def history_cmd(host, history_db, limit, as_json):
 
     from . import store
 
+    history_db = str(history_db or f"{runs_dir}/{api.HISTORY_FILE}")
     if not store.check_history_path(history_db).exists():
         raise ConfigError("no runs recorded yet (`mtp-remote diagnose` and `nightly` record every run)",
                           file=history_db)
