@@ -13,12 +13,12 @@ import sys
 from pathlib import Path
 
 import click
+from rich.console import Console
 from rich.table import Table
 
 from mtp_remote.errors import MtpRemoteError
 from mtp_remote.lint import lint_command
 from mtp_remote.remote.logs import classify_log, milestone_durations
-from mtp_remote.report.console import make_console  # outside a terminal: lines never wrapped mid-flag
 
 _STYLE = {"ok": "green", "warning": "yellow", "fatal": "red"}
 
@@ -80,7 +80,7 @@ def classify_log_cmd(as_json: bool, files: tuple[str, ...]) -> None:
             decode = ", ".join(parts)
         state = f"[{_STYLE.get(r.severity, 'white')}]{r.cls}[/]"
         table.add_row(Path(f).name, state, reached, decode, r.hint)
-    make_console().print(table)
+    Console().print(table)
     raise SystemExit(1 if any(classify_log(text).is_fatal for _, text in texts) else 0)
 
 
@@ -102,7 +102,7 @@ def lint_command_cmd(as_json: bool, sglang_version: str | None, command_line: st
     if as_json:
         click.echo(json.dumps(result.to_dict(), default=repr))
     else:
-        console = make_console()
+        console = Console()
         console.print(f"SGLang {result.sglang_version} flag table: "
                       + ("[green]no findings[/]" if result.ok else f"[red]{len(result.findings)} finding(s)[/]"))
         for f in result.findings:

@@ -10,10 +10,22 @@ from __future__ import annotations
 import json
 
 import click
-from rich.markup import escape
-from rich.table import Table
 
-from .report.console import make_console
+# rich and the report layer are imported inside the commands: importing this module (as ``mtp-remote
+# --help`` does) must stay as light as click itself.
+
+
+def make_console(*args, **kwargs):
+    """:func:`mtp_remote.report.console.make_console`, imported on first use."""
+    from .report.console import make_console as make
+
+    return make(*args, **kwargs)
+
+
+def escape(text: str) -> str:
+    from rich.markup import escape as esc
+
+    return esc(text)
 
 
 def _p(p: float | None) -> str:
@@ -24,8 +36,11 @@ def _num(x: float | None, digits: int = 2) -> str:
     return "–" if x is None else f"{x:.{digits}f}"
 
 
-def hosts_table(inv, path) -> Table:
-    """One row per inventory host: name (* default), how it is reached, engine, GPUs, port, model, faults."""
+def hosts_table(inv, path):
+    """One row per inventory host (a rich Table): name (* default), how it is reached, engine, GPUs, port,
+    model, faults."""
+    from rich.table import Table
+
     t = Table(title=f"Hosts — {path}", title_justify="left")
     for col in ("host", "transport", "address", "engine", "GPUs", "port", "model", "faults injected"):
         t.add_column(col)
@@ -95,7 +110,10 @@ def report_cmd(run, runs_dir, open_it):
             click.echo(f"no browser found; open {paths['html']} by hand", err=True)
 
 
-def compare_table(res: dict) -> Table:
+def compare_table(res: dict):
+    """The comparison of :func:`mtp_remote.compare.compare_runs` as a rich Table, one row per cell."""
+    from rich.table import Table
+
     a, b = res["a"], res["b"]
     t = Table(title=f"Compare — A {a['run_id']} ({a['host']}, {a['playbook']}) vs B {b['run_id']} "
                     f"({b['host']}, {b['playbook']})", title_justify="left",
