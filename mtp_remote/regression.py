@@ -7,7 +7,7 @@ A regression is a *tested* change, not a changed label:
 - speed (mean tokens/s per cell): one-sided t prediction-interval test of tonight's mean against the means of
   up to ``HISTORY_RUNS`` earlier good runs (the between-run spread; at least 3 runs are needed, fewer are
   reported as "not tested"), Holm-adjusted;
-- a profile that launched in the last good run and did not launch tonight (no samples to test).
+- a profile that launched in the last good run and failed tonight (did not start, crashed, hung).
 
 Input: the summary document and :func:`mtp_remote.store.good_runs` rows; output: a
 :class:`RegressionReport` (JSON-able). Pure apart from the deferred scipy import in ``analysis.runstats``.
@@ -19,6 +19,9 @@ from dataclasses import dataclass, field
 
 from .analysis.runstats import loop_diff, speed_vs_history
 from .analysis.stats import holm
+
+#: Verdict kinds of a profile that produced no usable samples (did not start, crashed, hung).
+FAILED_KINDS = ("launch-failed", "crashed", "hung")
 
 #: Earlier good runs whose per-cell speeds give the between-run spread.
 HISTORY_RUNS = 10
@@ -83,7 +86,7 @@ def check_regressions(doc: dict, earlier: list[dict], *, alpha: float | None = N
         rep.checks += group
     launched_before = {p for (p, _t) in last["cells"]}
     for v in doc.get("verdicts", []):
-        if v["kind"].startswith("launch-failed") and v["profile"] in launched_before:
+        if v["kind"].startswith(FAILED_KINDS) and v["profile"] in launched_before:
             rep.checks.append({"kind": "launch", "profile": v["profile"], "temperature": None, "p": None,
                                "p_adjusted": None, "regressed": True,
                                "note": f"{v['kind']}; launched in {last['run_id']}"})

@@ -78,9 +78,9 @@ def next_step(doc: dict, run_dir) -> str:
             return f"fix the cause, then continue: {doc['resume']}"
         return f"fix the cause and run again (nothing to resume); see {RUNBOOK['failed']}"
     corrupt = [p for p, k in kinds.items() if k == "spec-corrupts-output"]
-    failed = [p for p, k in kinds.items() if k.startswith("launch-failed")]
+    failed = [p for p, k in kinds.items() if k.startswith(("launch-failed", "crashed", "hung"))]
     if failed:
-        return (f"{', '.join(failed)} did not start: `mtp-remote classify-log {run_dir}/logs/{failed[0]}.log`; "
+        return (f"{', '.join(failed)} failed: `mtp-remote classify-log {run_dir}/logs/{failed[0]}.log`; "
                 f"see {RUNBOOK['launch']}")
     if corrupt:
         return (f"confirm by hand: `mtp-remote launch --profile {corrupt[0]}` then `mtp-remote smoke`; "

@@ -90,3 +90,11 @@ def test_the_inventory_is_found_from_the_environment_or_a_parent_directory(tmp_p
     monkeypatch.setenv(api.INVENTORY_ENV, str(tmp_path / "elsewhere.yaml"))
     assert api.find_inventory(None, cwd=deep) == tmp_path / "elsewhere.yaml"
     assert api.find_inventory("given.yaml", cwd=deep).name == "given.yaml"
+
+
+def test_a_profile_that_launched_last_time_and_no_longer_starts_is_a_regression():
+    earlier = [{"run_id": "r0", "cells": {("mtp", 0.7): {"n": 20, "loops": 0, "tokens_per_s": 100.0}}, "verdicts": {}}]
+    tonight = doc("x", {}, started="2026-11-05",
+                  verdicts=[{"profile": "mtp", "kind": "launch-failed:oom", "evidence": "CUDA out of memory"}])
+    rep = check_regressions(tonight, earlier)
+    assert rep.regressed == ["mtp (launch)"] and describe(rep) == ["mtp (launch): launch-failed:oom; launched in r0"]
