@@ -170,3 +170,22 @@ def test_the_shipped_systemd_units_verify_once_pointed_at_this_checkout(tmp_path
     cron = (ROOT / "docs" / "deploy" / "crontab").read_text()
     (line,) = [ln for ln in cron.splitlines() if ln and not ln.startswith("#") and "=" not in ln.split()[0]]
     assert line.split()[:5] == ["30", "2", "*", "*", "*"] and "mtp-remote nightly" in line
+
+
+def test_an_interrupt_before_any_sample_is_recorded_and_offers_no_resume(tmp_path):
+    from mtp_remote.errors import Interrupted
+    from mtp_remote.runner import Hooks
+
+    def interrupt():
+        raise KeyboardInterrupt
+
+    write_inventory(tmp_path)
+    with pytest.raises(Interrupted) as e:
+        api.diagnose(inventory=tmp_path / "inventory.yaml", playbook=tmp_path / "playbooks" / "diagnose-mtp.yaml",
+                     runs_dir=tmp_path / "runs", hooks=Hooks(checkpoint=interrupt))
+    assert e.value.exit_code == 130 and "nothing to resume" in str(e.value) and "--resume" not in str(e.value)
+    doc = json.loads((e.value.run_dir / "summary.json").read_text())
+    assert doc["status"] == "interrupted" and doc["exit_code"] == 130 and doc["resume"] is None
+    assert not (e.value.run_dir / "run.json").exists()
+    (row,) = store.history(tmp_path / "runs" / "history.sqlite")
+    assert (row["status"], row["exit_code"]) == ("interrupted", 130)
