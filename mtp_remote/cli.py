@@ -339,12 +339,10 @@ def nightly(inventory, host, playbook, runs_dir, history_db, as_json, metrics_fi
 @handle_errors
 def history_cmd(host, runs_dir, history_db, limit, as_json):
     """List recorded runs (newest first): every diagnose and nightly, completed or failed, with verdicts."""
-
     from rich.table import Table
 
-    from .errors import ConfigError
-
     from . import store
+    from .errors import ConfigError
 
     history_db = str(history_db or f"{runs_dir}/{api.HISTORY_FILE}")
     if not store.check_history_path(history_db).exists():

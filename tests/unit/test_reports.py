@@ -113,6 +113,7 @@ def test_history_flags_a_profile_that_turned_corrupt(run):
 
 def test_plot_labels_stay_readable_with_six_profiles():
     """Six profiles x two temperatures: x labels rotated with room between them (no overlap), legend outside."""
+    import itertools
     import math
 
     from mtp_remote.report.html import loop_rate_figure, speed_figure
@@ -127,7 +128,7 @@ def test_plot_labels_stay_readable_with_six_profiles():
         labels = ax.get_xticklabels()
         assert len(labels) == 12 and labels[0].get_rotation() == 30
         xs = [ax.transData.transform((x, 0))[0] for x in ax.get_xticks()]
-        gap = min(b - a for a, b in zip(xs, xs[1:]))
+        gap = min(b - a for a, b in itertools.pairwise(xs))
         text_height = labels[0].get_fontsize() * fig.dpi / 72
         assert gap * math.sin(math.radians(30)) > text_height  # rotated labels do not touch
     fig = loop_rate_figure(cells)
