@@ -30,6 +30,41 @@ from .report.markdown import write_markdown
 from .plan import plan_run
 from .runner import Hooks, Runner, calibration_profile, load_samples, new_run_id, sample_key
 
+#: Environment variable naming the inventory when ``-i`` is not given.
+INVENTORY_ENV = "MTP_REMOTE_INVENTORY"
+#: History of every run, inside the runs directory unless ``--history`` says otherwise.
+HISTORY_FILE = "history.sqlite"
+
+
+def find_inventory(given: str | Path | None = None, *, cwd: Path | None = None) -> Path:
+    """The inventory to read: ``given`` (``-i``) when set, else ``$MTP_REMOTE_INVENTORY``, else the first
+    ``inventory.yaml`` in the current directory or any parent (as git finds ``.git``), else
+    ``inventory.yaml`` (loading it then fails naming the file). ``given == DEFAULT_INVENTORY`` that does not
+    exist here is searched for like an absent one."""
+    import os
+
+    if given is not None and not (str(given) == DEFAULT_INVENTORY and not Path(given).exists()):
+        return Path(given)
+    env = os.environ.get(INVENTORY_ENV)
+    if env:
+        return Path(env).expanduser()
+    here = (cwd or Path.cwd()).resolve()
+    for d in (here, *here.parents):
+        if (d / DEFAULT_INVENTORY).is_file():
+            return d / DEFAULT_INVENTORY if d != here else Path(DEFAULT_INVENTORY)
+    return Path(DEFAULT_INVENTORY)
+
+
+def find_playbook(given: str | Path | None, inventory: str | Path | None = None) -> Path:
+    """The playbook file: ``given`` (default ``playbooks/diagnose-mtp.yaml``) as it stands when it exists,
+    else the same relative path beside the inventory found by :func:`find_inventory` (so a command run from
+    a subdirectory of the project finds ``playbooks/``)."""
+    p = Path(given or DEFAULT_PLAYBOOK)
+    if p.is_absolute() or p.exists():
+        return p
+    beside = find_inventory(inventory).parent / p
+    return beside if beside.exists() else p
+
 
 @dataclass
 class DiagnoseResult:
@@ -48,25 +83,50 @@ def remote_python(host: HostConfig) -> str:
     return "python3"
 
 
-def load_config(inventory: str | Path, playbook: str | Path, host: str | None) -> tuple[Inventory, HostConfig, Playbook]:
-    """Inventory, host and playbook; the host's own ``playbook`` replaces the default one."""
-    inv = load_inventory(inventory)
+def load_config(inventory: str | Path | None, playbook: str | Path | None,
+                host: str | None) -> tuple[Inventory, HostConfig, Playbook]:
+    """Inventory, host and playbook (found as :func:`find_inventory`/:func:`find_playbook` say); the host's
+    own ``playbook`` replaces the default one."""
+    inv = load_inventory(find_inventory(inventory))
     cfg = inv.get(host)
-    if str(playbook) == DEFAULT_PLAYBOOK and cfg.playbook:
+    if (playbook is None or str(playbook) == DEFAULT_PLAYBOOK) and cfg.playbook:
         playbook = cfg.playbook
-    return inv, cfg, load_playbook(playbook)
+    return inv, cfg, load_playbook(find_playbook(playbook, inventory))
+
+
+def opening_line(host: HostConfig, pb: Playbook, run_id: str, *, n_requests: int, n_profiles: int,
+                 playbook_file: str | Path, resumed: bool = False) -> str:
+    """The one line a run opens with: host, engine, simulated or real, playbook, run id, requests planned
+    (the budget under early stopping) and the faults injected (simulated hosts; none on a real engine)."""
+    faults = []
+    if host.is_sim:
+        if host.env.get("SGLANG_SIM_FAULTS"):
+            faults.append(host.env["SGLANG_SIM_FAULTS"])
+        faults += [f"{n}: {p.env['SGLANG_SIM_FAULTS']}" for n, p in pb.profiles.items()
+                   if p.env.get("SGLANG_SIM_FAULTS")]
+    kind = "simulated" if host.is_sim else "real"
+    budget = " (budget; early stopping)" if pb.early_stop else ""
+    return (f"run {run_id}{' (resumed)' if resumed else ''}: host {host.name} [{host.transport}], engine "
+            f"{host.engine} ({kind}); playbook {pb.name} ({playbook_file}); {n_requests} requests planned "
+            f"over {n_profiles} profiles{budget}; faults injected: {', '.join(faults) or 'none'}")
 
 
 def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path = DEFAULT_PLAYBOOK,
              host: str | None = None, runs_dir: str | Path = "runs", profiles: list[str] | None = None,
              resume: str | None = None, hooks: Hooks | None = None, c=None,
-             overrides: dict | None = None) -> DiagnoseResult:
+             overrides: dict | None = None, history: str | Path | None = None) -> DiagnoseResult:
     """Run the speculative vs baseline experiment of ``playbook`` on ``host`` and write the run directory.
 
     ``resume`` continues an earlier run id (stored samples are not requested again); ``overrides`` updates
     playbook fields (e.g. ``{"samples": 2}``). Returns the summary and the exit code (0 healthy, 1 a
     speculative profile corrupts output or failed to launch). Raises MtpRemoteError when the run cannot be
-    done; the samples stored so far are kept."""
+    done; the samples stored so far are kept. Every run that got as far as the host — completed, failed or
+    interrupted — is recorded in ``history`` (default ``RUNS_DIR/history.sqlite``); one that failed also
+    leaves summary.json (status, cause), junit.xml and metrics.prom (:mod:`mtp_remote.records`), and the
+    raised error carries ``run_id``/``run_dir``. A run that stored no sample suggests no ``--resume`` and
+    leaves no ``run.json``."""
+    inventory = find_inventory(inventory)
+    playbook = find_playbook(playbook, inventory)
     _, host_cfg, pb = load_config(inventory, playbook, host)
     if str(playbook) == DEFAULT_PLAYBOOK and host_cfg.playbook:
         playbook = host_cfg.playbook  # what load_config read (for the report)
@@ -85,7 +145,7 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
     if resume and not (run_dir / RUN_FILE).exists():
         raise ConfigError(f"no run {resume!r} to resume in {runs_dir}/ (no {RUN_FILE})", field="--resume")
     try:
-        plan_run(host_cfg, pb, host_cfg.workdir, profiles)
+        plan = plan_run(host_cfg, pb, host_cfg.workdir, profiles)
     except ValueError as e:
         raise ConfigError(str(e), file=str(playbook), field="--profile") from None
     try:
@@ -94,28 +154,50 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
         raise ConfigError(f"cannot create the run directory: {e.strerror}", file=str(run_dir),
                           field="--runs-dir") from None
     started = _check_or_write_run_file(run_dir, host_cfg, pb, run_id, started, resume=bool(resume))
+    hooks = hooks or Hooks()
+    history_db = Path(history) if history is not None else Path(runs_dir) / HISTORY_FILE
+    hooks.on_progress(opening_line(host_cfg, pb, run_id, n_requests=sum(len(lp.requests) for lp in plan),
+                                   n_profiles=len(plan), playbook_file=playbook, resumed=bool(resume)))
     runner = Runner(host_cfg, pb, run_dir, run_id=run_id, python=remote_python(host_cfg), profiles=profiles,
                     hooks=hooks, c=c)
     resume_cmd = _resume_command(run_id, inventory, host_cfg.name, playbook, runs_dir, overrides, profiles)
     try:
         profile_runs = runner.run()
     except BaseException as e:
-        if not (isinstance(e, KeyboardInterrupt) or runner.hooks.interrupted()):
-            ssh = None if isinstance(e, MtpRemoteError) else transport.as_connect_error(e, host_cfg.name)
-            if ssh is not None:  # a raw SSH failure that escaped the connection's own translation
-                e = ssh
-            if isinstance(e, MtpRemoteError):
-                stop_cmd = _stop_command(inventory, host_cfg.name) if runner.left_on_host else None
-                n = _write_partial(run_dir, runner, resume_cmd, error=e, stop_cmd=stop_cmd)
-                if stop_cmd:
-                    e.message += f"; left on the host: {', '.join(runner.left_on_host)} — stop with: {stop_cmd}"
-                e.message += f" ({n} samples kept; continue with: {resume_cmd})"
-                if ssh is not None:
-                    raise ssh from None
-            raise
-        n = _write_partial(run_dir, runner, resume_cmd)
-        raise Interrupted(f"interrupted; the servers we started were stopped and {n} samples are kept in "
-                          f"{run_dir}/samples.jsonl — continue with: {resume_cmd}") from None
+        interrupted = isinstance(e, KeyboardInterrupt) or runner.hooks.interrupted()
+        if not interrupted and not isinstance(e, MtpRemoteError):
+            ssh = transport.as_connect_error(e, host_cfg.name)
+            if ssh is None:
+                raise  # a bug: keep its traceback
+            e = ssh  # a raw SSH failure that escaped the connection's own translation
+        n = len(load_samples(run_dir / "samples.jsonl"))
+        stop_cmd = _stop_command(inventory, host_cfg.name) if runner.left_on_host else None
+        if not n and not resume:
+            _forget_unresumable(run_dir)
+        if n or stop_cmd:
+            _write_partial(run_dir, runner, resume_cmd if n else None, error=None if interrupted else e,
+                           stop_cmd=stop_cmd)
+        from .records import failed_summary, write_failed_run
+        from .report.document import host_facts
+
+        if interrupted:
+            kept = (f"{n} samples are kept in {run_dir}/samples.jsonl — continue with: {resume_cmd}" if n else
+                    "no sample was stored, so there is nothing to resume")
+            err: MtpRemoteError = Interrupted(f"interrupted; the servers we started were stopped and {kept}")
+        else:
+            err = e
+        doc = failed_summary(run_id=run_id, host=host_facts(host_cfg, pb),
+                             playbook={"name": pb.name, "file": str(playbook), "alpha": pb.compare.alpha},
+                             started_at=started, error=err, n_samples=n, resume=resume_cmd if n else None,
+                             status="interrupted" if interrupted else "failed")
+        write_failed_run(run_dir, doc, history_db)
+        if not interrupted:
+            if stop_cmd:
+                err.message += f"; left on the host: {', '.join(runner.left_on_host)} — stop with: {stop_cmd}"
+            err.message += (f" ({n} samples kept; continue with: {resume_cmd})" if n else
+                            " (no sample was stored: nothing to resume; run again once this is fixed)")
+        err.run_id, err.run_dir = run_id, run_dir
+        raise err from None
     (run_dir / "partial.json").unlink(missing_ok=True)
     samples = latest_samples(load_samples(run_dir / "samples.jsonl"))
     spec = {pr.profile: pr.speculative for pr in profile_runs}
@@ -133,6 +215,9 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
     write_markdown(doc, samples, run_dir)
     write_html(doc, samples, run_dir)
     write_ci_outputs(doc, run_dir)
+    from .records import record_history
+
+    record_history(history_db, doc, run_dir)
     return DiagnoseResult(run_id=run_id, run_dir=run_dir, summary=doc, exit_code=code)
 
 
@@ -205,7 +290,7 @@ def _stop_command(inventory, host: str) -> str:
     return f"mtp-remote stop -i {shlex.quote(str(inventory))} -H {shlex.quote(host)}"
 
 
-def _write_partial(run_dir: Path, runner: Runner, resume_cmd: str, *, error: MtpRemoteError | None = None,
+def _write_partial(run_dir: Path, runner: Runner, resume_cmd: str | None, *, error: MtpRemoteError | None = None,
                    stop_cmd: str | None = None) -> int:
     """Keep a note of how far an aborted run got (samples.jsonl is already on disk); returns the number of
     samples stored. With ``error``: its cause (``transport_lost`` for a dropped SSH connection) and message; with
@@ -227,10 +312,23 @@ def _write_partial(run_dir: Path, runner: Runner, resume_cmd: str, *, error: Mtp
     return n
 
 
+def _forget_unresumable(run_dir: Path) -> None:
+    """A run that failed before its first sample: remove what would make it look resumable (run.json, an
+    empty samples.jsonl, an empty logs/); server logs copied so far stay."""
+    for name in (RUN_FILE, "samples.jsonl", "partial.json"):
+        f = run_dir / name
+        if f.exists() and (name != "samples.jsonl" or f.stat().st_size == 0):
+            f.unlink()
+    logs = run_dir / "logs"
+    if logs.is_dir() and not any(logs.iterdir()):
+        logs.rmdir()
+
+
 @contextlib.contextmanager
-def open_host(inventory: str | Path = DEFAULT_INVENTORY, host: str | None = None, c=None):
-    """Yield (HostConfig, transport, remote python) for an inventory host; closes the connection after."""
-    inv = load_inventory(inventory)
+def open_host(inventory: str | Path | None = None, host: str | None = None, c=None):
+    """Yield (HostConfig, transport, remote python) for an inventory host (found by :func:`find_inventory`);
+    closes the connection after."""
+    inv = load_inventory(find_inventory(inventory))
     cfg = inv.get(host)
     own = c is None
     conn = c or transport.connect(cfg)

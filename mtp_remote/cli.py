@@ -12,9 +12,10 @@ import logging
 import sys
 
 import click
+from rich.markup import escape
 
 from . import __version__
-from .entry import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK, make_console
+from .entry import DEFAULT_PLAYBOOK, make_console
 from .entry import api as _api
 from .errors import EXIT_RUN_FAILED, MtpRemoteError
 from .interrupts import Interrupts
@@ -37,10 +38,7 @@ def handle_errors(fn):
         try:
             return fn(*args, **kwargs)
         except MtpRemoteError as e:
-            from rich.console import Console  # deferred: only an error needs it
-            from rich.markup import escape
-
-            err_console = Console(stderr=True, log_path=False)
+            err_console = make_console(stderr=True)  # outside a terminal: no wrapping mid-flag
             err_console.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
             if e.evidence:
                 err_console.print(e.evidence, style="dim", highlight=False, markup=False)
@@ -56,21 +54,33 @@ def handle_errors(fn):
             ssh = as_connect_error(e)
             if ssh is None:
                 raise
+            err_console = make_console(stderr=True)
             err_console.print(f"[bold red]error:[/] {escape(str(ssh))}", highlight=False)
             sys.exit(ssh.exit_code)
 
     return wrapper
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+_EPILOG = """\b
+Exit codes: 0 healthy (or a finding that is not corruption), 1 a speculative profile corrupts output,
+failed or regressed, 2 the run could not be done (config, SSH, lock, baseline), 130 interrupted
+(Ctrl-C/SIGTERM: our servers stopped, samples kept, the resume command printed).
+
+\b
+Inventory: -i FILE, else $MTP_REMOTE_INVENTORY, else inventory.yaml here or in a parent directory.
+Shell completion (bash): eval "$(_MTP_REMOTE_COMPLETE=bash_source mtp-remote)"  (zsh_source, fish_source)
+"""
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=_EPILOG)
 @click.version_option(__version__, prog_name="mtp-remote")
 @click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
 def main(verbose: int) -> None:
     """Diagnose speculative-decoding (MTP/NEXTN/EAGLE) output corruption on SGLang hosts.
 
     Runs the same prompts against a baseline server and speculative profiles, measures repetition loops,
-    and gives a verdict per profile with its evidence. Exit codes: 0 healthy, 1 a speculative profile
-    corrupts output or failed to launch, 2 the run could not be done.
+    and gives a verdict per profile with its evidence. Runs, reports and history: `report`, `compare`,
+    `history`; hosts: `hosts`.
     """
     level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -78,8 +88,9 @@ def main(verbose: int) -> None:
         logging.getLogger("paramiko").setLevel(logging.DEBUG)
 
 
-_inventory_opt = click.option("-i", "--inventory", default=DEFAULT_INVENTORY, show_default=True,
-                              help="Inventory of hosts (YAML).")
+_inventory_opt = click.option("-i", "--inventory", default=None,
+                              help="Inventory of hosts (YAML). Default: $MTP_REMOTE_INVENTORY, else inventory.yaml "
+                                   "here or in a parent directory.")
 _host_opt = click.option("-H", "--host", default=None, help="Host name from the inventory (default: its default_host).")
 
 
@@ -96,7 +107,7 @@ _host_opt = click.option("-H", "--host", default=None, help="Host name from the 
 @handle_errors
 def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir, resume, as_json):
     """Run the speculative vs baseline experiment on a host and give verdicts."""
-    from .report.console import RichHooks, cells_table, verdict_table
+    from .report.console import RichHooks, cells_table, print_run_end, verdict_table
     from .runner import Hooks
 
     console = make_console(stderr=as_json)
@@ -111,7 +122,7 @@ def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir,
     else:
         console.print(cells_table(res.summary))
         console.print(verdict_table(res.summary))
-        console.print(f"report: {res.run_dir / 'report.md'}  (exit code {res.exit_code})")
+        print_run_end(console, res.summary, res.run_dir, res.exit_code)
     sys.exit(res.exit_code)
 
 
@@ -150,7 +161,7 @@ def preflight(inventory, host, playbook, as_json):
     from .ops import preflight as run_preflight
     from .report.console import checks_table
 
-    pb = load_playbook(playbook)
+    pb = load_playbook(_api().find_playbook(playbook, inventory))
     with _api().open_host(inventory, host) as (cfg, c, py):
         checks = run_preflight(c, cfg, pb, py)
     if as_json:
@@ -208,7 +219,7 @@ def launch(inventory, host, playbook, profile):
     from .report.console import progress_printer  # deferred: rich renderers
     from .runner import new_run_id
 
-    pb = load_playbook(playbook)
+    pb = load_playbook(_api().find_playbook(playbook, inventory))
     console = make_console()
     with _api().open_host(inventory, host) as (cfg, c, py):
         outcome = run_launch(c, cfg, pb, profile, py, run_id=new_run_id(), on_progress=progress_printer(console))
@@ -256,7 +267,7 @@ def smoke(inventory, host, playbook, prompt, temperature, max_tokens, as_json):
     from .remote import connect as transport
     from .report.console import print_smoke  # deferred: rich renderers
 
-    pb = load_playbook(playbook)
+    pb = load_playbook(_api().find_playbook(playbook, inventory))
     with _api().open_host(inventory, host) as (cfg, c, py):
         with transport.tunnel(c, cfg) as url:
             res = run_smoke(url, pb, prompt=prompt, temperature=temperature, max_tokens=max_tokens,
@@ -274,58 +285,88 @@ def smoke(inventory, host, playbook, prompt, temperature, max_tokens, as_json):
 @click.option("-p", "--playbook", default="playbooks/nightly.yaml", show_default=True, help="Playbook (YAML).")
 @click.option("--runs-dir", default="runs", show_default=True)
 @click.option("--history", "history_db", default=None, help="SQLite history file (default RUNS_DIR/history.sqlite).")
+@click.option("--json", "as_json", is_flag=True, help="Print summary.json (with the regression check) to stdout.")
+@click.option("--metrics-file", default=None, metavar="PATH",
+              help="Also write metrics.prom here, atomically (a node-exporter textfile collector's *.prom).")
 @handle_errors
-def nightly(inventory, host, playbook, runs_dir, history_db):
-    """Diagnose, record the run in the history, and flag regressions since the last run (for cron/CI).
+def nightly(inventory, host, playbook, runs_dir, history_db, as_json, metrics_file):
+    """Diagnose, record the run in the history, and test for regressions since the last good run (cron/CI).
 
-    Exit 1 when a speculative profile corrupts output or regressed, 2 when the run could not be done.
-    Writes junit.xml and metrics.prom in the run directory."""
-    from pathlib import Path
+    Every night leaves runs/RUN_ID/ with summary.json, junit.xml and metrics.prom and a history row, also
+    when the run could not be done (SSH down, lock held, baseline failed, bad config). A regression is a
+    tested change against the last good run: loop rate (Fisher exact) or speed (against the between-run
+    spread of earlier good runs). Exit 1 when a speculative profile corrupts output or regressed, 2 when the
+    run could not be done, 130 interrupted."""
+    from .nightly import run_nightly
+    from .regression import describe
+    from .report.console import RichHooks, verdict_table
+    from .runner import Hooks
 
-    from . import store
-    from .report.console import verdict_table
+    from .report.console import print_run_end  # deferred: rich renderers
 
-    console = make_console()
-    db = store.check_history_path(history_db or Path(runs_dir) / "history.sqlite")
-    res = _api().diagnose(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir)
+    console = make_console(stderr=as_json)
+    rh = RichHooks(console)
+    hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample,
+                  interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
+    res = run_nightly(inventory=inventory, host=host, playbook=playbook, runs_dir=runs_dir, history_db=history_db,
+                      hooks=hooks, metrics_file=metrics_file)
     doc = res.summary
-    store.record_run(db, doc, res.run_dir)
-    prev = store.previous_verdicts(db, host=doc["host"]["name"], playbook=doc["playbook"]["name"], before_run=res.run_id)
-    regressed = store.regressions(prev, {v["profile"]: v["kind"] for v in doc["verdicts"]})
-    console.print(verdict_table(doc))
-    if regressed:
-        console.print(f"[bold red]regression:[/] {', '.join(regressed)} (previously {', '.join(prev[p] for p in regressed)})")
-    console.print(f"run {res.run_id}: {res.run_dir}; history {db}")
-    sys.exit(max(res.exit_code, 1 if regressed else 0))
+    if as_json:
+        click.echo(json.dumps(doc, indent=2, default=str))
+    if res.error is not None:
+        err_console = make_console(stderr=True)
+        err_console.print(f"[bold red]error:[/] {escape(str(res.error))}", highlight=False)
+        if res.error.evidence:
+            err_console.print(res.error.evidence, style="dim", highlight=False, markup=False)
+        console.print(f"history {res.history_db}", highlight=False)
+        print_run_end(console, doc, res.run_dir, res.exit_code)
+        sys.exit(res.exit_code)
+    if not as_json:
+        console.print(verdict_table(doc))
+    rep = res.regression
+    if rep is not None and rep.baseline_run is None:
+        console.print("regression check: no earlier good run of this host and playbook to compare with")
+    elif rep is not None:
+        lines = describe(rep)
+        console.print(f"regression check against {rep.baseline_run}: "
+                      + ("[bold red]regressed[/]" if lines else "[green]no tested regression[/]"))
+        for line in lines:
+            console.print(f"  {escape(line)}", highlight=False)
+    console.print(f"history {res.history_db}", highlight=False)
+    print_run_end(console, doc, res.run_dir, res.exit_code)
+    sys.exit(res.exit_code)
 
 
 @main.command("history")
 @click.option("-H", "--host", default=None, help="Only runs of this host (default: every host).")
-@click.option("--history", "history_db", default="runs/history.sqlite", show_default=True)
+@click.option("--runs-dir", default="runs", show_default=True, help="Runs directory whose history.sqlite is read.")
+@click.option("--history", "history_db", default=None, help="SQLite history file (default RUNS_DIR/history.sqlite).")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
-def history_cmd(host, history_db, limit, as_json):
-    """List recorded runs (newest first) with their verdicts."""
-
+def history_cmd(host, runs_dir, history_db, limit, as_json):
+    """List recorded runs (newest first): every diagnose and nightly, completed or failed, with verdicts."""
     from rich.table import Table
 
+    from . import store
     from .errors import ConfigError
 
-    from . import store
-
+    history_db = str(history_db or f"{runs_dir}/{_api().HISTORY_FILE}")
     if not store.check_history_path(history_db).exists():
-        raise ConfigError("no history yet (`mtp-remote nightly` writes it)", file=history_db)
+        raise ConfigError("no runs recorded yet (`mtp-remote diagnose` and `nightly` record every run)",
+                          file=history_db)
     rows = store.history(history_db, host=host, limit=limit)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
     t = Table(title=f"History — {history_db}")
-    for col in ("run", "host", "playbook", "started", "exit", "verdicts"):
-        t.add_column(col, overflow="fold")
+    for col in ("run", "host", "playbook", "started (UTC)", "status", "exit", "verdicts / cause"):
+        t.add_column(col)
     for r in rows:
-        t.add_row(r["run_id"], r["host"], r["playbook"], r["started_at"][:19], str(r["exit_code"]),
-                  ", ".join(f"{p}: {k}" for p, k in r["verdicts"].items()))
+        ok = r["status"] == "completed"
+        what = ", ".join(f"{p}: {k}" for p, k in r["verdicts"].items()) if ok else (r["cause"] or "")
+        t.add_row(r["run_id"], r["host"], r["playbook"], r["started_at"][:19].replace("T", " "),
+                  r["status"] if ok else f"[red]{r['status']}[/]", str(r["exit_code"]), escape(what))
     make_console().print(t)
 
 
@@ -340,6 +381,22 @@ def _register_ops() -> None:
     except ImportError:  # pragma: no cover
         return
     main.add_command(lint_command_cmd, "lint-command")
+
+
+def _register_runs() -> None:
+    from .cli_runs import compare_cmd, hosts_cmd, report_cmd
+
+    for cmd in (hosts_cmd, report_cmd, compare_cmd):
+        main.add_command(handle_errors_cmd(cmd))
+
+
+def handle_errors_cmd(cmd: click.Command) -> click.Command:
+    """Wrap a click command's callback in :func:`handle_errors` (one red line + exit code)."""
+    cmd.callback = handle_errors(cmd.callback)
+    return cmd
+
+
+_register_runs()
 
 
 _register_ops()

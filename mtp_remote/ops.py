@@ -379,5 +379,5 @@ def smoke(base_url: str, playbook: Playbook, *, prompt: str | None = None, tempe
     return {"prompt": text, "temperature": temperature, "verdict": "loops" if m.is_loop else "ok",
             "finish_reason": comp.finish_reason, "completion_tokens": comp.completion_tokens,
             "latency_s": round(comp.latency_s, 3), "accept_length": round(accept, 3) if accept else None, "metrics": m.to_dict(),
-            "text_tail": comp.text[-400:]}
+            "text": comp.text, "text_tail": comp.text[-400:]}
 

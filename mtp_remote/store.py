@@ -1,8 +1,10 @@
-"""History of runs for nightly regression checks (stdlib ``sqlite3``).
+"""History of runs (stdlib ``sqlite3``): every ``diagnose`` and ``nightly`` run, completed or failed.
 
-One row per run (host, playbook, exit code, time, directory) and one per verdict and per cell, so a nightly
-job can ask "what did this profile say last time?" and flag a regression (a profile that was healthy and now
-corrupts output, or whose loop rate rose). The database file defaults to ``runs/history.sqlite``.
+One row per run (host, playbook, status ``completed``/``failed``/``interrupted`` with its cause, exit code,
+time, directory) and one per verdict and per cell, so ``history`` lists every run and the nightly regression
+check finds the last good run and the spread of earlier ones (:mod:`mtp_remote.regression`). The database file
+defaults to ``RUNS_DIR/history.sqlite``. Databases written before the ``status``/``cause`` columns existed
+are upgraded in place (``ALTER TABLE ... ADD COLUMN``).
 """
 
 from __future__ import annotations
@@ -51,15 +53,21 @@ def _connect(path: Path) -> sqlite3.Connection:
     path.parent.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(path)
     db.executescript(SCHEMA)
+    cols = {r[1] for r in db.execute("PRAGMA table_info(runs)")}
+    for col, decl in (("status", "TEXT NOT NULL DEFAULT 'completed'"), ("cause", "TEXT")):
+        if col not in cols:
+            db.execute(f"ALTER TABLE runs ADD COLUMN {col} {decl}")
     return db
 
 
 def record_run(path: str | Path, doc: dict, run_dir: str | Path) -> None:
-    """Insert (or replace) one run's summary document into the history at ``path``."""
+    """Insert (or replace) one run's summary document (completed or failed) into the history at ``path``."""
     with closing(_connect(Path(path))) as db, db:
-        db.execute("INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?)",
+        db.execute("INSERT OR REPLACE INTO runs (run_id, host, playbook, simulated, started_at, duration_s, "
+                   "exit_code, run_dir, tool_version, status, cause) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                    (doc["run_id"], doc["host"]["name"], doc["playbook"]["name"], int(bool(doc.get("simulated"))),
-                    doc["started_at"], doc.get("duration_s"), doc["exit_code"], str(run_dir), doc.get("tool_version")))
+                    doc["started_at"], doc.get("duration_s"), doc["exit_code"], str(run_dir), doc.get("tool_version"),
+                    doc.get("status", "completed"), _cause(doc.get("cause"))))
         db.execute("DELETE FROM verdicts WHERE run_id = ?", (doc["run_id"],))
         db.execute("DELETE FROM cells WHERE run_id = ?", (doc["run_id"],))
         db.executemany("INSERT INTO verdicts VALUES (?,?,?,?,?)",
@@ -68,6 +76,11 @@ def record_run(path: str | Path, doc: dict, run_dir: str | Path) -> None:
         db.executemany("INSERT INTO cells VALUES (?,?,?,?,?,?,?,?)",
                        [(doc["run_id"], c["profile"], c["temperature"], c["n"], c["loops"], c["loop_rate"],
                          c.get("accept_length"), c.get("tokens_per_s")) for c in doc.get("cells", [])])
+
+
+def _cause(cause) -> str | None:
+    """The one-line cause stored in the history ({"message", ...} in summary.json, or a plain string)."""
+    return cause.get("message") if isinstance(cause, dict) else cause
 
 
 def previous_verdicts(path: str | Path, *, host: str, playbook: str, before_run: str) -> dict[str, str]:
@@ -93,21 +106,22 @@ def regressions(previous: dict[str, str], current: dict[str, str]) -> list[str]:
 
 
 def history(path: str | Path, *, host: str | None = None, limit: int = 20) -> list[dict]:
-    """Latest runs (newest first) with their verdicts, as dicts."""
+    """Latest runs (newest first) with status, cause, run directory and verdicts, as dicts."""
     p = Path(path)
     if not p.exists():
         return []
     with closing(_connect(p)) as db:
-        q = "SELECT run_id, host, playbook, started_at, exit_code FROM runs"
+        q = "SELECT run_id, host, playbook, started_at, exit_code, status, cause, run_dir, duration_s FROM runs"
         args: tuple = ()
         if host:
             q += " WHERE host = ?"
             args = (host,)
         rows = db.execute(q + " ORDER BY started_at DESC LIMIT ?", (*args, limit)).fetchall()
         out = []
-        for run_id, h, pb, started, code in rows:
+        for run_id, h, pb, started, code, status, cause, run_dir, duration in rows:
             verdicts = dict(db.execute("SELECT profile, kind FROM verdicts WHERE run_id = ?", (run_id,)).fetchall())
             out.append({"run_id": run_id, "host": h, "playbook": pb, "started_at": started, "exit_code": code,
+                        "status": status, "cause": cause, "run_dir": run_dir, "duration_s": duration,
                         "verdicts": verdicts})
         return out
 
@@ -129,3 +143,28 @@ def open_samples_for_append(path: str | Path):
     finally:
         f.close()
     return p.open("a", encoding="utf-8")
+
+
+def good_runs(path: str | Path, *, host: str, playbook: str, before_run: str, limit: int = 10) -> list[dict]:
+    """Earlier completed runs of the same host and playbook, newest first, each with its cells
+    ``{(profile, temperature): {"n", "loops", "loop_rate", "accept_length", "tokens_per_s"}}``.
+
+    "Earlier" is by start time against ``before_run`` (any run when it is not in the history)."""
+    p = Path(path)
+    if not p.exists():
+        return []
+    with closing(_connect(p)) as db:
+        rows = db.execute(
+            "SELECT run_id, started_at FROM runs WHERE host = ? AND playbook = ? AND run_id != ? "
+            "AND status = 'completed' AND started_at <= (SELECT COALESCE(MAX(started_at), '9999') FROM runs "
+            "WHERE run_id = ?) ORDER BY started_at DESC LIMIT ?",
+            (host, playbook, before_run, before_run, limit)).fetchall()
+        out = []
+        for run_id, started in rows:
+            cells = {(prof, float(t)): {"n": n, "loops": k, "loop_rate": r, "accept_length": a, "tokens_per_s": s}
+                     for prof, t, n, k, r, a, s in db.execute(
+                         "SELECT profile, temperature, n, loops, loop_rate, accept_length, tokens_per_s FROM cells "
+                         "WHERE run_id = ?", (run_id,))}
+            verdicts = dict(db.execute("SELECT profile, kind FROM verdicts WHERE run_id = ?", (run_id,)).fetchall())
+            out.append({"run_id": run_id, "started_at": started, "cells": cells, "verdicts": verdicts})
+        return out

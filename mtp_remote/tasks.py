@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from invoke import task
 from invoke.exceptions import Exit
+from rich.markup import escape
 
-from .entry import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK, make_console
+from .entry import DEFAULT_PLAYBOOK, make_console
 from .entry import api as _api
 from .errors import ConfigError, Interrupted, MtpRemoteError
 from .interrupts import Interrupts
@@ -19,6 +20,8 @@ from .interrupts import Interrupts
 # Start-up time: ``fab -l`` imports only invoke and the light modules above. The api layer (scipy, numpy,
 # httpx, pydantic, jinja2: ~1 s) and the rich renderers are imported inside the task that uses them (mtp_remote/entry.py).
 
+
+_INV_HELP = "inventory YAML (default: $MTP_REMOTE_INVENTORY, else inventory.yaml here or in a parent)"
 
 #: SIGINT/SIGTERM handling for this process (entry point state: one per process).
 INTERRUPTS = Interrupts()
@@ -30,11 +33,16 @@ def _host_name(c) -> str | None:
     return host or None
 
 
-def _fail(e: MtpRemoteError) -> Exit:
-    from rich.console import Console  # deferred: only an error needs it
-    from rich.markup import escape
+def _json_out(data) -> None:
+    """``--json``: the result as JSON on stdout (progress and errors go to stderr)."""
+    import json
+    import sys
 
-    console = Console(stderr=True)
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def _fail(e: MtpRemoteError) -> Exit:
+    console = make_console(stderr=True)  # outside a terminal: never wrapped mid-flag
     console.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
     if e.evidence:
         console.print(e.evidence, style="dim", highlight=False, markup=False)
@@ -42,20 +50,21 @@ def _fail(e: MtpRemoteError) -> Exit:
 
 
 @task(auto_shortflags=False, help={"playbook": "playbook YAML (default playbooks/diagnose-mtp.yaml)",
-            "inventory": "inventory YAML (default inventory.yaml)",
+            "inventory": _INV_HELP,
             "profile": "only this speculative profile (baseline always runs)",
             "samples": "override samples per prompt at T > 0",
             "max_tokens": "override max tokens per request",
             "resume": "continue run RUN_ID without re-requesting stored samples",
-            "runs_dir": "where run directories go (default runs/)"})
-def diagnose(c, playbook=DEFAULT_PLAYBOOK, inventory=DEFAULT_INVENTORY, profile=None, samples=None,
-             max_tokens=None, resume=None, runs_dir="runs"):
+            "runs_dir": "where run directories go (default runs/)",
+            "json": "print summary.json to stdout (progress goes to stderr)"})
+def diagnose(c, playbook=DEFAULT_PLAYBOOK, inventory=None, profile=None, samples=None,
+             max_tokens=None, resume=None, runs_dir="runs", json=False):
     """Run the speculative vs baseline experiment on a host and print verdicts (-H NAME from inventory)."""
-    from .report.console import RichHooks, cells_table, verdict_table
+    from .report.console import RichHooks, cells_table, print_run_end, verdict_table
     from .runner import Hooks
 
     INTERRUPTS.install()
-    console = make_console()
+    console = make_console(stderr=json)
     rh = RichHooks(console)
     hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample,
                   interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
@@ -73,33 +82,40 @@ def diagnose(c, playbook=DEFAULT_PLAYBOOK, inventory=DEFAULT_INVENTORY, profile=
         raise _fail(e) from None
     except KeyboardInterrupt:
         raise _fail(Interrupted("interrupted")) from None
-    console.print(cells_table(res.summary))
-    console.print(verdict_table(res.summary))
-    console.print(f"report: {res.run_dir / 'report.md'}  (exit code {res.exit_code})")
+    if json:
+        _json_out(res.summary)
+    else:
+        console.print(cells_table(res.summary))
+        console.print(verdict_table(res.summary))
+        print_run_end(console, res.summary, res.run_dir, res.exit_code)
     if res.exit_code:
         raise Exit(code=res.exit_code)
 
 
-@task(auto_shortflags=False, help={"playbook": "playbook YAML whose profiles are linted", "inventory": "inventory YAML"})
-def preflight(c, playbook=DEFAULT_PLAYBOOK, inventory=DEFAULT_INVENTORY):
+@task(auto_shortflags=False, help={"playbook": "playbook YAML whose profiles are linted", "inventory": _INV_HELP,
+                                   "json": "print the checks as JSON"})
+def preflight(c, playbook=DEFAULT_PLAYBOOK, inventory=None, json=False):
     """Read-only checks: SSH, python/SGLang/torch, GPUs, model, disk, port, foreign processes, flag lint."""
     from .config import load_playbook
     from .ops import preflight as run_preflight
     from .report.console import checks_table
 
     try:
-        pb = load_playbook(playbook)
+        pb = load_playbook(_api().find_playbook(playbook, inventory))
         with _api().open_host(inventory, _host_name(c)) as (cfg, conn, py):
             checks = run_preflight(conn, cfg, pb, py)
     except MtpRemoteError as e:
         raise _fail(e) from None
-    make_console().print(checks_table(cfg.name, checks))
+    if json:
+        _json_out([ch.to_dict() for ch in checks])
+    else:
+        make_console().print(checks_table(cfg.name, checks))
     if any(ch.status == "fail" for ch in checks):
         raise Exit(code=2)
 
 
-@task(auto_shortflags=False, help={"inventory": "inventory YAML"})
-def status(c, inventory=DEFAULT_INVENTORY):
+@task(auto_shortflags=False, help={"inventory": _INV_HELP, "json": "print the status as JSON"})
+def status(c, inventory=None, json=False):
     """Show our server, the port, GPU memory and SGLang processes we did not start."""
     from .ops import status as run_status
     from .report.console import status_table
@@ -109,12 +125,15 @@ def status(c, inventory=DEFAULT_INVENTORY):
             st = run_status(conn, cfg, py)
     except MtpRemoteError as e:
         raise _fail(e) from None
-    make_console().print(status_table(st))
+    if json:
+        _json_out(st.to_dict())
+    else:
+        make_console().print(status_table(st))
 
 
 @task(auto_shortflags=False, help={"force": "also stop SGLang processes we did not start, by PID, after listing them",
-            "inventory": "inventory YAML"})
-def stop(c, force=False, inventory=DEFAULT_INVENTORY):
+            "inventory": _INV_HELP})
+def stop(c, force=False, inventory=None):
     """Stop the server we started (SIGTERM, then SIGKILL) and wait until its GPU memory is released."""
     from .ops import stop as run_stop
     from .report.console import print_stop, progress_printer  # deferred: rich renderers
@@ -128,10 +147,10 @@ def stop(c, force=False, inventory=DEFAULT_INVENTORY):
     print_stop(console, res)
 
 
-@task(auto_shortflags=False, help={"profile": "profile of the playbook to launch", "playbook": "playbook YAML",
-            "inventory": "inventory YAML"})
-def launch(c, profile, playbook=DEFAULT_PLAYBOOK, inventory=DEFAULT_INVENTORY):
-    """Launch one profile's server detached and wait until ready (it keeps running)."""
+@task(auto_shortflags=False, help={"profile": "profile of the playbook to launch (required)", "playbook": "playbook YAML",
+            "inventory": _INV_HELP})
+def launch(c, profile=None, playbook=DEFAULT_PLAYBOOK, inventory=None):
+    """Launch one profile's server detached and wait until ready (it keeps running): --profile NAME."""
     from .config import load_playbook
     from .ops import launch as run_launch
     from .report.console import progress_printer  # deferred: rich renderers
@@ -140,7 +159,10 @@ def launch(c, profile, playbook=DEFAULT_PLAYBOOK, inventory=DEFAULT_INVENTORY):
 
     console = make_console()
     try:
-        pb = load_playbook(playbook)
+        pb = load_playbook(_api().find_playbook(playbook, inventory))
+        if not profile:
+            raise ConfigError(f"required; choose one of: {', '.join(pb.profile_order())}",
+                              field="--profile")
         with _api().open_host(inventory, _host_name(c)) as (cfg, conn, py):
             outcome = run_launch(conn, cfg, pb, profile, py, run_id=new_run_id(), on_progress=progress_printer(console))
         raise_for_outcome(outcome)
@@ -150,8 +172,8 @@ def launch(c, profile, playbook=DEFAULT_PLAYBOOK, inventory=DEFAULT_INVENTORY):
 
 
 @task(auto_shortflags=False, help={"follow": "keep printing new lines (Ctrl-C stops)", "lines": "lines of tail (default 50)",
-            "inventory": "inventory YAML"})
-def logs(c, follow=False, lines="50", inventory=DEFAULT_INVENTORY):
+            "inventory": _INV_HELP})
+def logs(c, follow=False, lines="50", inventory=None):
     """Show the log of our server (or the newest one); --follow keeps printing."""
     from .ops import current_log, follow_log, server_alive
 
@@ -172,8 +194,8 @@ def logs(c, follow=False, lines="50", inventory=DEFAULT_INVENTORY):
 
 
 @task(auto_shortflags=False, help={"prompt": "prompt (default: the playbook's first)", "temperature": "default 0.7",
-            "playbook": "playbook YAML", "inventory": "inventory YAML"})
-def smoke(c, prompt=None, temperature="0.7", playbook=DEFAULT_PLAYBOOK, inventory=DEFAULT_INVENTORY):
+            "playbook": "playbook YAML", "inventory": _INV_HELP, "json": "print the result as JSON"})
+def smoke(c, prompt=None, temperature="0.7", playbook=DEFAULT_PLAYBOOK, inventory=None, json=False):
     """Send one prompt to the running server and say whether its output loops (exit 1 if it does)."""
     from .config import load_playbook
     from .ops import running_api_key
@@ -186,13 +208,16 @@ def smoke(c, prompt=None, temperature="0.7", playbook=DEFAULT_PLAYBOOK, inventor
             temperature = float(temperature)
         except ValueError:
             raise ConfigError(f"--temperature must be a number, not {temperature!r}", field="--temperature") from None
-        pb = load_playbook(playbook)
+        pb = load_playbook(_api().find_playbook(playbook, inventory))
         with _api().open_host(inventory, _host_name(c)) as (cfg, conn, py):
             with transport.tunnel(conn, cfg) as url:
                 res = run_smoke(url, pb, prompt=prompt, temperature=temperature,
                                 api_key=running_api_key(conn, cfg, pb))
     except MtpRemoteError as e:
         raise _fail(e) from None
-    print_smoke(make_console(), res)
+    if json:
+        _json_out(res)
+    else:
+        print_smoke(make_console(), res)
     if res["verdict"] == "loops":
         raise Exit(code=1)

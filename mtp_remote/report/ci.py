@@ -1,19 +1,52 @@
 """Machine outputs for CI and monitoring: ``junit.xml`` (one test case per speculative profile) and
-``metrics.prom`` (Prometheus text exposition, for a node-exporter textfile collector)."""
+``metrics.prom`` (Prometheus text exposition, for a node-exporter textfile collector).
+
+A run that could not be done (``status`` ``failed``/``interrupted`` in the document) gives one failing test
+case ``run`` carrying the cause, and ``mtp_remote_up 0`` / ``mtp_remote_run_failed 1``; every run exports
+``mtp_remote_last_run_timestamp_seconds`` (end of the run, Unix seconds) and ``mtp_remote_exit_code``, so an
+alert can fire on a night that failed *and* on a night that never ran (a stale timestamp). A nightly
+regression check (``doc["regression"]``) adds one failing case per regression.
+"""
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from xml.etree import ElementTree as ET
+
+
+def _failed(doc: dict) -> bool:
+    return doc.get("status", "completed") != "completed"
+
+
+def _cause(doc: dict) -> str:
+    cause = doc.get("cause")
+    if isinstance(cause, dict):
+        ev = f"\n{cause['evidence']}" if cause.get("evidence") else ""
+        return f"{cause.get('type', 'error')}: {cause.get('message')}{ev}"
+    return str(cause or "unknown")
 
 
 def render_junit(doc: dict) -> str:
     """A test suite per run; a case per verdict, failed when the profile corrupts output or did not launch."""
     verdicts = doc.get("verdicts", [])
     failures = [v for v in verdicts if v["kind"] == "spec-corrupts-output" or v["kind"].startswith(("launch-failed", "crashed", "hung"))]
+    regressions = [c for c in (doc.get("regression") or {}).get("checks", []) if c.get("regressed")]
+    n_tests = len(verdicts) + int(_failed(doc)) + len(regressions)
+    n_fail = len(failures) + int(_failed(doc)) + len(regressions)
     suite = ET.Element("testsuite", name=f"mtp-remote.{doc['playbook']['name']}.{doc['host']['name']}",
-                       tests=str(len(verdicts)), failures=str(len(failures)), errors="0",
-                       time=f"{doc.get('duration_s', 0):.2f}", timestamp=doc.get("started_at", ""))
+                       tests=str(n_tests), failures=str(n_fail), errors="0",
+                       time=f"{doc.get('duration_s') or 0:.2f}", timestamp=doc.get("started_at", ""))
+    if _failed(doc):
+        case = ET.SubElement(suite, "testcase", classname=f"mtp-remote.{doc['host']['name']}", name="run")
+        ET.SubElement(case, "failure", message=f"run {doc.get('status')}: {_cause(doc).splitlines()[0]}"
+                      ).text = _cause(doc)
+    for c in regressions:
+        t = "" if c.get("temperature") is None else f" T={c['temperature']:g}"
+        case = ET.SubElement(suite, "testcase", classname=f"mtp-remote.{doc['host']['name']}.regression",
+                             name=f"{c['profile']}{t} {c['kind']}")
+        ET.SubElement(case, "failure", message=f"regression since {doc['regression'].get('baseline_run')}"
+                      ).text = str({k: v for k, v in c.items() if k != "regressed"})
     for v in verdicts:
         case = ET.SubElement(suite, "testcase", classname=f"mtp-remote.{doc['host']['name']}", name=v["profile"])
         if v in failures:
@@ -37,7 +70,22 @@ _CELL_GAUGES = (
 def render_prometheus(doc: dict) -> str:
     """Gauges per cell (loop rate, acceptance length, tokens/s) and per verdict (1 = corrupt)."""
     host, pb = _label(doc["host"]["name"]), _label(doc["playbook"]["name"])
-    lines = []
+    who = f'host="{host}",playbook="{pb}"'
+    ts = doc.get("finished_at") or doc.get("started_at")
+    ts_s = datetime.fromisoformat(ts).timestamp() if ts else 0.0
+    lines = ["# HELP mtp_remote_up 1 when the last run completed (whatever its verdicts), 0 when it could not be done.",
+             "# TYPE mtp_remote_up gauge", f"mtp_remote_up{{{who}}} {0 if _failed(doc) else 1}",
+             "# HELP mtp_remote_run_failed 1 when the last run failed or was interrupted before completing.",
+             "# TYPE mtp_remote_run_failed gauge", f"mtp_remote_run_failed{{{who}}} {1 if _failed(doc) else 0}",
+             "# HELP mtp_remote_last_run_timestamp_seconds End of the last run (Unix time, seconds).",
+             "# TYPE mtp_remote_last_run_timestamp_seconds gauge",
+             f"mtp_remote_last_run_timestamp_seconds{{{who}}} {ts_s:.3f}",
+             "# HELP mtp_remote_exit_code Exit code of the last run (0 healthy, 1 corrupt/failed profile, 2 not done).",
+             "# TYPE mtp_remote_exit_code gauge", f"mtp_remote_exit_code{{{who}}} {doc.get('exit_code', 2)}"]
+    if doc.get("regression") is not None:
+        n_reg = sum(1 for c in doc["regression"].get("checks", []) if c.get("regressed"))
+        lines += ["# HELP mtp_remote_regressions Tested regressions since the last good run.",
+                  "# TYPE mtp_remote_regressions gauge", f"mtp_remote_regressions{{{who}}} {n_reg}"]
     for metric, key, help_text in _CELL_GAUGES:
         lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} gauge"]
         for c in doc.get("cells", []):

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .markdown import num, pct
+from .markdown import arm_counts, num, pct
 
 _STYLE = {"healthy": "green", "spec-corrupts-output": "bold red", "base-model-degenerates": "yellow",
           "spec-ineffective": "yellow", "spec-slower": "yellow", "inconclusive": "magenta"}
@@ -44,17 +44,63 @@ def verdict_table(doc: dict) -> Table:
     t = Table(title=f"Verdicts — {doc['playbook']['name']} on {doc['host']['name']}{engine}{sim}")
     t.add_column("profile")
     t.add_column("verdict")
-    t.add_column("evidence", overflow="fold")
+    t.add_column("loops (this arm vs baseline)")
+    t.add_column("evidence")
     for v in doc["verdicts"]:
         warnings = "".join(f"\n[yellow]⚠ {escape(w)}[/]" for w in v.get("warnings", []))
-        t.add_row(v["profile"], f"[{verdict_style(v['kind'])}]{v['kind']}[/]", escape(v["evidence"]) + warnings)
+        t.add_row(v["profile"], f"[{verdict_style(v['kind'])}]{v['kind']}[/]", escape(arm_counts(doc, v["profile"])),
+                  escape(v["evidence"]) + warnings)
     return t
 
 
+#: Width of tables when the output is not a terminal (logs, CI, pipes).
+PIPE_WIDTH = 160
+
+
 def make_console(stderr: bool = False) -> Console:
-    """A rich console; 120 columns when not writing to a terminal (logs, CI), so tables stay readable."""
+    """A rich console. Outside a terminal (logs, CI, pipes): tables 160 columns wide, and lines are never
+    wrapped (``soft_wrap``), so a flag or a command to copy is never split across lines; no colour codes."""
     stream = sys.stderr if stderr else sys.stdout
-    return Console(stderr=stderr, width=None if stream.isatty() else 120, log_path=False)
+    tty = stream.isatty()
+    return Console(stderr=stderr, width=None if tty else PIPE_WIDTH, soft_wrap=not tty, log_path=False)
+
+
+#: Runbook for each kind of ending (docs/runbooks/).
+RUNBOOK = {"corrupt": "docs/runbooks/mtp-output-looping.md", "launch": "docs/runbooks/server-will-not-start.md",
+           "failed": "docs/runbooks/nightly-run-failed.md"}
+
+
+def next_step(doc: dict, run_dir) -> str:
+    """What to do next after a run, from its summary: one sentence with the command or runbook to use."""
+    kinds = {v["profile"]: v["kind"] for v in doc.get("verdicts", [])}
+    run = doc.get("run_id")
+    if doc.get("status", "completed") != "completed":
+        if doc.get("resume"):
+            return f"fix the cause, then continue: {doc['resume']}"
+        return f"fix the cause and run again (nothing to resume); see {RUNBOOK['failed']}"
+    corrupt = [p for p, k in kinds.items() if k == "spec-corrupts-output"]
+    failed = [p for p, k in kinds.items() if k.startswith(("launch-failed", "crashed", "hung"))]
+    if failed:
+        return (f"{', '.join(failed)} failed: `mtp-remote classify-log {run_dir}/logs/{failed[0]}.log`; "
+                f"see {RUNBOOK['launch']}")
+    if corrupt:
+        return (f"confirm by hand: `mtp-remote launch --profile {corrupt[0]}` then `mtp-remote smoke`; "
+                f"see {RUNBOOK['corrupt']}")
+    if "inconclusive" in kinds.values():
+        return f"add samples: `mtp-remote diagnose --resume {run} --samples N` (the evidence says how many)"
+    return f"nothing to fix; compare with an earlier run: `mtp-remote compare RUN {run}`"
+
+
+def print_run_end(console: Console, doc: dict, run_dir, exit_code: int) -> None:
+    """The closing lines of a run: where the report is (or, for a run that could not be done, its
+    artefacts), the exit code, and the next step."""
+    if doc.get("status", "completed") == "completed":
+        console.print(f"report: {run_dir}/report.html (also report.md, summary.json); exit code {exit_code}",
+                      highlight=False)
+    else:
+        console.print(f"run {doc.get('status')}: {run_dir}/summary.json (cause), junit.xml, metrics.prom; "
+                      f"exit code {exit_code}", highlight=False)
+    console.print(f"next: {next_step(doc, run_dir)}", highlight=False, markup=False)
 
 
 class RichHooks:
@@ -68,7 +114,11 @@ class RichHooks:
         self._task = None
 
     def on_progress(self, msg: str) -> None:
-        self.console.log(f"[dim]{time.monotonic() - self.t0:6.1f} s[/] {escape(msg)}")
+        elapsed = f"[dim]{time.monotonic() - self.t0:6.1f} s[/] "
+        if self.console.is_terminal:
+            self.console.log(elapsed + escape(msg))
+        else:  # one unwrapped line per event in logs and CI
+            self.console.print(elapsed + escape(msg), soft_wrap=True, highlight=False)
 
     def on_profile(self, profile: str, total: int) -> None:
         self._close()
@@ -155,4 +205,12 @@ def print_smoke(console: Console, res: dict) -> None:
     loop = f"; loop of {m['loop_unit_tokens']} tokens x {m['loop_repeats']}" if m["loop"] else ""
     console.print(f"[{style}]{res['verdict']}[/]: {res['completion_tokens']} tokens, finish {res['finish_reason']}, "
                   f"{res['latency_s']} s, accept length {accept}; seq-rep-4 {m['seq_rep_4']:.3f}{loop}")
-    console.print(res["text_tail"], markup=False, highlight=False)
+    text = res.get("text", res["text_tail"])
+    if len(text) > SMOKE_HEAD + SMOKE_TAIL + 40:
+        skipped = len(text) - SMOKE_HEAD - SMOKE_TAIL
+        text = f"{text[:SMOKE_HEAD]}\n[… {skipped} characters …]\n{text[-SMOKE_TAIL:]}"
+    console.print(text, markup=False, highlight=False)
+
+
+#: Characters of a smoke output shown from its start, and from its end, when it is long.
+SMOKE_HEAD, SMOKE_TAIL = 1200, 400

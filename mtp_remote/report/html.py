@@ -14,7 +14,7 @@ from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from .markdown import num, pct, worst_samples
+from .markdown import arm_counts, num, pct, worst_samples
 
 
 def _png(fig) -> str:
@@ -37,11 +37,46 @@ def plots(doc: dict, samples: list[dict]) -> dict[str, str]:
     if not cells:
         return {}
     out = {}
+    out["loop_rate"] = _png(loop_rate_figure(cells))
+    out["speed"] = _png(speed_figure(cells))
+
+    onsets = [(s.get("metrics") or {}).get("loop_start_token") for s in samples]
+    onsets = [o for o in onsets if o is not None]
+    if onsets:
+        fig, ax = plt.subplots(figsize=(6, 2.6))
+        ax.hist(onsets, bins=min(30, max(5, len(onsets) // 2)))
+        ax.set_xlabel("loop onset (token index)")
+        ax.set_ylabel("samples")
+        out["onset"] = _png(fig)
+    return out
+
+
+#: Inches per bar group / per cell, and the figure width limits (inches), so labels keep their room.
+_IN_PER_GROUP, _MIN_W, _MAX_W = 0.55, 4.0, 16.0
+
+
+def _fit_labels(ax, n: int, *, rotate_over: int = 4) -> None:
+    """Readable x tick labels however many there are: rotated 30° and right-aligned past ``rotate_over``."""
+    if n > rotate_over:
+        for label in ax.get_xticklabels():
+            label.set_rotation(30)
+            label.set_horizontalalignment("right")
+            label.set_rotation_mode("anchor")
+
+
+def loop_rate_figure(cells: list[dict]):
+    """Bars of loop rate per profile (colour) and temperature (group) with 95 % Wilson intervals; the
+    figure widens with the number of bars and the legend moves outside past 4 profiles."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     profiles = list(dict.fromkeys(c["profile"] for c in cells))
     temps = sorted({c["temperature"] for c in cells})
     width = 0.8 / max(1, len(profiles))
-
-    fig, ax = plt.subplots(figsize=(6, 3.2))
+    w = min(_MAX_W, max(6.0, 0.35 * len(profiles) * len(temps) + 2))
+    fig, ax = plt.subplots(figsize=(w, 3.2))
     for i, p in enumerate(profiles):
         xs, ys, lo, hi = [], [], [], []
         for j, t in enumerate(temps):
@@ -56,14 +91,29 @@ def plots(doc: dict, samples: list[dict]) -> dict[str, str]:
     ax.set_xticks([j + width * (len(profiles) - 1) / 2 for j in range(len(temps))], [f"T={t:g}" for t in temps])
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("loop rate (95 % Wilson CI)")
-    ax.legend()
-    out["loop_rate"] = _png(fig)
+    if len(profiles) > 4:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    else:
+        ax.legend()
+    return fig
+
+
+def speed_figure(cells: list[dict]):
+    """Acceptance length (speculative cells only) and tokens/s per cell, over all and over non-looping
+    samples; one x label per cell ("profile T=t"), rotated when there are many, the figure widened."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
     speculative = [c for c in cells if c.get("accept_length") is not None]
-    fig, axes = plt.subplots(1, 2 if speculative else 1, figsize=(8 if speculative else 4, 3.0), squeeze=False)
-    axes = axes[0]
-    labels = [f"{c['profile']}\nT={c['temperature']:g}" for c in cells]
     panels = [("accept_length", "acceptance length"), ("tokens_per_s", "tokens/s")][0 if speculative else 1:]
+    panel_w = min(_MAX_W / len(panels), max(_MIN_W, _IN_PER_GROUP * len(cells) + 1))
+    fig, axes = plt.subplots(1, len(panels), figsize=(panel_w * len(panels), 3.0), squeeze=False)
+    axes = axes[0]
+    many = len(cells) > 4
+    labels = [f"{c['profile']} T={c['temperature']:g}" if many else f"{c['profile']}\nT={c['temperature']:g}"
+              for c in cells]
     for ax, (key, title) in zip(axes, panels):
         allv = [c.get(key) or 0 for c in cells]
         nonloop = [c.get(key + "_nonloop") or 0 for c in cells]
@@ -71,25 +121,17 @@ def plots(doc: dict, samples: list[dict]) -> dict[str, str]:
         ax.bar([x - 0.2 for x in xs], allv, 0.4, label="all samples")
         ax.bar([x + 0.2 for x in xs], nonloop, 0.4, label="non-looping")
         ax.set_xticks(list(xs), labels, fontsize=7)
+        _fit_labels(ax, len(cells))
         ax.set_title(title, fontsize=9)
     axes[0].legend(fontsize=7)
-    out["speed"] = _png(fig)
-
-    onsets = [(s.get("metrics") or {}).get("loop_start_token") for s in samples]
-    onsets = [o for o in onsets if o is not None]
-    if onsets:
-        fig, ax = plt.subplots(figsize=(6, 2.6))
-        ax.hist(onsets, bins=min(30, max(5, len(onsets) // 2)))
-        ax.set_xlabel("loop onset (token index)")
-        ax.set_ylabel("samples")
-        out["onset"] = _png(fig)
-    return out
+    fig.tight_layout()
+    return fig
 
 
 def render_html(doc: dict, samples: list[dict] | None = None) -> str:
     samples = samples or []
     env = Environment(loader=PackageLoader("mtp_remote.report", "templates"), autoescape=select_autoescape(["html", "j2"]))
-    env.globals.update(pct=pct, num=num)
+    env.globals.update(pct=pct, num=num, arm_counts=arm_counts)
     return env.get_template("report.html.j2").render(doc=doc, plots=plots(doc, samples), worst=worst_samples(samples))
 
 

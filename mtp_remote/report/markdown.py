@@ -21,6 +21,21 @@ def num(x, digits: int = 2) -> str:
     return "–" if x is None else f"{x:.{digits}f}"
 
 
+def arm_counts(doc: dict, profile: str) -> str:
+    """The loop counts of a profile against the baseline at each temperature, naming both arms:
+    ``"T=0.7: mtp 16/20 vs baseline 0/20"`` (joined by "; "; "–" when the profile has no cells)."""
+    baseline = doc.get("playbook", {}).get("baseline", "baseline")
+    cells = {(c["profile"], c["temperature"]): c for c in doc.get("cells", [])}
+    parts = []
+    for (p, t), c in cells.items():
+        if p != profile:
+            continue
+        b = cells.get((baseline, t))
+        vs = f" vs {baseline} {b['loops']}/{b['n']}" if b is not None and p != baseline else ""
+        parts.append(f"T={t:g}: {p} {c['loops']}/{c['n']}{vs}")
+    return "; ".join(parts) or "–"
+
+
 def worst_samples(samples: list[dict]) -> list[dict]:
     """Per (profile, temperature): the sample with the largest loop fraction (then the longest output),
     with a one-line summary and the end of its text."""
@@ -50,7 +65,7 @@ def worst_samples(samples: list[dict]) -> list[dict]:
 def render_markdown(doc: dict, samples: list[dict] | None = None) -> str:
     env = Environment(loader=PackageLoader("mtp_remote.report", "templates"), undefined=StrictUndefined,
                       keep_trailing_newline=True)
-    env.globals.update(pct=pct, num=num)
+    env.globals.update(pct=pct, num=num, arm_counts=arm_counts)
     return env.get_template("report.md.j2").render(doc=doc, worst=worst_samples(samples or []))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -68,13 +69,41 @@ def test_a_bad_inventory_names_file_and_field_without_a_traceback(tmp_path):
 def test_help_lists_every_command():
     r = CliRunner().invoke(main, ["--help"])
     for cmd in ("diagnose", "analyze", "classify-log", "preflight", "status", "stop", "launch", "logs", "smoke",
-                "nightly", "history"):
+                "nightly", "history", "hosts", "report", "compare"):
         assert f"  {cmd} " in r.output, cmd
+    assert "130 interrupted" in r.output and "_MTP_REMOTE_COMPLETE=bash_source" in r.output
+
+
+def test_fab_launch_help_shows_the_task_options_and_launch_without_profile_names_the_choices():
+    r = subprocess.run([sys.executable, "-m", "fabric", "launch", "--help"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=60, check=False)
+    assert r.returncode == 0 and "--profile=STRING" in r.stdout and "unknown profile" not in r.stdout + r.stderr
+    # from a subdirectory: fab finds fabfile.py upward, the tasks find inventory.yaml and playbooks/ upward
+    env = {k: v for k, v in os.environ.items() if k != "MTP_REMOTE_INVENTORY"}
+    r = subprocess.run([sys.executable, "-m", "fabric", "launch"], cwd=ROOT / "docs" / "runbooks",
+                       capture_output=True, text=True, timeout=60, env=env, check=False)
+    assert r.returncode == 2 and "--profile: required; choose one of: baseline, mtp" in r.stderr
+
+
+def test_shell_completion_script_is_generated():
+    script = os.path.join(os.path.dirname(sys.executable), "mtp-remote")  # the installed entry point
+    r = subprocess.run([script], capture_output=True,
+                       text=True, timeout=60, env={**os.environ, "_MTP_REMOTE_COMPLETE": "bash_source"}, check=False)
+    assert "complete" in r.stdout and "_MTP_REMOTE_COMPLETE=bash_complete" in r.stdout
+
+
+def test_hosts_lists_the_inventory_found_from_a_subdirectory(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "mtp_remote.cli", "hosts", "--json"], cwd=ROOT / "docs",
+                       capture_output=True, text=True, timeout=60,
+                       env={k: v for k, v in os.environ.items() if k != "MTP_REMOTE_INVENTORY"}, check=False)
+    data = json.loads(r.stdout)
+    assert data["inventory"] == str(ROOT / "inventory.yaml") and data["default_host"] == "sim-local"
+    assert {h["name"]: h["faults"] for h in data["hosts"]}["sim-local"] == "state_leak"
 
 
 def test_fab_lists_the_tasks_with_one_line_docs():
     out = subprocess.run([sys.executable, "-m", "fabric", "-l"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=60).stdout
+                         timeout=60, check=False).stdout
     for task in ("diagnose", "preflight", "status", "stop", "launch", "logs", "smoke"):
         assert f"  {task} " in out, out
 

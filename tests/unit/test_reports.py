@@ -109,3 +109,43 @@ def test_history_flags_a_profile_that_turned_corrupt(run):
     assert prev == {"mtp": "healthy"}
     assert store.regressions(prev, {"mtp": "spec-corrupts-output"}) == ["mtp"]
     assert [r["run_id"] for r in store.history(db)] == ["r1", "r0"]
+
+
+def test_plot_labels_stay_readable_with_six_profiles():
+    """Six profiles x two temperatures: x labels rotated with room between them (no overlap), legend outside."""
+    import itertools
+    import math
+
+    from mtp_remote.report.html import loop_rate_figure, speed_figure
+
+    names = ["baseline", "mtp", "mtp-steps2", "mtp-topk4", "eagle3-steps5", "mtp-no-radix-cache"]
+    cells = [{"profile": p, "temperature": t, "loop_rate": 0.2, "loop_ci": [0.1, 0.3],
+              "accept_length": None if p == "baseline" else 2.5, "accept_length_nonloop": 2.0,
+              "tokens_per_s": 100.0, "tokens_per_s_nonloop": 90.0} for p in names for t in (0.0, 0.7)]
+    fig = speed_figure(cells)
+    fig.canvas.draw()
+    for ax in fig.axes:
+        labels = ax.get_xticklabels()
+        assert len(labels) == 12 and labels[0].get_rotation() == 30
+        xs = [ax.transData.transform((x, 0))[0] for x in ax.get_xticks()]
+        gap = min(b - a for a, b in itertools.pairwise(xs))
+        text_height = labels[0].get_fontsize() * fig.dpi / 72
+        assert gap * math.sin(math.radians(30)) > text_height  # rotated labels do not touch
+    fig = loop_rate_figure(cells)
+    assert fig.axes[0].get_legend().get_bbox_to_anchor().x0 > fig.axes[0].get_window_extent().x1 - 1
+
+
+def test_smoke_prints_the_output_from_its_start():
+    from rich.console import Console
+
+    from mtp_remote.report.console import print_smoke
+
+    text = "<think>\nThe user asks for 2+2. " + "The user's question is 2+2. " * 200
+    res = {"verdict": "loops", "completion_tokens": 1400, "finish_reason": "length", "latency_s": 2.0,
+           "accept_length": 3.9, "text": text, "text_tail": text[-400:],
+           "metrics": {"loop": True, "loop_unit_tokens": 8, "loop_repeats": 199, "seq_rep_4": 0.97}}
+    console = Console(record=True, width=100, soft_wrap=True)
+    print_smoke(console, res)
+    out = console.export_text()
+    assert out.splitlines()[1] == "<think>" and "The user asks for 2+2." in out
+    assert f"[… {len(text) - 1600} characters …]" in out and out.rstrip().endswith("is 2+2.")
