@@ -55,11 +55,11 @@ def test_a_night_against_an_unreachable_host_leaves_four_artefacts_and_a_history
     (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
     doc = json.loads((run_dir / "summary.json").read_text())
     assert doc["status"] == "failed" and doc["exit_code"] == 2 and doc["host"]["name"] == "dead"
-    assert doc["cause"]["type"] == "ConnectError" and "cannot reach 127.0.0.1" in doc["cause"]["message"]
+    assert doc["cause"]["type"] == "ConnectError" and "cannot reach root@127.0.0.1" in doc["cause"]["message"]
     suite = ET.fromstring((run_dir / "junit.xml").read_text())
     assert suite.get("failures") == "1"
     (case,) = suite.findall("testcase")
-    assert case.get("name") == "run" and "cannot reach 127.0.0.1" in case.find("failure").get("message")
+    assert case.get("name") == "run" and "cannot reach root@127.0.0.1" in case.find("failure").get("message")
     prom = (run_dir / "metrics.prom").read_text()
     assert 'mtp_remote_up{host="dead",playbook="nightly-mtp"} 0' in prom
     assert 'mtp_remote_run_failed{host="dead",playbook="nightly-mtp"} 1' in prom
@@ -148,7 +148,8 @@ def test_compare_tests_the_difference_between_two_runs(two_runs):
     assert base["loops"]["loops_a"] == base["loops"]["loops_b"] == 0 and base["loops"]["p_worse"] == 1.0
     assert mtp["speed"]["n_a"] == mtp["speed"]["n_b"] == 12 and mtp["speed"]["p_welch"] is not None
     (v,) = [v for v in res["verdicts"] if v["profile"] == "mtp"]
-    assert v["b"] == "spec-corrupts-output" and v["a"] in ("healthy", "spec-slower")  # slower on a loaded machine
+    # 12 clean samples per arm cannot bound the excess below the 5-point margin: inconclusive, not healthy
+    assert v["b"] == "spec-corrupts-output" and v["a"] in ("healthy", "spec-slower", "inconclusive")
     r = CliRunner().invoke(main, ["compare", a.run_id, a.run_id, "--runs-dir", str(root / "runs")])
     assert r.exit_code == 0 and "0/12 → 0/12" in r.output
 
