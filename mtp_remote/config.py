@@ -17,15 +17,89 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .errors import ConfigError
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+#: Host names, profile names and run ids: they become file names and shell words on the host.
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+#: Environment variable names, as POSIX shells accept them in ``NAME=value`` and ``export NAME``.
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASS)$", re.IGNORECASE)
+#: Environment values shown in logs, records and reports; every other value from the config is masked
+#: (a secret may hide under any name: ``DB_PASSWD``, ``GH_TOKEN_RO``).
+SHOWN_ENV = re.compile(r"^(SGLANG_SIM_[A-Z0-9_]*|CUDA_VISIBLE_DEVICES|HF_HUB_OFFLINE|TRANSFORMERS_OFFLINE|"
+                       r"NCCL_DEBUG|PYTHONUNBUFFERED|SGLANG_SIM_STATE_DIR|TORCH_CUDA_ARCH_LIST)$")
+#: SGLang options mtp-remote sets itself (``--model-path`` from the host, ``--host``/``--port`` bound to
+#: loopback) or that could set them behind its back (``--config`` reads a YAML of options). A playbook token
+#: naming one of them, or a prefix of one (argparse accepts unique abbreviations: ``--po 1``,
+#: ``--model-p=/x``), is refused.
+OWNED_FLAGS = ("--host", "--port", "--model-path", "--model", "--config")
+MAX_CONFIG_BYTES = 4 << 20
+MAX_SAMPLES = 100_000
+
+
+def owned_flag(token: str) -> str | None:
+    """The SGLang option this argv token would set among :data:`OWNED_FLAGS` (exact, ``--opt=value``, or a
+    prefix argparse may expand), or None."""
+    if not token.startswith("--") or len(token) <= 2:
+        return None
+    name = token.split("=", 1)[0]
+    return next((f for f in OWNED_FLAGS if f.startswith(name)), None)
+
+
+def check_run_id(run_id: str) -> str:
+    """``run_id`` if it is a safe name (letters, digits, ``._-``, at most 64, not starting with a dot or dash);
+    raises ValueError otherwise."""
+    if not isinstance(run_id, str) or not _NAME.match(run_id):
+        raise ValueError(f"run id {run_id!r} must match {_NAME.pattern}")
+    return run_id
+
+
+def _check_path(v: str | None) -> str | None:
+    if v is not None and ("\0" in v or "\n" in v or "\r" in v):
+        raise ValueError("must not contain NUL or line breaks")
+    return v
+
+
+def _check_env(env: dict[str, str]) -> dict[str, str]:
+    for k, v in env.items():
+        if not ENV_NAME.match(k):
+            raise ValueError(f"environment variable name {k!r} must match {ENV_NAME.pattern}")
+        if "\0" in v:
+            raise ValueError(f"the value of {k} contains a NUL byte")
+    return env
+
+
+def _check_flags(flags: list[str]) -> list[str]:
+    for f in flags:
+        if "\0" in f:
+            raise ValueError(f"flag {f!r} contains a NUL byte")
+        owned = owned_flag(f)
+        if owned is not None:
+            raise ValueError(f"{f.split('=', 1)[0]} (as {owned}) is set by mtp-remote from the inventory "
+                             f"(--model-path: host model_path; --host/--port: loopback and host port; --config "
+                             f"would override them); remove it from the playbook")
+    return flags
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
-class HostConfig(_Strict):
+class _WithEnv(_Strict):
+    """A model with an ``env`` field: values as strings, names that a shell takes as names."""
+
+    @field_validator("env", mode="before", check_fields=False)
+    @classmethod
+    def _env_to_str(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            return {str(k): _env_value(val) for k, val in v.items()}
+        return v
+
+    @field_validator("env", check_fields=False)
+    @classmethod
+    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
+        return _check_env(v)
+
+
+class HostConfig(_WithEnv):
     """One GPU machine (or container) and how to reach it."""
 
     name: str = Field("", description="Host name; filled from the inventory key")
@@ -51,11 +125,16 @@ class HostConfig(_Strict):
     port: int = Field(30000, ge=1, le=65535, description="Server HTTP port on the host (bound to 127.0.0.1)")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the server")
 
-    @field_validator("env", mode="before")
+    @field_validator("address", "user", "key_file", "gateway", "known_hosts", "python", "workdir", "model_path")
     @classmethod
-    def _env_to_str(cls, v: Any) -> Any:
-        if isinstance(v, dict):
-            return {str(k): str(val) for k, val in v.items()}
+    def _paths(cls, v: str | None) -> str | None:
+        return _check_path(v)
+
+    @field_validator("model_path", "python", "workdir")
+    @classmethod
+    def _not_an_option(cls, v: str | None) -> str | None:
+        if v is not None and (v.startswith("-") or not v.strip()):
+            raise ValueError(f"{v!r} must be a non-empty path that does not start with '-' (write ./{v})")
         return v
 
     @model_validator(mode="after")
@@ -74,8 +153,33 @@ class HostConfig(_Strict):
         return "mtp_remote.sim.launch_server" if self.is_sim else "sglang.launch_server"
 
     def masked_env(self) -> dict[str, str]:
-        """``env`` with secret-looking values (``*KEY``, ``*TOKEN``, ...) replaced by ``***``."""
-        return {k: ("***" if SECRET_ENV.search(k) else v) for k, v in self.env.items()}
+        """``env`` with every value replaced by ``***`` except the harmless ones (:data:`SHOWN_ENV`)."""
+        return masked_env(self.env)
+
+
+_HARMLESS_VALUE = re.compile(r"^(-?[0-9]+(\.[0-9]+)?|true|false|yes|no|on|off)$", re.IGNORECASE)
+
+
+def env_value_shown(name: str, value: str) -> bool:
+    """True when an environment value may appear in logs, records and reports: its name is in
+    :data:`SHOWN_ENV`, or the value is a number or a boolean word. Everything else counts as a secret."""
+    return bool(SHOWN_ENV.match(name) or _HARMLESS_VALUE.match(value))
+
+
+def masked_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with every value not :func:`env_value_shown` replaced by ``***``."""
+    return {k: (v if env_value_shown(k, v) else "***") for k, v in env.items()}
+
+
+def secret_env_values(env: dict[str, str]) -> list[str]:
+    """The values of ``env`` that must never be shown (see :func:`env_value_shown`)."""
+    return [v for k, v in env.items() if not env_value_shown(k, v)]
+
+
+def _env_value(val: Any) -> str:
+    if isinstance(val, bool):
+        return "1" if val else "0"
+    return str(val)
 
 
 class Inventory(_Strict):
@@ -140,7 +244,7 @@ def _split_flags(v: Any) -> Any:
     return v
 
 
-class ProfileConfig(_Strict):
+class ProfileConfig(_WithEnv):
     """One server configuration: the playbook's base flags plus these."""
 
     flags: list[str] = Field(default_factory=list, description="Extra SGLang flags (string or list)")
@@ -151,6 +255,11 @@ class ProfileConfig(_Strict):
     @classmethod
     def _split(cls, v: Any) -> Any:
         return _split_flags(v)
+
+    @field_validator("flags")
+    @classmethod
+    def _owned(cls, v: list[str]) -> list[str]:
+        return _check_flags(v)
 
     @property
     def speculative(self) -> bool:
@@ -208,11 +317,11 @@ class Playbook(_Strict):
     baseline: str = Field("baseline", description="The profile without speculation that others are compared to")
     prompts: list[Prompt] = Field(..., min_length=1)
     temperatures: list[float] = Field([0.0, 0.7], min_length=1, description="Sampling temperatures")
-    samples: int = Field(4, ge=1, description="Samples per prompt per temperature and profile (T > 0)")
+    samples: int = Field(4, ge=1, le=MAX_SAMPLES, description="Samples per prompt per temperature and profile (T > 0)")
     greedy_samples: int = Field(
-        1, ge=1, description="Samples per prompt at temperature 0: greedy decoding is deterministic, so repeats "
+        1, ge=1, le=MAX_SAMPLES, description="Samples per prompt at temperature 0: greedy decoding is deterministic, so repeats "
                              "are not independent evidence (raise it only to measure nondeterminism)")
-    max_tokens: int = Field(2048, ge=1, description="max_tokens / max_new_tokens per request")
+    max_tokens: int = Field(2048, ge=1, le=1 << 24, description="max_tokens / max_new_tokens per request")
     top_p: float = Field(1.0, gt=0, le=1)
     seed: int = Field(1234, description="Base seed; sample i of a prompt uses seed + i in every arm")
     api: Literal["chat", "generate"] = Field("chat", description="/v1/chat/completions or /generate")
@@ -236,6 +345,11 @@ class Playbook(_Strict):
     def _split(cls, v: Any) -> Any:
         return _split_flags(v)
 
+    @field_validator("base_flags")
+    @classmethod
+    def _owned(cls, v: list[str]) -> list[str]:
+        return _check_flags(v)
+
     @field_validator("temperatures")
     @classmethod
     def _temps(cls, v: list[float]) -> list[float]:
@@ -252,9 +366,6 @@ class Playbook(_Strict):
         for name in self.profiles:
             if not _NAME.match(name):
                 raise ValueError(f"profile name {name!r} must match {_NAME.pattern}")
-        for flag in ("--host", "--port", "--model-path"):
-            if flag in self.base_flags or any(flag in p.flags for p in self.profiles.values()):
-                raise ValueError(f"{flag} is set by mtp-remote from the inventory; remove it from the playbook")
         if self.kl_probe and self.api != "generate":
             raise ValueError("kl_probe needs api: generate (chat responses carry no token logprobs here)")
         if "{prompt}" not in self.prompt_template:
@@ -290,9 +401,34 @@ class Playbook(_Strict):
         return 16
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a mapping with the same key twice (PyYAML keeps the last one silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                hash(key)
+            except TypeError:
+                continue  # the base class reports unhashable keys
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark,
+                    f"found duplicate key {key!r} (first at line {seen[key] + 1})", key_node.start_mark)
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
 def _read_yaml(path: Path) -> Any:
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as f:  # bounded: `-i /dev/zero` must not be read whole
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ConfigError(f"larger than {MAX_CONFIG_BYTES >> 20} MiB; not a config file", file=str(path))
+        if b"\0" in raw:
+            raise UnicodeDecodeError("utf-8", raw, raw.index(b"\0"), raw.index(b"\0") + 1, "NUL byte")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError("not a text (YAML) file", file=str(path)) from None
     except IsADirectoryError:
@@ -302,7 +438,7 @@ def _read_yaml(path: Path) -> Any:
     except OSError as e:
         raise ConfigError(f"cannot read: {e.strerror}", file=str(path)) from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as e:
         raise ConfigError(f"not valid YAML: {e}", file=str(path)) from None
 

@@ -12,9 +12,10 @@ import shlex
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from ..config import SECRET_ENV, HostConfig, Playbook
+from ..config import HostConfig, Playbook, env_value_shown, secret_env_values
 
-#: Flags whose value is a secret and is masked in anything logged.
+#: Flags whose value is a secret and is masked in anything logged (and any prefix of them that argparse
+#: would expand: ``--api-ke X`` sets ``--api-key``).
 SECRET_FLAGS = ("--api-key", "--admin-api-key")
 #: Where the server listens on the host: loopback only, reached through an SSH tunnel.
 BIND_HOST = "127.0.0.1"
@@ -35,19 +36,29 @@ def _q(value: object) -> str:
     return shlex.quote(str(value))
 
 
+def is_secret_flag(token: str) -> bool:
+    """True when ``token``'s option name (before ``=``) is a secret flag or a prefix argparse may expand to
+    one (``--api-ke``, ``--admin-api``); at least ``--a`` long."""
+    if not token.startswith("--") or len(token) <= 3:
+        return False
+    name = token.split("=", 1)[0]
+    return any(f.startswith(name) for f in SECRET_FLAGS) and len(name) > 3
+
+
 def mask_argv(argv: Sequence[str]) -> list[str]:
-    """Copy of ``argv`` with the values of secret flags (``--api-key X``, ``--api-key=X``) as ``***``."""
+    """Copy of ``argv`` with the values of secret flags (``--api-key X``, ``--api-key=X``, ``--api-ke X``)
+    as ``***``."""
     out: list[str] = []
     hide_next = False
     for a in argv:
         if hide_next:
             out.append("***")
             hide_next = False
-        elif a in SECRET_FLAGS:
+        elif is_secret_flag(a) and "=" in a:
+            out.append(a.split("=", 1)[0] + "=***")
+        elif is_secret_flag(a):
             out.append(a)
             hide_next = True
-        elif any(a.startswith(f + "=") for f in SECRET_FLAGS):
-            out.append(a.split("=", 1)[0] + "=***")
         else:
             out.append(a)
     return out
@@ -70,14 +81,14 @@ def mask_log_secrets(text: str) -> str:
 
 
 def secrets_of(argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
-    """The secret values in an argv and an environment (to mask them in logs and reports)."""
-    vals = [v for k, v in env.items() if SECRET_ENV.search(k)]
+    """The secret values in an argv and an environment (to mask them in logs and reports): secret flags'
+    values and every environment value whose name is not in :data:`~mtp_remote.config.SHOWN_ENV`."""
+    vals = secret_env_values(dict(env))
     for i, a in enumerate(argv):
-        if a in SECRET_FLAGS and i + 1 < len(argv):
+        if is_secret_flag(a) and "=" in a:
+            vals.append(a.split("=", 1)[1])
+        elif is_secret_flag(a) and i + 1 < len(argv):
             vals.append(argv[i + 1])
-        for f in SECRET_FLAGS:
-            if a.startswith(f + "="):
-                vals.append(a.split("=", 1)[1])
     return vals
 
 
@@ -103,12 +114,15 @@ def mask_secrets(obj, secrets: Iterable[str]):
 
 
 def api_key_of(argv: Sequence[str]) -> str | None:
-    """The value of ``--api-key`` in an argv (the server then wants it as a Bearer token), or None."""
+    """The value of ``--api-key`` (or a prefix of it argparse expands) in an argv (the server then wants it
+    as a Bearer token), or None."""
     for i, a in enumerate(argv):
-        if a == "--api-key" and i + 1 < len(argv):
-            return argv[i + 1]
-        if a.startswith("--api-key="):
-            return a.split("=", 1)[1]
+        name = a.split("=", 1)[0]
+        if len(name) > 5 and "--api-key".startswith(name):
+            if "=" in a:
+                return a.split("=", 1)[1]
+            if i + 1 < len(argv):
+                return argv[i + 1]
     return None
 
 
@@ -145,8 +159,9 @@ def env_prefix(env: Mapping[str, str]) -> tuple[str, str]:
     """``env K=V ...`` (text, masked), or empty strings when there is nothing to set."""
     if not env:
         return "", ""
-    text = "env " + " ".join(f"{k}={_q(v)}" for k, v in env.items()) + " "
-    masked = "env " + " ".join(f"{k}={'***' if SECRET_ENV.search(k) else _q(v)}" for k, v in env.items()) + " "
+    # the whole NAME=value word is quoted: names are validated at load, this is defence in depth
+    text = "env " + " ".join(_q(f"{k}={v}") for k, v in env.items()) + " "
+    masked = "env " + " ".join(_q(f"{k}={v if env_value_shown(k, v) else '***'}") for k, v in env.items()) + " "
     return text, masked
 
 

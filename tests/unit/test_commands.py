@@ -58,3 +58,34 @@ def test_sim_hosts_get_their_own_gpu_state_directory():
     host = HostConfig(name="s", transport="local", engine="sim", env={"SGLANG_SIM_FAULTS": "state_leak"})
     env = server_env(host, _playbook(), "mtp", "/home/u/.mtp-remote/hosts/s")
     assert env == {"SGLANG_SIM_STATE_DIR": "/home/u/.mtp-remote/hosts/s/sim-gpus", "SGLANG_SIM_FAULTS": "state_leak"}
+
+
+def test_env_names_are_quoted_too_even_if_validation_were_bypassed():
+    from mtp_remote.remote.commands import env_prefix
+
+    text, masked = env_prefix({"A=x; touch pwned; Y": "v", "HF_TOKEN": "hf_abcdef"})
+    words = shlex.split(text)
+    assert words == ["env", "A=x; touch pwned; Y=v", "HF_TOKEN=hf_abcdef"]
+    assert "hf_abcdef" not in masked
+
+
+@pytest.mark.parametrize("argv,masked,secret", [
+    (["--api-ke", "k1"], ["--api-ke", "***"], "k1"),
+    (["--api-k=k2"], ["--api-k=***"], "k2"),
+    (["--admin-api-key", "k3", "--tp", "2"], ["--admin-api-key", "***", "--tp", "2"], "k3"),
+    (["--api-", "k4"], ["--api-", "***"], "k4"),
+])
+def test_masking_covers_prefixes_argparse_expands(argv, masked, secret):
+    from mtp_remote.remote.commands import api_key_of, secrets_of
+
+    assert mask_argv(argv) == masked
+    assert secrets_of(argv, {}) == [secret]
+    if argv[0].startswith("--api-"):
+        assert api_key_of(argv) == secret
+
+
+def test_every_env_value_but_harmless_ones_counts_as_a_secret():
+    from mtp_remote.remote.commands import secrets_of
+
+    assert sorted(secrets_of([], {"DB_PASSWD": "hunter22", "MY_THING": "opaque-value", "CUDA_VISIBLE_DEVICES": "0",
+                                  "N": "16"})) == ["hunter22", "opaque-value"]

@@ -62,3 +62,123 @@ def test_a_baseline_with_speculative_flags_is_refused(tmp_path):
 def test_a_missing_file_is_named(tmp_path):
     with pytest.raises(ConfigError, match="file not found"):
         load_playbook(tmp_path / "nope.yaml")
+
+
+# -- no shell from config (issue 13.1) -------------------------------------------------------------------
+
+PB_HEAD = "name: x\nprompts:\n  - {id: a, text: hi}\n"
+
+
+def _pb(tmp_path, body: str) -> Path:
+    f = tmp_path / "pb.yaml"
+    f.write_text(PB_HEAD + body)
+    return f
+
+
+def _inv(tmp_path, host_body: str) -> Path:
+    f = tmp_path / "inv.yaml"
+    f.write_text("default_host: a\nhosts:\n  a:\n    transport: local\n    engine: sim\n" + host_body)
+    return f
+
+
+@pytest.mark.parametrize("name", ["NAME=x; touch /tmp/pwned; Y", "A B", "1ABC", "A-B", "$(id)", "A\nB", ""])
+def test_an_env_name_that_is_not_a_shell_name_is_refused_in_playbook_and_inventory(tmp_path, name):
+    import json
+
+    f = _pb(tmp_path, f"profiles:\n  baseline:\n    env: {{{json.dumps(name)}: v}}\n")
+    with pytest.raises(ConfigError) as e:
+        load_playbook(f)
+    assert str(f) in str(e.value) and "profiles.baseline.env" in str(e.value)
+    assert "must match" in str(e.value)
+    g = _inv(tmp_path, f"    env: {{{json.dumps(name)}: v}}\n")
+    with pytest.raises(ConfigError) as e:
+        load_inventory(g)
+    assert str(g) in str(e.value) and "hosts.a.env" in str(e.value)
+
+
+@pytest.mark.parametrize("flags", ["--port 1", "--port=1", "--po 1", "--host=0.0.0.0", "--ho 0.0.0.0",
+                                   "--model-path /x", "--model /x", "--model-p=/x", "--config c.yaml",
+                                   "--conf=c.yaml", "--tp-size 2 --port=9"])
+def test_flags_the_tool_sets_itself_are_refused_in_any_spelling(tmp_path, flags):
+    f = _pb(tmp_path, f"profiles:\n  baseline:\n    flags: {flags}\n")
+    with pytest.raises(ConfigError) as e:
+        load_playbook(f)
+    assert str(f) in str(e.value) and "profiles.baseline.flags" in str(e.value)
+    assert "set by mtp-remote" in str(e.value)
+    g = _pb(tmp_path, f"base_flags: {flags}\nprofiles:\n  baseline: {{}}\n")
+    with pytest.raises(ConfigError, match="base_flags"):
+        load_playbook(g)
+
+
+def test_ordinary_flags_that_merely_start_like_owned_ones_are_kept(tmp_path):
+    pb = load_playbook(_pb(tmp_path, "base_flags: --model-impl sglang --hostname-x 1 --port-range 5\n"
+                                     "profiles:\n  baseline: {}\n"))
+    assert pb.base_flags == ["--model-impl", "sglang", "--hostname-x", "1", "--port-range", "5"]
+
+
+@pytest.mark.parametrize("name", ["a;b", "../x", "-x", ".hidden", "a b", "x" * 65, "ü"])
+def test_profile_and_host_names_must_be_safe_words(tmp_path, name):
+    import json
+
+    with pytest.raises(ConfigError, match="must match"):
+        load_playbook(_pb(tmp_path, f"baseline: {json.dumps(name)}\nprofiles:\n  {json.dumps(name)}: {{}}\n"))
+    f = tmp_path / "inv.yaml"
+    f.write_text(f"default_host: {json.dumps(name)}\nhosts:\n  {json.dumps(name)}:\n    transport: local\n")
+    with pytest.raises(ConfigError, match="must match"):
+        load_inventory(f)
+
+
+@pytest.mark.parametrize("field,value", [("workdir", "/tmp/a\nb"), ("model_path", "-rf"), ("python", "py\0x"),
+                                         ("workdir", "")])
+def test_paths_with_line_breaks_nul_or_a_leading_dash_are_refused(tmp_path, field, value):
+    import json
+
+    f = _inv(tmp_path, f"    {field}: {json.dumps(value)}\n")
+    with pytest.raises(ConfigError) as e:
+        load_inventory(f)
+    assert f"hosts.a.{field}" in str(e.value)
+
+
+def test_duplicate_yaml_keys_are_refused_with_their_line(tmp_path):
+    f = _pb(tmp_path, "samples: 2\nsamples: 9\nprofiles:\n  baseline: {}\n")
+    with pytest.raises(ConfigError, match="duplicate key 'samples'") as e:
+        load_playbook(f)
+    assert str(f) in str(e.value)
+
+
+@pytest.mark.parametrize("body,field", [("temperatures: [.nan]", "temperatures"), ("temperatures: [.inf]", "temperatures"),
+                                        ("samples: 100000000", "samples"), ("top_p: .nan", "top_p"),
+                                        ("compare: {alpha: .nan}", "compare.alpha")])
+def test_non_finite_numbers_and_unbounded_samples_are_refused(tmp_path, body, field):
+    f = _pb(tmp_path, body + "\nprofiles:\n  baseline: {}\n")
+    with pytest.raises(ConfigError) as e:
+        load_playbook(f)
+    assert field in str(e.value)
+
+
+def test_a_config_path_that_never_ends_is_not_read_whole(tmp_path):
+    import time
+
+    t0 = time.monotonic()
+    with pytest.raises(ConfigError) as e:
+        load_inventory("/dev/zero")
+    assert time.monotonic() - t0 < 2 and "/dev/zero" in str(e.value)
+
+
+def test_run_ids_are_checked_like_names():
+    from mtp_remote.config import check_run_id
+
+    assert check_run_id("20261130-141850-9b44") == "20261130-141850-9b44"
+    for bad in ("../x", "a;b", "", "-x", "a/b"):
+        with pytest.raises(ValueError):
+            check_run_id(bad)
+
+
+def test_env_values_are_masked_unless_harmless():
+    from mtp_remote.config import HostConfig
+
+    h = HostConfig(name="h", transport="local", env={"DB_PASSWD": "hunter22", "GH_TOKEN_RO": "ghp_x",
+                                                      "CUDA_VISIBLE_DEVICES": "0,1", "SGLANG_SIM_FAULTS": "state_leak",
+                                                      "NCCL_P2P_DISABLE": "1", "ODD": "true"})
+    assert h.masked_env() == {"DB_PASSWD": "***", "GH_TOKEN_RO": "***", "CUDA_VISIBLE_DEVICES": "0,1",
+                              "SGLANG_SIM_FAULTS": "state_leak", "NCCL_P2P_DISABLE": "1", "ODD": "true"}
