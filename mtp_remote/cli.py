@@ -71,6 +71,7 @@ def _fleet(command: str, inventory, host, **kw) -> bool:
         return False
     console = make_console()
     report = run_fleet(command, hosts, inventory=inventory, max_workers=kw.pop("max_workers", 8),
+                       write=command in ("diagnose", "mitigate"),  # the others leave no run directory
                        on_progress=lambda h, m: console.print(f"[dim]\\[{h}][/] {escape(m)}", highlight=False), **kw)
     sys.exit(print_fleet(console, report, runs_dir=kw.get("runs_dir", "runs")))
 

@@ -248,7 +248,9 @@ def print_fleet(console, report: FleetReport, runs_dir="runs") -> int:
         console.print(f"[bold yellow]disagree:[/] {escape(describe_disagreement(d))}")
     d = report.to_dict()
     console.print(f"wall {report.wall_s:.1f} s; slowest host {d['slowest_host_s']:.1f} s; sum {d['sum_host_s']:.1f} s")
-    console.print(f"report: {Path(runs_dir) / f'fleet-{report.run_id}' / 'fleet.md'}  (exit code {report.exit_code})")
+    where = Path(runs_dir) / f"fleet-{report.run_id}" / "fleet.md"
+    console.print(f"report: {where}  (exit code {report.exit_code})" if where.exists() else
+                  f"exit code {report.exit_code}")
     return report.exit_code
 
 
