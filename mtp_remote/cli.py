@@ -385,9 +385,9 @@ def mitigate(inventory, host, playbook, from_run, profile, only, samples, runs_d
     if as_json:
         click.echo(json.dumps(res.document, indent=2, default=str))
     else:
-        from .fleet import mitigation_table
+        from .fleet import print_mitigation
 
-        console.print(mitigation_table(res.document))
+        print_mitigation(console, res.document)
         console.print(f"report: {res.run_dir / 'mitigation.md'}  (exit code {res.exit_code})")
     sys.exit(res.exit_code)
 

@@ -255,7 +255,7 @@ def print_fleet(console, report: FleetReport, runs_dir="runs") -> int:
 
 
 def mitigation_table(doc: dict):
-    """The ranked mitigation table (rich)."""
+    """The ranked mitigation table (rich); skipped rows say only "skipped" (:func:`print_mitigation` lists why)."""
     from rich.table import Table
 
     from .mitigate import HEADERS, table_rows
@@ -264,8 +264,19 @@ def mitigation_table(doc: dict):
     t = Table(title=f"Mitigation of {doc['profile']} on {doc['host']}{sim} — loop-free candidates ranked by "
                     f"tokens/s (non-looping samples)", title_justify="left")
     for h in HEADERS:
-        t.add_column(h, overflow="fold")
+        t.add_column(h, overflow="fold", no_wrap=h in ("rank", "candidate", "tok/s", "vs base", "verdict"))
     for row in table_rows(doc):
         style = "green" if row[0] else ("red" if "corrupts" in row[-1] else None)
-        t.add_row(*row, style=style)
+        t.add_row(*row[:-1], row[-1].split(":")[0] if row[-1].startswith(("skipped", "pending")) else row[-1],
+                  style=style)
     return t
+
+
+def print_mitigation(console, doc: dict) -> None:
+    """The table, then one line per skipped candidate with the reason."""
+    from rich.markup import escape
+
+    console.print(mitigation_table(doc))
+    for r in doc["rows"]:
+        if r["status"] == "skipped":
+            console.print(f"[dim]skipped[/] {r['name']} ({escape(r['change'])}): {escape(r['evidence'])}")

@@ -208,7 +208,7 @@ def _rich_hooks(console):
 def mitigate(c, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY, from_run=None, profile=None,
              candidate=None, samples=None, resume=None, runs_dir="runs"):
     """Try flag changes on a corrupting profile and rank the loop-free ones by speed (-H NAME)."""
-    from .fleet import mitigation_table
+    from .fleet import print_mitigation
     from .mitigate import mitigate as run_mitigate
 
     INTERRUPTS.install()
@@ -224,7 +224,7 @@ def mitigate(c, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY, 
         raise _fail(e) from None
     except KeyboardInterrupt:
         raise _fail(Interrupted("interrupted")) from None
-    console.print(mitigation_table(res.document))
+    print_mitigation(console, res.document)
     console.print(f"report: {res.run_dir / 'mitigation.md'}  (exit code {res.exit_code})")
     if res.exit_code:
         raise Exit(code=res.exit_code)
