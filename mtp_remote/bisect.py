@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
 
 from .api import latest_samples, load_config, remote_python
 from .candidates import parse_flags, unparse_flags

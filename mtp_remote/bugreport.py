@@ -86,8 +86,8 @@ def render_bug_report(doc: dict, samples_path: Path, mitigation: dict | None, bi
     info = prof.get("server_info") or {}
     facts = (mitigation or {}).get("facts") or {}
     sim = " (mtp-remote's simulated engine, not a real SGLang)" if doc.get("simulated") else ""
-    lines = [f"## Speculative decoding corrupts output: `{profile}` loops where the same server without "
-             f"speculation does not{sim}", ""]
+    lines = [(f"## Speculative decoding corrupts output: `{profile}` loops where the same server without "
+             f"speculation does not{sim}"), ""]
     if bad:
         lines += [f"**Verdict** (mtp-remote {doc.get('tool_version')}): `{bad['kind']}` — {bad['evidence']}", ""]
     lines += ["### Environment", "",
@@ -95,21 +95,21 @@ def render_bug_report(doc: dict, samples_path: Path, mitigation: dict | None, bi
               f"- torch: {facts.get('torch') or 'unknown'}",
               f"- GPU: {facts.get('gpus') and ', '.join(facts['gpus']) or 'unknown'}",
               f"- driver: {facts.get('driver') or 'unknown'}",
-              f"- model: `{(doc.get('host') or {}).get('model_path')}`; architectures: "
-              f"{', '.join(facts.get('architectures') or []) or 'unknown'}", ""]
+              (f"- model: `{(doc.get('host') or {}).get('model_path')}`; architectures: "
+              f"{', '.join(facts.get('architectures') or []) or 'unknown'}"), ""]
     lines += ["### Minimal reproducing command", ""]
     if bisect and bisect.get("command"):
-        lines += [f"Found by delta debugging over the flag differences from the baseline "
+        lines += [(f"Found by delta debugging over the flag differences from the baseline "
                   f"({len(bisect['tests'])} test launches): the trigger is "
-                  f"`{', '.join(bisect['minimal'])}`.", ""]
+                  f"`{', '.join(bisect['minimal'])}`."), ""]
         cmd = bisect["command"]
     else:
         cmd = "python -m sglang.launch_server " + " ".join(shlex.quote(a) for a in prof.get("argv_masked", []))
     lines += ["```", cmd, "```", ""]
-    lines += ["### Evidence", "", "Same prompts and seeds against the server without speculation (baseline). "
+    lines += ["### Evidence", "", ("Same prompts and seeds against the server without speculation (baseline). "
               "Loops: repetition to the end of the output (corpus definition); p: one-sided Fisher exact, "
-              "Holm-adjusted.", "", "| profile | T | loops spec | loops baseline | p | accept len (non-loop) | "
-              "tokens/s vs baseline (non-loop) |", "|---|---|---|---|---|---|---|"]
+              "Holm-adjusted."), "", ("| profile | T | loops spec | loops baseline | p | accept len (non-loop) | "
+              "tokens/s vs baseline (non-loop) |"), "|---|---|---|---|---|---|---|"]
     for v in verdicts:
         for r in v.get("comparisons", []):
             acc = r.get("accept_length_nonloop") or r.get("accept_length")

@@ -61,6 +61,16 @@ def main(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
+def _console_hooks(console):
+    """Runner hooks that print progress on ``console`` and honour Ctrl-C (mitigate, bisect)."""
+    from .report.console import RichHooks
+    from .runner import Hooks
+
+    rh = RichHooks(console)
+    return Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample,
+                 interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
+
+
 def _fleet(command: str, inventory, host, **kw) -> bool:
     """When ``-H`` names several hosts (``a,b,c`` or a group), run ``command`` on all of them at once, print
     the fleet report and exit with its code; False for a single host (the caller goes on)."""
@@ -373,13 +383,9 @@ def mitigate(inventory, host, playbook, from_run, profile, only, samples, runs_d
     if _fleet("mitigate", inventory, host, playbook=playbook, runs_dir=runs_dir, samples=samples):
         return
     from .mitigate import mitigate as run_mitigate
-    from .report.console import RichHooks
-    from .runner import Hooks
 
     console = make_console(stderr=as_json)
-    rh = RichHooks(console)
-    hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample,
-                  interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
+    hooks = _console_hooks(console)
     res = run_mitigate(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir, profile=profile,
                        from_run=from_run, resume=resume, only=list(only) or None, samples=samples, hooks=hooks)
     if as_json:
@@ -405,13 +411,9 @@ def mitigate(inventory, host, playbook, from_run, profile, only, samples, runs_d
 def bisect_cmd(inventory, host, playbook, good, bad, repeats, from_run, runs_dir):
     """Find the minimal flag change from a good to a bad launch line that still corrupts output (ddmin)."""
     from .bisect import bisect as run_bisect
-    from .report.console import RichHooks
-    from .runner import Hooks
 
     console = make_console()
-    rh = RichHooks(console)
-    hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample,
-                  interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
+    hooks = _console_hooks(console)
     res = run_bisect(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir, good=good, bad=bad,
                      repeats=repeats, from_run=from_run, hooks=hooks)
     doc = res.document

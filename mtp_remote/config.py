@@ -280,6 +280,11 @@ class MitigationConfig(_Strict):
     def _split(cls, v: Any) -> Any:
         return _split_flags(v)
 
+    @field_validator("flags")
+    @classmethod
+    def _owned(cls, v: list[str]) -> list[str]:
+        return _check_flags(v)  # the same rules as a profile's flags: no --host/--port/--model-path
+
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:

@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from . import api
 from .config import load_inventory, load_playbook
@@ -207,8 +207,8 @@ def _none(values: list[str]) -> list[str]:
 def render_fleet_markdown(report: FleetReport) -> str:
     d = report.to_dict()
     lines = [f"# Fleet {report.command} — {len(report.hosts)} hosts", "",
-             f"Wall time {report.wall_s:.1f} s (slowest host {d['slowest_host_s']:.1f} s, sum over hosts "
-             f"{d['sum_host_s']:.1f} s; at most {report.max_workers} hosts at once). Exit code {report.exit_code}.",
+             (f"Wall time {report.wall_s:.1f} s (slowest host {d['slowest_host_s']:.1f} s, sum over hosts "
+             f"{d['sum_host_s']:.1f} s; at most {report.max_workers} hosts at once). Exit code {report.exit_code}."),
              "", "| host | exit | verdicts | detail |", "|---|---|---|---|"]
     for h in report.hosts:
         verdicts = ", ".join(f"{k}: {v}" for k, v in h.verdicts.items()) or "–"

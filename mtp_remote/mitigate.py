@@ -421,9 +421,9 @@ def render_markdown(doc: dict) -> str:
     sim = " (simulated engine)" if doc.get("simulated") else ""
     facts = doc.get("facts") or {}
     lines = [f"# Mitigation of `{doc['profile']}` on {doc['host']}{sim}", "",
-             f"Run {doc['run_id']}; SGLang {facts.get('sglang') or 'unknown'}; "
+             (f"Run {doc['run_id']}; SGLang {facts.get('sglang') or 'unknown'}; "
              f"architectures {', '.join(facts.get('architectures') or []) or 'unknown'}; "
-             f"{doc.get('reused') or 'baseline sampled in this run'}.", "",
+             f"{doc.get('reused') or 'baseline sampled in this run'}."), "",
              "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
     for row in table_rows(doc):
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")

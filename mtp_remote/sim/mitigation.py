@@ -63,8 +63,8 @@ EXTRA_BUFFER = FlagCondition("--mamba-scheduler-strategy extra_buffer", "mamba_s
 SWITCHES: dict[str, FaultSwitch] = {
     "state_leak": FaultSwitch(
         "state_leak", needs_speculation=True, triggers=(OVERLAP_ON,), cures=(NO_OVERLAP, EXTRA_BUFFER),
-        no_effect=(("--disable-radix-cache", "SGLang 0.5.9 already turns the radix cache off for speculative "
-                                             "decoding on Qwen3.5/Qwen3-Next models"),
+        no_effect=(("--disable-radix-cache", ("SGLang 0.5.9 already turns the radix cache off for speculative "
+                                             "decoding on Qwen3.5/Qwen3-Next models")),
                    ("--disable-cuda-graph", "the leak is in the state restore, not in graph replay"),
                    ("--mamba-ssm-dtype float32", "a wider state dtype keeps the leaked tokens just as well"))),
 }

@@ -83,7 +83,7 @@ def test_bisect_from_the_cure_back_to_the_bug_names_the_removed_cure(field):
 
 
 def test_bug_report_has_environment_command_evidence_excerpt_and_mitigations_with_the_host_masked(field):
-    inv, pb, runs, diag = field
+    _inv, _pb, runs, diag = field
     r = CliRunner().invoke(main, ["bug-report", diag, "--runs-dir", str(runs)])
     assert r.exit_code == 0, r.output
     text = (runs / diag / "bug-report.md").read_text()

@@ -6,45 +6,20 @@ falls, and the performance model's price of each cure, on the field playbook's p
 
 from __future__ import annotations
 
-import asyncio
-import io
-
 import pytest
-
-from mtp_remote.sim.decode import SamplingParams
-from mtp_remote.sim.engine import Engine
-from mtp_remote.sim.logfmt import SimLog
-from mtp_remote.sim.memory import plan_memory
-from mtp_remote.sim.tokens import Vocab
 
 from mtp_remote.sim.args import parse_server_args
 from mtp_remote.sim.faults import parse_faults
 from mtp_remote.sim.mitigation import SWITCHES, fault_active, iteration_cost
 from tests.sim.conftest import FIELD_FLAGS, MTP_FLAGS
-from tests.sim.test_sim_model import PROMPTS, TEMPLATE, sample_cell
+from tests.sim.test_sim_model import sample_cell
+from tests.sim.test_sim_perf import tokens_per_second as perf_tokens_per_second
 
 
-def tokens_per_second(flags: list[str], faults: str = "", scale: float = 0.3) -> float:
-    """Mean per-request tokens/s of 8 concurrent requests (256 tokens), scheduler in-process; a larger time
-    scale than test_sim_perf's so the simulated GPU time, not this machine's CPU, sets the pace."""
-    args, _ = parse_server_args(FIELD_FLAGS + flags)
-    fl = parse_faults(faults)
-    engine = Engine(args, fl, Vocab(), SimLog(2, io.StringIO()), scale, plan_memory(args, 49140, fl))
-
-    async def run() -> float:
-        task = asyncio.create_task(engine.run())
-        reqs = []
-        for i, p in enumerate(PROMPTS[:4] * 2):
-            text = TEMPLATE.format(prompt=p)
-            req = engine.new_request(text, engine.vocab.encode(text),
-                                     SamplingParams(temperature=0.7, max_new_tokens=256, seed=i))
-            engine.submit(req)
-            reqs.append(req)
-        await asyncio.gather(*(r.done.wait() for r in reqs))
-        task.cancel()
-        return sum(len(r.seq.output_ids) / (r.finished_at - r.created) for r in reqs) / len(reqs)
-
-    return asyncio.run(run())
+def tokens_per_second(flags: list[str], faults: str = "") -> float:
+    """test_sim_perf's measure at a larger time scale (0.3, 256 tokens), so that simulated GPU time, not this
+    machine's CPU, sets the pace."""
+    return perf_tokens_per_second(flags, faults, scale=0.3, max_new_tokens=256)
 
 
 def args_of(*flags: str):

@@ -64,3 +64,11 @@ def test_topk_one_makes_draft_tokens_follow_steps_like_sglang():
     v = effective_settings({"speculative_algorithm": "NEXTN", "speculative_num_steps": 2,
                             "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 8}, "0.5.9", False)
     assert v["speculative_num_draft_tokens"] == 3 and v["speculative_algorithm"] == "EAGLE"
+
+
+def test_a_playbook_mitigation_may_not_set_the_flags_mtp_remote_owns():
+    import pytest
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="--port"):
+        MitigationConfig(name="evil", flags="--port 1")

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from mtp_remote.fleet import FleetReport, HostOutcome, describe_disagreement, disagreements, render_fleet_markdown
+from mtp_remote.fleet import (
+    FleetReport,
+    HostOutcome,
+    describe_disagreement,
+    disagreements,
+    render_fleet_markdown,
+)
 
 
 def outcomes():
