@@ -380,7 +380,8 @@ def mitigate(inventory, host, playbook, from_run, profile, only, samples, runs_d
     """Try flag changes on a corrupting profile; rank the loop-free ones by speed (exit 1: none is loop-free).
 
     -H a,b,c or a group runs it on every host (fleet)."""
-    if _fleet("mitigate", inventory, host, playbook=playbook, runs_dir=runs_dir, samples=samples):
+    if _fleet("mitigate", inventory, host, playbook=playbook, runs_dir=runs_dir, samples=samples,
+              only=list(only) or None):
         return
     from .mitigate import mitigate as run_mitigate
 

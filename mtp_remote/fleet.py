@@ -84,7 +84,7 @@ def host_facts(inventory, host: str) -> dict:
 
 
 def _run_one(command: str, host: str, *, inventory, playbook, runs_dir, on_progress, from_run=None,
-             samples=None, force=False) -> HostOutcome:
+             samples=None, force=False, only=None) -> HostOutcome:
     hooks = Hooks(on_progress=lambda m: on_progress(host, m))
     if command == "diagnose":
         res = api.diagnose(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir, hooks=hooks,
@@ -96,7 +96,7 @@ def _run_one(command: str, host: str, *, inventory, playbook, runs_dir, on_progr
         from .mitigate import mitigate
 
         res = mitigate(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir, from_run=from_run,
-                       samples=samples, hooks=hooks)
+                       samples=samples, only=only, hooks=hooks)
         best = res.document.get("best")
         return HostOutcome(host, res.exit_code, {"best": best or "none"},
                            f"profile {res.document['profile']}: best {best or 'none loop-free'}", run_id=res.run_id)
@@ -120,7 +120,7 @@ def _run_one(command: str, host: str, *, inventory, playbook, runs_dir, on_progr
 
 def run_fleet(command: str, hosts: list[str], *, inventory=api.DEFAULT_INVENTORY, playbook=api.DEFAULT_PLAYBOOK,
               runs_dir="runs", max_workers: int = DEFAULT_WORKERS, from_run: str | None = None,
-              samples: int | None = None, force: bool = False,
+              samples: int | None = None, force: bool = False, only: list[str] | None = None,
               on_progress: Callable[[str, str], None] = lambda host, msg: None,
               write: bool = True) -> FleetReport:
     """Run ``command`` on every host (threads, at most ``max_workers`` at once) and build the fleet report.
@@ -135,7 +135,7 @@ def run_fleet(command: str, hosts: list[str], *, inventory=api.DEFAULT_INVENTORY
         h0 = time.monotonic()
         try:
             out = _run_one(command, host, inventory=inventory, playbook=playbook, runs_dir=runs_dir,
-                           on_progress=on_progress, from_run=from_run, samples=samples, force=force)
+                           on_progress=on_progress, from_run=from_run, samples=samples, force=force, only=only)
         except MtpRemoteError as e:
             out = HostOutcome(host, e.exit_code if e.exit_code else EXIT_RUN_FAILED, error=e.message)
         except Exception as e:  # noqa: BLE001 - one host's bug is that host's outcome, not the fleet's end
