@@ -375,11 +375,24 @@ def history_cmd(host, history_db, limit, as_json):
 @click.option("--runs-dir", default="runs", show_default=True)
 @click.option("--resume", metavar="RUN_ID", default=None, help="Continue a mitigation run: finished candidates are kept.")
 @click.option("--json", "as_json", is_flag=True, help="Print mitigation.json to stdout instead of the table.")
+@click.option("--spread", is_flag=True, help="With several hosts: each candidate on one host (hosts serving the same "
+                                             "model and SGLang release), one merged table.")
 @handle_errors
-def mitigate(inventory, host, playbook, from_run, profile, only, samples, runs_dir, resume, as_json):
+def mitigate(inventory, host, playbook, from_run, profile, only, samples, runs_dir, resume, as_json, spread):
     """Try flag changes on a corrupting profile; rank the loop-free ones by speed (exit 1: none is loop-free).
 
-    -H a,b,c or a group runs it on every host (fleet)."""
+    -H a,b,c or a group runs it on every host (fleet); with --spread the candidates are shared out instead."""
+    from .fleet import fleet_hosts, print_mitigation, spread_mitigate
+
+    if spread and len(hosts := fleet_hosts(inventory, host)) > 1:
+        console = make_console()
+        doc = spread_mitigate(hosts, inventory=inventory, playbook=playbook, runs_dir=runs_dir, samples=samples,
+                              only=list(only) or None,
+                              on_progress=lambda h, m: console.print(f"[dim]\\[{h}][/] {escape(m)}", highlight=False))
+        print_mitigation(console, doc)
+        for h, why in doc["left_out"].items():
+            console.print(f"[yellow]left out {h}:[/] {escape(why)}")
+        sys.exit(doc["exit_code"])
     if _fleet("mitigate", inventory, host, playbook=playbook, runs_dir=runs_dir, samples=samples,
               only=list(only) or None):
         return
@@ -392,8 +405,6 @@ def mitigate(inventory, host, playbook, from_run, profile, only, samples, runs_d
     if as_json:
         click.echo(json.dumps(res.document, indent=2, default=str))
     else:
-        from .fleet import print_mitigation
-
         print_mitigation(console, res.document)
         console.print(f"report: {res.run_dir / 'mitigation.md'}  (exit code {res.exit_code})")
     sys.exit(res.exit_code)

@@ -280,3 +280,80 @@ def print_mitigation(console, doc: dict) -> None:
     for r in doc["rows"]:
         if r["status"] == "skipped":
             console.print(f"[dim]skipped[/] {r['name']} ({escape(r['change'])}): {escape(r['evidence'])}")
+
+
+# -- mitigate spread over a group ------------------------------------------------------------------------
+
+def spread_mitigate(hosts: list[str], *, inventory=api.DEFAULT_INVENTORY, playbook=api.DEFAULT_PLAYBOOK,
+                    runs_dir="runs", samples: int | None = None, only: list[str] | None = None,
+                    max_workers: int = DEFAULT_WORKERS,
+                    on_progress: Callable[[str, str], None] = lambda host, msg: None) -> dict:
+    """``mitigate`` with its candidates spread over the hosts that serve the same model on the same SGLang
+    release as the first host: each candidate runs on one host, each host samples its own baseline (the
+    first also runs the corrupting profile, the reference row), and the rows are merged into one table ranked
+    by tokens/s *relative to the host's own baseline*. Hosts that differ are left out, with the reason.
+    Returns the merged document (``rows`` carry their ``host``); writes ``RUNS_DIR/fleet-<id>/mitigation.md``."""
+    from .candidates import plan_candidates
+    from .mitigate import CandidateResult, corrupting_profile, mitigate, rank_results, render_markdown
+
+    t0 = time.monotonic()
+    facts = {h: host_facts(inventory, h) for h in hosts}
+
+    def key(h: str) -> tuple:
+        return facts[h].get("sglang"), facts[h].get("model_path"), facts[h].get("architectures")
+
+    same = [h for h in hosts if "error" not in facts[h] and key(h) == key(hosts[0])]
+    left_out = {h: facts[h].get("error") or f"serves {key(h)}, not {key(hosts[0])}" for h in hosts if h not in same}
+    pb = load_playbook(playbook)
+    profile = corrupting_profile(pb, None, None)
+    f0 = facts[hosts[0]]
+    cands = plan_candidates(model_path=f0.get("model_path") or "", base_flags=pb.base_flags,
+                            profile_flags=pb.profiles[profile].flags, playbook_mitigations=pb.mitigations,
+                            sglang_version=f0.get("sglang"),
+                            architectures=tuple(a for a in (f0.get("architectures") or "").split(", ") if a))
+    if only:
+        cands = [x for x in cands if x.name in only]
+    launched = [x.name for x in cands if x.skipped is None]
+    share = {h: launched[i::len(same)] for i, h in enumerate(same)}
+
+    def one(i_host):
+        i, host = i_host
+        if not share[host] and i:
+            return host, None, None
+        try:
+            res = mitigate(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir, samples=samples,
+                           only=[x.name for x in cands if x.name in share[host] or x.skipped] if share[host] else
+                           [x.name for x in cands if x.skipped], reference=i == 0,
+                           hooks=Hooks(on_progress=lambda m: on_progress(host, m)))
+            return host, res.document, None
+        except MtpRemoteError as e:
+            return host, None, e.message
+
+    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(same)))) as ex:
+        results = list(ex.map(one, enumerate(same)))
+    rows, errors, runs = [], dict(left_out), {}
+    for host, doc, err in results:
+        if err:
+            errors[host] = err
+        if not doc:
+            continue
+        runs[host] = doc["run_id"]
+        for r in doc["rows"]:
+            if r["status"] == "skipped" and host != same[0]:
+                continue
+            if r["status"] == "reference" and r.get("n") is None:
+                continue
+            rows.append(CandidateResult(**{**{k: v for k, v in r.items() if k != "rank"},
+                                           "flags": tuple(r["flags"]), "host": host}))
+    ranked = rank_results(rows, by="speed_vs_baseline")  # absolute tokens/s differ between hosts
+    best = next((r for r in ranked if r.status == "loop-free"), None)
+    doc = {"kind": "mitigate-spread", "run_id": new_run_id(), "host": ", ".join(same), "profile": profile,
+           "simulated": None, "facts": {"sglang": f0.get("sglang"), "architectures": []},
+           "reused": f"candidates spread over {len(same)} hosts; runs {runs}", "hosts": same, "left_out": errors,
+           "rows": [r.to_dict() for r in ranked], "best": best.name if best else None,
+           "exit_code": 0 if best else 1, "wall_s": round(time.monotonic() - t0, 2)}
+    d = Path(runs_dir) / f"fleet-{doc['run_id']}"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "mitigation.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    (d / "mitigation.md").write_text(render_markdown(doc))
+    return doc

@@ -60,6 +60,7 @@ class CandidateResult:
     speed_cost: float | None = None
     flags: tuple[str, ...] = ()
     rank: int | None = None
+    host: str | None = None  #: where it ran, when candidates were spread over a fleet
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -126,12 +127,13 @@ def status_of(verdict: str | None) -> str:
     return "undecided"
 
 
-def rank_results(rows: list[CandidateResult]) -> list[CandidateResult]:
-    """Loop-free rows first, fastest (non-looping tokens/s) first, numbered; then undecided, corrupting, failed
-    and skipped rows; the reference row last."""
+def rank_results(rows: list[CandidateResult], by: str = "tokens_per_s") -> list[CandidateResult]:
+    """Loop-free rows first, fastest first (``by``: non-looping tokens/s, or ``speed_vs_baseline`` when rows
+    come from different hosts), numbered; then undecided, corrupting, failed and skipped rows; the reference
+    row last."""
     order = {"loop-free": 0, "undecided": 1, "pending": 2, "corrupts": 3, "launch-failed": 4, "skipped": 5,
              "reference": 6}
-    out = sorted(rows, key=lambda r: (order.get(r.status, 9), -(r.tokens_per_s or 0.0)))
+    out = sorted(rows, key=lambda r: (order.get(r.status, 9), -(getattr(r, by) or 0.0)))
     for i, r in enumerate(x for x in out if x.status == "loop-free"):
         r.rank = i + 1
     return out
@@ -240,12 +242,13 @@ def _version_from(doc: dict | None) -> str | None:
 def mitigate(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yaml", host: str | None = None,
              runs_dir="runs", profile: str | None = None, from_run: str | None = None, resume: str | None = None,
              only: list[str] | None = None, samples: int | None = None, hooks: Hooks | None = None,
-             c=None) -> MitigateResult:
+             c=None, reference: bool = True) -> MitigateResult:
     """Try the candidates for the corrupting profile on ``host``; returns the ranked table document.
 
     Exit code 0 when some candidate is loop-free, 1 when none is. Raises ConfigError (bad options, a run to
     resume that does not exist or was made differently), MtpRemoteError when the host cannot be used, and
-    Interrupted (with the resume command) on Ctrl-C: launched candidates' samples are kept."""
+    Interrupted (with the resume command) on Ctrl-C: launched candidates' samples are kept. ``reference=False``
+    does not launch the corrupting profile itself (a fleet spreading candidates runs it on one host only)."""
     _, host_cfg, pb = load_config(inventory, playbook, host)
     runs_dir = Path(runs_dir)
     hooks = hooks or Hooks()
@@ -275,7 +278,7 @@ def mitigate(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yam
                  "playbook": str(playbook), "profile": profile, "from_run": from_run, "samples": samples,
                  "started_at": datetime.now(timezone.utc).isoformat(), "simulated": host_cfg.is_sim,
                  "fingerprint": mask_secrets(experiment_fingerprint(host_cfg, pb), playbook_secrets(pb, host_cfg)),
-                 "done": [], "reused": None}
+                 "done": [] if reference else [profile], "reused": None}
     python = remote_python(host_cfg)
     own = c is None
     conn = c or transport.connect(host_cfg)
@@ -405,7 +408,8 @@ def table_rows(doc: dict) -> list[list[str]]:
         verdict = r.get("verdict") or r["status"]
         if r["status"] in ("skipped", "pending"):
             verdict = f"{r['status']}: {r['evidence']}"
-        out.append([str(r["rank"] or ""), r["name"], r["change"], loops, _fmt(r.get("accept_length"), ".2f"),
+        name = r["name"] + (f" @{r['host']}" if r.get("host") else "")
+        out.append([str(r["rank"] or ""), name, r["change"], loops, _fmt(r.get("accept_length"), ".2f"),
                     _fmt(r.get("tokens_per_s"), ".0f"), _fmt(r.get("speed_vs_baseline"), ".2f", "–") +
                     ("x" if r.get("speed_vs_baseline") is not None else ""),
                     _fmt(r.get("speed_cost"), ".0%"), verdict])

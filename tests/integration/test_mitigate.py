@@ -124,3 +124,25 @@ def test_mitigate_on_a_group_runs_every_host_and_names_the_one_whose_best_differ
     assert best == {"sim-a": "none", "sim-b": "no-cuda-graph"}, r.output
     assert fleet["exit_code"] == 1 and r.exit_code == 1
     assert [d["hosts"] for d in fleet["disagreements"]] in ([["sim-a"]], [["sim-b"]])
+
+
+def test_spread_shares_the_candidates_out_over_same_release_hosts_and_merges_one_table(tmp_path):
+    from mtp_remote.fleet import spread_mitigate
+
+    hosts = {name: {"transport": "local", "engine": "sim", "workdir": str(tmp_path / name), "port": free_port(),
+                    "python": sys.executable,
+                    "env": {"SGLANG_SIM_TIME_SCALE": "0.01", "SGLANG_SIM_FAULTS": "state_leak"}}
+             for name in ("sim-a", "sim-b")}
+    (tmp_path / "inventory.yaml").write_text(yaml.safe_dump({"default_host": "sim-a", "hosts": hosts}))
+    pb = yaml.safe_load((ROOT / "playbooks" / "diagnose-mtp.yaml").read_text())
+    pb.update(samples=3, max_tokens=768, temperatures=[0.7], prompts=pb["prompts"][:4])
+    (tmp_path / "pb.yaml").write_text(yaml.safe_dump(pb))
+    doc = spread_mitigate(["sim-a", "sim-b"], inventory=str(tmp_path / "inventory.yaml"),
+                          playbook=str(tmp_path / "pb.yaml"), runs_dir=tmp_path / "runs",
+                          only=["no-overlap", "no-cuda-graph", "no-radix"])
+    where = {r["name"]: r["host"] for r in doc["rows"]}
+    assert where == {"no-overlap": "sim-a", "no-cuda-graph": "sim-b", "no-radix": "sim-a", "mtp": "sim-a"}
+    assert doc["rows"][0]["name"] == "no-overlap" and doc["best"] == "no-overlap" and doc["left_out"] == {}
+    statuses = {r["name"]: r["status"] for r in doc["rows"]}
+    assert statuses == {"no-overlap": "loop-free", "no-cuda-graph": "corrupts", "no-radix": "skipped",
+                        "mtp": "reference"}
