@@ -88,10 +88,36 @@ def main(verbose: int) -> None:
         logging.getLogger("paramiko").setLevel(logging.DEBUG)
 
 
+def _console_hooks(console):
+    """Runner hooks that print progress on ``console`` and honour Ctrl-C (mitigate, bisect)."""
+    from .report.console import RichHooks
+    from .runner import Hooks
+
+    rh = RichHooks(console)
+    return Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample,
+                 interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
+
+
+def _fleet(command: str, inventory, host, **kw) -> bool:
+    """When ``-H`` names several hosts (``a,b,c`` or a group), run ``command`` on all of them at once, print
+    the fleet report and exit with its code; False for a single host (the caller goes on)."""
+    from .fleet import fleet_hosts, print_fleet, run_fleet
+
+    hosts = fleet_hosts(inventory, host)
+    if len(hosts) < 2:
+        return False
+    console = make_console()
+    report = run_fleet(command, hosts, inventory=inventory, max_workers=kw.pop("max_workers", 8),
+                       write=command in ("diagnose", "mitigate"),  # the others leave no run directory
+                       on_progress=lambda h, m: console.print(f"[dim]\\[{h}][/] {escape(m)}", highlight=False), **kw)
+    sys.exit(print_fleet(console, report, runs_dir=kw.get("runs_dir", "runs")))
+
+
 _inventory_opt = click.option("-i", "--inventory", default=None,
                               help="Inventory of hosts (YAML). Default: $MTP_REMOTE_INVENTORY, else inventory.yaml "
                                    "here or in a parent directory.")
-_host_opt = click.option("-H", "--host", default=None, help="Host name from the inventory (default: its default_host).")
+_host_opt = click.option("-H", "--host", default=None, help="Host name from the inventory (default: its default_host); "
+                                                            "a,b,c or a group name: every one of them at once.")
 
 
 @main.command()
@@ -106,9 +132,14 @@ _host_opt = click.option("-H", "--host", default=None, help="Host name from the 
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout instead of tables.")
 @handle_errors
 def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir, resume, as_json):
-    """Run the speculative vs baseline experiment on a host and give verdicts."""
+    """Run the speculative vs baseline experiment on a host and give verdicts.
+
+    -H a,b,c or an inventory group runs it on every host at once (fleet report, disagreeing hosts named)."""
     from .report.console import RichHooks, cells_table, print_run_end, verdict_table
     from .runner import Hooks
+
+    if _fleet("diagnose", inventory, host, playbook=playbook, runs_dir=runs_dir, samples=samples):
+        return
 
     console = make_console(stderr=as_json)
     rh = RichHooks(console)
@@ -161,6 +192,8 @@ def preflight(inventory, host, playbook, as_json):
     from .ops import preflight as run_preflight
     from .report.console import checks_table
 
+    if _fleet("preflight", inventory, host, playbook=playbook):
+        return
     pb = load_playbook(_api().find_playbook(playbook, inventory))
     with _api().open_host(inventory, host) as (cfg, c, py):
         checks = run_preflight(c, cfg, pb, py)
@@ -181,6 +214,8 @@ def status(inventory, host, as_json):
     from .ops import status as run_status
     from .report.console import status_table
 
+    if _fleet("status", inventory, host):
+        return
     with _api().open_host(inventory, host) as (cfg, c, py):
         st = run_status(c, cfg, py)
     if as_json:
@@ -200,6 +235,8 @@ def stop(inventory, host, force, term_timeout):
     from .ops import stop as run_stop
     from .report.console import print_stop, progress_printer  # deferred: rich renderers
 
+    if _fleet("stop", inventory, host, force=force):
+        return
     console = make_console()
     with _api().open_host(inventory, host) as (cfg, c, py):
         res = run_stop(c, cfg, py, force=force, term_s=term_timeout, on_progress=progress_printer(console))
@@ -368,6 +405,101 @@ def history_cmd(host, runs_dir, history_db, limit, as_json):
         t.add_row(r["run_id"], r["host"], r["playbook"], r["started_at"][:19].replace("T", " "),
                   r["status"] if ok else f"[red]{r['status']}[/]", str(r["exit_code"]), escape(what))
     make_console().print(t)
+
+
+@main.command()
+@_inventory_opt
+@_host_opt
+@_playbook_opt
+@click.option("--from", "from_run", metavar="RUN_ID", default=None,
+              help="The diagnose run to start from: its corrupting profile, and its baseline samples when host and "
+                   "experiment match.")
+@click.option("--profile", default=None, help="The corrupting speculative profile (default: from --from, else the first).")
+@click.option("--candidate", "only", multiple=True, help="Only these candidates (names as listed). Repeatable.")
+@click.option("--samples", type=click.IntRange(min=1), default=None, help="Per-prompt sample budget per candidate.")
+@click.option("--runs-dir", default="runs", show_default=True)
+@click.option("--resume", metavar="RUN_ID", default=None, help="Continue a mitigation run: finished candidates are kept.")
+@click.option("--json", "as_json", is_flag=True, help="Print mitigation.json to stdout instead of the table.")
+@click.option("--spread", is_flag=True, help="With several hosts: each candidate on one host (hosts serving the same "
+                                             "model and SGLang release), one merged table.")
+@handle_errors
+def mitigate(inventory, host, playbook, from_run, profile, only, samples, runs_dir, resume, as_json, spread):
+    """Try flag changes on a corrupting profile; rank the loop-free ones by speed (exit 1: none is loop-free).
+
+    -H a,b,c or a group runs it on every host (fleet); with --spread the candidates are shared out instead."""
+    from .fleet import fleet_hosts, print_mitigation, spread_mitigate
+
+    if spread and len(hosts := fleet_hosts(inventory, host)) > 1:
+        console = make_console()
+        doc = spread_mitigate(hosts, inventory=inventory, playbook=playbook, runs_dir=runs_dir, samples=samples,
+                              only=list(only) or None,
+                              on_progress=lambda h, m: console.print(f"[dim]\\[{h}][/] {escape(m)}", highlight=False))
+        print_mitigation(console, doc)
+        for h, why in doc["left_out"].items():
+            console.print(f"[yellow]left out {h}:[/] {escape(why)}")
+        sys.exit(doc["exit_code"])
+    if _fleet("mitigate", inventory, host, playbook=playbook, runs_dir=runs_dir, samples=samples,
+              only=list(only) or None):
+        return
+    from .mitigate import mitigate as run_mitigate
+
+    console = make_console(stderr=as_json)
+    hooks = _console_hooks(console)
+    res = run_mitigate(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir, profile=profile,
+                       from_run=from_run, resume=resume, only=list(only) or None, samples=samples, hooks=hooks)
+    if as_json:
+        click.echo(json.dumps(res.document, indent=2, default=str))
+    else:
+        print_mitigation(console, res.document)
+        console.print(f"report: {res.run_dir / 'mitigation.md'}  (exit code {res.exit_code})")
+    sys.exit(res.exit_code)
+
+
+@main.command("bisect")
+@_inventory_opt
+@_host_opt
+@_playbook_opt
+@click.option("--good", default=None, help="Good launch flags: a profile name or a flag string (default: the baseline).")
+@click.option("--bad", default=None, help="Bad launch flags: a profile name or a flag string (default: the corrupting profile).")
+@click.option("--repeats", type=click.IntRange(min=1), default=None, help="Per-prompt sample budget of each test.")
+@click.option("--from", "from_run", metavar="RUN_ID", default=None, help="Diagnose run: corrupting profile and baseline samples.")
+@click.option("--runs-dir", default="runs", show_default=True)
+@handle_errors
+def bisect_cmd(inventory, host, playbook, good, bad, repeats, from_run, runs_dir):
+    """Find the minimal flag change from a good to a bad launch line that still corrupts output (ddmin)."""
+    from .bisect import bisect as run_bisect
+
+    console = make_console()
+    hooks = _console_hooks(console)
+    res = run_bisect(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir, good=good, bad=bad,
+                     repeats=repeats, from_run=from_run, hooks=hooks)
+    doc = res.document
+    for t in doc["tests"]:
+        console.print(f"  {t['name']}: {t['outcome']:<10} {', '.join(t['changes'])}", highlight=False, markup=False)
+    if doc.get("minimal") is None:
+        console.print(f"[yellow]{doc['message']}[/]")
+    else:
+        click.echo(f"minimal change ({len(doc['tests'])} tests): {', '.join(doc['minimal']) or '(none)'}")
+        click.echo(f"reproduce with: {doc['command']}")
+    console.print(f"record: {res.run_dir / 'bisect.json'}")
+    sys.exit(res.exit_code)
+
+
+@main.command("bug-report")
+@click.argument("run_id")
+@click.option("--runs-dir", default="runs", show_default=True)
+@click.option("-o", "--output", default=None, help="Write the markdown here (default: RUNS_DIR/RUN_ID/bug-report.md).")
+@handle_errors
+def bug_report_cmd(run_id, runs_dir, output):
+    """Write an upstream issue body (markdown) for a diagnose run: environment, minimal command, evidence,
+    an excerpt of a looping output, mitigations; secrets and host names masked. Prints it too."""
+    from pathlib import Path
+
+    from .bugreport import write_bug_report
+
+    path, text = write_bug_report(run_id, runs_dir=Path(runs_dir), output=Path(output) if output else None)
+    click.echo(text)
+    click.echo(f"(written to {path})", err=True)
 
 
 def _register_ops() -> None:

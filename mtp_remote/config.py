@@ -203,6 +203,8 @@ class Inventory(_Strict):
 
     default_host: str = Field(..., description="Host used when none is given")
     hosts: dict[str, HostConfig] = Field(..., description="Hosts by name")
+    groups: dict[str, list[str]] = Field(
+        default_factory=dict, description="Named groups of hosts: `-H GROUP` runs a command on all of them")
 
     @model_validator(mode="after")
     def _names(self) -> "Inventory":
@@ -210,10 +212,34 @@ class Inventory(_Strict):
             if not _NAME.match(name):
                 raise ValueError(f"host name {name!r} must match {_NAME.pattern}")
             host.name = name
+        for group, members in self.groups.items():
+            if not _NAME.match(group) or group in self.hosts:
+                raise ValueError(f"group name {group!r} must match {_NAME.pattern} and differ from every host name")
+            unknown = [m for m in members if m not in self.hosts]
+            if unknown or not members:
+                raise ValueError(f"group {group!r} names unknown hosts {unknown}; choose from {sorted(self.hosts)}"
+                                 if unknown else f"group {group!r} is empty")
         if self.default_host not in self.hosts:
             raise ValueError(
                 f"default_host {self.default_host!r} is not a host; choose one of {sorted(self.hosts)}")
         return self
+
+    def expand(self, spec: str | None) -> list[str]:
+        """Host names for ``-H``: one host, ``a,b,c``, or a group name (groups expand in place; duplicates
+        dropped, order kept). Raises ConfigError naming the valid hosts and groups."""
+        names: list[str] = []
+        for part in (spec or self.default_host).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            members = self.groups.get(part, [part])
+            for m in members:
+                if m not in self.hosts:
+                    raise ConfigError(f"unknown host or group {m!r}; hosts: {', '.join(sorted(self.hosts))}; "
+                                      f"groups: {', '.join(sorted(self.groups)) or 'none'}", field="hosts")
+                if m not in names:
+                    names.append(m)
+        return names
 
     def get(self, name: str | None) -> HostConfig:
         """The named host (or the default). Raises ConfigError naming the valid choices."""
@@ -254,6 +280,33 @@ class ProfileConfig(_WithEnv):
     @property
     def speculative(self) -> bool:
         return any(f.startswith("--speculative-algo") for f in self.flags)
+
+
+class MitigationConfig(_Strict):
+    """One candidate change for ``mitigate``: flags set on the corrupting profile (replacing the same flag's
+    value) and flags removed from it."""
+
+    name: str = Field(..., description="Candidate name (a profile name in the mitigation run)")
+    flags: list[str] = Field(default_factory=list, description="SGLang flags to set (string or list)")
+    remove: list[str] = Field(default_factory=list, description="SGLang flags to remove from the profile")
+    description: str = ""
+
+    @field_validator("flags", mode="before")
+    @classmethod
+    def _split(cls, v: Any) -> Any:
+        return _split_flags(v)
+
+    @field_validator("flags")
+    @classmethod
+    def _owned(cls, v: list[str]) -> list[str]:
+        return _check_flags(v)  # the same rules as a profile's flags: no --host/--port/--model-path
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError(f"mitigation name {v!r} must match {_NAME.pattern}")
+        return v
 
 
 class Prompt(_Strict):
@@ -321,6 +374,8 @@ class Playbook(_Strict):
                            "decision is settled (analysis.stopping); `samples` is then the budget")
     compare: CompareConfig = Field(default_factory=CompareConfig)
     timeouts: TimeoutsConfig = Field(default_factory=TimeoutsConfig)
+    mitigations: list[MitigationConfig] = Field(
+        default_factory=list, description="Candidate changes `mitigate` tries first, before its built-in list")
 
     @field_validator("base_flags", mode="before")
     @classmethod

@@ -221,3 +221,92 @@ def smoke(c, prompt=None, temperature="0.7", playbook=DEFAULT_PLAYBOOK, inventor
         print_smoke(make_console(), res)
     if res["verdict"] == "loops":
         raise Exit(code=1)
+
+
+def _rich_hooks(console):
+    from .report.console import RichHooks
+    from .runner import Hooks
+
+    rh = RichHooks(console)
+    return Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample,
+                 interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
+
+
+@task(auto_shortflags=False, help={"playbook": "playbook YAML", "inventory": "inventory YAML",
+            "from_run": "diagnose run to start from (its corrupting profile; its baseline samples when they match)",
+            "profile": "the corrupting profile (default: from --from-run, else the first speculative one)",
+            "candidate": "only these candidates, comma-separated", "samples": "per-prompt budget per candidate",
+            "resume": "continue mitigation run RUN_ID", "runs_dir": "where run directories go (default runs/)"})
+def mitigate(c, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY, from_run=None, profile=None,
+             candidate=None, samples=None, resume=None, runs_dir="runs"):
+    """Try flag changes on a corrupting profile and rank the loop-free ones by speed (-H NAME)."""
+    from .fleet import print_mitigation
+    from .mitigate import mitigate as run_mitigate
+
+    INTERRUPTS.install()
+    console = make_console()
+    try:
+        if samples is not None and (not str(samples).isdigit() or int(samples) < 1):
+            raise ConfigError(f"must be a whole number >= 1, not {samples!r}", field="--samples")
+        res = run_mitigate(inventory=inventory, playbook=playbook, host=_host_name(c), runs_dir=runs_dir,
+                           profile=profile, from_run=from_run, resume=resume,
+                           only=[x for x in (candidate or "").split(",") if x] or None,
+                           samples=int(samples) if samples else None, hooks=_rich_hooks(console))
+    except MtpRemoteError as e:
+        raise _fail(e) from None
+    except KeyboardInterrupt:
+        raise _fail(Interrupted("interrupted")) from None
+    print_mitigation(console, res.document)
+    console.print(f"report: {res.run_dir / 'mitigation.md'}  (exit code {res.exit_code})")
+    if res.exit_code:
+        raise Exit(code=res.exit_code)
+
+
+@task(name="bisect", auto_shortflags=False, help={"good": "good flags: profile name or flag string (default: baseline)",
+            "bad": "bad flags: profile name or flag string (default: the corrupting profile)",
+            "repeats": "per-prompt sample budget of each test", "from_run": "diagnose run to start from",
+            "playbook": "playbook YAML", "inventory": "inventory YAML", "runs_dir": "default runs/"})
+def bisect_task(c, good=None, bad=None, repeats=None, from_run=None, playbook=api.DEFAULT_PLAYBOOK,
+                inventory=api.DEFAULT_INVENTORY, runs_dir="runs"):
+    """Find the minimal flag change from a good to a bad launch line that still corrupts output (ddmin)."""
+    from .bisect import bisect as run_bisect
+
+    INTERRUPTS.install()
+    console = make_console()
+    try:
+        res = run_bisect(inventory=inventory, playbook=playbook, host=_host_name(c), runs_dir=runs_dir, good=good,
+                         bad=bad, repeats=int(repeats) if repeats else None, from_run=from_run,
+                         hooks=_rich_hooks(console))
+    except MtpRemoteError as e:
+        raise _fail(e) from None
+    doc = res.document
+    if doc.get("minimal") is None:
+        console.print(f"[yellow]{escape(doc['message'])}[/]")
+        raise Exit(code=1)
+    print(f"minimal change ({len(doc['tests'])} tests): {', '.join(doc['minimal'])}")
+    print(f"reproduce with: {doc['command']}")
+
+
+@task(auto_shortflags=False, help={"command": "diagnose, mitigate, preflight, status or stop",
+            "hosts": "a,b,c or an inventory group", "playbook": "playbook YAML", "inventory": "inventory YAML",
+            "samples": "override samples (diagnose, mitigate)", "workers": "hosts at once (default 8)",
+            "runs_dir": "default runs/"})
+def fleet(c, command, hosts, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY, samples=None,
+          workers="8", runs_dir="runs"):
+    """Run a command on many hosts at once; one report with per-host verdicts and the hosts that disagree.
+
+    (fab -H a,b,c TASK runs TASK on each host one after the other; this runs them in parallel.)"""
+    from .fleet import fleet_hosts, print_fleet, run_fleet
+
+    console = make_console()
+    try:
+        report = run_fleet(command, fleet_hosts(inventory, hosts), inventory=inventory, playbook=playbook,
+                           runs_dir=runs_dir, samples=int(samples) if samples else None, max_workers=int(workers),
+                           on_progress=lambda h, m: console.print(f"[dim]\\[{h}][/] {escape(m)}", highlight=False))
+    except MtpRemoteError as e:
+        raise _fail(e) from None
+    except ValueError as e:
+        raise _fail(ConfigError(str(e), field="--command")) from None
+    code = print_fleet(console, report, runs_dir=runs_dir)
+    if code:
+        raise Exit(code=code)

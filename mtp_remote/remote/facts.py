@@ -200,7 +200,9 @@ def nvidia_smi(host: HostConfig, python: str, workdir: str) -> str:
         from .commands import sim_state_dir
 
         state = shlex.quote(sim_state_dir(host, workdir))
-        return f"env SGLANG_SIM_STATE_DIR={state} {shlex.quote(python)} -m mtp_remote.sim.nvidia_smi"
+        hw = "".join(f" {k}={shlex.quote(host.env[k])}" for k in ("SGLANG_SIM_GPUS", "SGLANG_SIM_DRIVER")
+                     if k in host.env)  # the host's simulated hardware, as its server sees it
+        return f"env SGLANG_SIM_STATE_DIR={state}{hw} {shlex.quote(python)} -m mtp_remote.sim.nvidia_smi"
     return "nvidia-smi"
 
 

@@ -57,6 +57,8 @@ class ServerArgs:
     log_level: str = "info"
     attention_backend: str | None = None
     page_size: int = 1
+    disable_overlap_schedule: bool = False
+    mamba_ssm_dtype: str | None = None
 
     @property
     def speculative(self) -> bool:
@@ -97,6 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--log-level", type=str, default="info")
     a("--attention-backend", type=str, default=None)
     a("--page-size", type=int, default=1)
+    a("--disable-overlap-schedule", action="store_true")
+    a("--mamba-ssm-dtype", type=str, default=None, choices=["bfloat16", "float16", "float32"])
     a("--speculative-algorithm", type=str, default=None, choices=list(SPEC_ALGORITHMS))
     a("--speculative-draft-model-path", "--speculative-draft-model", type=str, default=None,
       dest="speculative_draft_model_path")

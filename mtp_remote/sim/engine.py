@@ -25,6 +25,7 @@ from mtp_remote.sim.decode import SamplingParams, Sequence
 from mtp_remote.sim.faults import Faults
 from mtp_remote.sim.logfmt import SimLog
 from mtp_remote.sim.memory import MemoryPlan
+from mtp_remote.sim.mitigation import fault_active, iteration_cost
 from mtp_remote.sim.model import ModelKnobs, ToyModel
 from mtp_remote.sim.tokens import THINK_OPEN, Vocab
 
@@ -40,9 +41,8 @@ def knobs_for(faults: Faults) -> ModelKnobs:
 
 
 def leak_active(args: ServerArgs, faults: Faults) -> bool:
-    """state_leak applies under speculation unless mitigated (no radix cache, or extra_buffer strategy)."""
-    return ("state_leak" in faults and args.speculative and not args.disable_radix_cache
-            and args.mamba_scheduler_strategy != "extra_buffer")
+    """state_leak applies under speculation with overlap scheduling, unless cured (``sim.mitigation``)."""
+    return fault_active("state_leak", args, faults)
 
 
 @dataclass
@@ -148,10 +148,10 @@ class Engine:
             bs = len(stepped)
             self.forward_ct += 1
             if self.spec_steps:
-                cost += 0.036 + 0.0008 * bs + 0.004 * self.spec_steps
+                cost += iteration_cost(0.036 + 0.0008 * bs + 0.004 * self.spec_steps, self.args)
                 self._iv_verify += bs
             else:
-                cost += 0.030 + 0.0005 * bs
+                cost += iteration_cost(0.030 + 0.0005 * bs, self.args)
             self._iv_tokens += tokens
             if tokens:
                 self.last_output_at = time.time()

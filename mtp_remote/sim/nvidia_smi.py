@@ -1,7 +1,7 @@
 """``python -m mtp_remote.sim.nvidia_smi``: an ``nvidia-smi`` stand-in for sim hosts.
 
 Answers the forms this tool uses, in nvidia-smi's CSV format:
-``--query-gpu=index,name,uuid,memory.used,memory.total,memory.free`` and
+``--query-gpu=index,name,uuid,memory.used,memory.total,memory.free,driver_version`` and
 ``--query-compute-apps=pid,process_name,used_memory,gpu_uuid`` (any subset, in the given order; ``used_memory``
 and ``used_gpu_memory`` both accepted) with ``--format=csv[,noheader][,nounits]``, ``-L``, and a bare call (a
 short table). Numbers come from :mod:`mtp_remote.sim.gpu` (the holders' files under the sim state folder).
@@ -10,16 +10,22 @@ An unknown field prints nvidia-smi's message and exits 2.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from mtp_remote.sim.gpu import GpuSpec, Holder, holders, load_gpus
 
 _GPU_FIELDS = {"index": "index", "name": "name", "uuid": "uuid", "gpu_uuid": "uuid", "gpu_name": "name",
                "memory.used": "memory.used [MiB]", "memory.total": "memory.total [MiB]",
-               "memory.free": "memory.free [MiB]", "count": "count"}
+               "memory.free": "memory.free [MiB]", "count": "count", "driver_version": "driver_version"}
 _APP_FIELDS = {"pid": "pid", "process_name": "process_name", "name": "process_name",
                "used_memory": "used_gpu_memory [MiB]", "used_gpu_memory": "used_gpu_memory [MiB]",
                "gpu_uuid": "gpu_uuid", "gpu_name": "gpu_name"}
+
+
+def driver_version() -> str:
+    """The simulated driver version: ``SGLANG_SIM_DRIVER`` or 550.54.15 (lets a sim fleet differ in drivers)."""
+    return os.environ.get("SGLANG_SIM_DRIVER") or "550.54.15"
 
 
 def _mib(v: int, units: bool) -> str:
@@ -33,7 +39,8 @@ def gpu_rows(gpus: list[GpuSpec], hs: list[Holder], fields: list[str], units: bo
         used = sum(h.mem_mib.get(g.index, 0) for h in hs)
         vals = {"index": str(g.index), "name": g.name, "uuid": g.uuid, "gpu_uuid": g.uuid, "gpu_name": g.name,
                 "memory.used": _mib(used, units), "memory.total": _mib(g.total_mib, units),
-                "memory.free": _mib(max(g.total_mib - used, 0), units), "count": str(len(gpus))}
+                "memory.free": _mib(max(g.total_mib - used, 0), units), "count": str(len(gpus)),
+                "driver_version": driver_version()}
         rows.append([vals[f] for f in fields])
     return rows
 

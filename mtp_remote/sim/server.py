@@ -46,8 +46,9 @@ from mtp_remote.sim.startup_text import (
     weights_oom_traceback,
 )
 from mtp_remote.sim.tokens import Vocab
+from mtp_remote.sim.version import sglang_version
 
-VERSION = "0.5.10"
+VERSION = sglang_version()
 
 
 class _Uvicorn(uvicorn.Server):

@@ -118,8 +118,9 @@ def test_decode_logprobs_equal_prefill_scoring_when_healthy_and_differ_under_sta
 
 
 @pytest.mark.parametrize(("flags", "leaks"), [
-    ([], True), (["--disable-radix-cache"], False), (["--mamba-scheduler-strategy", "extra_buffer"], False)])
-def test_state_leak_is_mitigated_by_disabling_radix_cache_or_extra_buffer(flags, leaks):
+    ([], True), (["--disable-radix-cache"], True), (["--disable-cuda-graph"], True),
+    (["--disable-overlap-schedule"], False), (["--mamba-scheduler-strategy", "extra_buffer"], False)])
+def test_state_leak_is_cured_by_no_overlap_or_extra_buffer_not_by_disabling_radix_cache(flags, leaks):
     args, _ = parse_server_args(["--model", "/models/Qwen3.6-27B", "--speculative-algorithm", "NEXTN", *flags])
     assert leak_active(args, parse_faults("state_leak")) is leaks
     baseline, _ = parse_server_args(["--model", "/models/Qwen3.6-27B"])

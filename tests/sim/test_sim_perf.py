@@ -21,10 +21,10 @@ from tests.sim.conftest import FIELD_FLAGS, MTP_FLAGS
 from tests.sim.test_sim_model import PROMPTS, TEMPLATE
 
 
-def tokens_per_second(flags: list[str], faults: str = "") -> float:
+def tokens_per_second(flags: list[str], faults: str = "", scale: float = 0.05, max_new_tokens: int = 1024) -> float:
     args, _ = parse_server_args(FIELD_FLAGS + flags)
     fl = parse_faults(faults)
-    engine = Engine(args, fl, Vocab(), SimLog(2, io.StringIO()), 0.05, plan_memory(args, 49140, fl))
+    engine = Engine(args, fl, Vocab(), SimLog(2, io.StringIO()), scale, plan_memory(args, 49140, fl))
 
     async def run() -> float:
         task = asyncio.create_task(engine.run())
@@ -32,7 +32,7 @@ def tokens_per_second(flags: list[str], faults: str = "") -> float:
         for i, p in enumerate(PROMPTS[:4] * 2):
             text = TEMPLATE.format(prompt=p)
             req = engine.new_request(text, engine.vocab.encode(text),
-                                     SamplingParams(temperature=0.7, max_new_tokens=1024, seed=i))
+                                     SamplingParams(temperature=0.7, max_new_tokens=max_new_tokens, seed=i))
             engine.submit(req)
             reqs.append(req)
         await asyncio.gather(*(r.done.wait() for r in reqs))

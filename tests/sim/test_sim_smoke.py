@@ -68,7 +68,8 @@ def _cell(s, n: int = 10) -> tuple[int, float]:
 def test_state_leak_server_loops_at_t07_with_higher_acceptance_than_a_healthy_one(sim):
     healthy_loops, healthy_accept = _cell(sim(FIELD_FLAGS + MTP_FLAGS))
     leak_loops, leak_accept = _cell(sim(FIELD_FLAGS + MTP_FLAGS, faults="state_leak"))
-    mitigated_loops, _ = _cell(sim(FIELD_FLAGS + MTP_FLAGS + ["--disable-radix-cache"], faults="state_leak"))
+    mitigated_loops, _ = _cell(sim(FIELD_FLAGS + MTP_FLAGS + ["--disable-overlap-schedule"], faults="state_leak"))
+    radix_off_loops, _ = _cell(sim(FIELD_FLAGS + MTP_FLAGS + ["--disable-radix-cache"], faults="state_leak"))
     assert healthy_loops == 0 and mitigated_loops == 0
-    assert leak_loops >= 6
+    assert leak_loops >= 6 and radix_off_loops >= 6  # no cure on 0.5.9: SGLang turns radix off itself
     assert leak_accept > healthy_accept + 0.3

@@ -1,0 +1,148 @@
+"""After the verdict, on the sim as a real process (local transport): mitigate ranks the cure first with its
+speed and skips the no-op, resumes without relaunching, bisect finds exactly the trigger, and bug-report
+writes a masked issue body from the runs."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from mtp_remote import api
+from mtp_remote.bisect import bisect
+from mtp_remote.cli import main
+from mtp_remote.mitigate import mitigate
+from tests.conftest import ROOT, free_port
+
+pytestmark = pytest.mark.sim
+HOST = "gpu-secret-7"
+MTP = ("--speculative-algorithm NEXTN --speculative-num-steps 3 --speculative-eagle-topk 1 "
+       "--speculative-num-draft-tokens 4")
+
+
+@pytest.fixture(scope="module")
+def field(tmp_path_factory):
+    """A faulty sim host, a small field playbook and one diagnose run of it: (inventory, playbook, runs, run)."""
+    tmp = tmp_path_factory.mktemp("mitigate")
+    inv = {"default_host": HOST, "hosts": {HOST: {
+        "transport": "local", "engine": "sim", "workdir": str(tmp / "wd"), "port": free_port(),
+        "python": sys.executable, "env": {"SGLANG_SIM_TIME_SCALE": "0.01", "SGLANG_SIM_FAULTS": "state_leak"}}}}
+    (tmp / "inventory.yaml").write_text(yaml.safe_dump(inv))
+    pb = yaml.safe_load((ROOT / "playbooks" / "diagnose-mtp.yaml").read_text())
+    pb.update(samples=3, max_tokens=1024, temperatures=[0.7], prompts=pb["prompts"][:4])
+    (tmp / "pb.yaml").write_text(yaml.safe_dump(pb))
+    runs = tmp / "runs"
+    res = api.diagnose(inventory=str(tmp / "inventory.yaml"), playbook=str(tmp / "pb.yaml"), runs_dir=runs)
+    assert res.summary["verdicts"][0]["kind"] == "spec-corrupts-output"
+    return str(tmp / "inventory.yaml"), str(tmp / "pb.yaml"), runs, res.run_id
+
+
+def test_mitigate_ranks_the_cure_first_with_its_speed_and_skips_the_no_op(field):
+    inv, pb, runs, diag = field
+    res = mitigate(inventory=inv, playbook=pb, runs_dir=runs, from_run=diag,
+                   only=["no-overlap", "no-radix", "no-cuda-graph"])
+    rows = {r["name"]: r for r in res.document["rows"]}
+    first = res.document["rows"][0]
+    assert first["name"] == "no-overlap" and first["rank"] == 1 and first["status"] == "loop-free"
+    assert first["loops"] == 0 and first["speed_vs_baseline"] > 1.2 and first["accept_length"] > 2.5
+    assert rows["no-radix"]["status"] == "skipped" and "0.5.9" in rows["no-radix"]["evidence"]
+    assert rows["no-cuda-graph"]["status"] == "corrupts"
+    assert rows["mtp"]["status"] == "reference" and rows["mtp"]["verdict"] == "spec-corrupts-output"
+    assert res.exit_code == 0 and res.document["best"] == "no-overlap"
+    # the baseline and the corrupting profile came from the diagnose run: neither was launched again
+    assert res.document["reused"].startswith("24 samples of baseline and mtp")
+    assert sorted(p.name for p in (res.run_dir / "logs").iterdir()) == ["no-cuda-graph.log", "no-overlap.log"]
+    assert "| 1 | no-overlap |" in (res.run_dir / "mitigation.md").read_text()
+    n = len((res.run_dir / "samples.jsonl").read_text().splitlines())
+    again = mitigate(inventory=inv, playbook=pb, runs_dir=runs, resume=res.run_id)
+    assert len((res.run_dir / "samples.jsonl").read_text().splitlines()) == n, "resume launched nothing"
+    assert again.document["best"] == "no-overlap"
+
+
+def test_bisect_finds_exactly_the_triggering_flag_among_noise(field):
+    inv, pb, runs, diag = field
+    bad = MTP + " --disable-radix-cache --cuda-graph-max-bs 8 --mamba-scheduler-strategy no_buffer"
+    res = bisect(inventory=inv, playbook=pb, runs_dir=runs, bad=bad, from_run=diag, repeats=2)
+    assert res.document["minimal"] == ["--speculative-algorithm NEXTN"]
+    assert res.document["command"].endswith("--speculative-algorithm NEXTN --host 127.0.0.1 --port "
+                                            + res.document["command"].rsplit(" ", 1)[1])
+    assert res.document["baseline_reused"] == 12 and len(res.document["tests"]) <= 4
+
+
+def test_bisect_from_the_cure_back_to_the_bug_names_the_removed_cure(field):
+    inv, pb, runs, _ = field
+    res = bisect(inventory=inv, playbook=pb, runs_dir=runs, good=MTP + " --disable-overlap-schedule", bad="mtp",
+                 repeats=2)
+    assert res.document["minimal"] == ["without --disable-overlap-schedule"]
+    bad_test, good_test = res.document["tests"]  # 8 samples of the good line: loop-free, maybe not provably so
+    assert bad_test["outcome"] == "fail" and good_test["outcome"] in ("pass", "unresolved")
+    assert good_test["verdict"] != "spec-corrupts-output"
+
+
+def test_bug_report_has_environment_command_evidence_excerpt_and_mitigations_with_the_host_masked(field):
+    _inv, _pb, runs, diag = field
+    r = CliRunner().invoke(main, ["bug-report", diag, "--runs-dir", str(runs)])
+    assert r.exit_code == 0, r.output
+    text = (runs / diag / "bug-report.md").read_text()
+    for part in ("### Environment", "- SGLang: 0.5.9", "- driver: 550.54.15", "### Minimal reproducing command",
+                 "the trigger is `--speculative-algorithm NEXTN`", "| mtp | 0.7 |", "### Excerpt of a looping output",
+                 "The user's question is", "### Mitigations tried", "| 1 | no-overlap |"):
+        assert part in text, part
+    assert HOST not in text and str(runs.parent) not in json.dumps(text)
+
+
+def test_the_new_commands_are_listed_by_both_entry_points():
+    import subprocess
+
+    r = CliRunner().invoke(main, ["--help"])
+    assert all(cmd in r.output for cmd in ("mitigate", "bisect", "bug-report"))
+    fab = subprocess.run([sys.executable, "-m", "fabric", "-l"], cwd=ROOT, capture_output=True, text=True,
+                         check=False)
+    assert all(f"  {t} " in fab.stdout for t in ("mitigate", "bisect", "fleet")), fab.stdout + fab.stderr
+
+
+def test_mitigate_on_a_group_runs_every_host_and_names_the_one_whose_best_differs(tmp_path):
+    hosts = {}
+    for name, faults in (("sim-a", "state_leak"), ("sim-b", None)):
+        env = {"SGLANG_SIM_TIME_SCALE": "0.01", **({"SGLANG_SIM_FAULTS": faults} if faults else {})}
+        hosts[name] = {"transport": "local", "engine": "sim", "workdir": str(tmp_path / name), "port": free_port(),
+                       "python": sys.executable, "env": env}
+    (tmp_path / "inventory.yaml").write_text(yaml.safe_dump({"default_host": "sim-a", "hosts": hosts,
+                                                             "groups": {"pair": ["sim-a", "sim-b"]}}))
+    pb = yaml.safe_load((ROOT / "playbooks" / "diagnose-mtp.yaml").read_text())
+    pb.update(samples=3, max_tokens=768, temperatures=[0.7], prompts=pb["prompts"][:4])
+    (tmp_path / "pb.yaml").write_text(yaml.safe_dump(pb))
+    r = CliRunner().invoke(main, ["mitigate", "-i", str(tmp_path / "inventory.yaml"), "-H", "pair", "-p",
+                                  str(tmp_path / "pb.yaml"), "--runs-dir", str(tmp_path / "runs"),
+                                  "--candidate", "no-cuda-graph"])
+    fleet = json.loads(next((tmp_path / "runs").glob("fleet-*/fleet.json")).read_text())
+    best = {h["host"]: h["verdicts"]["best"] for h in fleet["hosts"]}
+    # the faulty host: --disable-cuda-graph does not cure state_leak; the healthy one: it is loop-free there
+    assert best == {"sim-a": "none", "sim-b": "no-cuda-graph"}, r.output
+    assert fleet["exit_code"] == 1 and r.exit_code == 1
+    assert [d["hosts"] for d in fleet["disagreements"]] in ([["sim-a"]], [["sim-b"]])
+
+
+def test_spread_shares_the_candidates_out_over_same_release_hosts_and_merges_one_table(tmp_path):
+    from mtp_remote.fleet import spread_mitigate
+
+    hosts = {name: {"transport": "local", "engine": "sim", "workdir": str(tmp_path / name), "port": free_port(),
+                    "python": sys.executable,
+                    "env": {"SGLANG_SIM_TIME_SCALE": "0.01", "SGLANG_SIM_FAULTS": "state_leak"}}
+             for name in ("sim-a", "sim-b")}
+    (tmp_path / "inventory.yaml").write_text(yaml.safe_dump({"default_host": "sim-a", "hosts": hosts}))
+    pb = yaml.safe_load((ROOT / "playbooks" / "diagnose-mtp.yaml").read_text())
+    pb.update(samples=3, max_tokens=768, temperatures=[0.7], prompts=pb["prompts"][:4])
+    (tmp_path / "pb.yaml").write_text(yaml.safe_dump(pb))
+    doc = spread_mitigate(["sim-a", "sim-b"], inventory=str(tmp_path / "inventory.yaml"),
+                          playbook=str(tmp_path / "pb.yaml"), runs_dir=tmp_path / "runs",
+                          only=["no-overlap", "no-cuda-graph", "no-radix"])
+    where = {r["name"]: r["host"] for r in doc["rows"]}
+    assert where == {"no-overlap": "sim-a", "no-cuda-graph": "sim-b", "no-radix": "sim-a", "mtp": "sim-a"}
+    assert doc["rows"][0]["name"] == "no-overlap" and doc["best"] == "no-overlap" and doc["left_out"] == {}
+    statuses = {r["name"]: r["status"] for r in doc["rows"]}
+    assert statuses == {"no-overlap": "loop-free", "no-cuda-graph": "corrupts", "no-radix": "skipped",
+                        "mtp": "reference"}
