@@ -237,7 +237,7 @@ def _rich_hooks(console):
             "profile": "the corrupting profile (default: from --from-run, else the first speculative one)",
             "candidate": "only these candidates, comma-separated", "samples": "per-prompt budget per candidate",
             "resume": "continue mitigation run RUN_ID", "runs_dir": "where run directories go (default runs/)"})
-def mitigate(c, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY, from_run=None, profile=None,
+def mitigate(c, playbook=DEFAULT_PLAYBOOK, inventory=None, from_run=None, profile=None,
              candidate=None, samples=None, resume=None, runs_dir="runs"):
     """Try flag changes on a corrupting profile and rank the loop-free ones by speed (-H NAME)."""
     from .fleet import print_mitigation
@@ -266,8 +266,8 @@ def mitigate(c, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY, 
             "bad": "bad flags: profile name or flag string (default: the corrupting profile)",
             "repeats": "per-prompt sample budget of each test", "from_run": "diagnose run to start from",
             "playbook": "playbook YAML", "inventory": "inventory YAML", "runs_dir": "default runs/"})
-def bisect_task(c, good=None, bad=None, repeats=None, from_run=None, playbook=api.DEFAULT_PLAYBOOK,
-                inventory=api.DEFAULT_INVENTORY, runs_dir="runs"):
+def bisect_task(c, good=None, bad=None, repeats=None, from_run=None, playbook=DEFAULT_PLAYBOOK,
+                inventory=None, runs_dir="runs"):
     """Find the minimal flag change from a good to a bad launch line that still corrupts output (ddmin)."""
     from .bisect import bisect as run_bisect
 
@@ -291,7 +291,7 @@ def bisect_task(c, good=None, bad=None, repeats=None, from_run=None, playbook=ap
             "hosts": "a,b,c or an inventory group", "playbook": "playbook YAML", "inventory": "inventory YAML",
             "samples": "override samples (diagnose, mitigate)", "workers": "hosts at once (default 8)",
             "runs_dir": "default runs/"})
-def fleet(c, command, hosts, playbook=api.DEFAULT_PLAYBOOK, inventory=api.DEFAULT_INVENTORY, samples=None,
+def fleet(c, command, hosts, playbook=DEFAULT_PLAYBOOK, inventory=None, samples=None,
           workers="8", runs_dir="runs"):
     """Run a command on many hosts at once; one report with per-host verdicts and the hosts that disagree.
 
