@@ -84,8 +84,8 @@ def next_step(doc: dict, run_dir) -> str:
         return (f"{', '.join(failed)} failed: `mtp-remote classify-log {run_dir}/logs/{failed[0]}.log`; "
                 f"see {RUNBOOK['launch']}")
     if corrupt:
-        return (f"confirm by hand: `mtp-remote launch --profile {corrupt[0]}` then `mtp-remote smoke`; "
-                f"see {RUNBOOK['corrupt']}")
+        return (f"find the cheapest cure: `mtp-remote mitigate --from {run}` (then `bisect`, `bug-report {run}`); "
+                f"see docs/runbooks/loops-confirmed.md")
     if "inconclusive" in kinds.values():
         return f"add samples: `mtp-remote diagnose --resume {run} --samples N` (the evidence says how many)"
     return f"nothing to fix; compare with an earlier run: `mtp-remote compare RUN {run}`"

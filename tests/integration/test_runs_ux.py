@@ -112,7 +112,7 @@ def test_a_run_opens_with_one_line_and_ends_with_its_report_and_next_step(two_ru
                  "faults injected: state_leak"):
         assert part in opening[0]
     assert f"report: ../runs/{run_b}/report.html" in b.stdout
-    assert any(ln.startswith("next: confirm by hand: `mtp-remote launch --profile mtp`") for ln in lines)
+    assert any(ln.startswith("next: find the cheapest cure: `mtp-remote mitigate --from ") for ln in lines)
     verdict_row = next(ln for ln in lines if "spec-corrupts-output" in ln)
     assert "T=0.7: mtp " in verdict_row and "/12 vs baseline 0/12" in verdict_row  # both arms named
 
