@@ -115,10 +115,13 @@ def _mean(values):
     return sum(vals) / len(vals) if vals else None
 
 
-def status_of(verdict: str | None) -> str:
+def status_of(verdict: str | None, loops: int | None = None) -> str:
+    """A candidate's row status. ``loop-free``: the verdict is loop-free, or ``inconclusive`` with no degenerate
+    sample seen at T > 0 (too few samples to bound the excess below the margin; the verdict column keeps that
+    statement, e.g. "up to 18 % not ruled out")."""
     if verdict is None:
         return "pending"
-    if verdict in LOOP_FREE:
+    if verdict in LOOP_FREE or (verdict == "inconclusive" and loops == 0):
         return "loop-free"
     if verdict == "spec-corrupts-output":
         return "corrupts"
@@ -375,7 +378,7 @@ def build_document(state: dict, pb: Playbook, run_dir: Path, candidates: list[Ca
             if have:
                 st = judge_profile(pb.baseline, cand.name, samples, failures.get(cand.name), alpha)
                 row = CandidateResult(name=cand.name, change=cand.change, source=cand.source,
-                                      status=status_of(st["verdict"]), flags=cand.flags, **_stats(st))
+                                      status=status_of(st["verdict"], st.get("loops")), flags=cand.flags, **_stats(st))
             else:
                 row.status, row.evidence = "pending", "not run yet"
             if ref and ref.get("tokens_per_s") and row.tokens_per_s:
