@@ -90,8 +90,10 @@ def test_sshd_down_at_start_is_one_line_exit_2_with_partial_json_and_no_tracebac
     assert "Traceback" not in r.output and r.exception is None or isinstance(r.exception, SystemExit)
     errors = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
     assert len(errors) == 1 and "connection refused" in errors[0], r.output
-    (run_dir,) = (tmp_path / "runs").iterdir()
+    (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
     import json
 
-    note = json.loads((run_dir / "partial.json").read_text())
-    assert note["cause"] == "ConnectError" and note["exit_code"] == 2 and "--resume" in note["resume"]
+    # failed before its first sample: a failed-run summary with the cause, and no resume suggested
+    doc = json.loads((run_dir / "summary.json").read_text())
+    assert doc["status"] == "failed" and doc["cause"]["type"] == "ConnectError" and doc["exit_code"] == 2
+    assert "--resume" not in r.output and "nothing to resume" in r.output

@@ -95,7 +95,7 @@ def test_a_connection_dropped_during_sampling_is_reopened_and_the_cut_requests_a
     res = api.diagnose(inventory=inv, playbook=pb, host="gpu", runs_dir=runs, hooks=Hooks(on_progress=events.append))
     assert killed, "the sessions were killed while sampling"
     (verdict,) = res.summary["verdicts"]  # a verdict on every sample (speed verdicts vary on a loaded machine)
-    assert verdict["kind"] in ("healthy", "spec-slower") and res.exit_code == 0, verdict
+    assert verdict["kind"] in ("healthy", "spec-slower", "inconclusive") and res.exit_code == 0, verdict
     baseline = res.summary["profiles"][0]
     assert baseline["ssh_drops"] >= 1 and baseline["outcome"]["kind"] == "ready"
     assert any("the SSH connection dropped" in e and "re-opened" in e for e in events), events
@@ -168,7 +168,10 @@ def test_drops_while_waiting_for_readiness_and_during_stop_are_ridden_out(own_ss
     assert kills.get("launch-killed") and kills.get("stop-killed"), kills
     assert [p["outcome"]["kind"] for p in res.summary["profiles"]] == ["ready", "ready"]
     assert res.exit_code == 0 and [v["kind"] for v in res.summary["verdicts"]] in NOT_CORRUPT
-    assert all("released" in p["stop"] for p in res.summary["profiles"])
+    # a stop cut by the drop is re-run: it reports the GPU memory released, or (when the host-side stop script
+    # had already finished its work before the session died) the group already gone
+    assert all("released" in p["stop"] or "already exited" in p["stop"] for p in res.summary["profiles"]), \
+        [p["stop"] for p in res.summary["profiles"]]
     assert len(_stored(tmp_path / "runs")) == 2 * PER_PROFILE
     assert not _servers_on(port)
 
@@ -189,7 +192,7 @@ def test_sshd_gone_during_stop_reports_the_server_left_running_with_the_stop_com
     line = _error(err)
     assert "transport_lost" in line and "lost while stopping" in line or "connection refused" in line, line
     assert "left on the host: server PID" in line and f"stop with: mtp-remote stop -i {inv} -H gpu" in line
-    (run_dir,) = runs.iterdir()
+    (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]  # (runs/ also holds history.sqlite)
     note = json.loads((run_dir / "partial.json").read_text())
     assert note["cause"] == "transport_lost" and len(_stored(runs)) == PER_PROFILE == note["samples"]
     own_sshd.start()
