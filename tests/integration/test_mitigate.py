@@ -89,8 +89,16 @@ def test_bug_report_has_environment_command_evidence_excerpt_and_mitigations_wit
     text = (runs / diag / "bug-report.md").read_text()
     for part in ("### Environment", "- SGLang: 0.5.9", "- driver: 550.54.15", "### Minimal reproducing command",
                  "the trigger is `--speculative-algorithm NEXTN`", "| mtp | 0.7 |", "### Excerpt of a looping output",
-                 "The user's question is", "### Mitigations tried", "| 1 | no-overlap |"):
+                 "### Mitigations tried", "| 1 | no-overlap |"):
         assert part in text, part
+    # the excerpt is a piece of one of the run's looping mtp outputs (which sentence loops varies by sample)
+    block = text.split("### Excerpt of a looping output", 1)[1].split("```")[1].strip()
+    head, excerpt = block.split("\n", 1)  # "[prompt, T, seed, ...; loop of N tokens x R ...]" then the text
+    excerpt = excerpt.strip("…")
+    assert head.startswith("[") and "loop of" in head, head
+    looping = [json.loads(x) for x in (runs / diag / "samples.jsonl").read_text().splitlines()]
+    looping = [s["text"] for s in looping if s["profile"] == "mtp" and (s.get("metrics") or {}).get("loop")]
+    assert len(excerpt) > 40 and any(excerpt[:40] in t for t in looping), excerpt
     assert HOST not in text and str(runs.parent) not in json.dumps(text)
 
 
