@@ -260,29 +260,34 @@ def _split_flags(v: Any) -> Any:
     return v
 
 
-class ProfileConfig(_WithEnv):
+class _WithFlags(_Strict):
+    """A model with a ``flags`` field: a string or a list, split as a shell would; flags the tool sets itself
+    (``--host``/``--port``/``--model-path``, any spelling) refused."""
+
+    @field_validator("flags", mode="before", check_fields=False)
+    @classmethod
+    def _split(cls, v: Any) -> Any:
+        return _split_flags(v)
+
+    @field_validator("flags", check_fields=False)
+    @classmethod
+    def _owned(cls, v: list[str]) -> list[str]:
+        return _check_flags(v)
+
+
+class ProfileConfig(_WithEnv, _WithFlags):
     """One server configuration: the playbook's base flags plus these."""
 
     flags: list[str] = Field(default_factory=list, description="Extra SGLang flags (string or list)")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for this profile")
     description: str = ""
 
-    @field_validator("flags", mode="before")
-    @classmethod
-    def _split(cls, v: Any) -> Any:
-        return _split_flags(v)
-
-    @field_validator("flags")
-    @classmethod
-    def _owned(cls, v: list[str]) -> list[str]:
-        return _check_flags(v)
-
     @property
     def speculative(self) -> bool:
         return any(f.startswith("--speculative-algo") for f in self.flags)
 
 
-class MitigationConfig(_Strict):
+class MitigationConfig(_WithFlags):
     """One candidate change for ``mitigate``: flags set on the corrupting profile (replacing the same flag's
     value) and flags removed from it."""
 
@@ -290,16 +295,6 @@ class MitigationConfig(_Strict):
     flags: list[str] = Field(default_factory=list, description="SGLang flags to set (string or list)")
     remove: list[str] = Field(default_factory=list, description="SGLang flags to remove from the profile")
     description: str = ""
-
-    @field_validator("flags", mode="before")
-    @classmethod
-    def _split(cls, v: Any) -> Any:
-        return _split_flags(v)
-
-    @field_validator("flags")
-    @classmethod
-    def _owned(cls, v: list[str]) -> list[str]:
-        return _check_flags(v)  # the same rules as a profile's flags: no --host/--port/--model-path
 
     @field_validator("name")
     @classmethod
