@@ -197,9 +197,3 @@ def signal_pid_command(pid: int, signal: str) -> Command:
     text = f"kill -{signal} {int(pid)}"
     return Command(text, text)
 
-
-def write_file_command(path: str, content: str, mode: str = "600") -> Command:
-    """Write ``content`` to ``path`` atomically (temp file in the same directory, then ``mv``)."""
-    text = (f"umask 077; printf '%s' {_q(content)} > {_q(path)}.tmp.$$ && chmod {mode} {_q(path)}.tmp.$$ "
-            f"&& mv -f {_q(path)}.tmp.$$ {_q(path)}")
-    return Command(text, text)
