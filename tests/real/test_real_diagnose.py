@@ -36,7 +36,7 @@ def _diagnose(tmp_path: Path, engine, *extra: str) -> tuple[int, dict, list[dict
     runs = tmp_path / "runs"
     r = CliRunner().invoke(main, ["diagnose", "-i", _inventory(tmp_path, engine), "-H", "real-cpu",
                                   "--runs-dir", str(runs), *extra])
-    run_dir = next(runs.iterdir())
+    run_dir = next(p for p in runs.iterdir() if p.is_dir())  # (runs/ also holds history.sqlite)
     doc = json.loads((run_dir / "summary.json").read_text())
     samples = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
     return r.exit_code, doc, samples, r.output
