@@ -310,3 +310,58 @@ def fleet(c, command, hosts, playbook=DEFAULT_PLAYBOOK, inventory=None, samples=
     code = print_fleet(console, report, runs_dir=runs_dir)
     if code:
         raise Exit(code=code)
+
+
+@task(auto_shortflags=False, help={"hosts": "a,b,c or an inventory group: every host at once (default: fab -H, else "
+                                            "the inventory's default host)",
+            "playbook": "playbook YAML (default playbooks/nightly.yaml)", "inventory": _INV_HELP,
+            "runs_dir": "default runs/", "history": "SQLite history file (default RUNS_DIR/history.sqlite)",
+            "metrics_file": "also write metrics.prom here, atomically (node-exporter textfile collector)",
+            "workers": "with a group: hosts at once (default 8)", "json": "print summary.json to stdout"})
+def nightly(c, hosts=None, playbook="playbooks/nightly.yaml", inventory=None, runs_dir="runs", history=None,
+            metrics_file=None, workers="8", json=False):
+    """Diagnose, record in the history, test for regressions since the last good run (cron/CI); -H GROUP: all.
+
+    Every night leaves runs/RUN_ID/ (summary.json, junit.xml, metrics.prom) and a history row, also when it
+    could not be done. With a group (fab -H GROUP nightly, or --hosts a,b,c) every host runs at once with its
+    own artefacts and history row (with the group), plus runs/fleet-ID/ with one junit case per host."""
+    from .nightly import fleet_spec, run_nightly, run_nightly_fleet
+    from .runner import Hooks
+
+    INTERRUPTS.install()
+    console = make_console(stderr=json)
+    hooks = Hooks(interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
+    spec = hosts or _host_name(c)
+    fleet = fleet_spec(inventory, spec)
+    try:
+        if fleet is not None:
+            from .fleet import print_fleet
+
+            res = run_nightly_fleet(fleet[0], group=fleet[1], inventory=inventory, playbook=playbook,
+                                    runs_dir=runs_dir, history_db=history, hooks=hooks, metrics_file=metrics_file,
+                                    max_workers=int(workers),
+                                    on_progress=lambda h, m: console.print(f"[dim]\\[{h}][/] {escape(m)}",
+                                                                           highlight=False))
+            print_fleet(console, res.report, runs_dir=runs_dir)
+            console.print(f"fleet nightly {res.fleet_id}: {res.fleet_dir}/summary.json, junit.xml, metrics.prom")
+            doc, code, error = res.summary, res.exit_code, None
+        else:
+            from .report.console import RichHooks, print_run_end, verdict_table
+
+            rh = RichHooks(console)
+            hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample,
+                          interrupted=hooks.interrupted, checkpoint=hooks.checkpoint)
+            one = run_nightly(inventory=inventory, host=spec, playbook=playbook, runs_dir=runs_dir,
+                              history_db=history, hooks=hooks, metrics_file=metrics_file)
+            doc, code, error = one.summary, one.exit_code, one.error
+            if error is None:
+                console.print(verdict_table(doc))
+            print_run_end(console, doc, one.run_dir, code)
+    except MtpRemoteError as e:
+        raise _fail(e) from None
+    if json:
+        _json_out(doc)
+    if error is not None:
+        raise _fail(error)
+    if code:
+        raise Exit(code=code)
