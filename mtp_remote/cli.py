@@ -506,15 +506,19 @@ def mitigate(inventory, host, playbook, from_run, profile, only, samples, runs_d
 @click.option("--repeats", type=click.IntRange(min=1), default=None, help="Per-prompt sample budget of each test.")
 @click.option("--from", "from_run", metavar="RUN_ID", default=None, help="Diagnose run: corrupting profile and baseline samples.")
 @click.option("--runs-dir", default="runs", show_default=True)
+@click.option("--resume", metavar="RUN_ID", default=None,
+              help="Continue bisect run RUN_ID: finished tests are not launched again, the interrupted one continues.")
 @handle_errors
-def bisect_cmd(inventory, host, playbook, good, bad, repeats, from_run, runs_dir):
-    """Find the minimal flag change from a good to a bad launch line that still corrupts output (ddmin)."""
+def bisect_cmd(inventory, host, playbook, good, bad, repeats, from_run, runs_dir, resume):
+    """Find the minimal flag change from a good to a bad launch line that still corrupts output (ddmin).
+
+    Each test's result is stored as it completes; Ctrl-C prints the --resume command."""
     from .bisect import bisect as run_bisect
 
     console = make_console()
     hooks = _console_hooks(console)
     res = run_bisect(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir, good=good, bad=bad,
-                     repeats=repeats, from_run=from_run, hooks=hooks)
+                     repeats=repeats, from_run=from_run, hooks=hooks, resume=resume)
     doc = res.document
     for t in doc["tests"]:
         console.print(f"  {t['name']}: {t['outcome']:<10} {', '.join(t['changes'])}", highlight=False, markup=False)

@@ -265,9 +265,10 @@ def mitigate(c, playbook=DEFAULT_PLAYBOOK, inventory=None, from_run=None, profil
 @task(name="bisect", auto_shortflags=False, help={"good": "good flags: profile name or flag string (default: baseline)",
             "bad": "bad flags: profile name or flag string (default: the corrupting profile)",
             "repeats": "per-prompt sample budget of each test", "from_run": "diagnose run to start from",
-            "playbook": "playbook YAML", "inventory": "inventory YAML", "runs_dir": "default runs/"})
+            "playbook": "playbook YAML", "inventory": "inventory YAML", "runs_dir": "default runs/",
+            "resume": "continue bisect run RUN_ID (finished tests are not launched again)"})
 def bisect_task(c, good=None, bad=None, repeats=None, from_run=None, playbook=DEFAULT_PLAYBOOK,
-                inventory=None, runs_dir="runs"):
+                inventory=None, runs_dir="runs", resume=None):
     """Find the minimal flag change from a good to a bad launch line that still corrupts output (ddmin)."""
     from .bisect import bisect as run_bisect
 
@@ -276,9 +277,11 @@ def bisect_task(c, good=None, bad=None, repeats=None, from_run=None, playbook=DE
     try:
         res = run_bisect(inventory=inventory, playbook=playbook, host=_host_name(c), runs_dir=runs_dir, good=good,
                          bad=bad, repeats=int(repeats) if repeats else None, from_run=from_run,
-                         hooks=_rich_hooks(console))
+                         hooks=_rich_hooks(console), resume=resume)
     except MtpRemoteError as e:
         raise _fail(e) from None
+    except KeyboardInterrupt:
+        raise _fail(Interrupted("interrupted")) from None
     doc = res.document
     if doc.get("minimal") is None:
         console.print(f"[yellow]{escape(doc['message'])}[/]")
