@@ -338,11 +338,12 @@ def nightly(inventory, host, playbook, runs_dir, history_db, as_json, metrics_fi
     run could not be done, 130 interrupted.
 
     \b
-    -H GROUP (or -H a,b,c): every host at once (--workers at a time), each with its own run directory,
-    artefacts and history row (with the group: `history --group GROUP`), checked against its own last
-    good run; plus runs/fleet-ID/ with summary.json (each host's verdict, the hosts that disagree),
-    junit.xml (one case per host) and metrics.prom (every host, labelled with the group). Exit code: the
-    largest of the hosts'."""
+    -H GROUP (or -H a,b,c): every host at once (--workers at a time), each
+    with its own run directory, artefacts and history row with the group
+    (`history --group GROUP`), checked against its own last good run; plus
+    runs/fleet-ID/ with summary.json (each host's verdict, the hosts that
+    disagree), junit.xml (one case per host) and metrics.prom (every host,
+    labelled with the group). Exit code: the largest of the hosts'."""
     from .nightly import fleet_spec, run_nightly
     from .regression import describe
     from .report.console import RichHooks, verdict_table
