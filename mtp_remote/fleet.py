@@ -325,7 +325,10 @@ def print_mitigation(console, doc: dict) -> None:
     """The table, then one line per skipped candidate with the reason."""
     from rich.markup import escape
 
+    from .ranking import recommendation
+
     console.print(mitigation_table(doc))
+    console.print(escape(recommendation(doc)).replace("**", ""))
     for r in doc["rows"]:
         if r["status"] == "skipped":
             console.print(f"[dim]skipped[/] {r['name']} ({escape(r['change'])}): {escape(r['evidence'])}")
@@ -344,6 +347,7 @@ def spread_mitigate(hosts: list[str], *, inventory=api.DEFAULT_INVENTORY, playbo
     Returns the merged document (``rows`` carry their ``host``); writes ``RUNS_DIR/fleet-<id>/mitigation.md``."""
     from .candidates import plan_candidates
     from .mitigate import CandidateResult, corrupting_profile, mitigate, rank_results, render_markdown
+    from .ranking import pick_best, recommendation
 
     t0 = time.monotonic()
     facts = {h: host_facts(inventory, h) for h in hosts}
@@ -395,12 +399,13 @@ def spread_mitigate(hosts: list[str], *, inventory=api.DEFAULT_INVENTORY, playbo
             rows.append(CandidateResult(**{**{k: v for k, v in r.items() if k != "rank"},
                                            "flags": tuple(r["flags"]), "host": host}))
     ranked = rank_results(rows, by="speed_vs_baseline")  # absolute tokens/s differ between hosts
-    best = next((r for r in ranked if r.status == "loop-free"), None)
+    best = pick_best(ranked)
     doc = {"kind": "mitigate-spread", "run_id": new_run_id(), "host": ", ".join(same), "profile": profile,
            "simulated": None, "facts": {"sglang": f0.get("sglang"), "architectures": []},
            "reused": f"candidates spread over {len(same)} hosts; runs {runs}", "hosts": same, "left_out": errors,
            "rows": [r.to_dict() for r in ranked], "best": best.name if best else None,
            "exit_code": 0 if best else 1, "wall_s": round(time.monotonic() - t0, 2)}
+    doc["recommendation"] = recommendation(doc)
     d = Path(runs_dir) / f"fleet-{doc['run_id']}"
     d.mkdir(parents=True, exist_ok=True)
     (d / "mitigation.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")

@@ -20,14 +20,27 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from .analysis.speed import LogSpeed
 from .api import RUN_FILE, experiment_fingerprint, latest_samples, load_config, remote_python
 from .candidates import Candidate, plan_candidates
 from .config import HostConfig, Playbook, ProfileConfig
 from .envfacts import EnvFacts, get_environment
 from .errors import ConfigError, Interrupted, MtpRemoteError
+from .ranking import (
+    SPEED_CONFIDENCE,
+    flag_changes,
+    fmt_cost_ci,
+    fmt_ratio_ci,
+    pick_best,
+    rank_results,
+    recommendation,
+    speed_fields,
+)
 from .remote import connect as transport
 from .remote.commands import mask_secrets, playbook_secrets
 from .runner import Hooks, Runner, load_samples, new_run_id
+
+__all__ = ["CandidateResult", "MitigateResult", "mitigate", "rank_results", "render_markdown", "table_rows"]
 
 MITIGATION_FILE = "mitigation.json"
 #: Verdicts under which a candidate no longer loops more than the baseline.
@@ -39,9 +52,13 @@ SCHEMA_VERSION = 1
 class CandidateResult:
     """One row of the mitigation table. ``status``: loop-free, corrupts, undecided, launch-failed, skipped,
     reference (the corrupting profile as deployed) or pending. Loop counts are pooled over T > 0 (spec vs
-    baseline), ``p`` the decision rule's deciding adjusted p; ``tokens_per_s`` and ``accept_length`` over
-    non-looping samples; ``speed_vs_baseline`` their tokens/s ratio; ``speed_cost`` 1 - tokens/s over the
-    reference's non-looping tokens/s (what the change costs of the speed-up; None without such samples)."""
+    baseline), ``p`` the decision rule's deciding adjusted p; ``tokens_per_s`` (mean) and ``accept_length``
+    over non-looping samples; ``log_speed`` / ``base_log_speed`` the summaries (n, mean, var) of ln(tokens/s)
+    over this row's and its baseline's non-looping samples; ``speed_vs_baseline`` the ratio of their geometric
+    means with ``speed_ci`` its 95 % Welch interval [low, high]; ``speed_cost`` 1 - the same ratio over the
+    reference's (what the change costs of the speed-up; None without such samples) with ``speed_cost_ci``;
+    ``flag_changes`` flags added, removed or changed against the as-deployed profile; ``tied_with`` the #1's
+    name when the samples cannot separate this row's speed from #1's (see :mod:`mtp_remote.ranking`)."""
 
     name: str
     change: str
@@ -60,6 +77,12 @@ class CandidateResult:
     speed_cost: float | None = None
     flags: tuple[str, ...] = ()
     rank: int | None = None
+    speed_ci: list[float] | None = None
+    speed_cost_ci: list[float] | None = None
+    log_speed: dict | None = None
+    base_log_speed: dict | None = None
+    flag_changes: int | None = None
+    tied_with: str | None = None
     host: str | None = None  #: where it ran, when candidates were spread over a fleet
 
     def to_dict(self) -> dict:
@@ -91,15 +114,21 @@ def _judge(baseline: str, profile: str, samples: list[dict], launch_failure: tup
 
 
 def judge_profile(baseline: str, name: str, samples: list[dict], launch_failure, alpha: float) -> dict:
-    """Statistics of one profile vs the baseline as a flat dict (verdict, loops, p, speed, acceptance)."""
+    """Statistics of one profile vs the baseline as a flat dict (verdict, loops, p, speed, acceptance).
+
+    Speeds are over non-looping samples (``SampleObs.is_degenerate`` false) of the T > 0 cells (all cells when
+    there are none): ``tokens_per_s`` the mean of the cells' means, as ``diagnose`` shows it; ``log_speed`` /
+    ``base_log_speed`` the :class:`~mtp_remote.analysis.speed.LogSpeed` summaries (as dicts) of the per-sample
+    completion_tokens / latency_s, which give ``speed_vs_baseline`` and its interval (``ranking.speed_fields``)."""
     v, cells = _judge(baseline, name, samples, launch_failure, alpha)
     rows = [r for r in v.comparisons if r["temperature"] > 0] or list(v.comparisons)
     mine = [c for c in cells if c.profile == name and c.temperature > 0] or [c for c in cells if c.profile == name]
     base = [c for c in cells if c.profile == baseline and c.temperature > 0] or \
         [c for c in cells if c.profile == baseline]
     tps = _mean(c.tokens_per_s_nonloop for c in mine)
-    btps = _mean(c.tokens_per_s_nonloop for c in base)
     acc = _mean(c.accept_length_nonloop if c.accept_length_nonloop is not None else c.accept_length for c in mine)
+    ls, bls = _log_speed(samples, name, {c.temperature for c in mine}), \
+        _log_speed(samples, baseline, {c.temperature for c in base})
     return {"verdict": v.kind, "evidence": v.evidence,
             "loops": sum(r["spec_loops"] for r in rows) if rows else None,
             "n": sum(r["spec_n"] for r in rows) if rows else None,
@@ -107,7 +136,16 @@ def judge_profile(baseline: str, name: str, samples: list[dict], launch_failure,
             "base_n": sum(r["base_n"] for r in rows) if rows else None,
             "p": v.p_value if v.p_value is not None else (min((r["p_adjusted"] for r in rows), default=None)),
             "accept_length": acc, "tokens_per_s": tps,
-            "speed_vs_baseline": tps / btps if tps and btps else None}
+            "log_speed": ls.to_dict() if ls else None, "base_log_speed": bls.to_dict() if bls else None,
+            **speed_fields(ls, bls)}
+
+
+def _log_speed(samples: list[dict], profile: str, temperatures: set[float]) -> LogSpeed | None:
+    """ln(tokens/s) summary of ``profile``'s non-looping successful samples at ``temperatures``."""
+    from .diagnosis import to_obs
+
+    obs = [to_obs(s) for s in samples if s["profile"] == profile and float(s["temperature"]) in temperatures]
+    return LogSpeed.of(o.tokens_per_s for o in obs if o.ok and not o.is_degenerate)
 
 
 def _mean(values):
@@ -128,18 +166,6 @@ def status_of(verdict: str | None, loops: int | None = None) -> str:
     if verdict.startswith("launch-failed"):
         return "launch-failed"
     return "undecided"
-
-
-def rank_results(rows: list[CandidateResult], by: str = "tokens_per_s") -> list[CandidateResult]:
-    """Loop-free rows first, fastest first (``by``: non-looping tokens/s, or ``speed_vs_baseline`` when rows
-    come from different hosts), numbered; then undecided, corrupting, failed and skipped rows; the reference
-    row last."""
-    order = {"loop-free": 0, "undecided": 1, "pending": 2, "corrupts": 3, "launch-failed": 4, "skipped": 5,
-             "reference": 6}
-    out = sorted(rows, key=lambda r: (order.get(r.status, 9), -(getattr(r, by) or 0.0)))
-    for i, r in enumerate(x for x in out if x.status == "loop-free"):
-        r.rank = i + 1
-    return out
 
 
 # -- the run ----------------------------------------------------------------------------------------------
@@ -362,38 +388,46 @@ def _run_all(c, host: HostConfig, pb: Playbook, run_dir: Path, run_id: str, pyth
 
 
 def build_document(state: dict, pb: Playbook, run_dir: Path, candidates: list[Candidate], profile: str) -> dict:
-    """The mitigation.json document: the state plus the ranked rows and the exit code."""
+    """The mitigation.json document: the state plus the ranked rows (speeds with 95 % intervals, ties with
+    #1 marked), the recommended candidate (``best``, :func:`~mtp_remote.ranking.pick_best`), the
+    ``recommendation`` sentence and the exit code."""
     samples = latest_samples(load_samples(run_dir / "samples.jsonl"))
     failures = {k: tuple(v) for k, v in state.get("launch_failures", {}).items()}
     alpha = pb.compare.alpha
     ref = judge_profile(pb.baseline, profile, samples, failures.get(profile), alpha) \
         if any(s["profile"] == profile for s in samples) or profile in failures else None
+    ref_ls = LogSpeed.from_dict(ref.get("log_speed")) if ref else None
+    ref_flags = tuple(pb.profiles[profile].flags)
     rows = [CandidateResult(name=profile, change="as deployed", source="playbook", status="reference",
-                            flags=tuple(pb.profiles[profile].flags), **(_stats(ref) if ref else {}))]
+                            flags=ref_flags, flag_changes=0, **(_stats(ref) if ref else {}))]
     for cand in candidates:
         row = CandidateResult(name=cand.name, change=cand.change, source=cand.source, status="skipped",
-                              evidence=cand.skipped or "", flags=cand.flags)
+                              evidence=cand.skipped or "", flags=cand.flags,
+                              flag_changes=flag_changes(cand.flags, ref_flags))
         if cand.skipped is None:
             have = any(s["profile"] == cand.name for s in samples) or cand.name in failures
             if have:
                 st = judge_profile(pb.baseline, cand.name, samples, failures.get(cand.name), alpha)
                 row = CandidateResult(name=cand.name, change=cand.change, source=cand.source,
-                                      status=status_of(st["verdict"], st.get("loops")), flags=cand.flags, **_stats(st))
+                                      status=status_of(st["verdict"], st.get("loops")), flags=cand.flags,
+                                      flag_changes=row.flag_changes, **_stats(st))
+                cost = speed_fields(LogSpeed.from_dict(st["log_speed"]), None, ref_ls)
+                row.speed_cost, row.speed_cost_ci = cost["speed_cost"], cost["speed_cost_ci"]
             else:
                 row.status, row.evidence = "pending", "not run yet"
-            if ref and ref.get("tokens_per_s") and row.tokens_per_s:
-                row.speed_cost = 1.0 - row.tokens_per_s / ref["tokens_per_s"]
         rows.append(row)
     ranked = rank_results(rows)
-    best = next((r for r in ranked if r.status == "loop-free"), None)
-    return {**state, "finished_at": datetime.now(timezone.utc).isoformat(),
-            "rows": [r.to_dict() for r in ranked], "best": best.name if best else None,
-            "exit_code": 0 if best else 1}
+    best = pick_best(ranked)
+    doc = {**state, "finished_at": datetime.now(timezone.utc).isoformat(), "speed_confidence": SPEED_CONFIDENCE,
+           "rows": [r.to_dict() for r in ranked], "best": best.name if best else None,
+           "exit_code": 0 if best else 1}
+    doc["recommendation"] = recommendation(doc)
+    return doc
 
 
 def _stats(st: dict) -> dict:
     return {k: st[k] for k in ("verdict", "evidence", "loops", "n", "base_loops", "base_n", "p", "accept_length",
-                               "tokens_per_s", "speed_vs_baseline")}
+                               "tokens_per_s", "speed_vs_baseline", "speed_ci", "log_speed", "base_log_speed")}
 
 
 def _fmt(x, spec: str, none: str = "–") -> str:
@@ -401,8 +435,8 @@ def _fmt(x, spec: str, none: str = "–") -> str:
 
 
 def table_rows(doc: dict) -> list[list[str]]:
-    """The mitigation table as strings: rank, candidate, change, loops (spec vs baseline, p), acceptance,
-    tokens/s, x baseline, speed cost, verdict or skip reason."""
+    """The mitigation table as strings: rank (``2 =#1`` when tied with #1), candidate, change, loops (spec vs
+    baseline, p), acceptance, tokens/s, x baseline [95 % CI], speed cost [95 % CI], verdict or skip reason."""
     out = []
     for r in doc["rows"]:
         loops = (f"{r['loops']}/{r['n']} vs {r['base_loops']}/{r['base_n']}" if r.get("n") is not None else "–")
@@ -412,15 +446,15 @@ def table_rows(doc: dict) -> list[list[str]]:
         if r["status"] in ("skipped", "pending"):
             verdict = f"{r['status']}: {r['evidence']}"
         name = r["name"] + (f" @{r['host']}" if r.get("host") else "")
-        out.append([str(r["rank"] or ""), name, r["change"], loops, _fmt(r.get("accept_length"), ".2f"),
-                    _fmt(r.get("tokens_per_s"), ".0f"), _fmt(r.get("speed_vs_baseline"), ".2f", "–") +
-                    ("x" if r.get("speed_vs_baseline") is not None else ""),
-                    _fmt(r.get("speed_cost"), ".0%"), verdict])
+        rank = str(r["rank"] or "") + (" =#1" if r.get("tied_with") else "")
+        out.append([rank, name, r["change"], loops, _fmt(r.get("accept_length"), ".2f"),
+                    _fmt(r.get("tokens_per_s"), ".0f"), fmt_ratio_ci(r.get("speed_vs_baseline"), r.get("speed_ci")),
+                    fmt_cost_ci(r.get("speed_cost"), r.get("speed_cost_ci")), verdict])
     return out
 
 
-HEADERS = ["rank", "candidate", "change", "loops T>0 (spec vs base)", "accept len", "tok/s", "vs base",
-           "speed cost", "verdict"]
+HEADERS = ["rank", "candidate", "change", "loops T>0 (spec vs base)", "accept len", "tok/s", "vs base [95% CI]",
+           "speed cost [95% CI]", "verdict"]
 
 
 def render_markdown(doc: dict) -> str:
@@ -435,15 +469,12 @@ def render_markdown(doc: dict) -> str:
     for row in table_rows(doc):
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
     best = next((r for r in doc["rows"] if r["name"] == doc.get("best")), None)
-    lines.append("")
+    lines += ["", recommendation(doc)]
+    if any(r.get("tied_with") for r in doc["rows"]):
+        lines += ["", ("`=#1`: tied with #1 (not distinguishable at these samples): the 95 % Welch interval of "
+                       "its tokens/s over #1's contains 1.")]
     if best:
-        cost = f", speed cost {best['speed_cost']:.0%} of the as-deployed speed" if best.get("speed_cost") is not None \
-            else ""
-        lines.append(f"Best: **{best['name']}** ({best['change']}): loop-free, "
-                     f"{_fmt(best.get('speed_vs_baseline'), '.2f')}x the baseline's tokens/s{cost}.")
-        lines.append("")
-        lines.append("Profile flags: `" + " ".join(shlex.quote(f) for f in best["flags"]) + "`")
-    else:
-        lines.append("No candidate is loop-free: run `mtp-remote bisect` for the minimal trigger and report it "
-                     "upstream (`mtp-remote bug-report`).")
+        lines += ["", "Profile flags: `" + " ".join(shlex.quote(f) for f in best["flags"]) + "`"]
+    lines += ["", ("Speeds over non-looping samples: ratio of geometric-mean tokens/s with a 95 % Welch t interval "
+                   "on ln(tokens/s) (docs/metrics.md, \"Speed intervals in mitigate\").")]
     return "\n".join(lines) + "\n"

@@ -61,7 +61,14 @@ def test_mitigate_ranks_the_cure_first_with_its_speed_and_skips_the_no_op(field)
     # the baseline and the corrupting profile came from the diagnose run: neither was launched again
     assert res.document["reused"].startswith("24 samples of baseline and mtp")
     assert sorted(p.name for p in (res.run_dir / "logs").iterdir()) == ["no-cuda-graph.log", "no-overlap.log"]
-    assert "| 1 | no-overlap |" in (res.run_dir / "mitigation.md").read_text()
+    md = (res.run_dir / "mitigation.md").read_text()
+    assert "| 1 | no-overlap |" in md
+    # speeds come with 95 % intervals (Welch on ln tokens/s of the non-looping samples), in the table and the JSON
+    lo, hi = first["speed_ci"]
+    assert lo < first["speed_vs_baseline"] < hi and lo > 1.0, first
+    assert first["log_speed"]["n"] == 12 and first["base_log_speed"]["n"] == 12 and first["flag_changes"] == 1
+    assert f"{first['speed_vs_baseline']:.2f}x [{lo:.2f}–{hi:.2f}]" in md
+    assert res.document["recommendation"].startswith("Best: **no-overlap** (") and res.document["recommendation"] in md
     n = len((res.run_dir / "samples.jsonl").read_text().splitlines())
     again = mitigate(inventory=inv, playbook=pb, runs_dir=runs, resume=res.run_id)
     assert len((res.run_dir / "samples.jsonl").read_text().splitlines()) == n, "resume launched nothing"
