@@ -258,7 +258,7 @@ def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float
         if on_progress:
             for f in targets:
                 on_progress(f"--force: signalling {f.describe()}")
-        out["killed"] = process.signal_pids(c, pids, term_s=min(term_s, 30.0))
+        out["killed"] = process.signal_pids(c, [(f.pid, f.start_ticks) for f in targets], term_s=min(term_s, 30.0))
         out["forced"] = pids
         out["gpu_release_s"], _ = process.wait_gpu_release(c, lc.smi, set(pids), gpu_release_s, on_progress)
     return out
