@@ -66,8 +66,8 @@ def test_both_reports_show_the_aa_arm_its_floors_and_the_kl_flag(calibrated_run,
     sep = " | " if fmt == "md" else " "
 
     def arm(c):
-        return sep.join([f"{c['loops']}/{c['n']}", f"{100 * c['loop_rate']:.0f} % [{100 * c['loop_ci'][0]:.0f} %, "
-                                                    f"{100 * c['loop_ci'][1]:.0f} %]"])
+        lo, hi = (100 * x for x in c["loop_ci"])
+        return sep.join([f"{c['loops']}/{c['n']}", f"{100 * c['loop_rate']:.0f} % [{lo:.0f} %, {hi:.0f} %]"])
 
     for t in (0.0, 0.7):  # the A/A arm's loop rate beside the baseline's, per temperature
         row = sep.join([str(t), arm(cells[("baseline-aa", t)]), arm(cells[("baseline", t)])])
