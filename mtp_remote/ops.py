@@ -14,8 +14,8 @@ import json
 import shlex
 import socket
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Iterator
 
 from .config import HostConfig, Playbook
 from .errors import ConfigError, MtpRemoteError
