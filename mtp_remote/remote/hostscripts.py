@@ -164,6 +164,7 @@ class StopReport:
     gpu_release_s: float = 0.0
     record_json: str = ""
     error: str = ""
+    unlocked: bool = False
 
 
 def parse_stop(output: str) -> StopReport:
@@ -187,7 +188,8 @@ def parse_stop(output: str) -> StopReport:
         orphans=sorted(ints(kv.get("orphans", ""))),
         signals=[line.split(" ", 1)[1] for line in lines if line.startswith("signal ")],
         gpu_mib_held=num("gpu_mib"), exit_s=num("exit_cs") / 100, gpu_release_s=num("gpu_release_cs") / 100,
-        record_json=rec, error=result[len("error "):] if result.startswith("error") else "")
+        record_json=rec, error=result[len("error "):] if result.startswith("error") else "",
+        unlocked="unlocked" in lines)
 
 
 # -- children -----------------------------------------------------------------------------------------

@@ -86,6 +86,7 @@ class StopResult:
     log_path: str | None = None
     reason: str = ""
     kill_reason: str = ""  # why SIGTERM was not enough (the drain bound and what the server's log said)
+    unlocked: bool = False  # the run's host lock was released in the same step (``unlock=``)
 
     def describe(self) -> str:
         if self.found == "none":
@@ -220,7 +221,7 @@ def _kill_reason(c, rec: ServerRecord, bound_s: float, drain_s: float | None) ->
 
 def stop_server(c, workdir: str, smi: str, *, term_s: float = 60.0, gpu_release_s: float = 120.0,
                 drain_s: float | None = None, on_progress: Callable[[str], None] | None = None,
-                kill_s: float = 10.0) -> StopResult:
+                kill_s: float = 10.0, unlock: str | None = None) -> StopResult:
     """Stop the server recorded in ``workdir`` if (and only if) it is ours — one host-side step (stop.sh).
 
     SIGTERM to its process group, wait up to ``min(term_s, drain_s)`` seconds (SGLang's drain has no timeout),
@@ -232,10 +233,12 @@ def stop_server(c, workdir: str, smi: str, *, term_s: float = 60.0, gpu_release_
     leader is gone but members of its group or recorded children remain (an interrupted stop, an orphaned
     scheduler), they are still ours and are stopped and waited for. Progress lines reach ``on_progress`` as
     the host prints them. Raises StopError when the group survives SIGKILL or GPU memory is not released
-    (the record is kept, so a retry waits on the same processes)."""
+    (the record is kept, so a retry waits on the same processes). ``unlock``: a run id whose host lock is
+    removed in the same step when the stop ends well (``StopResult.unlocked``)."""
     smi_argv = shlex.split(smi) if smi else []
     bound = min(term_s, drain_s) if drain_s is not None else term_s
-    r = hostscripts.run_script(c, "stop.sh", [workdir, max(1, math.ceil(bound)), int(kill_s), int(gpu_release_s), *smi_argv],
+    r = hostscripts.run_script(c, "stop.sh", [workdir, max(1, math.ceil(bound)), int(kill_s), int(gpu_release_s),
+                                              unlock or "-", *smi_argv],
                                on_progress=on_progress)
     rep = hostscripts.parse_stop(r.stdout)
     rec = None
@@ -251,7 +254,8 @@ def stop_server(c, workdir: str, smi: str, *, term_s: float = 60.0, gpu_release_
     res = StopResult(pid=rep.pid, found=found, signals=rep.signals,
                      members=sorted(set(rep.members) | set(rep.orphans)), exit_s=rep.exit_s,
                      gpu_release_s=rep.gpu_release_s, gpu_mib_held=rep.gpu_mib_held,
-                     log_path=rec.log_path if rec else None, reason=rep.refused or rep.reason)
+                     log_path=rec.log_path if rec else None, reason=rep.refused or rep.reason,
+                     unlocked=rep.unlocked)
     if rec is not None and "KILL" in rep.signals and "TERM" in rep.signals:
         res.kill_reason = _kill_reason(c, rec, bound, drain_s)
         if on_progress:
