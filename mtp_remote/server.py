@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -28,11 +27,6 @@ from .remote.logs import READY_LINE, LogClassification, classify_log
 log = logging.getLogger(__name__)
 
 TAIL_LINES = 30
-#: uvicorn's bind failure as SGLang 0.5.9 logs it. SGLang does not exit after it (its warmup request waits on
-#: whatever holds the port), and when a healthy server holds the port that warmup succeeds against it and the
-#: log goes on to print the ready line: the line is fatal whatever follows.
-_BIND_FAILED = re.compile(r"\[Errno 98\] error while attempting to bind on address \('[^']*', (\d+)\)"
-                          r".*address already in use")
 POLL_S = 0.1
 CHUNK = 1 << 20
 
@@ -391,11 +385,8 @@ class _Watch:
         kw = dict(profile=self.rec.profile, elapsed_s=elapsed,
                   milestones=[{"name": k, "seen_s": v} for k, v in self.seen.items()],
                   log_tail=self.text.splitlines()[-TAIL_LINES:])
-        bind = _BIND_FAILED.search(self.text)
-        if bind:  # before the ready line: after a failed bind the warmup may reach whoever holds the port
-            return Crashed(cause="port_in_use", fatal_line=bind.group(0), hint=(
-                f"the HTTP port was taken when the server tried to bind it; SGLang then neither serves nor "
-                f"exits (it is stopped now). Find what holds port {bind.group(1)} (`mtp-remote status`)"), **kw)
+        # before the ready line: a failed bind (signatures.HTTP_BIND_FAILED) is fatal even when a ready line
+        # follows (the warmup reached whoever holds the port)
         if cls.is_fatal:
             return Crashed(cause=cls.cls, hint=cls.hint, fatal_line=cls.fatal_line, **kw)
         if not alive:

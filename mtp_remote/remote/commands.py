@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
 
 from ..config import HostConfig, Playbook, env_value_shown, secret_env_values
 

@@ -20,8 +20,8 @@ import math
 import re
 import shlex
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Callable
 
 from ..errors import RemoteError, StopError
 from . import facts, hostscripts
@@ -58,7 +58,7 @@ class ServerRecord:
         return json.dumps(asdict(self), indent=1)
 
     @classmethod
-    def from_json(cls, text: str) -> "ServerRecord":
+    def from_json(cls, text: str) -> ServerRecord:
         data = json.loads(text)
         if "cmdline" in data:  # records from before masking kept the full command line
             data["cmdline"] = mask_argv([str(a) for a in data["cmdline"]])
