@@ -19,10 +19,10 @@ import secrets
 import socket
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
 
 from .analysis.degeneracy import analyze_text
 from .client import Completion, ServerClient

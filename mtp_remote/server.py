@@ -14,8 +14,8 @@ import logging
 import os
 import shlex
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from .config import HostConfig, check_run_id
 from .errors import ConfigError, LaunchError, LockError, RemoteError
