@@ -316,10 +316,10 @@ class Runner:
         stream: LogStream | None = None
         try:
             stream = lc.follow(rec)  # one exec session: readiness, the crash watch and the log text
-            outcome = lc.wait_ready(rec, timeout_s=self.playbook.timeouts.ready_s, stream=stream)
-            self.hooks.checkpoint()
-            if outcome.ok:
-                with transport.open_tunnel(c, self.host) as self._tunnel:
+            with transport.open_tunnel(c, self.host) as self._tunnel:  # opened while the server starts
+                outcome = lc.wait_ready(rec, timeout_s=self.playbook.timeouts.ready_s, stream=stream)
+                self.hooks.checkpoint()
+                if outcome.ok:
                     url = self._tunnel.url
                     outcome = self._confirm_health(lc, rec, url, outcome, t0)
                     pr.ready_s = time.monotonic() - t0
