@@ -277,7 +277,7 @@ def logs(inventory, host, follow, lines):
     """Show the log of our server (or the newest one), optionally following it."""
     from .ops import current_log, follow_log, server_alive
 
-    with _api().open_host(inventory, host) as (cfg, c, py):
+    with _api().open_host(inventory, host) as (cfg, c, _py):
         path, pid = current_log(c, cfg)
         click.echo(f"==> {path} <==", err=True)
         if follow and pid is None:
@@ -305,10 +305,9 @@ def smoke(inventory, host, playbook, prompt, temperature, max_tokens, as_json):
     from .report.console import print_smoke  # deferred: rich renderers
 
     pb = load_playbook(_api().find_playbook(playbook, inventory))
-    with _api().open_host(inventory, host) as (cfg, c, py):
-        with transport.tunnel(c, cfg) as url:
-            res = run_smoke(url, pb, prompt=prompt, temperature=temperature, max_tokens=max_tokens,
-                                api_key=running_api_key(c, cfg, pb))
+    with _api().open_host(inventory, host) as (cfg, c, _py), transport.tunnel(c, cfg) as url:
+        res = run_smoke(url, pb, prompt=prompt, temperature=temperature, max_tokens=max_tokens,
+                        api_key=running_api_key(c, cfg, pb))
     if as_json:
         click.echo(json.dumps(res, indent=2))
     else:
@@ -346,10 +345,8 @@ def nightly(inventory, host, playbook, runs_dir, history_db, as_json, metrics_fi
     labelled with the group). Exit code: the largest of the hosts'."""
     from .nightly import fleet_spec, run_nightly
     from .regression import describe
-    from .report.console import RichHooks, verdict_table
+    from .report.console import RichHooks, print_run_end, verdict_table  # deferred: rich renderers
     from .runner import Hooks
-
-    from .report.console import print_run_end  # deferred: rich renderers
 
     console = make_console(stderr=as_json)
     fleet = fleet_spec(inventory, host)

@@ -12,11 +12,10 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shlex
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from .config import HostConfig, check_run_id
 from .errors import ConfigError, LaunchError, LockError, RemoteError
@@ -28,11 +27,6 @@ from .remote.logs import READY_LINE, LogClassification, classify_log
 log = logging.getLogger(__name__)
 
 TAIL_LINES = 30
-#: uvicorn's bind failure as SGLang 0.5.9 logs it. SGLang does not exit after it (its warmup request waits on
-#: whatever holds the port), and when a healthy server holds the port that warmup succeeds against it and the
-#: log goes on to print the ready line: the line is fatal whatever follows.
-_BIND_FAILED = re.compile(r"\[Errno 98\] error while attempting to bind on address \('[^']*', (\d+)\)"
-                          r".*address already in use")
 POLL_S = 0.1
 CHUNK = 1 << 20
 
@@ -298,7 +292,7 @@ class ServerLifecycle:
         """Follow the log until the ready line (then poll ``health()`` until True), a crash, or the deadline.
 
         The log is streamed (``stream``, from :meth:`follow`; without one, a stream is opened here and stopped
-        on return), so the ready line is known within a few ms of being written, over SSH too, with no round
+        before returning, one more round trip), so the ready line is known within a few ms of being written, over SSH too, with no round
         trip on that path. When the stream ends unexpectedly (the server died, the SSH connection dropped under
         it, or the host's tail cannot follow a file) one poll tells which; if the server lives, the log is
         polled every 0.1 s from the last byte offset. Returns Ready, Crashed (process gone, or a fatal
@@ -309,8 +303,8 @@ class ServerLifecycle:
         try:
             return self._wait_ready(rec, stream, timeout_s, health)
         finally:
-            if own:
-                stream.__exit__(None, None, None)
+            if own:  # now, not in a thread: a server left running (`launch`) must not keep a follower
+                stream.close()
 
     def _wait_ready(self, rec: process.ServerRecord, stream: LogStream, timeout_s: float,
                     health: Callable[[], bool] | None) -> WaitOutcome:
@@ -391,11 +385,8 @@ class _Watch:
         kw = dict(profile=self.rec.profile, elapsed_s=elapsed,
                   milestones=[{"name": k, "seen_s": v} for k, v in self.seen.items()],
                   log_tail=self.text.splitlines()[-TAIL_LINES:])
-        bind = _BIND_FAILED.search(self.text)
-        if bind:  # before the ready line: after a failed bind the warmup may reach whoever holds the port
-            return Crashed(cause="port_in_use", fatal_line=bind.group(0), hint=(
-                f"the HTTP port was taken when the server tried to bind it; SGLang then neither serves nor "
-                f"exits (it is stopped now). Find what holds port {bind.group(1)} (`mtp-remote status`)"), **kw)
+        # before the ready line: a failed bind (signatures.HTTP_BIND_FAILED) is fatal even when a ready line
+        # follows (the warmup reached whoever holds the port)
         if cls.is_fatal:
             return Crashed(cause=cls.cls, hint=cls.hint, fatal_line=cls.fatal_line, **kw)
         if not alive:

@@ -180,7 +180,7 @@ def logs(c, follow=False, lines="50", inventory=None):
     try:
         if not str(lines).isdigit():
             raise ConfigError(f"--lines must be a whole number, not {lines!r}", field="--lines")
-        with _api().open_host(inventory, _host_name(c)) as (cfg, conn, py):
+        with _api().open_host(inventory, _host_name(c)) as (cfg, conn, _py):
             path, pid = current_log(conn, cfg)
             print(f"==> {path} <==")
             keep = follow and pid is not None
@@ -209,10 +209,10 @@ def smoke(c, prompt=None, temperature="0.7", playbook=DEFAULT_PLAYBOOK, inventor
         except ValueError:
             raise ConfigError(f"--temperature must be a number, not {temperature!r}", field="--temperature") from None
         pb = load_playbook(_api().find_playbook(playbook, inventory))
-        with _api().open_host(inventory, _host_name(c)) as (cfg, conn, py):
-            with transport.tunnel(conn, cfg) as url:
-                res = run_smoke(url, pb, prompt=prompt, temperature=temperature,
-                                api_key=running_api_key(conn, cfg, pb))
+        with (_api().open_host(inventory, _host_name(c)) as (cfg, conn, _py),
+              transport.tunnel(conn, cfg) as url):
+            res = run_smoke(url, pb, prompt=prompt, temperature=temperature,
+                            api_key=running_api_key(conn, cfg, pb))
     except MtpRemoteError as e:
         raise _fail(e) from None
     if json:

@@ -82,7 +82,7 @@ class LogStream:
         self._promise = c.run(cmd, asynchronous=True, hide=False, out_stream=self._sink, err_stream=self._err,
                               warn=True, in_stream=False, pty=False)
 
-    def __enter__(self) -> "LogStream":
+    def __enter__(self) -> LogStream:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -152,7 +152,7 @@ class LogStream:
     def _join(self) -> None:
         try:
             self._promise.join()
-        except Exception as e:  # a killed tail exits non-zero; warn=True keeps that quiet
+        except Exception as e:  # noqa: BLE001 - a killed tail exits non-zero, a dropped channel raises paramiko's own
             log.debug("log stream ended: %s", e)
 
     def close(self) -> None:
@@ -161,7 +161,7 @@ class LogStream:
         if not self.ended and self._tail_pid and self._tail_pid > 0:
             try:
                 self.c.run(f"kill {self._tail_pid}", hide=True, warn=True, in_stream=False)
-            except Exception as e:  # the connection dropped (TransportLost): the tail ended with its channel
+            except Exception as e:  # noqa: BLE001 - the connection dropped (TransportLost, paramiko): the tail ended with it
                 log.debug("could not stop the log stream's tail: %s", e)
         deadline = time.monotonic() + 5
         while not self.ended and time.monotonic() < deadline:

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import io
 import shlex
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 from ..config import ENV_NAME
 
@@ -203,3 +203,14 @@ def parse_children(output: str) -> tuple[bool, list[list[int]]]:
         if len(parts) == 3 and parts[0] == "child" and parts[1].isdigit() and parts[2].isdigit():
             kids.append([int(parts[1]), int(parts[2])])
     return kv.get("result") == "ok", kids
+
+
+# -- signal (--force) ---------------------------------------------------------------------------------
+
+def parse_signal(output: str) -> tuple[bool, list[int], list[int]]:
+    """Parse signal.sh: (it ran to its end, PIDs that needed SIGKILL, PIDs that survived SIGKILL)."""
+    kv, lines = _pairs(output)
+    killed = [int(x.split()[2]) for x in lines
+              if x.startswith("signal KILL ") and len(x.split()) == 3 and x.split()[2].isdigit()]
+    survivors = [int(x) for x in kv.get("survivors", "").split() if x.isdigit()]
+    return kv.get("result") == "ok" and "survivors" in kv, killed, survivors

@@ -20,12 +20,12 @@ import math
 import re
 import shlex
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Callable
 
 from ..errors import RemoteError, StopError
 from . import facts, hostscripts
-from .commands import mask_argv, signal_pid_command
+from .commands import mask_argv
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class ServerRecord:
         return json.dumps(asdict(self), indent=1)
 
     @classmethod
-    def from_json(cls, text: str) -> "ServerRecord":
+    def from_json(cls, text: str) -> ServerRecord:
         data = json.loads(text)
         if "cmdline" in data:  # records from before masking kept the full command line
             data["cmdline"] = mask_argv([str(a) for a in data["cmdline"]])
@@ -267,17 +267,20 @@ def stop_server(c, workdir: str, smi: str, *, term_s: float = 60.0, gpu_release_
     return res
 
 
-def signal_pids(c, pids: list[int], *, term_s: float = 30.0) -> list[int]:
-    """``--force``: SIGTERM each listed PID (by number), then SIGKILL the ones still alive after ``term_s``.
-    Returns the PIDs that needed SIGKILL."""
-    for pid in pids:
-        _run(c, signal_pid_command(pid, "TERM").text)
-    deadline = time.monotonic() + term_s
-    left = list(pids)
-    while left and time.monotonic() < deadline:
-        alive = {p.pid for p in facts.get_ps(c)}
-        left = [p for p in left if p in alive]
-        time.sleep(POLL_S)
-    for pid in left:
-        _run(c, signal_pid_command(pid, "KILL").text)
-    return left
+def signal_pids(c, pids: list[int] | list[tuple[int, int | None]], *, term_s: float = 30.0,
+                kill_s: float = 10.0) -> list[int]:
+    """``--force``: SIGTERM each listed PID (by number, and only while it lives with the start time it was listed
+    with, when known: ``(pid, start_ticks)`` pairs), wait up to ``term_s`` seconds, SIGKILL the survivors — one
+    host-side step (signal.sh). Returns the PIDs that needed SIGKILL. Raises StopError when some survive
+    SIGKILL ``kill_s`` seconds."""
+    pairs = [(p, None) if isinstance(p, int) else p for p in pids]
+    args: list[object] = [max(1, math.ceil(term_s)), max(1, math.ceil(kill_s))]
+    for pid, start in pairs:
+        args += [int(pid), "-" if start is None else int(start)]
+    r = hostscripts.run_script(c, "signal.sh", args)
+    ok, killed, survivors = hostscripts.parse_signal(r.stdout)
+    if survivors:
+        raise StopError(f"PIDs {survivors} survived SIGKILL", evidence="check with ps; run stop --force again")
+    if ok:
+        return killed
+    raise RemoteError("signal script failed", command="signal.sh", exit_code=r.exited, output=r.stderr)
