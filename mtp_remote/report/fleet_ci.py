@@ -4,7 +4,8 @@ host's gauges under one set of metric families.
 Input: the fleet document (:func:`mtp_remote.nightly.fleet_summary`) and each host's own summary document.
 A host's test case fails when the host could not run (the cause: SSH refused, lock held, baseline failed…),
 when a speculative profile corrupts output or did not launch (the profiles and their evidence), or when a
-regression was tested since its own last good run; it passes otherwise, with its verdicts as output.
+regression was tested since its own last good run (named after the corrupting profiles when both hold: a new
+break reads differently from a standing one); it passes otherwise, with its verdicts as output.
 
 The metrics are the single-host ones (:func:`mtp_remote.report.ci.render_prometheus`: ``mtp_remote_up``,
 ``mtp_remote_run_failed``, ``mtp_remote_last_run_timestamp_seconds``, ``mtp_remote_exit_code``, per-cell and
@@ -27,13 +28,15 @@ def _host_failure(h: dict) -> tuple[str, str] | None:
     """(message, text) of a host's failing case, None when it passes."""
     if h["status"] != "completed":
         return f"could not run ({h['status']}): {h['cause']}", f"exit {h['exit_code']}; cause: {h['cause']}"
-    if h["corrupts"]:
+    regressed = (f"regressed since {h['regression_baseline']}: {', '.join(h['regressed'])}"
+                 if h["regressed"] else None)
+    if h["corrupts"]:  # a corrupting host that was good last night says so: a new break, not a standing one
         bad = [v for v in h["verdicts"] if v["profile"] in h["corrupts"]]
-        return ("; ".join(f"{v['profile']}: {v['kind']}" for v in bad),
-                "\n".join(f"{v['profile']}: {v['kind']}: {v.get('evidence')}" for v in bad))
-    if h["regressed"]:
-        return (f"regressed since {h['regression_baseline']}: {', '.join(h['regressed'])}",
-                ", ".join(h["regressed"]))
+        return ("; ".join([f"{v['profile']}: {v['kind']}" for v in bad] + ([regressed] if regressed else [])),
+                "\n".join([f"{v['profile']}: {v['kind']}: {v.get('evidence')}" for v in bad] +
+                          ([regressed] if regressed else [])))
+    if regressed:
+        return regressed, ", ".join(h["regressed"])
     return None
 
 
