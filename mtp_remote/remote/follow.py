@@ -71,7 +71,8 @@ class LogStream:
         self._err_text = ""
         self._tail_pid: int | None = None
         self._head = ""
-        self.text = ""
+        self._chunks: list[str] = []  # the text, joined when asked for (appending to one str is quadratic)
+        self._nchars = 0
         self.nbytes = 0
         self.offset = int(offset)
         self.supported = True
@@ -114,10 +115,23 @@ class LogStream:
             self._tail_pid = int(first) if first.strip().isdigit() else -1
         if data:
             self.nbytes += len(data.encode("utf-8", "surrogateescape"))
-            self.text += data
-            if len(self.text) > MAX_TEXT:
-                self.text, self.complete = self.text[-MAX_TEXT:], False
+            self._chunks.append(data)
+            self._nchars += len(data)
+            if self._nchars > MAX_TEXT + (MAX_TEXT >> 2):  # amortised: cut back to the cap now and then
+                text = "".join(self._chunks)[-MAX_TEXT:]
+                self._chunks, self._nchars, self.complete = [text], len(text), False
         return data
+
+    @property
+    def text(self) -> str:
+        """The log text received so far (its last :data:`MAX_TEXT` characters)."""
+        if len(self._chunks) > 1:
+            self._chunks = ["".join(self._chunks)]
+        text = self._chunks[0] if self._chunks else ""
+        if len(text) > MAX_TEXT:
+            text = text[-MAX_TEXT:]
+            self._chunks, self._nchars, self.complete = [text], len(text), False
+        return text
 
     def _take_children(self) -> None:
         err = self._err.take()
