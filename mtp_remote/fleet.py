@@ -311,7 +311,8 @@ def mitigation_table(doc: dict):
 
     sim = " [simulated host]" if doc.get("simulated") else ""
     t = Table(title=f"Mitigation of {doc['profile']} on {doc['host']}{sim} — loop-free candidates ranked by "
-                    f"tokens/s (non-looping samples)", title_justify="left")
+                    f"speed over the baseline (non-looping samples; [95% CI]; =#1: not distinguishable from #1)",
+              title_justify="left")
     for h in HEADERS:
         t.add_column(h, overflow="fold", no_wrap=h in ("rank", "candidate", "tok/s", "vs base", "verdict"))
     for row in table_rows(doc):
