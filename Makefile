@@ -60,8 +60,9 @@ NOTE    ?=
 bench: $(STAMP) system-deps
 	$(BIN)/python -m bench --repeats $(REPEATS) --write-docs --note "$(NOTE)"
 
+## lint: ruff over mtp_remote, bench and tests with the rule sets pinned in pyproject.toml (not part of `make test`)
 lint: $(STAMP)
-	$(BIN)/ruff check mtp_remote tests
+	$(BIN)/ruff check mtp_remote bench tests
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -37,12 +37,16 @@ HOW = {
              "wall − engine start (log file created → ready line written, watched every 5 ms) − sampling − "
              "engine's own stop (scheduler exit → memory free). `c.run` calls and paramiko exec sessions / "
              "direct-tcpip channels are counted for the whole run and divided by the cycles.",
-    "occupancy": "`api.diagnose` on the sim (`state_leak`, 5 prompts × 8 samples at T=0.7, 512 tokens, "
-                 "`--max-running-requests 16 --enable-metrics`), fixed sampling and `early_stop`. Server: "
-                 "`sglang:num_running_reqs` from `/metrics` every 50 ms, from the first running request until "
-                 "all but the profile's last 16 requests are done. Client: requests in flight (HTTP send → "
-                 "response), time-weighted, until nothing is left to send (`ProfileRun.occupancy`). One figure "
-                 "per profile per run.",
+    "occupancy": "`api.diagnose` on the sim (`state_leak`, 5 prompts × N samples at T=0.7, 512 tokens, "
+                 "`--max-running-requests 16 --enable-metrics`), fixed sampling and `early_stop`, with two "
+                 "workloads: 8 samples per prompt at sim time scale 0.05 (requests of ~0.4 s, where each "
+                 "request's turnaround weighs most) and 16 per prompt at time scale 0.2 (~1.5 s, still far "
+                 "shorter than a real 512-token generation). Server: `sglang:num_running_reqs` (and "
+                 "`num_queue_reqs`: \"holds\" is running + waiting, capped at 16: what the client keeps there; "
+                 "a waiting request runs at the engine's next step) from `/metrics` every 50 ms, from the first "
+                 "running request until all but the profile's last 16 requests are done. Client: requests in "
+                 "flight (HTTP send → response), time-weighted, until nothing is left to send "
+                 "(`ProfileRun.occupancy`). One figure per profile per run.",
     "cli": "Wall time of the command (subprocess), after one warm-up run; CPU time (user + sys) in parentheses.",
     "analyze": "`mtp-remote analyze` of a seeded 1,000-sample file (`bench/data.py`: 300-1,500 words each, "
                "one in ten looping); wall time, and the CPU time (user + sys) in parentheses.",
@@ -69,7 +73,7 @@ def render(doc: dict) -> str:
         lines += [doc["note"], ""]
     lines += [("Each figure: median, p10-p90 and min-max over n repetitions. SSH means through a throwaway OpenSSH "
               "sshd on 127.0.0.1 (`tests/support/sshd.py`); the simulated engine runs at time scale 0.02 (0.05 "
-              "for the occupancy row). Reproduce: `make bench` (`REPEATS=N`), or `python -m bench --repeats N "
+              "and 0.2 for the occupancy row). Reproduce: `make bench` (`REPEATS=N`), or `python -m bench --repeats N "
               "[--only ROWS] [--no-ssh] [--json FILE] [--write-docs]`; `MTP_BENCH_SRC=DIR` measures another "
               "tree's `mtp_remote` (before/after)."), ""]
     by_row: dict[str, list[dict]] = {}

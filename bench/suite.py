@@ -558,10 +558,12 @@ class MetricsWatch(Poller):
             time.sleep(0.05)
 
 
-def server_share(samples: list[tuple], n_requests: int, limit: int) -> tuple[float, float] | None:
-    """Mean running/limit and mean queued, from the first sample with a request running until ``n_requests -
-    limit`` requests are done (the last ``limit`` requests are the tail, where fewer is all there is). The
-    server's counter restarts per launch, so ``samples`` are one launch's."""
+def server_share(samples: list[tuple], n_requests: int, limit: int) -> tuple[float, float, float] | None:
+    """Mean running/limit, mean queued and mean min(running + queued, limit)/limit (what the server holds: the
+    client's part; a held request waits in the queue for the engine's next step before it runs), from the first
+    sample with a request running until ``n_requests - limit`` requests are done (the last ``limit`` requests
+    are the tail, where fewer is all there is). The server's counter restarts per launch, so ``samples`` are
+    one launch's."""
     start = next((i for i, s in enumerate(samples) if s[1] > 0), None)
     if start is None:
         return None
@@ -569,19 +571,31 @@ def server_share(samples: list[tuple], n_requests: int, limit: int) -> tuple[flo
     win = [s for s in samples[start:] if s[3] - base < max(n_requests - limit, 1)]
     if not win:
         return None
-    return statistics.mean(s[1] for s in win) / limit, statistics.mean(s[2] for s in win)
+    return (statistics.mean(s[1] for s in win) / limit, statistics.mean(s[2] for s in win),
+            statistics.mean(min(s[1] + s[2], limit) for s in win) / limit)
 
 
-def bench_occupancy(results: list, repeats: int, ssh_server, tmp: Path, scale: str = "0.05") -> None:
+#: (sim time scale, samples per prompt): short requests (~0.4 s: the client's turnaround weighs most) and
+#: longer ones (~1.5 s, several generations of 16 slots in the measured window)
+OCCUPANCY_WORKLOADS = (("0.05", 8), ("0.2", 16))
+
+
+def bench_occupancy(results: list, repeats: int, ssh_server, tmp: Path,
+                    workloads: tuple = OCCUPANCY_WORKLOADS) -> None:
+    for scale, samples in workloads:
+        _bench_occupancy(results, repeats, ssh_server, tmp, scale, samples)
+
+
+def _bench_occupancy(results: list, repeats: int, ssh_server, tmp: Path, scale: str, n_samples: int) -> None:
     limit = 16
     for label, tcfg in transports(ssh_server):
         for mode, extra in (("fixed", {}), ("early stop", {"early_stop": True})):
-            server, client, queued, latency = [], [], [], []
+            server, held, client, queued, latency = [], [], [], [], []
             for r in range(repeats):
-                wd = tmp / f"occ-{label}-{mode.replace(' ', '')}-{r}"
+                wd = tmp / f"occ-{scale}-{label}-{mode.replace(' ', '')}-{r}"
                 cfg = sim_host(label, wd, tcfg, SGLANG_SIM_FAULTS="state_leak", SGLANG_SIM_TIME_SCALE=scale)
                 base = yaml.safe_load((ROOT / "playbooks" / "diagnose-mtp.yaml").read_text())["base_flags"]
-                inv, pb = write_config(tmp, {"h": cfg}, samples=8, max_tokens=512, temperatures=[0.7],
+                inv, pb = write_config(tmp, {"h": cfg}, samples=n_samples, max_tokens=512, temperatures=[0.7],
                                        base_flags=base + " --enable-metrics", **extra)
                 mw = MetricsWatch(f"http://127.0.0.1:{cfg['port']}/metrics").start()
                 res = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp / "runs")
@@ -603,13 +617,17 @@ def bench_occupancy(results: list, repeats: int, ssh_server, tmp: Path, scale: s
                     if got is not None:
                         server.append(100 * got[0])
                         queued.append(got[1])
+                        held.append(100 * got[2])
                     occ = p.get("occupancy") or {}
                     if "share" in occ:
                         client.append(100 * occ["share"])
-            _row(results, "occupancy", label, f"server running / 16, {mode} (until last 16)", "%", server,
+            what = f"5 × {n_samples} requests of ~{statistics.median(latency):.1f} s" if latency else f"scale {scale}"
+            _row(results, "occupancy", label, f"server running / 16, {mode}, {what} (until last 16)", "%", server,
                  queued=statistics.mean(queued) if queued else None,
                  latency_s=statistics.median(latency) if latency else None, time_scale=scale)
-            _row(results, "occupancy", label, f"client in flight / 16, {mode} (until queue empty)", "%", client)
+            _row(results, "occupancy", label, f"server holds (running + waiting) / 16, {mode}, {what}", "%",
+                 held)
+            _row(results, "occupancy", label, f"client in flight / 16, {mode}, {what} (until queue empty)", "%", client)
 
 
 # -- main ------------------------------------------------------------------------------------------------------

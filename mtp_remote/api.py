@@ -18,16 +18,17 @@ from pydantic import ValidationError
 
 from .analysis.verdict import exit_code as verdicts_exit_code
 from .config import HostConfig, Inventory, Playbook, load_inventory, load_playbook
-from .entry import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK  # noqa: F401 (api.DEFAULT_* stays public)
-from .diagnosis import design_of, diagnose as diagnose_samples
+from .diagnosis import design_of
+from .diagnosis import diagnose as diagnose_samples
+from .entry import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK
 from .errors import EXIT_RUN_FAILED, ConfigError, Interrupted, MtpRemoteError
-from .report.document import build_summary, save_summary
+from .plan import plan_run
 from .remote import connect as transport
 from .remote.commands import mask_secrets, playbook_secrets
 from .report.ci import write_ci_outputs
+from .report.document import build_summary, save_summary
 from .report.html import write_html
 from .report.markdown import write_markdown
-from .plan import plan_run
 from .runner import Hooks, Runner, calibration_profile, load_samples, new_run_id, sample_key
 
 #: Environment variable naming the inventory when ``-i`` is not given.

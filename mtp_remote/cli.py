@@ -277,7 +277,7 @@ def logs(inventory, host, follow, lines):
     """Show the log of our server (or the newest one), optionally following it."""
     from .ops import current_log, follow_log, server_alive
 
-    with _api().open_host(inventory, host) as (cfg, c, py):
+    with _api().open_host(inventory, host) as (cfg, c, _py):
         path, pid = current_log(c, cfg)
         click.echo(f"==> {path} <==", err=True)
         if follow and pid is None:
@@ -305,10 +305,9 @@ def smoke(inventory, host, playbook, prompt, temperature, max_tokens, as_json):
     from .report.console import print_smoke  # deferred: rich renderers
 
     pb = load_playbook(_api().find_playbook(playbook, inventory))
-    with _api().open_host(inventory, host) as (cfg, c, py):
-        with transport.tunnel(c, cfg) as url:
-            res = run_smoke(url, pb, prompt=prompt, temperature=temperature, max_tokens=max_tokens,
-                                api_key=running_api_key(c, cfg, pb))
+    with _api().open_host(inventory, host) as (cfg, c, _py), transport.tunnel(c, cfg) as url:
+        res = run_smoke(url, pb, prompt=prompt, temperature=temperature, max_tokens=max_tokens,
+                        api_key=running_api_key(c, cfg, pb))
     if as_json:
         click.echo(json.dumps(res, indent=2))
     else:
@@ -325,23 +324,35 @@ def smoke(inventory, host, playbook, prompt, temperature, max_tokens, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json (with the regression check) to stdout.")
 @click.option("--metrics-file", default=None, metavar="PATH",
               help="Also write metrics.prom here, atomically (a node-exporter textfile collector's *.prom).")
+@click.option("--workers", type=click.IntRange(min=1), default=8, show_default=True,
+              help="With a group or a,b,c: hosts run at once.")
 @handle_errors
-def nightly(inventory, host, playbook, runs_dir, history_db, as_json, metrics_file):
+def nightly(inventory, host, playbook, runs_dir, history_db, as_json, metrics_file, workers):
     """Diagnose, record the run in the history, and test for regressions since the last good run (cron/CI).
 
     Every night leaves runs/RUN_ID/ with summary.json, junit.xml and metrics.prom and a history row, also
     when the run could not be done (SSH down, lock held, baseline failed, bad config). A regression is a
     tested change against the last good run: loop rate (Fisher exact) or speed (against the between-run
     spread of earlier good runs). Exit 1 when a speculative profile corrupts output or regressed, 2 when the
-    run could not be done, 130 interrupted."""
-    from .nightly import run_nightly
+    run could not be done, 130 interrupted.
+
+    \b
+    -H GROUP (or -H a,b,c): every host at once (--workers at a time), each
+    with its own run directory, artefacts and history row with the group
+    (`history --group GROUP`), checked against its own last good run; plus
+    runs/fleet-ID/ with summary.json (each host's verdict, the hosts that
+    disagree), junit.xml (one case per host) and metrics.prom (every host,
+    labelled with the group). Exit code: the largest of the hosts'."""
+    from .nightly import fleet_spec, run_nightly
     from .regression import describe
-    from .report.console import RichHooks, verdict_table
+    from .report.console import RichHooks, print_run_end, verdict_table  # deferred: rich renderers
     from .runner import Hooks
 
-    from .report.console import print_run_end  # deferred: rich renderers
-
     console = make_console(stderr=as_json)
+    fleet = fleet_spec(inventory, host)
+    if fleet is not None:
+        _nightly_fleet(console, fleet, inventory=inventory, playbook=playbook, runs_dir=runs_dir,
+                       history_db=history_db, as_json=as_json, metrics_file=metrics_file, workers=workers)
     rh = RichHooks(console)
     hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample,
                   interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
@@ -374,15 +385,43 @@ def nightly(inventory, host, playbook, runs_dir, history_db, as_json, metrics_fi
     sys.exit(res.exit_code)
 
 
+def _nightly_fleet(console, fleet, *, inventory, playbook, runs_dir, history_db, as_json, metrics_file, workers):
+    """The nightly over a group: run it, print the fleet table and where the artefacts are, exit."""
+    from .fleet import print_fleet
+    from .nightly import run_nightly_fleet
+    from .runner import Hooks
+
+    hosts, group = fleet
+    hooks = Hooks(interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
+    res = run_nightly_fleet(hosts, group=group, inventory=inventory, playbook=playbook, runs_dir=runs_dir,
+                            history_db=history_db, hooks=hooks, metrics_file=metrics_file, max_workers=workers,
+                            on_progress=lambda h, m: console.print(f"[dim]\\[{h}][/] {escape(m)}", highlight=False))
+    if as_json:
+        click.echo(json.dumps(res.summary, indent=2, default=str))
+    print_fleet(console, res.report, runs_dir=runs_dir)
+    doc = res.summary
+    for h in doc["hosts"]:
+        if h["regressed"]:
+            console.print(f"[bold red]regressed[/] {h['host']} since {h['regression_baseline']}: "
+                          f"{escape(', '.join(h['regressed']))}", highlight=False)
+    console.print(f"fleet nightly {doc['fleet_id']} (group {escape(group)}): {res.fleet_dir}/summary.json, "
+                  f"junit.xml, metrics.prom; history {res.history_db}", highlight=False)
+    sys.exit(res.exit_code)
+
+
 @main.command("history")
 @click.option("-H", "--host", default=None, help="Only runs of this host (default: every host).")
+@click.option("-g", "--group", default=None, help="Only runs of this group's fleet nightlies (the group name, or "
+                                                  "the a,b,c list the nightly was given).")
 @click.option("--runs-dir", default="runs", show_default=True, help="Runs directory whose history.sqlite is read.")
 @click.option("--history", "history_db", default=None, help="SQLite history file (default RUNS_DIR/history.sqlite).")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
-def history_cmd(host, runs_dir, history_db, limit, as_json):
-    """List recorded runs (newest first): every diagnose and nightly, completed or failed, with verdicts."""
+def history_cmd(host, group, runs_dir, history_db, limit, as_json):
+    """List recorded runs (newest first): every diagnose and nightly, completed or failed, with verdicts.
+
+    A fleet nightly (nightly -H GROUP) records one row per host with its group; --group lists them."""
     from rich.table import Table
 
     from . import store
@@ -392,17 +431,18 @@ def history_cmd(host, runs_dir, history_db, limit, as_json):
     if not store.check_history_path(history_db).exists():
         raise ConfigError("no runs recorded yet (`mtp-remote diagnose` and `nightly` record every run)",
                           file=history_db)
-    rows = store.history(history_db, host=host, limit=limit)
+    rows = store.history(history_db, host=host, group=group, limit=limit)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    t = Table(title=f"History — {history_db}")
-    for col in ("run", "host", "playbook", "started (UTC)", "status", "exit", "verdicts / cause"):
+    t = Table(title=f"History — {history_db}" + (f" — group {group}" if group else ""))
+    for col in ("run", "host", "group", "playbook", "started (UTC)", "status", "exit", "verdicts / cause"):
         t.add_column(col)
     for r in rows:
         ok = r["status"] == "completed"
         what = ", ".join(f"{p}: {k}" for p, k in r["verdicts"].items()) if ok else (r["cause"] or "")
-        t.add_row(r["run_id"], r["host"], r["playbook"], r["started_at"][:19].replace("T", " "),
+        t.add_row(r["run_id"], r["host"], escape(r["group"] or "–"), r["playbook"],
+                  r["started_at"][:19].replace("T", " "),
                   r["status"] if ok else f"[red]{r['status']}[/]", str(r["exit_code"]), escape(what))
     make_console().print(t)
 
@@ -464,15 +504,19 @@ def mitigate(inventory, host, playbook, from_run, profile, only, samples, runs_d
 @click.option("--repeats", type=click.IntRange(min=1), default=None, help="Per-prompt sample budget of each test.")
 @click.option("--from", "from_run", metavar="RUN_ID", default=None, help="Diagnose run: corrupting profile and baseline samples.")
 @click.option("--runs-dir", default="runs", show_default=True)
+@click.option("--resume", metavar="RUN_ID", default=None,
+              help="Continue bisect run RUN_ID: finished tests are not launched again, the interrupted one continues.")
 @handle_errors
-def bisect_cmd(inventory, host, playbook, good, bad, repeats, from_run, runs_dir):
-    """Find the minimal flag change from a good to a bad launch line that still corrupts output (ddmin)."""
+def bisect_cmd(inventory, host, playbook, good, bad, repeats, from_run, runs_dir, resume):
+    """Find the minimal flag change from a good to a bad launch line that still corrupts output (ddmin).
+
+    Each test's result is stored as it completes; Ctrl-C prints the --resume command."""
     from .bisect import bisect as run_bisect
 
     console = make_console()
     hooks = _console_hooks(console)
     res = run_bisect(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir, good=good, bad=bad,
-                     repeats=repeats, from_run=from_run, hooks=hooks)
+                     repeats=repeats, from_run=from_run, hooks=hooks, resume=resume)
     doc = res.document
     for t in doc["tests"]:
         console.print(f"  {t['name']}: {t['outcome']:<10} {', '.join(t['changes'])}", highlight=False, markup=False)

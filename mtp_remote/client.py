@@ -76,7 +76,7 @@ class ServerClient:
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections,
                                 keepalive_expiry=4.0))
 
-    async def __aenter__(self) -> "ServerClient":
+    async def __aenter__(self) -> ServerClient:
         return self
 
     async def __aexit__(self, *exc) -> None:

@@ -143,13 +143,13 @@ class HostConfig(_WithEnv):
         return v
 
     @model_validator(mode="after")
-    def _ssh_needs_address(self) -> "HostConfig":
+    def _ssh_needs_address(self) -> HostConfig:
         if self.transport == "ssh" and not self.address:
             raise ValueError("transport 'ssh' needs an 'address'")
         return self
 
     @model_validator(mode="after")
-    def _local_home(self) -> "HostConfig":
+    def _local_home(self) -> HostConfig:
         """On a local host ``~`` in ``python`` and ``model_path`` is this user's home (the launch line quotes
         them, so no shell would expand it); on an SSH host they are used as written."""
         if self.transport == "local":
@@ -207,7 +207,7 @@ class Inventory(_Strict):
         default_factory=dict, description="Named groups of hosts: `-H GROUP` runs a command on all of them")
 
     @model_validator(mode="after")
-    def _names(self) -> "Inventory":
+    def _names(self) -> Inventory:
         for name, host in self.hosts.items():
             if not _NAME.match(name):
                 raise ValueError(f"host name {name!r} must match {_NAME.pattern}")
@@ -390,7 +390,7 @@ class Playbook(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _check(self) -> "Playbook":
+    def _check(self) -> Playbook:
         if self.baseline not in self.profiles:
             raise ValueError(f"baseline {self.baseline!r} is not a profile; choose one of {sorted(self.profiles)}")
         if self.profiles[self.baseline].speculative:

@@ -26,7 +26,8 @@ from .runner import analysed_text
 
 @dataclass
 class Diagnosis:
-    """Cells, verdicts and — with an A/A arm — the host's calibration (``divergence.Calibration.to_dict``)."""
+    """Cells, verdicts and — with an A/A arm — the host's calibration (``divergence.Calibration.to_dict`` plus
+    ``profile``, the A/A arm's name, and ``baseline``, the arm it repeats: their cells are in ``cells``)."""
 
     cells: list[CellSummary]
     verdicts: list[Verdict]
@@ -94,4 +95,5 @@ def diagnose(*, baseline: str, profiles: dict[str, bool], samples: list[dict],
             verdicts.append(launch_failed(p, cause, hint, after_ready=bool(rest and rest[0])))
         else:
             verdicts.append(found[p])
-    return Diagnosis(cells=cells, verdicts=verdicts, calibration=calibration.to_dict() if calibration else None)
+    cal = {**calibration.to_dict(), "profile": calibration_profile, "baseline": baseline} if calibration else None
+    return Diagnosis(cells=cells, verdicts=verdicts, calibration=cal)

@@ -6,17 +6,20 @@ would; one host's failure is recorded as that host's outcome (Fabric's ``GroupRe
 the others. Each host's environment facts (:mod:`mtp_remote.envfacts`, plus its inventory env and model path)
 are collected alongside, so the fleet report can single out the hosts whose verdict differs from the majority
 and say in which facts they differ ("corrupts on gpu-3 only: driver 550.54 vs 560.35"). The report is
-written to ``runs/fleet-<run-id>/fleet.json`` and ``fleet.md``. This module also renders the mitigation
-table for the console (rich).
+written to ``runs/fleet-<run-id>/fleet.json`` and ``fleet.md``. ``nightly`` runs here too (per host exactly
+the single-host nightly, recorded in the history with the group and the fleet id); its fleet-level summary,
+junit and metrics are written by :func:`mtp_remote.nightly.run_nightly_fleet`. This module also renders the
+mitigation table for the console (rich).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -27,6 +30,8 @@ from .errors import EXIT_RUN_FAILED, MtpRemoteError
 from .runner import Hooks, new_run_id
 
 COMMANDS = ("diagnose", "mitigate", "preflight", "status", "stop")
+#: Commands run_fleet accepts: COMMANDS and ``nightly`` (started by ``nightly -H GROUP``, not by ``fleet``).
+RUNNABLE = (*COMMANDS, "nightly")
 DEFAULT_WORKERS = 8
 
 
@@ -84,8 +89,12 @@ def host_facts(inventory, host: str) -> dict:
 
 
 def _run_one(command: str, host: str, *, inventory, playbook, runs_dir, on_progress, from_run=None,
-             samples=None, force=False, only=None) -> HostOutcome:
-    hooks = Hooks(on_progress=lambda m: on_progress(host, m))
+             samples=None, force=False, only=None, hooks: Hooks | None = None,
+             nightly: dict | None = None) -> HostOutcome:
+    hooks = dataclasses.replace(hooks or Hooks(), on_progress=lambda m: on_progress(host, m))
+    if command == "nightly":
+        return _nightly_one(host, inventory=inventory, playbook=playbook, runs_dir=runs_dir, hooks=hooks,
+                            **(nightly or {}))
     if command == "diagnose":
         res = api.diagnose(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir, hooks=hooks,
                            overrides={"samples": samples} if samples else None)
@@ -118,37 +127,77 @@ def _run_one(command: str, host: str, *, inventory, playbook, runs_dir, on_progr
         return HostOutcome(host, 0, {"stop": getattr(res, "found", "done")}, res.describe())
 
 
+def _nightly_one(host: str, *, inventory, playbook, runs_dir, hooks: Hooks, history_db, group: str,
+                 fleet_id: str) -> HostOutcome:
+    """One host's nightly (never raises MtpRemoteError: a host that could not be done is an outcome with
+    its cause, and has its own artefacts and history row like a single-host nightly)."""
+    from .nightly import run_nightly
+    from .regression import describe
+
+    res = run_nightly(inventory=inventory, host=host, playbook=playbook, runs_dir=runs_dir, history_db=history_db,
+                      hooks=hooks, fleet={"group": group, "fleet_id": fleet_id})
+    vs = res.summary.get("verdicts", [])
+    detail = "; ".join([f"{v['profile']}: {v['evidence']}" for v in vs]
+                       + (describe(res.regression) if res.regression is not None else []))
+    return HostOutcome(host, res.exit_code, {v["profile"]: v["kind"] for v in vs}, detail,
+                       error=res.error.message if res.error is not None else None, run_id=res.run_id)
+
+
+def _gather(futures: list) -> bool:
+    """Wait for every future; a Ctrl-C meanwhile keeps waiting (each host sees it at its next checkpoint and
+    ends its own run, keeping its samples and artefacts). Returns whether an interrupt arrived."""
+    interrupted = False
+    while True:
+        try:
+            wait(futures)
+            return interrupted
+        except KeyboardInterrupt:
+            interrupted = True
+
+
 def run_fleet(command: str, hosts: list[str], *, inventory=api.DEFAULT_INVENTORY, playbook=api.DEFAULT_PLAYBOOK,
               runs_dir="runs", max_workers: int = DEFAULT_WORKERS, from_run: str | None = None,
               samples: int | None = None, force: bool = False, only: list[str] | None = None,
               on_progress: Callable[[str, str], None] = lambda host, msg: None,
-              write: bool = True) -> FleetReport:
+              write: bool = True, hooks: Hooks | None = None, nightly: dict | None = None) -> FleetReport:
     """Run ``command`` on every host (threads, at most ``max_workers`` at once) and build the fleet report.
 
     Per-host failures (MtpRemoteError, or any other exception: a bug on one host must not hide the others'
-    results) are that host's outcome with exit code 2. Writes ``RUNS_DIR/fleet-<run-id>/`` when ``write``."""
-    if command not in COMMANDS:
+    results) are that host's outcome with exit code 2. Writes ``RUNS_DIR/fleet-<run-id>/`` when ``write``.
+    ``hooks``: interrupt hooks shared by the hosts (progress goes to ``on_progress``). ``nightly``:
+    ``{"history_db", "group"}`` for ``command="nightly"`` (each host's history row gets the group and
+    ``fleet-<run-id>``). A Ctrl-C waits for the hosts to end their runs; it is raised again after, except for
+    ``nightly``, whose hosts' interrupted outcomes (exit 130) are the report."""
+    if command not in RUNNABLE:
         raise ValueError(f"fleet command {command!r}; choose one of {COMMANDS}")
     t0 = time.monotonic()
+    run_id = new_run_id()
+    if command == "nightly":
+        nightly = {**(nightly or {}), "fleet_id": f"fleet-{run_id}"}
 
     def one(host: str) -> HostOutcome:
         h0 = time.monotonic()
         try:
             out = _run_one(command, host, inventory=inventory, playbook=playbook, runs_dir=runs_dir,
-                           on_progress=on_progress, from_run=from_run, samples=samples, force=force, only=only)
+                           on_progress=on_progress, from_run=from_run, samples=samples, force=force, only=only,
+                           hooks=hooks, nightly=nightly)
         except MtpRemoteError as e:
             out = HostOutcome(host, e.exit_code if e.exit_code else EXIT_RUN_FAILED, error=e.message)
         except Exception as e:  # noqa: BLE001 - one host's bug is that host's outcome, not the fleet's end
             out = HostOutcome(host, EXIT_RUN_FAILED, error=f"{type(e).__name__}: {e}")
         out.duration_s = round(time.monotonic() - h0, 2)
-        if command in ("diagnose", "mitigate", "preflight"):
+        if command in ("diagnose", "mitigate", "preflight", "nightly"):
             out.facts = host_facts(inventory, host)
         on_progress(host, f"done in {out.duration_s:.1f} s (exit {out.exit_code})")
         return out
 
     with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(hosts)))) as ex:
-        outcomes = list(ex.map(one, hosts))
-    report = FleetReport(command=command, run_id=new_run_id(), hosts=outcomes,
+        futures = [ex.submit(one, h) for h in hosts]
+        interrupted = _gather(futures)
+    if interrupted and command != "nightly":
+        raise KeyboardInterrupt
+    outcomes = [f.result() for f in futures]
+    report = FleetReport(command=command, run_id=run_id, hosts=outcomes,
                          wall_s=round(time.monotonic() - t0, 2), max_workers=max_workers)
     report.disagreements = disagreements(outcomes)
     if write:

@@ -18,7 +18,7 @@ class Interrupts:
     def __init__(self) -> None:
         self.requested = False
 
-    def install(self) -> "Interrupts":
+    def install(self) -> Interrupts:
         signal.signal(signal.SIGINT, self._handler)
         signal.signal(signal.SIGTERM, self._handler)
         return self

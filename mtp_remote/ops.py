@@ -14,12 +14,12 @@ import json
 import shlex
 import socket
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Iterator
 
 from .config import HostConfig, Playbook
 from .errors import ConfigError, MtpRemoteError
-from .remote import facts, process
+from .remote import facts, hostscripts, process
 from .remote.commands import api_key_of, mask_log_secrets, server_argv, server_env
 from .remote.foreign import ForeignProcess, find_foreign, force_targets
 from .server import ServerLifecycle
@@ -176,13 +176,11 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
 def _remote_real_parser(c, python: str, argvs: list[list[str]], architectures: tuple[str, ...]):
     """Check argvs with the SGLang installed on the host (its own argparse parser, through ``c.run``);
     None when that python has no importable SGLang."""
-    import io
-
     from .lint.lint import _result_from_answer
     from .lint.probe import parse_probe_output, probe_command, probe_source
 
     r = c.run(probe_command(python, "parse-many", argvs), hide=True, warn=True,
-              in_stream=io.StringIO(probe_source()))
+              in_stream=hostscripts.WholeStdin(probe_source()))  # whole, not Invoke's byte per 10 ms
     try:
         answer = parse_probe_output(r.stdout)
     except MtpRemoteError:
@@ -258,7 +256,7 @@ def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float
         if on_progress:
             for f in targets:
                 on_progress(f"--force: signalling {f.describe()}")
-        out["killed"] = process.signal_pids(c, pids, term_s=min(term_s, 30.0))
+        out["killed"] = process.signal_pids(c, [(f.pid, f.start_ticks) for f in targets], term_s=min(term_s, 30.0))
         out["forced"] = pids
         out["gpu_release_s"], _ = process.wait_gpu_release(c, lc.smi, set(pids), gpu_release_s, on_progress)
     return out

@@ -31,6 +31,7 @@ from .errors import LaunchError, TransportLost
 from .plan import LaunchPlan, RequestSpec, plan_run
 from .remote import connect as transport
 from .remote.commands import api_key_of, mask_argv, mask_log_secrets, mask_text, playbook_secrets
+from .remote.follow import LogStream
 from .remote.logs import classify_log
 from .samples import THINK_PREFIX, analysed_text  # noqa: F401 (re-exported: diagnosis, ops)
 from .server import ServerLifecycle, TimedOut, WaitOutcome
@@ -199,8 +200,7 @@ class Runner:
         lc = ServerLifecycle(c, self.host, python=self.python, workdir=self.host.workdir, run_id=self.run_id,
                              on_progress=self.hooks.on_progress)
         try:
-            lc.prepare()
-            lc.acquire_lock(f"{getpass.getuser()}@{socket.gethostname()}")
+            lc.prepare(lock_owner=f"{getpass.getuser()}@{socket.gethostname()}")  # and the lock: one round trip
             try:
                 self._stop_leftover(lc)
                 for lp in plan_run(self.host, self.playbook, lc.workdir, self.profiles):
@@ -249,11 +249,11 @@ class Runner:
                     return default
         return default
 
-    def _stop(self, lc: ServerLifecycle):
+    def _stop(self, lc: ServerLifecycle, *, unlock: bool = False):
         """``lc.stop`` riding out a drop (it reads the record again); None when the host cannot be reached."""
         timeouts = self.playbook.timeouts
         return self._riding_out(lc, lambda: lc.stop(term_s=timeouts.term_s, drain_s=timeouts.drain_s,
-                                                                 gpu_release_s=timeouts.gpu_release_s),
+                                                     gpu_release_s=timeouts.gpu_release_s, unlock=unlock),
                                 None)
 
     def _read_log(self, lc: ServerLifecycle, path: str) -> str:
@@ -263,10 +263,11 @@ class Runner:
     def _release(self, lc: ServerLifecycle) -> None:
         """At the end of the run: stop what is left and release the host lock; when the host cannot be reached,
         note what stays there (``left_on_host``) instead of raising over the run's own error."""
-        res = self._stop(lc)
+        res = self._stop(lc, unlock=True)  # the stop and the lock's release in one round trip
         try:
             if res is not None:
-                lc.release_lock()
+                if not res.unlocked:
+                    lc.release_lock()
                 return
         except TransportLost:
             pass
@@ -350,8 +351,10 @@ class Runner:
             return
         lost: TransportLost | None = None
         drops0 = getattr(c, "drops", 0)
+        stream: LogStream | None = None
         try:
-            outcome = lc.wait_ready(rec, timeout_s=self.playbook.timeouts.ready_s)
+            stream = lc.follow(rec)  # one exec session: readiness, the crash watch and the log text
+            outcome = lc.wait_ready(rec, timeout_s=self.playbook.timeouts.ready_s, stream=stream)
             self.hooks.checkpoint()
             if outcome.ok:
                 with transport.open_tunnel(c, self.host) as self._tunnel:
@@ -363,7 +366,7 @@ class Runner:
                         ts = time.monotonic()
                         channels0 = self._tunnel.channels_opened
                         try:
-                            asyncio.run(self._sample_watched(lc, rec, url, lp, todo, pr))
+                            asyncio.run(self._sample_watched(lc, rec, url, lp, todo, pr, stream))
                         finally:
                             pr.sampling_s = time.monotonic() - ts
                             if self._tunnel.forwarder is not None:
@@ -381,11 +384,11 @@ class Runner:
             pr.cause, pr.hint = "transport_lost", e.message
         finally:
             self._tunnel = None
+            res = self._stop(lc)
             pr.ssh_drops = getattr(c, "drops", 0) - drops0
-            text = self._read_log(lc, rec.log_path)
+            text = self._log_text(lc, rec, stream, dropped=pr.ssh_drops > 0)
             (self.run_dir / "logs" / f"{lp.profile}.log").write_text(mask_log_secrets(mask_text(text, self._secrets)))
             pr.decode = [d.to_dict() for d in classify_log(text).decode]
-            res = self._stop(lc)
             if res is None:
                 pr.stop = (f"not stopped: the SSH connection is lost; the server of profile {lp.profile!r} "
                            f"(PID {rec.pid}, port {self.host.port}) may still be running")
@@ -437,18 +440,32 @@ class Runner:
                         log_tail=outcome.log_tail, cause="health_check_failed",
                         hint="the ready line was printed but /health never answered 200")
 
+    def _log_text(self, lc: ServerLifecycle, rec, stream: LogStream | None, *, dropped: bool) -> str:
+        """The server's whole log after its stop: the log stream's text when the stream saw all of it (it ended by
+        itself once the server was gone, no connection drop, nothing cut off), else read from the host in one
+        round trip (the stream's text when the host cannot be reached either)."""
+        if stream is not None:
+            ended = stream.wait_end(3.0)
+            if ended and stream.complete and not dropped:
+                return stream.text
+            if not ended:
+                stream.__exit__(None, None, None)  # stop its tail, off this path
+        text = self._read_log(lc, rec.log_path)
+        return text or (stream.text if stream is not None else "")
+
     async def _sample_watched(self, lc: ServerLifecycle, rec, url: str, lp: LaunchPlan, todo: list[RequestSpec],
-                              pr: ProfileRun) -> None:
+                              pr: ProfileRun, stream: LogStream | None = None) -> None:
         """Sample while watching the server: if its process dies or its log shows a fatal line, pending
         requests are cancelled (samples already stored are kept) and ``pr.crashed`` says why."""
         sampling = asyncio.ensure_future(self._sample(url, lp, todo, pr))
-        watching = asyncio.ensure_future(self._watch(lc, rec))
+        watching = asyncio.ensure_future(self._watch(lc, rec, stream))
         done, _ = await asyncio.wait({sampling, watching}, return_when=asyncio.FIRST_COMPLETED)
         if sampling in done:
             watching.cancel()
             sampling.result()
             # requests can all return (failed) before the watcher's next look: look once more
-            pr.crashed = await asyncio.to_thread(self._server_failure, lc, rec)
+            failed = any(x.get("error") for x in load_samples(self.samples_path) if x["profile"] == lp.profile)
+            pr.crashed = await asyncio.to_thread(self._server_failure, lc, rec, stream, failed)
             return
         pr.crashed = watching.result()
         sampling.cancel()
@@ -457,25 +474,50 @@ class Runner:
         except asyncio.CancelledError:
             pass
 
-    def _server_failure(self, lc: ServerLifecycle, rec) -> dict | None:
-        """None if the server is alive and its log shows no fatal line; else cause, hint, fatal line."""
+    def _server_failure(self, lc: ServerLifecycle, rec, stream: LogStream | None = None,
+                        failed: bool = True) -> dict | None:
+        """None if the server is alive and its log shows no fatal line; else cause, hint, fatal line. From the
+        log stream when it is live and no request failed; otherwise one poll (a server that just died may not
+        have ended the stream yet: its watcher looks every 0.1 s)."""
+        if stream is not None and not failed and not stream.ended and stream.complete:
+            stream.read(0)
+            return _failure(True, classify_log(without_request_tracebacks(
+                stream.text[: stream.text.rfind("\n") + 1])))
         alive, text = self._poll(lc, rec, 0)
         return _failure(alive, classify_log(without_request_tracebacks(text)))
 
-    async def _watch(self, lc: ServerLifecycle, rec, interval_s: float = 1.0) -> dict:
-        """Poll the server's process and log (from a byte offset) until it dies, logs a fatal line, or writes
-        nothing for ``timeouts.stall_s`` seconds while requests are in flight (a hung scheduler: SGLang logs a
-        ``Decode batch`` line every few dozen steps while it decodes)."""
-        alive, startup = await asyncio.to_thread(self._poll, lc, rec, 0)
-        offset = len(startup.encode("utf-8", "surrogateescape"))
+    async def _watch(self, lc: ServerLifecycle, rec, stream: LogStream | None = None,
+                     interval_s: float = 1.0) -> dict:
+        """Watch the server's process and log until it dies, logs a fatal line, or writes nothing for
+        ``timeouts.stall_s`` seconds while requests are in flight (a hung scheduler: SGLang logs a ``Decode
+        batch`` line every few dozen steps while it decodes). From the log stream (looked at every 0.25 s, no
+        round trip); when there is none, or it ends while the server lives (a dropped connection), by polling
+        the process and the log from a byte offset every ``interval_s`` seconds (one round trip each)."""
+        polled = stream is None or stream.ended
+        if polled:
+            alive, startup = await asyncio.to_thread(self._poll, lc, rec, 0)
+            offset = len(startup.encode("utf-8", "surrogateescape"))
+        else:
+            stream.read(0)
+            offset = stream.offset + stream.nbytes
         text = ""  # what the server wrote since sampling began
         last_growth = time.monotonic()
         stall_s = self.playbook.timeouts.stall_s
         while True:
-            await asyncio.sleep(interval_s)
-            alive, new = await asyncio.to_thread(self._poll, lc, rec, offset)
-            if new:
+            await asyncio.sleep(interval_s if polled else min(interval_s, 0.25))
+            if polled:
+                alive, new = await asyncio.to_thread(self._poll, lc, rec, offset)
                 offset += len(new.encode("utf-8", "surrogateescape"))
+            else:
+                alive, new = True, stream.read(0)
+                if stream.ended:  # the server is gone, or the connection dropped under the stream: one poll says
+                    new += stream.drain()
+                    offset = stream.offset + stream.nbytes
+                    alive, more = await asyncio.to_thread(self._poll, lc, rec, offset)
+                    offset += len(more.encode("utf-8", "surrogateescape"))
+                    new += more
+                    polled = True
+            if new:
                 text = text[-(1 << 20):] + new  # fatal lines come last: a bounded window is enough
                 last_growth = time.monotonic()
             window = without_request_tracebacks(text if not alive else text[: text.rfind("\n") + 1])

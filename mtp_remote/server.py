@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -28,11 +27,6 @@ from .remote.logs import READY_LINE, LogClassification, classify_log
 log = logging.getLogger(__name__)
 
 TAIL_LINES = 30
-#: uvicorn's bind failure as SGLang 0.5.9 logs it. SGLang does not exit after it (its warmup request waits on
-#: whatever holds the port), and when a healthy server holds the port that warmup succeeds against it and the
-#: log goes on to print the ready line: the line is fatal whatever follows.
-_BIND_FAILED = re.compile(r"\[Errno 98\] error while attempting to bind on address \('[^']*', (\d+)\)"
-                          r".*address already in use")
 POLL_S = 0.1
 CHUNK = 1 << 20
 
@@ -146,15 +140,19 @@ class ServerLifecycle:
         return self.c.run(text, hide=True, warn=warn,
                           in_stream=hostscripts.WholeStdin(stdin) if stdin is not None else False)
 
-    def prepare(self) -> None:
+    def prepare(self, lock_owner: str | None = None) -> None:
         """Resolve ``~`` in the workdir against the remote $HOME, create what is missing (new directories
         mode 0700; an existing workdir keeps its mode: it may be a shared directory we do not own) with
-        ``logs/<run-id>/``, and check it takes a write — one round trip. Raises RemoteError naming the
-        workdir when it cannot be created or written."""
+        ``logs/<run-id>/``, and check it takes a write — one round trip. With ``lock_owner`` the host lock is
+        taken in the same round trip (see :meth:`acquire_lock`). Raises RemoteError naming the workdir when it
+        cannot be created or written, LockError when the lock is held."""
         script = ('umask 077; case $1 in "~") wd=$HOME ;; "~/"*) wd=$HOME/${1#"~/"} ;; *) wd=$1 ;; esac; '
                   'printf "%s\\n" "$wd"; mkdir -p "$wd/logs/$2" 2>/dev/null; [ -d "$wd/logs/$2" ] || exit 3; '
                   't="$wd/.write-test.$$"; { printf x > "$t" && rm -f "$t"; } 2>/dev/null || { echo "not writable" >&2; exit 4; }')
-        r = self._run(f"sh -c {shlex.quote(script)} sh {shlex.quote(self.workdir)} {shlex.quote(self.run_id)}")
+        if lock_owner is not None:
+            script += '; set -- "$wd/lock"; ' + _LOCK_CREATE
+        r = self._run(f"sh -c {shlex.quote(script)} sh {shlex.quote(self.workdir)} {shlex.quote(self.run_id)}",
+                      stdin=self._lock_line(lock_owner) + "\n" if lock_owner is not None else None)
         if r.stdout.strip():
             self.workdir = r.stdout.splitlines()[0]
         if r.exited != 0:
@@ -163,11 +161,16 @@ class ServerLifecycle:
                               f"this host in the inventory", host=self.host.name,
                               command=f"mkdir -p {self.workdir}/logs/{self.run_id}", exit_code=r.exited,
                               output=r.stderr)
+        if lock_owner is not None:
+            self._judge_lock(lock_owner, r.stdout.partition("\n")[2])
 
     def log_path(self, profile: str) -> str:
         return f"{self.workdir}/logs/{self.run_id}/{profile}.log"
 
     # -- lock --------------------------------------------------------------------------------------------
+
+    def _lock_line(self, owner: str) -> str:
+        return f"{owner} {self.run_id} {int(time.time())} {os.getpid()}"
 
     def acquire_lock(self, owner: str, stale_s: float = 6 * 3600) -> None:
         """Take ``<workdir>/lock`` (noclobber create) as ``owner`` (``user@machine``).
@@ -177,12 +180,17 @@ class ServerLifecycle:
         longer exists (a run that was killed). The takeover is a compare-and-swap under a ``mkdir`` mutex:
         of two contenders for one stale lock exactly one wins. Raises LockError naming the holder otherwise."""
         path = f"{self.workdir}/lock"
-        content = f"{owner} {self.run_id} {int(time.time())} {os.getpid()}"
-        r = self._run(f"sh -c {shlex.quote(_LOCK_CREATE)} sh {shlex.quote(path)}", stdin=content + "\n")
-        if r.stdout.startswith("acquired"):
+        r = self._run(f"sh -c {shlex.quote(_LOCK_CREATE)} sh {shlex.quote(path)}", stdin=self._lock_line(owner) + "\n")
+        self._judge_lock(owner, r.stdout, stale_s)
+
+    def _judge_lock(self, owner: str, output: str, stale_s: float = 6 * 3600) -> None:
+        """Given the lock-create step's output: done when acquired, else take a stale lock over or raise."""
+        if output.startswith("acquired"):
             return
+        path = f"{self.workdir}/lock"
+        content = self._lock_line(owner)
         for _ in range(3):  # the holder may change under us: judge the lock we saw, swap only that one
-            seen = r.stdout.partition("\n")[2].strip()
+            seen = output.partition("\n")[2].strip()
             cur = seen.split()
             age = time.time() - float(cur[2]) if len(cur) >= 3 and cur[2].isdigit() else 0.0
             dead_local = (len(cur) >= 4 and cur[0] == owner and cur[3].isdigit()
@@ -191,9 +199,9 @@ class ServerLifecycle:
                 raise LockError(
                     f"host is locked by {cur[0]} (run {cur[1] if len(cur) > 1 else '?'}, {age:.0f} s ago); wait "
                     f"for it or remove {self.workdir}/lock if that run is dead", host=self.host.name)
-            r = self._run(f"sh -c {shlex.quote(_LOCK_TAKEOVER)} sh {shlex.quote(path)}",
-                          stdin=f"{seen}\n{content}\n")
-            if r.stdout.startswith("acquired"):
+            output = self._run(f"sh -c {shlex.quote(_LOCK_TAKEOVER)} sh {shlex.quote(path)}",
+                               stdin=f"{seen}\n{content}\n").stdout
+            if output.startswith("acquired"):
                 self.on_progress(f"took over a stale lock ({' '.join(cur[:2])}, {age:.0f} s old"
                                  f"{', its driver is gone' if dead_local else ''})")
                 return
@@ -206,10 +214,12 @@ class ServerLifecycle:
     # -- stop / launch -------------------------------------------------------------------------------------
 
     def stop(self, *, term_s: float = 60.0, gpu_release_s: float = 120.0,
-             drain_s: float | None = None) -> process.StopResult:
-        """Stop the server we started on this host (if any); see :func:`process.stop_server`."""
+             drain_s: float | None = None, unlock: bool = False) -> process.StopResult:
+        """Stop the server we started on this host (if any); see :func:`process.stop_server`. ``unlock``: also
+        release this run's host lock in the same round trip when the stop ends well (``res.unlocked``)."""
         res = process.stop_server(self.c, self.workdir, self.smi, term_s=term_s, gpu_release_s=gpu_release_s,
-                                  drain_s=drain_s, on_progress=self.on_progress)
+                                  drain_s=drain_s, on_progress=self.on_progress,
+                                  unlock=self.run_id if unlock else None)
         if res.found != "none":
             self.on_progress(res.describe())
         return res
@@ -270,46 +280,70 @@ class ServerLifecycle:
                f"tail -c +{offset + 1} {shlex.quote(rec.log_path)} 2>/dev/null | head -c {CHUNK}")
         return _parse_poll(self._run(cmd).stdout)
 
+    def follow(self, rec: process.ServerRecord) -> LogStream:
+        """Start following the server's log: one exec session (``follow.sh``) for the server's whole life, which
+        ends by itself once the server and its process group are gone. Pass it to :meth:`wait_ready`, watch it
+        while sampling, and take the log text from it after :meth:`stop` (``wait_end``). The host side records
+        the server's children when the ready line is written."""
+        return LogStream(self.c, rec.log_path, rec.pid, workdir=self.workdir, start_ticks=rec.start_ticks)
+
     def wait_ready(self, rec: process.ServerRecord, *, timeout_s: float,
-                   health: Callable[[], bool] | None = None) -> WaitOutcome:
+                   health: Callable[[], bool] | None = None, stream: LogStream | None = None) -> WaitOutcome:
         """Follow the log until the ready line (then poll ``health()`` until True), a crash, or the deadline.
 
-        The log is streamed (:class:`~mtp_remote.remote.follow.LogStream`, one ``tail -F --pid``), so the ready
-        line is seen within ~0.1 s even over SSH; hosts whose tail cannot do that are polled every 0.1 s from
-        the last byte offset. Returns Ready, Crashed (process gone, or a fatal signature: cause, hint, last 30
-        lines) or TimedOut."""
+        The log is streamed (``stream``, from :meth:`follow`; without one, a stream is opened here and stopped
+        on return), so the ready line is known within a few ms of being written, over SSH too, with no round
+        trip on that path. When the stream ends unexpectedly (the server died, the SSH connection dropped under
+        it, or the host's tail cannot follow a file) one poll tells which; if the server lives, the log is
+        polled every 0.1 s from the last byte offset. Returns Ready, Crashed (process gone, or a fatal
+        signature: cause, hint, last 30 lines) or TimedOut."""
+        own = stream is None
+        if stream is None:
+            stream = self.follow(rec)
+        try:
+            return self._wait_ready(rec, stream, timeout_s, health)
+        finally:
+            if own:
+                stream.__exit__(None, None, None)
+
+    def _wait_ready(self, rec: process.ServerRecord, stream: LogStream, timeout_s: float,
+                    health: Callable[[], bool] | None) -> WaitOutcome:
         watch = _Watch(self, rec, timeout_s, health)
-        with LogStream(self.c, rec.log_path, rec.pid) as stream:
-            while True:
-                new = stream.read(0.05)
-                if not stream.supported:
-                    break
-                ended = stream.ended
-                if ended and getattr(self.c, "is_connected", True) is False:
-                    break  # the SSH connection dropped under the tail: poll (each poll re-opens it), not a crash
-                if ended:
-                    time.sleep(0.05)  # let the reader thread hand over the last bytes
-                    new += stream.read(0)
-                outcome = watch.step(new, alive=not ended)
-                if outcome is not None:
-                    return self._ready(rec, outcome)
-        log.info("following the log on %s by polling (no tail -F --pid there, or the connection dropped)",
-                 self.host.name)
-        offset = len(watch.text.encode("utf-8", "surrogateescape"))
+        offset = stream.offset
         while True:
+            new = stream.read(0.05)
+            if stream.ended:
+                new += stream.drain()
+                offset = stream.offset + stream.nbytes
+                alive, more = self.poll(rec, offset)  # dead server, dropped connection, or a tail that cannot -F
+                offset += len(more.encode("utf-8", "surrogateescape"))
+                outcome = watch.step(new + more, alive=alive)
+                if outcome is not None:
+                    return self._ready(rec, outcome, stream=None)
+                break
+            outcome = watch.step(new, alive=True)
+            if outcome is not None:
+                return self._ready(rec, outcome, stream=stream)
+        log.info("following the log on %s by polling (the log stream ended while the server lives: no tail -F "
+                 "there, or the connection dropped)", self.host.name)
+        while True:
+            time.sleep(POLL_S)
             alive, new = self.poll(rec, offset)
             offset += len(new.encode("utf-8", "surrogateescape"))
             if not alive:
                 new += self.poll(rec, offset)[1]
             outcome = watch.step(new, alive=alive)
             if outcome is not None:
-                return self._ready(rec, outcome)
-            time.sleep(POLL_S)
+                return self._ready(rec, outcome, stream=None)
 
-    def _ready(self, rec: process.ServerRecord, outcome: WaitOutcome) -> WaitOutcome:
-        """On Ready, remember the server's children (a scheduler may later leave the process group)."""
+    def _ready(self, rec: process.ServerRecord, outcome: WaitOutcome, *, stream: LogStream | None) -> WaitOutcome:
+        """On Ready, remember the server's children (a scheduler may later leave the process group): the log
+        stream's host side recorded them before passing the ready line on; a polled wait records them now."""
         if outcome.ok:
-            process.record_children(self.c, self.workdir, rec)
+            if stream is None:
+                process.record_children(self.c, self.workdir, rec)
+            elif stream.children is not None:
+                rec.children = stream.children
         return outcome
 
     # -- logs ---------------------------------------------------------------------------------------------
@@ -351,11 +385,8 @@ class _Watch:
         kw = dict(profile=self.rec.profile, elapsed_s=elapsed,
                   milestones=[{"name": k, "seen_s": v} for k, v in self.seen.items()],
                   log_tail=self.text.splitlines()[-TAIL_LINES:])
-        bind = _BIND_FAILED.search(self.text)
-        if bind:  # before the ready line: after a failed bind the warmup may reach whoever holds the port
-            return Crashed(cause="port_in_use", fatal_line=bind.group(0), hint=(
-                f"the HTTP port was taken when the server tried to bind it; SGLang then neither serves nor "
-                f"exits (it is stopped now). Find what holds port {bind.group(1)} (`mtp-remote status`)"), **kw)
+        # before the ready line: a failed bind (signatures.HTTP_BIND_FAILED) is fatal even when a ready line
+        # follows (the warmup reached whoever holds the port)
         if cls.is_fatal:
             return Crashed(cause=cls.cls, hint=cls.hint, fatal_line=cls.fatal_line, **kw)
         if not alive:

@@ -3,8 +3,10 @@
 One row per run (host, playbook, status ``completed``/``failed``/``interrupted`` with its cause, exit code,
 time, directory) and one per verdict and per cell, so ``history`` lists every run and the nightly regression
 check finds the last good run and the spread of earlier ones (:mod:`mtp_remote.regression`). The database file
-defaults to ``RUNS_DIR/history.sqlite``. Databases written before the ``status``/``cause`` columns existed
-are upgraded in place (``ALTER TABLE ... ADD COLUMN``).
+defaults to ``RUNS_DIR/history.sqlite``. A run of a fleet nightly (``nightly -H GROUP``) carries its group
+(the inventory group, or the ``a,b,c`` list as given) and the fleet run id, so ``history --group`` lists one
+night of a group. Databases written before the ``status``/``cause`` or ``host_group``/``fleet_id`` columns
+existed are upgraded in place (``ALTER TABLE ... ADD COLUMN``); an old database keeps opening.
 """
 
 from __future__ import annotations
@@ -31,6 +33,13 @@ CREATE TABLE IF NOT EXISTS cells (
 
 BAD = ("spec-corrupts-output",)
 
+#: Columns added after the first release, with their declarations: added to an older database on open.
+ADDED_COLUMNS = (("status", "TEXT NOT NULL DEFAULT 'completed'"), ("cause", "TEXT"), ("host_group", "TEXT"),
+                 ("fleet_id", "TEXT"))
+
+#: Seconds a writer waits for another one (the hosts of a fleet nightly record their runs concurrently).
+BUSY_TIMEOUT_S = 30.0
+
 
 def check_history_path(path: str | Path) -> Path:
     """A usable history file: absent (it will be created) or an SQLite database. Raises ConfigError naming
@@ -51,23 +60,31 @@ def check_history_path(path: str | Path) -> Path:
 def _connect(path: Path) -> sqlite3.Connection:
     check_history_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    db = sqlite3.connect(path)
+    db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S)
     db.executescript(SCHEMA)
     cols = {r[1] for r in db.execute("PRAGMA table_info(runs)")}
-    for col, decl in (("status", "TEXT NOT NULL DEFAULT 'completed'"), ("cause", "TEXT")):
+    for col, decl in ADDED_COLUMNS:
         if col not in cols:
-            db.execute(f"ALTER TABLE runs ADD COLUMN {col} {decl}")
+            try:
+                db.execute(f"ALTER TABLE runs ADD COLUMN {col} {decl}")
+            except sqlite3.OperationalError as e:  # another host's thread of the same fleet added it first
+                if "duplicate column" not in str(e):
+                    raise
     return db
 
 
 def record_run(path: str | Path, doc: dict, run_dir: str | Path) -> None:
-    """Insert (or replace) one run's summary document (completed or failed) into the history at ``path``."""
+    """Insert (or replace) one run's summary document (completed or failed) into the history at ``path``.
+    ``doc["fleet"]`` (``{"group", "fleet_id"}``, set by a fleet nightly) fills the group columns."""
+    fleet = doc.get("fleet") or {}
     with closing(_connect(Path(path))) as db, db:
         db.execute("INSERT OR REPLACE INTO runs (run_id, host, playbook, simulated, started_at, duration_s, "
-                   "exit_code, run_dir, tool_version, status, cause) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                   "exit_code, run_dir, tool_version, status, cause, host_group, fleet_id) "
+                   "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                    (doc["run_id"], doc["host"]["name"], doc["playbook"]["name"], int(bool(doc.get("simulated"))),
                     doc["started_at"], doc.get("duration_s"), doc["exit_code"], str(run_dir), doc.get("tool_version"),
-                    doc.get("status", "completed"), _cause(doc.get("cause"))))
+                    doc.get("status", "completed"), _cause(doc.get("cause")), fleet.get("group"),
+                    fleet.get("fleet_id")))
         db.execute("DELETE FROM verdicts WHERE run_id = ?", (doc["run_id"],))
         db.execute("DELETE FROM cells WHERE run_id = ?", (doc["run_id"],))
         db.executemany("INSERT INTO verdicts VALUES (?,?,?,?,?)",
@@ -105,24 +122,25 @@ def regressions(previous: dict[str, str], current: dict[str, str]) -> list[str]:
     return sorted(p for p, kind in current.items() if bad(kind) and p in previous and not bad(previous[p]))
 
 
-def history(path: str | Path, *, host: str | None = None, limit: int = 20) -> list[dict]:
-    """Latest runs (newest first) with status, cause, run directory and verdicts, as dicts."""
+def history(path: str | Path, *, host: str | None = None, group: str | None = None, limit: int = 20) -> list[dict]:
+    """Latest runs (newest first) with status, cause, run directory, group (None outside a fleet nightly),
+    fleet run id and verdicts, as dicts. ``host``/``group``: only that host's / that group's runs."""
     p = Path(path)
     if not p.exists():
         return []
     with closing(_connect(p)) as db:
-        q = "SELECT run_id, host, playbook, started_at, exit_code, status, cause, run_dir, duration_s FROM runs"
-        args: tuple = ()
-        if host:
-            q += " WHERE host = ?"
-            args = (host,)
-        rows = db.execute(q + " ORDER BY started_at DESC LIMIT ?", (*args, limit)).fetchall()
+        q = ("SELECT run_id, host, playbook, started_at, exit_code, status, cause, run_dir, duration_s, host_group, "
+             "fleet_id FROM runs")
+        where = [(c, v) for c, v in (("host", host), ("host_group", group)) if v]
+        if where:
+            q += " WHERE " + " AND ".join(f"{c} = ?" for c, _ in where)
+        rows = db.execute(q + " ORDER BY started_at DESC, host LIMIT ?", (*(v for _, v in where), limit)).fetchall()
         out = []
-        for run_id, h, pb, started, code, status, cause, run_dir, duration in rows:
+        for run_id, h, pb, started, code, status, cause, run_dir, duration, grp, fleet_id in rows:
             verdicts = dict(db.execute("SELECT profile, kind FROM verdicts WHERE run_id = ?", (run_id,)).fetchall())
             out.append({"run_id": run_id, "host": h, "playbook": pb, "started_at": started, "exit_code": code,
                         "status": status, "cause": cause, "run_dir": run_dir, "duration_s": duration,
-                        "verdicts": verdicts})
+                        "group": grp, "fleet_id": fleet_id, "verdicts": verdicts})
         return out
 
 

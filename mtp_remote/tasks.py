@@ -180,7 +180,7 @@ def logs(c, follow=False, lines="50", inventory=None):
     try:
         if not str(lines).isdigit():
             raise ConfigError(f"--lines must be a whole number, not {lines!r}", field="--lines")
-        with _api().open_host(inventory, _host_name(c)) as (cfg, conn, py):
+        with _api().open_host(inventory, _host_name(c)) as (cfg, conn, _py):
             path, pid = current_log(conn, cfg)
             print(f"==> {path} <==")
             keep = follow and pid is not None
@@ -209,10 +209,10 @@ def smoke(c, prompt=None, temperature="0.7", playbook=DEFAULT_PLAYBOOK, inventor
         except ValueError:
             raise ConfigError(f"--temperature must be a number, not {temperature!r}", field="--temperature") from None
         pb = load_playbook(_api().find_playbook(playbook, inventory))
-        with _api().open_host(inventory, _host_name(c)) as (cfg, conn, py):
-            with transport.tunnel(conn, cfg) as url:
-                res = run_smoke(url, pb, prompt=prompt, temperature=temperature,
-                                api_key=running_api_key(conn, cfg, pb))
+        with (_api().open_host(inventory, _host_name(c)) as (cfg, conn, _py),
+              transport.tunnel(conn, cfg) as url):
+            res = run_smoke(url, pb, prompt=prompt, temperature=temperature,
+                            api_key=running_api_key(conn, cfg, pb))
     except MtpRemoteError as e:
         raise _fail(e) from None
     if json:
@@ -265,9 +265,10 @@ def mitigate(c, playbook=DEFAULT_PLAYBOOK, inventory=None, from_run=None, profil
 @task(name="bisect", auto_shortflags=False, help={"good": "good flags: profile name or flag string (default: baseline)",
             "bad": "bad flags: profile name or flag string (default: the corrupting profile)",
             "repeats": "per-prompt sample budget of each test", "from_run": "diagnose run to start from",
-            "playbook": "playbook YAML", "inventory": "inventory YAML", "runs_dir": "default runs/"})
+            "playbook": "playbook YAML", "inventory": "inventory YAML", "runs_dir": "default runs/",
+            "resume": "continue bisect run RUN_ID (finished tests are not launched again)"})
 def bisect_task(c, good=None, bad=None, repeats=None, from_run=None, playbook=DEFAULT_PLAYBOOK,
-                inventory=None, runs_dir="runs"):
+                inventory=None, runs_dir="runs", resume=None):
     """Find the minimal flag change from a good to a bad launch line that still corrupts output (ddmin)."""
     from .bisect import bisect as run_bisect
 
@@ -276,9 +277,11 @@ def bisect_task(c, good=None, bad=None, repeats=None, from_run=None, playbook=DE
     try:
         res = run_bisect(inventory=inventory, playbook=playbook, host=_host_name(c), runs_dir=runs_dir, good=good,
                          bad=bad, repeats=int(repeats) if repeats else None, from_run=from_run,
-                         hooks=_rich_hooks(console))
+                         hooks=_rich_hooks(console), resume=resume)
     except MtpRemoteError as e:
         raise _fail(e) from None
+    except KeyboardInterrupt:
+        raise _fail(Interrupted("interrupted")) from None
     doc = res.document
     if doc.get("minimal") is None:
         console.print(f"[yellow]{escape(doc['message'])}[/]")
@@ -308,5 +311,60 @@ def fleet(c, command, hosts, playbook=DEFAULT_PLAYBOOK, inventory=None, samples=
     except ValueError as e:
         raise _fail(ConfigError(str(e), field="--command")) from None
     code = print_fleet(console, report, runs_dir=runs_dir)
+    if code:
+        raise Exit(code=code)
+
+
+@task(auto_shortflags=False, help={"hosts": "a,b,c or an inventory group: every host at once (default: fab -H, else "
+                                            "the inventory's default host)",
+            "playbook": "playbook YAML (default playbooks/nightly.yaml)", "inventory": _INV_HELP,
+            "runs_dir": "default runs/", "history": "SQLite history file (default RUNS_DIR/history.sqlite)",
+            "metrics_file": "also write metrics.prom here, atomically (node-exporter textfile collector)",
+            "workers": "with a group: hosts at once (default 8)", "json": "print summary.json to stdout"})
+def nightly(c, hosts=None, playbook="playbooks/nightly.yaml", inventory=None, runs_dir="runs", history=None,
+            metrics_file=None, workers="8", json=False):
+    """Diagnose, record in the history, test for regressions since the last good run (cron/CI); -H GROUP: all.
+
+    Every night leaves runs/RUN_ID/ (summary.json, junit.xml, metrics.prom) and a history row, also when it
+    could not be done. With a group (fab -H GROUP nightly, or --hosts a,b,c) every host runs at once with its
+    own artefacts and history row (with the group), plus runs/fleet-ID/ with one junit case per host."""
+    from .nightly import fleet_spec, run_nightly, run_nightly_fleet
+    from .runner import Hooks
+
+    INTERRUPTS.install()
+    console = make_console(stderr=json)
+    hooks = Hooks(interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
+    spec = hosts or _host_name(c)
+    fleet = fleet_spec(inventory, spec)
+    try:
+        if fleet is not None:
+            from .fleet import print_fleet
+
+            res = run_nightly_fleet(fleet[0], group=fleet[1], inventory=inventory, playbook=playbook,
+                                    runs_dir=runs_dir, history_db=history, hooks=hooks, metrics_file=metrics_file,
+                                    max_workers=int(workers),
+                                    on_progress=lambda h, m: console.print(f"[dim]\\[{h}][/] {escape(m)}",
+                                                                           highlight=False))
+            print_fleet(console, res.report, runs_dir=runs_dir)
+            console.print(f"fleet nightly {res.fleet_id}: {res.fleet_dir}/summary.json, junit.xml, metrics.prom")
+            doc, code, error = res.summary, res.exit_code, None
+        else:
+            from .report.console import RichHooks, print_run_end, verdict_table
+
+            rh = RichHooks(console)
+            hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample,
+                          interrupted=hooks.interrupted, checkpoint=hooks.checkpoint)
+            one = run_nightly(inventory=inventory, host=spec, playbook=playbook, runs_dir=runs_dir,
+                              history_db=history, hooks=hooks, metrics_file=metrics_file)
+            doc, code, error = one.summary, one.exit_code, one.error
+            if error is None:
+                console.print(verdict_table(doc))
+            print_run_end(console, doc, one.run_dir, code)
+    except MtpRemoteError as e:
+        raise _fail(e) from None
+    if json:
+        _json_out(doc)
+    if error is not None:
+        raise _fail(error)
     if code:
         raise Exit(code=code)

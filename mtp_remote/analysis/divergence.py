@@ -156,18 +156,41 @@ def mean_se(values: Sequence[float]) -> tuple[float, float]:
     return float(a.mean()), se
 
 
-def kl_gap_flag(spec_k3: Sequence[float], base_k3: Sequence[float], n_se: float = KL_FLAG_SE,
-                min_gap: float = KL_MIN_GAP) -> bool:
-    """True when the spec profile's mean k3 over samples (nats/token) exceeds the baseline floor's mean by more
-    than ``n_se`` standard errors of the difference (and by at least ``min_gap``, so a bitwise-exact baseline
-    does not turn a rounding-level gap into a flag). ``base_k3``: per-sample k3 of the baseline (or of the
-    calibration arm: this host's floor). Needs two samples per side."""
+@dataclass(frozen=True)
+class KlGap:
+    """The KL probe of one profile against a floor, in nats/token: ``mean``/``se``/``n`` of the profile's
+    per-sample k3, ``floor_mean``/``floor_se``/``floor_n`` of the floor's, ``threshold`` = floor mean +
+    max(``min_gap``, ``n_se`` standard errors of the difference), ``flagged`` when the mean exceeds it."""
+
+    mean: float
+    se: float
+    n: int
+    floor_mean: float
+    floor_se: float
+    floor_n: int
+    threshold: float
+    flagged: bool
+
+
+def kl_gap(spec_k3: Sequence[float], base_k3: Sequence[float], n_se: float = KL_FLAG_SE,
+           min_gap: float = KL_MIN_GAP) -> KlGap | None:
+    """The profile's mean k3 over samples (nats/token) against the floor's: flagged when it exceeds the
+    floor's mean by more than ``n_se`` standard errors of the difference (and by at least ``min_gap``, so a
+    bitwise-exact baseline does not turn a rounding-level gap into a flag). ``base_k3``: per-sample k3 of the
+    baseline (or of the calibration arm: this host's floor). None with fewer than two samples per side."""
     if len(spec_k3) < 2 or len(base_k3) < 2:
-        return False
+        return None
     ms, ss = mean_se(spec_k3)
     mb, sb = mean_se(base_k3)
-    gap = ms - mb
-    return gap > max(min_gap, n_se * float(np.hypot(ss, sb)))
+    threshold = mb + max(min_gap, n_se * float(np.hypot(ss, sb)))
+    return KlGap(ms, ss, len(spec_k3), mb, sb, len(base_k3), threshold, ms > threshold)
+
+
+def kl_gap_flag(spec_k3: Sequence[float], base_k3: Sequence[float], n_se: float = KL_FLAG_SE,
+                min_gap: float = KL_MIN_GAP) -> bool:
+    """True when :func:`kl_gap` flags the profile (False with fewer than two samples per side)."""
+    gap = kl_gap(spec_k3, base_k3, n_se, min_gap)
+    return bool(gap and gap.flagged)
 
 
 @dataclass(frozen=True)

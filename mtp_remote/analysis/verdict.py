@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from ..errors import EXIT_CORRUPT, EXIT_HEALTHY
 from .cells import CellSummary, SampleObs, mean_of, summarize_cell
-from .divergence import NEAR_TIE_MARGIN, Calibration, calibrate, kl_gap_flag
+from .divergence import NEAR_TIE_MARGIN, Calibration, calibrate, kl_gap
 from .pairing import greedy_report
 from .stats import fisher_loops, holm, ratio_ci, samples_needed
 from .stopping import Design, look_counts, sequential_test
@@ -58,7 +58,9 @@ class Verdict:
 
     ``p_value``/``temperature``: the deciding comparison (Holm-adjusted sequential p). ``comparisons``: one
     dict per temperature (spec/base degenerate counts and n, p, adjusted p, excess bound, samples needed,
-    speed ratio, acceptance, greedy divergence).
+    speed ratio, acceptance, greedy divergence). ``kl_probe``: the KL probe against its floor when both
+    sides had two probed samples (``divergence.KlGap`` as a dict, plus ``floor_source``: ``"calibration"``
+    for the A/A arm's floor, ``"baseline"`` otherwise).
     """
 
     profile: str
@@ -68,6 +70,7 @@ class Verdict:
     temperature: float | None
     comparisons: list[dict]
     warnings: list[str] = field(default_factory=list)
+    kl_probe: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -193,18 +196,24 @@ def _warnings(spec_cells, rows) -> list[str]:
     return out
 
 
-def _kl_warning(spec_cells, base_cells, spec_samples, base_samples, calibration) -> list[str]:
-    """Per-sample k3 when samples are given (else cell means); the floor is the calibration's when measured."""
+def _kl_probe(spec_cells, base_cells, spec_samples, base_samples, calibration) -> tuple[dict | None, list[str]]:
+    """The KL probe (``Verdict.kl_probe``) and its warning when flagged. Per-sample k3 when samples are given
+    (else cell means); the floor is the calibration's when measured."""
     spec = [s.kl_k3 for s in spec_samples if s.ok and s.kl_k3 is not None]
     base = [s.kl_k3 for s in base_samples if s.ok and s.kl_k3 is not None]
     if not spec_samples:
         spec = [c.mean_kl_k3 for c in spec_cells if c.mean_kl_k3 is not None]
         base = [c.mean_kl_k3 for c in base_cells if c.mean_kl_k3 is not None]
-    floor = list(calibration.kl_floor) if calibration and calibration.kl_floor else base
-    if kl_gap_flag(spec, floor):
-        return [(f"KL probe: mean k3 {sum(spec) / len(spec):.3g} vs floor {sum(floor) / len(floor):.3g} nats/token "
-                 f"(more than 3 standard errors above): speculative tokens are less likely under a clean prefill")]
-    return []
+    calibrated = bool(calibration and calibration.kl_floor)
+    gap = kl_gap(spec, list(calibration.kl_floor) if calibrated else base)
+    if gap is None:
+        return None, []
+    probe = {**asdict(gap), "floor_source": "calibration" if calibrated else "baseline"}
+    if gap.flagged:
+        return probe, [(f"KL probe: mean k3 {gap.mean:.3g} vs floor {gap.floor_mean:.3g} nats/token "
+                        f"(more than 3 standard errors above): speculative tokens are less likely under a clean "
+                        f"prefill")]
+    return probe, []
 
 
 def _speed(spec_cells, base_cells, spec_samples, base_samples) -> tuple[float | None, tuple | None]:
@@ -236,14 +245,14 @@ def _judge_one(profile, spec_cells, base_cells, spec_samples, base_samples, rows
                calibration: Calibration | None) -> Verdict:
     near_tie = calibration.near_tie_margin if calibration else NEAR_TIE_MARGIN
     greedy, gate = _greedy(spec_samples, base_samples, rows, near_tie)
-    warnings = _warnings(spec_cells, rows) + _kl_warning(spec_cells, base_cells, spec_samples, base_samples,
-                                                         calibration)
+    kl, kl_warning = _kl_probe(spec_cells, base_cells, spec_samples, base_samples, calibration)
+    warnings = _warnings(spec_cells, rows) + kl_warning
     tail = f"; {greedy}" if greedy else ""
     m = next((r["family"] for r in rows if "family" in r), design.family)
 
     def verdict(kind, evidence, row=None):
         return Verdict(profile, kind, evidence, row.get("p_adjusted") if row else None,
-                       row["temperature"] if row else None, rows, warnings)
+                       row["temperature"] if row else None, rows, warnings, kl)
 
     def tested(r):
         return f"{_counts(r)} (p={_fmt_p(r['p_adjusted'])}, Holm over {m} cell{'s' if m > 1 else ''})"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
 
 from ..config import HostConfig, Playbook, env_value_shown, secret_env_values
 
@@ -188,12 +188,3 @@ def signal_group_command(pgid: int, signal: str) -> Command:
         raise ValueError(f"signal must be TERM, KILL, INT or 0, not {signal!r}")
     text = f"kill -{signal} -- -{int(pgid)}"
     return Command(text, text)
-
-
-def signal_pid_command(pid: int, signal: str) -> Command:
-    """``kill -SIG PID``: one process by number (used only with --force, after listing it)."""
-    if signal not in ("TERM", "KILL", "INT", "0"):
-        raise ValueError(f"signal must be TERM, KILL, INT or 0, not {signal!r}")
-    text = f"kill -{signal} {int(pid)}"
-    return Command(text, text)
-

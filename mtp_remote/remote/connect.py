@@ -202,7 +202,7 @@ class _Forwarder:
     def _serve(self, conn: socket.socket, addr) -> None:
         try:
             chan = self._channel(addr)
-        except Exception as e:  # the remote port refused, or SSH went away: close this connection only
+        except Exception as e:  # noqa: BLE001 - port refused or SSH gone: close this connection only
             log.debug("tunnel channel to %s failed: %s", self.remote, e)
             conn.close()
             return

@@ -1,20 +1,28 @@
-"""Stream a growing log from a host as it is written: one long-running ``tail -F`` instead of a poll loop.
+"""Follow a server's log from a host as it is written: one long-running host-side step for the server's whole life.
 
-Over SSH every command costs a channel and a shell (~0.15 s on loopback), so polling cannot tell within
-0.2 s that a ready line appeared. :class:`LogStream` runs ``tail -c +OFFSET -F --pid=PID LOG`` through the
-same ``c.run`` (Invoke/Fabric, ``asynchronous=True``) and receives bytes as they arrive; GNU tail exits
-by itself when the server process dies (``--pid``), which is how a crash is seen. The tail is a process we
-started: :meth:`close` signals it by its PID (printed first by the command itself).
+Over SSH every command costs a channel and a shell (~0.1-0.15 s on loopback), so polling cannot tell within
+50 ms that a ready line appeared, and a poll per second while sampling is one exec session per second.
+:class:`LogStream` runs ``follow.sh`` (``tail -c +OFFSET -F --pid=PID LOG`` behind a small reader) through the
+same ``c.run`` (Invoke/Fabric, ``asynchronous=True``) and receives bytes as they arrive. The same stream serves
+the readiness wait, the crash watch while sampling and the log text kept with the run: GNU tail exits by itself
+within 0.1 s of the server's exit (``--pid``), which is how a crash is seen and how the stream ends after a
+stop. On the ready line the host side records the server's children (``server.children``) before passing the
+line on, so that bookkeeping costs no round trip of its own. The tail is a process we started: :meth:`close`
+signals it by its PID (printed first by the command itself) when a caller ends the stream early.
 """
 
 from __future__ import annotations
 
 import logging
-import shlex
 import threading
 import time
 
+from . import hostscripts
+
 log = logging.getLogger(__name__)
+
+#: The most log text a stream keeps (its last bytes): the size ``ServerLifecycle.read_log`` reads by default.
+MAX_TEXT = 50 << 20
 
 
 class _Sink:
@@ -37,33 +45,51 @@ class _Sink:
     def take(self) -> str:
         with self._lock:
             data, self._chunks = "".join(self._chunks), []
-        self.event.clear()
+            self.event.clear()
         return data
 
 
 class LogStream:
-    """Follow ``path`` from byte ``offset`` while process ``pid`` lives. Use as a context manager.
+    """Follow the log at ``path`` from byte ``offset`` while process ``pid`` (started ``start_ticks`` clock ticks
+    after boot) lives; ``workdir`` is where its record is (``server.children`` is written there at the ready
+    line ``ready``). Use as a context manager: leaving it stops the tail unless the stream already ended.
 
-    ``read(timeout_s)`` returns the new text (waiting up to ``timeout_s`` seconds for some); ``ended`` is True
-    once tail has exited (the process died, or tail could not run); ``supported`` is False when the host's
-    tail lacks ``-F``/``--pid`` (busybox), and the caller should poll instead."""
+    ``read(timeout_s)`` returns the new text (waiting up to ``timeout_s`` seconds for some) and adds it to
+    ``text`` (the last :data:`MAX_TEXT` characters); ``ended`` is True once the command has exited (the process
+    died, or tail could not run: tell them apart with one poll); ``complete`` is False once ``text`` lost its
+    head to the cap or tail could not run; ``nbytes`` counts the log bytes received (the
+    offset a poll would continue from); ``children`` is ``[[pid, start_ticks], ...]`` once the host side has
+    recorded them (None before, or when it could not)."""
 
-    def __init__(self, c, path: str, pid: int, offset: int = 0):
+    def __init__(self, c, path: str, pid: int, *, workdir: str, start_ticks: int, offset: int = 0,
+                 ready: str | None = None):
+        from .logs import READY_LINE
+
         self.c = c
         self._sink = _Sink()
+        self._err = _Sink()
+        self._err_text = ""
         self._tail_pid: int | None = None
         self._head = ""
+        self.text = ""
+        self.nbytes = 0
+        self.offset = int(offset)
         self.supported = True
-        cmd = (f"echo $$; exec tail -s 0.1 -c +{int(offset) + 1} -F --pid={int(pid)} {shlex.quote(path)} "
-               f"2>/dev/null")
-        self._promise = c.run(cmd, asynchronous=True, hide=False, out_stream=self._sink, err_stream=_Sink(),
+        self.complete = True  # False once text had to drop its head (over MAX_TEXT)
+        self.children: list[list[int]] | None = None
+        cmd = hostscripts.script_command("follow.sh", [workdir, path, int(pid), int(start_ticks), self.offset,
+                                                       ready or READY_LINE])
+        self._promise = c.run(cmd, asynchronous=True, hide=False, out_stream=self._sink, err_stream=self._err,
                               warn=True, in_stream=False, pty=False)
 
     def __enter__(self) -> "LogStream":
         return self
 
     def __exit__(self, *exc) -> None:
-        # stopping the tail costs a round trip (~0.15 s over SSH): do it off the caller's path
+        if self.ended:
+            self._join()
+            return
+        # stopping the tail costs a round trip (~0.1 s over SSH): do it off the caller's path
         threading.Thread(target=self.close, name="logstream-close", daemon=True).start()
 
     @property
@@ -73,22 +99,65 @@ class LogStream:
 
     def read(self, timeout_s: float) -> str:
         """New text since the last call (possibly ''), waiting at most ``timeout_s`` seconds for some."""
-        if not self._sink.event.is_set() and not self.ended:
+        if timeout_s > 0 and not self._sink.event.is_set() and not self.ended:
             self._sink.event.wait(timeout_s)
         data = self._sink.take()
+        self._take_children()
         if self._tail_pid is None:
             self._head += data
             if "\n" not in self._head:
                 if self.ended:
-                    self.supported = False
+                    self.supported = self.complete = False
                 return ""
             first, _, data = self._head.partition("\n")
             self._head = ""
             self._tail_pid = int(first) if first.strip().isdigit() else -1
+        if data:
+            self.nbytes += len(data.encode("utf-8", "surrogateescape"))
+            self.text += data
+            if len(self.text) > MAX_TEXT:
+                self.text, self.complete = self.text[-MAX_TEXT:], False
         return data
+
+    def _take_children(self) -> None:
+        err = self._err.take()
+        if not err:
+            return
+        self._err_text += err
+        lines = [x[len("children "):] for x in self._err_text.splitlines() if x.startswith("children ")]
+        if any(x.startswith("result ") for x in lines):
+            ok, kids = hostscripts.parse_children("\n".join(lines))
+            self.children = kids if ok else None
+            if not ok:
+                log.warning("could not record the server's children: %s", lines[-1])
+
+    def wait_end(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` seconds for the stream to end (the server exited: GNU tail notices within
+        0.1 s), reading what is left. True when it ended; then ``text`` holds the whole log from ``offset``
+        (up to :data:`MAX_TEXT`)."""
+        deadline = time.monotonic() + timeout_s
+        while not self.ended and time.monotonic() < deadline:
+            self.read(min(0.05, max(0.0, deadline - time.monotonic())))
+        if not self.ended:
+            return False
+        self._join()
+        self.read(0)
+        return True
+
+    def drain(self) -> str:
+        """After the stream ended: wait for its last bytes to be handed over and return them (as ``read``)."""
+        self._join()
+        return self.read(0)
+
+    def _join(self) -> None:
+        try:
+            self._promise.join()
+        except Exception as e:  # a killed tail exits non-zero; warn=True keeps that quiet
+            log.debug("log stream ended: %s", e)
 
     def close(self) -> None:
         """Stop the tail (by its PID) and wait for the command to end."""
+        self.read(0)  # the tail's PID is the first line
         if not self.ended and self._tail_pid and self._tail_pid > 0:
             try:
                 self.c.run(f"kill {self._tail_pid}", hide=True, warn=True, in_stream=False)
@@ -97,7 +166,4 @@ class LogStream:
         deadline = time.monotonic() + 5
         while not self.ended and time.monotonic() < deadline:
             time.sleep(0.01)
-        try:
-            self._promise.join()
-        except Exception as e:  # a killed tail exits non-zero; warn=True keeps that quiet
-            log.debug("log stream ended: %s", e)
+        self._join()

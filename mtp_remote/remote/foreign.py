@@ -34,6 +34,7 @@ class ForeignProcess:
     gpu_mib: int
     kind: str  # "server" | "child" | "orphan" | "gpu-app" | "port-owner", "+port" when it listens on our port
     args: str
+    start_ticks: int | None = None  # clock ticks after boot, when it was read (``--force`` checks it again)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -104,7 +105,8 @@ def find_foreign(ps: list[PsEntry], gpu_apps: list[GpuApp], *, our_pgid: int | N
             else:
                 kind = "server"
             out.append(ForeignProcess(pid=p.pid, ppid=p.ppid, pgid=p.pgid, user=p.user, age_s=p.age_s,
-                                      gpu_mib=mem.get(p.pid, 0), kind=kind, args=p.args))
+                                      gpu_mib=mem.get(p.pid, 0), kind=kind, args=p.args,
+                                      start_ticks=p.start_ticks))
             seen.add(p.pid)
     if include_gpu_apps:
         by_pid = {p.pid: p for p in ps}
@@ -114,13 +116,15 @@ def find_foreign(ps: list[PsEntry], gpu_apps: list[GpuApp], *, our_pgid: int | N
                 continue
             out.append(ForeignProcess(pid=pid, ppid=p.ppid if p else 0, pgid=p.pgid if p else 0,
                                       user=p.user if p else "?", age_s=p.age_s if p else 0, gpu_mib=mib,
-                                      kind="gpu-app", args=p.args if p else "(not visible to ps)"))
+                                      kind="gpu-app", args=p.args if p else "(not visible to ps)",
+                                      start_ticks=p.start_ticks if p else None))
         for pid in sorted(port_owners - seen - set(mem)):
             p = by_pid.get(pid)
             if p is None or ours(p):
                 continue
             out.append(ForeignProcess(pid=pid, ppid=p.ppid, pgid=p.pgid, user=p.user, age_s=p.age_s, gpu_mib=0,
-                                      kind="port-owner", args=p.args))
+                                      kind="port-owner", args=p.args,
+                                      start_ticks=p.start_ticks))
     for i, f in enumerate(out):
         if f.pid in port_owners and "port" not in f.kind:
             out[i] = ForeignProcess(**{**f.to_dict(), "kind": f.kind + "+port"})

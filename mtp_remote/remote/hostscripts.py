@@ -164,6 +164,7 @@ class StopReport:
     gpu_release_s: float = 0.0
     record_json: str = ""
     error: str = ""
+    unlocked: bool = False
 
 
 def parse_stop(output: str) -> StopReport:
@@ -187,7 +188,8 @@ def parse_stop(output: str) -> StopReport:
         orphans=sorted(ints(kv.get("orphans", ""))),
         signals=[line.split(" ", 1)[1] for line in lines if line.startswith("signal ")],
         gpu_mib_held=num("gpu_mib"), exit_s=num("exit_cs") / 100, gpu_release_s=num("gpu_release_cs") / 100,
-        record_json=rec, error=result[len("error "):] if result.startswith("error") else "")
+        record_json=rec, error=result[len("error "):] if result.startswith("error") else "",
+        unlocked="unlocked" in lines)
 
 
 # -- children -----------------------------------------------------------------------------------------
@@ -201,3 +203,14 @@ def parse_children(output: str) -> tuple[bool, list[list[int]]]:
         if len(parts) == 3 and parts[0] == "child" and parts[1].isdigit() and parts[2].isdigit():
             kids.append([int(parts[1]), int(parts[2])])
     return kv.get("result") == "ok", kids
+
+
+# -- signal (--force) ---------------------------------------------------------------------------------
+
+def parse_signal(output: str) -> tuple[bool, list[int], list[int]]:
+    """Parse signal.sh: (it ran to its end, PIDs that needed SIGKILL, PIDs that survived SIGKILL)."""
+    kv, lines = _pairs(output)
+    killed = [int(x.split()[2]) for x in lines
+              if x.startswith("signal KILL ") and len(x.split()) == 3 and x.split()[2].isdigit()]
+    survivors = [int(x) for x in kv.get("survivors", "").split() if x.isdigit()]
+    return kv.get("result") == "ok" and "survivors" in kv, killed, survivors

@@ -61,7 +61,13 @@ class StateScan:
         return self.last_progress > line_bounds(self.text, pos)[1]
 
     def fatal(self) -> dict | None:
-        """The deciding fatal match as LogClassification fields, or None."""
+        """The deciding fatal match as LogClassification fields, or None. An ``anywhere`` signature decides
+        wherever it stands in the text (before the ready line, before a shutdown) and before any other."""
+        for sig in SIGNATURES:
+            if sig.anywhere and sig.severity == "fatal":
+                m = sig.regex.search(self.text) if any(lit in self.text for lit in sig.needs or ("",)) else None
+                if m is not None:
+                    return self._describe(sig, m)
         for sig in SIGNATURES:
             if sig.severity != "fatal":
                 continue

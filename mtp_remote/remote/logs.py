@@ -7,7 +7,8 @@ line decides is :mod:`mtp_remote.remote.log_state`; this module assembles the re
 loop except over ``Decode batch`` lines), so a few-MB log classifies in milliseconds.
 
 The log's *final state*: a fatal signature after the last ``The server is fired up and ready to roll!``
-line wins over ``ready``; a fatal line before it is history (the server still came up). Launch-time errors
+line wins over ``ready``; a fatal line before it is history (the server still came up), except a failed
+bind of the HTTP port (``signatures.HTTP_BIND_FAILED``), fatal wherever it stands. Launch-time errors
 seen after serving began are ``scheduler_died``; request-level tracebacks (``Exception in ASGI
 application``) and errors followed by progress are not fatal; a traceback no signature knows is at least a
 fatal ``unknown`` (see :mod:`mtp_remote.remote.signatures`). After ``SIGTERM received`` the state is

@@ -20,12 +20,12 @@ import math
 import re
 import shlex
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Callable
 
 from ..errors import RemoteError, StopError
 from . import facts, hostscripts
-from .commands import mask_argv, signal_pid_command
+from .commands import mask_argv
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class ServerRecord:
         return json.dumps(asdict(self), indent=1)
 
     @classmethod
-    def from_json(cls, text: str) -> "ServerRecord":
+    def from_json(cls, text: str) -> ServerRecord:
         data = json.loads(text)
         if "cmdline" in data:  # records from before masking kept the full command line
             data["cmdline"] = mask_argv([str(a) for a in data["cmdline"]])
@@ -86,6 +86,7 @@ class StopResult:
     log_path: str | None = None
     reason: str = ""
     kill_reason: str = ""  # why SIGTERM was not enough (the drain bound and what the server's log said)
+    unlocked: bool = False  # the run's host lock was released in the same step (``unlock=``)
 
     def describe(self) -> str:
         if self.found == "none":
@@ -220,7 +221,7 @@ def _kill_reason(c, rec: ServerRecord, bound_s: float, drain_s: float | None) ->
 
 def stop_server(c, workdir: str, smi: str, *, term_s: float = 60.0, gpu_release_s: float = 120.0,
                 drain_s: float | None = None, on_progress: Callable[[str], None] | None = None,
-                kill_s: float = 10.0) -> StopResult:
+                kill_s: float = 10.0, unlock: str | None = None) -> StopResult:
     """Stop the server recorded in ``workdir`` if (and only if) it is ours — one host-side step (stop.sh).
 
     SIGTERM to its process group, wait up to ``min(term_s, drain_s)`` seconds (SGLang's drain has no timeout),
@@ -232,10 +233,12 @@ def stop_server(c, workdir: str, smi: str, *, term_s: float = 60.0, gpu_release_
     leader is gone but members of its group or recorded children remain (an interrupted stop, an orphaned
     scheduler), they are still ours and are stopped and waited for. Progress lines reach ``on_progress`` as
     the host prints them. Raises StopError when the group survives SIGKILL or GPU memory is not released
-    (the record is kept, so a retry waits on the same processes)."""
+    (the record is kept, so a retry waits on the same processes). ``unlock``: a run id whose host lock is
+    removed in the same step when the stop ends well (``StopResult.unlocked``)."""
     smi_argv = shlex.split(smi) if smi else []
     bound = min(term_s, drain_s) if drain_s is not None else term_s
-    r = hostscripts.run_script(c, "stop.sh", [workdir, max(1, math.ceil(bound)), int(kill_s), int(gpu_release_s), *smi_argv],
+    r = hostscripts.run_script(c, "stop.sh", [workdir, max(1, math.ceil(bound)), int(kill_s), int(gpu_release_s),
+                                              unlock or "-", *smi_argv],
                                on_progress=on_progress)
     rep = hostscripts.parse_stop(r.stdout)
     rec = None
@@ -251,7 +254,8 @@ def stop_server(c, workdir: str, smi: str, *, term_s: float = 60.0, gpu_release_
     res = StopResult(pid=rep.pid, found=found, signals=rep.signals,
                      members=sorted(set(rep.members) | set(rep.orphans)), exit_s=rep.exit_s,
                      gpu_release_s=rep.gpu_release_s, gpu_mib_held=rep.gpu_mib_held,
-                     log_path=rec.log_path if rec else None, reason=rep.refused or rep.reason)
+                     log_path=rec.log_path if rec else None, reason=rep.refused or rep.reason,
+                     unlocked=rep.unlocked)
     if rec is not None and "KILL" in rep.signals and "TERM" in rep.signals:
         res.kill_reason = _kill_reason(c, rec, bound, drain_s)
         if on_progress:
@@ -263,17 +267,20 @@ def stop_server(c, workdir: str, smi: str, *, term_s: float = 60.0, gpu_release_
     return res
 
 
-def signal_pids(c, pids: list[int], *, term_s: float = 30.0) -> list[int]:
-    """``--force``: SIGTERM each listed PID (by number), then SIGKILL the ones still alive after ``term_s``.
-    Returns the PIDs that needed SIGKILL."""
-    for pid in pids:
-        _run(c, signal_pid_command(pid, "TERM").text)
-    deadline = time.monotonic() + term_s
-    left = list(pids)
-    while left and time.monotonic() < deadline:
-        alive = {p.pid for p in facts.get_ps(c)}
-        left = [p for p in left if p in alive]
-        time.sleep(POLL_S)
-    for pid in left:
-        _run(c, signal_pid_command(pid, "KILL").text)
-    return left
+def signal_pids(c, pids: list[int] | list[tuple[int, int | None]], *, term_s: float = 30.0,
+                kill_s: float = 10.0) -> list[int]:
+    """``--force``: SIGTERM each listed PID (by number, and only while it lives with the start time it was listed
+    with, when known: ``(pid, start_ticks)`` pairs), wait up to ``term_s`` seconds, SIGKILL the survivors — one
+    host-side step (signal.sh). Returns the PIDs that needed SIGKILL. Raises StopError when some survive
+    SIGKILL ``kill_s`` seconds."""
+    pairs = [(p, None) if isinstance(p, int) else p for p in pids]
+    args: list[object] = [max(1, math.ceil(term_s)), max(1, math.ceil(kill_s))]
+    for pid, start in pairs:
+        args += [int(pid), "-" if start is None else int(start)]
+    r = hostscripts.run_script(c, "signal.sh", args)
+    ok, killed, survivors = hostscripts.parse_signal(r.stdout)
+    if survivors:
+        raise StopError(f"PIDs {survivors} survived SIGKILL", evidence="check with ps; run stop --force again")
+    if ok:
+        return killed
+    raise RemoteError("signal script failed", command="signal.sh", exit_code=r.exited, output=r.stderr)

@@ -16,6 +16,10 @@ The table is a set of signature *families* with fallbacks, not a closed list of 
 - ``transient=True`` marks matches that are only decisive when the server shows no progress after them (no
   later milestone, ``Prefill``/``Decode batch`` line or answered request): a traceback followed by more
   serving was a failed request, not the server's death.
+- ``anywhere=True`` marks a line that is decisive wherever it stands and whatever follows it: uvicorn's
+  ``[Errno 98] ... address already in use`` (:data:`HTTP_BIND_FAILED`). SGLang 0.5.9 does not exit after it;
+  its warmup request goes to whatever holds the port, and when that is a healthy server the log goes on to
+  print the ready line. That ready line is the other server's answer, not this server's readiness.
 - ``wraps=True`` marks a message that wraps another error (``Capture cuda graph failed: <cause>``): the
   ``cause`` group is classified again with this table and names the class when it matches.
 - :data:`UNKNOWN_TRACEBACK` is the fallback: a Python traceback whose exception no signature knows is at
@@ -42,8 +46,8 @@ class Signature:
     """One log signature: ``pattern`` (searched in one line) -> ``cls``, ``severity`` and ``hint``.
 
     ``needs``: literals of which one must occur for the pattern to match at all (a cheap pre-check that
-    keeps patterns without a literal prefix off multi-MB logs). ``phase``/``transient``/``wraps``: module
-    docstring. ``hint`` is one line that says what to do; ``{port}``/``{flag}`` are filled from the pattern's named
+    keeps patterns without a literal prefix off multi-MB logs). ``phase``/``transient``/``anywhere``/``wraps``:
+    module docstring. ``hint`` is one line that says what to do; ``{port}``/``{flag}`` are filled from the pattern's named
     groups when it has them. ``regex`` is the compiled pattern (multiline, so ``^``/``$`` are line ends).
     """
 
@@ -53,6 +57,7 @@ class Signature:
     hint: str
     phase: str = "any"
     transient: bool = False
+    anywhere: bool = False
     wraps: bool = False
     needs: tuple[str, ...] = ()
     regex: re.Pattern = field(init=False, repr=False, compare=False)
@@ -74,6 +79,18 @@ _PORT_HINT = ("port {port} is already taken on the host: stop whatever listens t
 _INTERNAL_PORT_HINT = ("SGLang's internal {name} (port {port}) is held by PID {pid} ({proc}), usually a leftover "
                        "sglang::scheduler of an earlier server: `mtp-remote status` lists it, `mtp-remote stop "
                        "--force` stops it by PID; or move the port range (--port / --nccl-port)")
+
+#: uvicorn's failed bind of the HTTP port, as asyncio words it: ``[Errno 98] error while attempting to bind on
+#: address ('127.0.0.1', 30000): address already in use`` (an IPv6 address is a 4-tuple). Fatal wherever it
+#: stands, a later ready line included (``anywhere``): the one readiness (``server.wait_ready``) and
+#: ``classify-log`` both judge by.
+HTTP_BIND_FAILED = _S(
+    "port_in_use", "fatal",
+    r"\[Errno \d+\] error while attempting to bind on address \('[^']*', (?P<port>\d+)[,)].*address already in use",
+    "the HTTP port {port} was taken when the server tried to bind it: SGLang then neither serves nor exits, and "
+    "a ready line after it is the warmup reaching whatever holds the port. Stop what listens on {port} "
+    "(`mtp-remote status`) or choose another --port; this server ignores SIGTERM then (`mtp-remote stop` kills it)",
+    anywhere=True, needs=("error while attempting to bind",))
 
 #: Ordered most specific first: when several fatal signatures match after the ready line, the first one
 #: in this table names the cause.
@@ -145,6 +162,7 @@ SIGNATURES: tuple[Signature, ...] = (
        "GPU out of memory: set --mem-fraction-static to a smaller value, or lower --max-running-requests "
        "or the CUDA graph batch size (--cuda-graph-max-bs; --cuda-graph-max-bs-decode on 0.5.2x)"),
     # --- network, devices -----------------------------------------------------------------------------------
+    HTTP_BIND_FAILED,
     _S("port_in_use", "fatal",
        r"error while attempting to bind on address \('[^']*', (?P<port>\d+)\)", _PORT_HINT),
     # SGLang's wait_port_available: "nccl_port at 30234 is not available in 30 seconds. nccl_port is used by

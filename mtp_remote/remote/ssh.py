@@ -48,7 +48,7 @@ def _pkey(keytype: str, blob: bytes):
     """A paramiko key from known_hosts, or None for a type paramiko cannot use (e.g. ``sk-*`` keys)."""
     try:
         return paramiko.PKey.from_type_string(keytype, blob)
-    except Exception:  # UnknownKeyType, or a blob paramiko cannot read: such a key can never match
+    except Exception:  # noqa: BLE001 - UnknownKeyType, or a blob paramiko cannot read: it never matches
         return None
 
 
@@ -219,7 +219,7 @@ class HostConnection(Connection):
                 except ConnectError:
                     self.client.close()  # a refused host key leaves paramiko's transport thread running
                     raise
-                except Exception as e:  # paramiko, socket and EOF errors: described, maybe retried
+                except Exception as e:  # noqa: BLE001 - paramiko/socket/EOF errors: described, maybe retried
                     cause, transient = describe(e, where=self.where, timeout_s=float(self.connect_timeout or 0),
                                                 banner_s=self.banner_s, key_file=self.connect_kwargs.get("key_filename"),
                                                 user=self.user)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import time
-
 import sys
+import time
 
 from rich.console import Console
 from rich.markup import escape

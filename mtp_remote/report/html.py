@@ -14,7 +14,7 @@ from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from .markdown import arm_counts, num, pct, worst_samples
+from .markdown import REPORT_GLOBALS, worst_samples
 
 
 def _png(fig) -> str:
@@ -131,7 +131,7 @@ def speed_figure(cells: list[dict]):
 def render_html(doc: dict, samples: list[dict] | None = None) -> str:
     samples = samples or []
     env = Environment(loader=PackageLoader("mtp_remote.report", "templates"), autoescape=select_autoescape(["html", "j2"]))
-    env.globals.update(pct=pct, num=num, arm_counts=arm_counts)
+    env.globals.update(REPORT_GLOBALS)
     return env.get_template("report.html.j2").render(doc=doc, plots=plots(doc, samples), worst=worst_samples(samples))
 
 

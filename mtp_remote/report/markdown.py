@@ -21,6 +21,43 @@ def num(x, digits: int = 2) -> str:
     return "–" if x is None else f"{x:.{digits}f}"
 
 
+def sig(x, digits: int = 3) -> str:
+    """``x`` to ``digits`` significant figures (k3 values span 1e-6 to 1), "–" for None."""
+    return "–" if x is None else f"{x:.{digits}g}"
+
+
+#: One line on what the A/A arm is, shared by report.md and report.html.
+AA_EXPLAINED = ("An A/A arm relaunches the baseline unchanged (at another concurrency): whatever differs between "
+                "the two is this host's run-to-run noise, not speculative decoding, so it is measured, not judged, "
+                "and sets the floors the verdicts must clear.")
+
+
+def calibration_arms(doc: dict) -> tuple[str, str]:
+    """(A/A arm, baseline) names of a calibrated summary; summaries written before the calibration named its
+    arms read ``<baseline>-aa``."""
+    cal = doc.get("calibration") or {}
+    base = cal.get("baseline") or doc.get("playbook", {}).get("baseline", "baseline")
+    return cal.get("profile") or f"{base}-aa", base
+
+
+def calibration_rows(doc: dict) -> list[dict]:
+    """The A/A arm's cells beside the baseline's, per temperature: ``[{"temperature": 0.7, "aa": cell,
+    "base": cell}]`` (a cell is a ``summary.json`` cell dict, or None when that arm has none at T); empty
+    without ``doc["calibration"]``."""
+    if not doc.get("calibration"):
+        return []
+    aa, base = calibration_arms(doc)
+    cells = {(c["profile"], c["temperature"]): c for c in doc.get("cells", [])}
+    temps = sorted({t for (p, t) in cells if p in (aa, base)})
+    return [{"temperature": t, "aa": cells.get((aa, t)), "base": cells.get((base, t))} for t in temps]
+
+
+def kl_probes(doc: dict) -> list[dict]:
+    """``[{"profile": ..., **verdict.kl_probe}]`` for every verdict whose KL probe was measured (mean, se, n,
+    floor_mean, floor_se, floor_n, threshold, flagged, floor_source; nats/token)."""
+    return [{"profile": v["profile"], **v["kl_probe"]} for v in doc.get("verdicts", []) if v.get("kl_probe")]
+
+
 def arm_counts(doc: dict, profile: str) -> str:
     """The loop counts of a profile against the baseline at each temperature, naming both arms:
     ``"T=0.7: mtp 16/20 vs baseline 0/20"`` (joined by "; "; "–" when the profile has no cells)."""
@@ -62,10 +99,15 @@ def worst_samples(samples: list[dict]) -> list[dict]:
     return out
 
 
+#: What both templates may call.
+REPORT_GLOBALS = {"pct": pct, "num": num, "sig": sig, "arm_counts": arm_counts, "calibration_rows": calibration_rows,
+                  "calibration_arms": calibration_arms, "kl_probes": kl_probes, "AA_EXPLAINED": AA_EXPLAINED}
+
+
 def render_markdown(doc: dict, samples: list[dict] | None = None) -> str:
     env = Environment(loader=PackageLoader("mtp_remote.report", "templates"), undefined=StrictUndefined,
                       keep_trailing_newline=True)
-    env.globals.update(pct=pct, num=num, arm_counts=arm_counts)
+    env.globals.update(REPORT_GLOBALS)
     return env.get_template("report.md.j2").render(doc=doc, worst=worst_samples(samples or []))
 
 

@@ -171,10 +171,10 @@ async def generate_stream(srv, body: dict):
     while True:
         await req.updates.get()
         seq = req.seq
+        finished = seq.finished  # before the yield: the engine steps on while the event is sent
         yield sse({"text": visible_text(srv, seq.output_ids, seq.finish_reason),
-                   "output_ids": list(seq.output_ids), "meta_info": meta_info(srv, req, lp and seq.finished,
-                                                                               start)})
-        if seq.finished:
+                   "output_ids": list(seq.output_ids), "meta_info": meta_info(srv, req, lp and finished, start)})
+        if finished:
             break
     yield "data: [DONE]\n\n"
 
@@ -270,6 +270,7 @@ async def chat_stream(srv, body: dict):
     sent_r, sent_c = "", ""
     while True:
         await req.updates.get()
+        finished = req.seq.finished  # before the yield: the engine steps on while the chunk is sent
         text = visible_text(srv, req.seq.output_ids, req.seq.finish_reason)
         r, c = split_reasoning(text) if use_parser else (None, text)
         r, c = r or "", c or ""
@@ -281,7 +282,7 @@ async def chat_stream(srv, body: dict):
         sent_r, sent_c = r, c
         if delta:
             yield chunk(delta)
-        if req.seq.finished:
+        if finished:
             break
     reason, matched = _finish(req)
     yield chunk({}, reason, matched)

@@ -278,26 +278,27 @@ class CountingContext(Context):
 
 
 def test_one_launch_cycle_is_a_handful_of_round_trips(tmp_path):
-    """prepare, lock, stop of a leftover, launch (+exec wait + identity + record), follow to ready, children,
-    read the log, stop (+group gone + strays + GPU release), unlock: 11 exec sessions (37 before the
-    host-side scripts)."""
+    """prepare + lock, stop of a leftover, launch (+exec wait + identity + record), one log stream (ready line,
+    children, the log text), stop (+group gone + strays + GPU release) + unlock: 5 exec sessions (37 before the
+    host-side scripts, 11 before the log stream)."""
     host = sim_host(tmp_path)
     c = CountingContext()
     lc = lifecycle(host, c=c)
-    lc.acquire_lock("me@here")
+    c.calls.clear()  # the helper prepared the workdir already
+    lc.prepare(lock_owner="me@here")
     lc.stop(term_s=10, gpu_release_s=10)
     rec = launch(lc)
     n_launch = sum(c.calls.values())
-    out = lc.wait_ready(rec, timeout_s=60,
+    stream = lc.follow(rec)
+    out = lc.wait_ready(rec, timeout_s=60, stream=stream,
                         health=lambda: httpx.get(f"http://127.0.0.1:{host.port}/health", timeout=2).status_code == 200)
     assert out.ok
-    lc.read_log(rec.log_path)
-    res = lc.stop(term_s=10, gpu_release_s=10)
-    lc.release_lock()
-    assert res.found == "running"
+    res = lc.stop(term_s=10, gpu_release_s=10, unlock=True)
+    assert res.found == "running" and res.unlocked
+    assert stream.wait_end(3.0) and "fired up and ready to roll" in stream.text
     total = sum(c.calls.values())
-    assert n_launch == 4, dict(c.calls)  # prepare, lock, stop (nothing recorded), launch
-    assert total <= 11, dict(c.calls)
+    assert n_launch == 3, dict(c.calls)  # prepare + lock, stop (nothing recorded), launch
+    assert total == 5, dict(c.calls)
 
 
 def test_ctrl_c_while_launch_waits_stops_the_server_it_started(tmp_path):

@@ -23,17 +23,23 @@ MTP = ("--speculative-algorithm NEXTN --speculative-num-steps 3 --speculative-ea
        "--speculative-num-draft-tokens 4")
 
 
-@pytest.fixture(scope="module")
-def field(tmp_path_factory):
-    """A faulty sim host, a small field playbook and one diagnose run of it: (inventory, playbook, runs, run)."""
-    tmp = tmp_path_factory.mktemp("mitigate")
-    inv = {"default_host": HOST, "hosts": {HOST: {
+def write_field(tmp, host: str = HOST) -> None:
+    """``tmp/inventory.yaml`` with one sim host (local, state_leak, time scale 0.01) and ``tmp/pb.yaml``, the
+    field playbook cut to 4 prompts x 3 samples at T=0.7."""
+    inv = {"default_host": host, "hosts": {host: {
         "transport": "local", "engine": "sim", "workdir": str(tmp / "wd"), "port": free_port(),
         "python": sys.executable, "env": {"SGLANG_SIM_TIME_SCALE": "0.01", "SGLANG_SIM_FAULTS": "state_leak"}}}}
     (tmp / "inventory.yaml").write_text(yaml.safe_dump(inv))
     pb = yaml.safe_load((ROOT / "playbooks" / "diagnose-mtp.yaml").read_text())
     pb.update(samples=3, max_tokens=1024, temperatures=[0.7], prompts=pb["prompts"][:4])
     (tmp / "pb.yaml").write_text(yaml.safe_dump(pb))
+
+
+@pytest.fixture(scope="module")
+def field(tmp_path_factory):
+    """A faulty sim host, a small field playbook and one diagnose run of it: (inventory, playbook, runs, run)."""
+    tmp = tmp_path_factory.mktemp("mitigate")
+    write_field(tmp)
     runs = tmp / "runs"
     res = api.diagnose(inventory=str(tmp / "inventory.yaml"), playbook=str(tmp / "pb.yaml"), runs_dir=runs)
     assert res.summary["verdicts"][0]["kind"] == "spec-corrupts-output"

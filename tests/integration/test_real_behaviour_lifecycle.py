@@ -124,9 +124,11 @@ def test_request_tracebacks_are_not_server_failures_in_the_real_log(corpus):
     assert "The server is fired up and ready to roll!" in without_request_tracebacks(text)
 
 
-def test_a_500_on_one_request_does_not_end_the_profile(tmp_path):
+@pytest.mark.parametrize("watch", ["stream", "poll"])
+def test_a_500_on_one_request_does_not_end_the_profile(tmp_path, watch):
     lc = lifecycle(sim_host(tmp_path))
     rec, _ = launch_ready(lc)
+    stream = lc.follow(rec) if watch == "stream" else None
     runner = Runner(lc.host, PLAYBOOK, tmp_path / "run", run_id="r1", python=lc.python)
     bad = httpx.post(f"http://127.0.0.1:{lc.host.port}/generate", timeout=30,
                      json={"text": "What is 2+2?", "sampling_params": {"seed": 1}})
@@ -135,9 +137,14 @@ def test_a_500_on_one_request_does_not_end_the_profile(tmp_path):
 
     async def watch_briefly():
         try:
-            return await asyncio.wait_for(runner._watch(lc, rec, interval_s=0.1), timeout=1.5)
+            return await asyncio.wait_for(runner._watch(lc, rec, stream, interval_s=0.1), timeout=1.5)
         except asyncio.TimeoutError:
             return None
 
     assert asyncio.run(watch_briefly()) is None, "the watcher ended the profile on a request's 500"
-    assert runner._server_failure(lc, rec) is None
+    assert runner._server_failure(lc, rec, stream, failed=False) is None
+    if stream is not None:
+        assert "Exception in ASGI application" in stream.text, "the stream saw the traceback it judged"
+        lc.stop(term_s=10, gpu_release_s=10)
+        assert stream.wait_end(3.0) and stream.complete
+        assert stream.text == Path(rec.log_path).read_text(), "the stream holds the whole log once it ends"

@@ -93,3 +93,32 @@ def test_a_half_written_fatal_line_is_judged_only_once_complete(corpus):
     assert w.step(text[:cut], alive=True) is None  # "AssertionError: Not en" alone decides nothing
     out = w.step(text[cut:], alive=True)
     assert out.kind == "crashed" and out.cause == "mamba_cache_exhausted"
+
+
+@pytest.mark.parametrize("then", ["stay", "exit"])
+def test_a_host_whose_tail_cannot_follow_is_polled_to_the_same_outcome(replay, tmp_path, monkeypatch, then):
+    """busybox-like tail without -F: the stream ends at once while the server lives; one poll says the server
+    lives, and the wait goes on by polling (children recorded by their own step then)."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "tail").write_text('#!/bin/sh\nfor a in "$@"; do [ "$a" = -F ] && { echo "tail: unrecognized option -F" >&2; '
+                               'exit 1; }; done\nexec /usr/bin/tail "$@"\n')
+    (fake / "tail").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{__import__('os').environ['PATH']}")
+    lc, rec = replay("l01_ready_tp2_nextn" if then == "stay" else "l12_unknown_flag", then)
+    out = lc.wait_ready(rec, timeout_s=30)
+    if then == "stay":
+        assert out.kind == "ready" and [m["name"] for m in out.milestones][-1] == "ready"
+        assert (tmp_path / "server.children").exists(), "the polled wait recorded the children itself"
+    else:
+        assert out.kind == "crashed" and out.cause == "argparse_error"
+
+
+def test_the_stream_ends_with_the_server_and_holds_its_whole_log(replay, tmp_path):
+    lc, rec = replay("l01_ready_tp2_nextn", "exit")
+    stream = lc.follow(rec)
+    out = lc.wait_ready(rec, timeout_s=30, stream=stream)
+    assert out.kind == "ready"
+    assert stream.wait_end(5.0), "the stream ended by itself once the server exited"
+    assert stream.complete and stream.text == Path(rec.log_path).read_text()
+    assert stream.text.count("\n") == Path(rec.log_path).read_text().count("\n") > 20

@@ -1,15 +1,22 @@
 # stop.sh — stop the server recorded in WORKDIR, in one host-side step (POSIX sh; lib.sh is prepended).
 #
-# usage: sh -c "$(cat lib.sh stop.sh)" sh WORKDIR TERM_S KILL_S GPU_S [NVIDIA_SMI_ARGV...]
+# usage: sh -c "$(cat lib.sh stop.sh)" sh WORKDIR TERM_S KILL_S GPU_S UNLOCK [NVIDIA_SMI_ARGV...]
+# UNLOCK: "-", or a run id whose host lock (WORKDIR/lock) is removed when the stop ends well (the end of a run:
+# the stop and the release in one round trip; a lock held by another run is left alone).
 # Reads server.ident ("pid pgid start_ticks boot_id cmdline_sha256", written by launch.sh; older records:
 # the head of server.json) and server.children ("pid start_ticks" lines). The leader is ours only with the
 # recorded start time, boot and command-line hash; the group is signalled only when pgid == pid and no
 # ancestor of this shell is in it. SIGTERM to the group, wait TERM_S, SIGKILL, wait KILL_S, SIGKILL recorded
 # children that left the group (same PID and start time), then wait up to GPU_S until nvidia-smi lists none
-# of them. stdout: "key value" lines, "progress TEXT" while it runs, last "result ok" or "result error TEXT".
+# of them. stdout: "key value" lines, "progress TEXT" while it runs, "unlocked" when UNLOCK released the lock,
+last "result ok" or "result error TEXT".
 set -u
-wd=$1 term_s=$2 kill_s=$3 gpu_s=$4
-shift 4
+wd=$1 term_s=$2 kill_s=$3 gpu_s=$4 unlock=$5
+shift 5
+ok() {  # the stop ended well: release the run's lock if asked, then say so
+  if [ "$unlock" != "-" ] && grep -qF " $unlock " "$wd/lock" 2>/dev/null && rm -f "$wd/lock"; then say "unlocked"; fi
+  say "result ok"; exit 0
+}
 ident=$(cat "$wd/server.ident" 2>/dev/null)
 if [ -z "$ident" ] && [ -f "$wd/server.json" ]; then  # a record from before server.ident existed
   ident=$(tr -d '\n\t ' < "$wd/server.json" 2>/dev/null |
@@ -18,7 +25,7 @@ fi
 if [ -z "$ident" ]; then
   [ -f "$wd/server.json" ] && say "found unreadable" || say "found none"
   rm -f "$wd/server.json" "$wd/server.pid" "$wd/server.children"
-  say "result ok"; exit 0
+  ok
 fi
 set -- $ident "$@"
 pid=$1 pgid=$2 start=$3 boot=$4 sha=${5:--}
@@ -35,7 +42,7 @@ say "record-begin"; cat "$wd/server.json" 2>/dev/null; say ""; say "record-end"
 drop_record() { rm -f "$wd/server.ident" "$wd/server.json" "$wd/server.pid" "$wd/server.children"; }
 cur_boot=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo -)
 if [ "$boot" != "-" ] && [ "$cur_boot" != "-" ] && [ "$boot" != "$cur_boot" ]; then
-  say "found gone"; say "reason the host rebooted since the launch"; drop_record; say "result ok"; exit 0
+  say "found gone"; say "reason the host rebooted since the launch"; drop_record; ok
 fi
 # the leader: ours, someone else's (PID reused), or gone
 found=gone
@@ -48,7 +55,7 @@ if s=$(alive_start "$pid"); then
   fi
   if [ $same = 0 ]; then
     say "found not-ours"; say "reason PID $pid is alive with another start time or command line (PID reused)"
-    drop_record; say "result ok"; exit 0
+    drop_record; ok
   fi
   found=running
 fi
@@ -65,10 +72,10 @@ say "found $found"
 # never a group that is not led by the recorded PID, nor one that holds this shell or its ancestors
 if [ -n "$members" ]; then
   if [ "$pgid" != "$pid" ]; then
-    say "refused the record names process group $pgid, not led by PID $pid"; drop_record; say "result ok"; exit 0
+    say "refused the record names process group $pgid, not led by PID $pid"; drop_record; ok
   fi
   case $(caller_groups) in *" $pgid "*)
-    say "refused process group $pgid holds the caller of this stop"; drop_record; say "result ok"; exit 0 ;;
+    say "refused process group $pgid holds the caller of this stop"; drop_record; ok ;;
   esac
 fi
 pids=" $pid $members $left $(printf '%s\n' "$children" | while read -r cp cs; do printf '%s ' "$cp"; done)"
@@ -129,4 +136,4 @@ while :; do
 done
 say "gpu_release_cs $(( $(up) - t1 ))"
 drop_record
-say "result ok"
+ok
