@@ -24,8 +24,9 @@ TITLES = {"ready": "Ready line written → tool knows", "stop": "Stop → GPU me
           "cli": "Command-line start time", "analyze": "`analyze` on a 1,000-sample samples.jsonl"}
 HOW = {
     "ready": "A stand-in server writes startup lines, then at one instant writes the ready line and turns its "
-             "`/health` and `/health_generate` to 200. The tool (`ServerLifecycle.wait_ready`) and the two "
-             "anchors — `until curl -sf URL; do sleep P; done` run on the host, through the same transport — "
+             "`/health` and `/health_generate` to 200. The tool (`ServerLifecycle.wait_ready` on the server's log "
+             "stream, as the runner calls it: the ready line, then `/health` answering 200 through the "
+             "tunnel opened while the server started) and the two anchors — `until curl -sf URL; do sleep P; done` run on the host, through the same transport — "
              "watch the same launch; each figure is when it returned minus that instant.",
     "stop": "The simulated engine is launched and ready, then stopped by `ServerLifecycle.stop`. "
             "\"Beyond engine\" is from the memory being free by the sim's own record (scheduler exit + its "

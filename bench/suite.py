@@ -48,6 +48,7 @@ SRC = os.environ.get("MTP_BENCH_SRC")
 if SRC:
     sys.path.insert(0, SRC)
 
+import httpx
 import yaml
 
 from mtp_remote import api
@@ -240,8 +241,20 @@ def bench_ready(results: list, repeats: int, ssh_server, tmp: Path, anchors: boo
                                                cmdline=list(info.cmdline), profile="bench", port=port,
                                                log_path=str(log), run_id="bench", started_at=time.time())
                     lc = ServerLifecycle(c, host, python=sys.executable, workdir=str(wd), run_id="bench")
-                    out = lc.wait_ready(rec, timeout_s=30)
-                    known = time.time()
+                    # as the runner does: the tunnel opened while the server starts, the log stream kept
+                    # open, and the ready line confirmed by /health through the tunnel
+                    with connect.open_tunnel(c, host.model_copy(update={"port": port})) as tun, \
+                            httpx.Client(base_url=tun.url, timeout=5) as hc:
+                        def health(hc=hc) -> bool:
+                            try:
+                                return hc.get("/health").status_code == 200
+                            except httpx.HTTPError:
+                                return False
+
+                        stream = lc.follow(rec)
+                        out = lc.wait_ready(rec, timeout_s=30, stream=stream, health=health)
+                        known = time.time()
+                        stream.__exit__(None, None, None)
                     assert out.ok, out.describe()
                     stamp = Path(str(log) + ".t")
                     while not stamp.exists() or not stamp.read_text():

@@ -10,7 +10,6 @@ and releases the host lock.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import getpass
 import json
 import logging
@@ -18,13 +17,12 @@ import re
 import secrets
 import socket
 import time
-from collections import Counter, deque
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
 
-from .analysis.degeneracy import analyze_text
 from .client import Completion, ServerClient
 from .config import HostConfig, Playbook
 from .errors import LaunchError, TransportLost
@@ -34,6 +32,7 @@ from .remote.commands import api_key_of, mask_argv, mask_log_secrets, mask_text,
 from .remote.follow import LogStream
 from .remote.logs import classify_log
 from .samples import THINK_PREFIX, analysed_text  # noqa: F401 (re-exported: diagnosis, ops)
+from .sampling import Cells, Occupancy, load_samples, sample_key, sample_record, send_order  # noqa: F401 (re-exported)
 from .server import ServerLifecycle, TimedOut, WaitOutcome
 from .store import open_samples_for_append
 
@@ -127,43 +126,6 @@ def _failure(alive: bool, cls) -> dict | None:
         return {"cause": "process_exited", "fatal_line": None,
                 "hint": "the server process exited while requests were running"}
     return None
-
-
-def sample_record(req: RequestSpec, comp: Completion, *, speculative: bool, api: str, kl: dict | None = None,
-                  think_opened_by_prompt: bool = False) -> dict:
-    """One line of samples.jsonl: the request, the response, its degeneracy metrics and (with the KL probe)
-    the k3 estimator of prefill vs decode logprobs; top-2 margins are kept at T=0 for the near-tie rule."""
-    metrics = None
-    if comp.error is None:
-        metrics = analyze_text(analysed_text(comp.text, think_opened_by_prompt), comp.output_ids).to_dict()
-    accept = (comp.completion_tokens / comp.spec_verify_ct) if comp.spec_verify_ct else None
-    return {
-        "profile": req.profile, "speculative": speculative, "temperature": req.temperature,
-        "prompt_id": req.prompt_id, "sample_index": req.sample_index, "seed": req.seed, "api": api,
-        "text": comp.text, "finish_reason": comp.finish_reason, "prompt_tokens": comp.prompt_tokens,
-        "completion_tokens": comp.completion_tokens, "reasoning_tokens": comp.reasoning_tokens,
-        "latency_s": round(comp.latency_s, 4), "spec_verify_ct": comp.spec_verify_ct,
-        "accept_length": round(accept, 4) if accept else None, "output_ids": comp.output_ids,
-        "error": comp.error, "metrics": metrics, "kl": kl, "think_opened_by_prompt": think_opened_by_prompt,
-        "top2_margins": comp.top2_margins if req.temperature == 0 else None,
-    }
-
-
-def load_samples(path: Path) -> list[dict]:
-    """Samples already stored (a truncated last line from a crash is skipped)."""
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            log.warning("skipping a truncated line in %s", path)
-    return out
-
-
-def sample_key(s: dict) -> tuple:
-    return (s["profile"], float(s["temperature"]), s["prompt_id"], s["sample_index"])
 
 
 class Runner:
@@ -354,10 +316,10 @@ class Runner:
         stream: LogStream | None = None
         try:
             stream = lc.follow(rec)  # one exec session: readiness, the crash watch and the log text
-            outcome = lc.wait_ready(rec, timeout_s=self.playbook.timeouts.ready_s, stream=stream)
-            self.hooks.checkpoint()
-            if outcome.ok:
-                with transport.open_tunnel(c, self.host) as self._tunnel:
+            with transport.open_tunnel(c, self.host) as self._tunnel:  # opened while the server starts
+                outcome = lc.wait_ready(rec, timeout_s=self.playbook.timeouts.ready_s, stream=stream)
+                self.hooks.checkpoint()
+                if outcome.ok:
                     url = self._tunnel.url
                     outcome = self._confirm_health(lc, rec, url, outcome, t0)
                     pr.ready_s = time.monotonic() - t0
@@ -533,12 +495,12 @@ class Runner:
     async def _sample(self, url: str, lp: LaunchPlan, todo: list[RequestSpec], pr: ProfileRun) -> None:
         """Send ``todo`` through ``limit`` workers fed by one queue, so a slot is refilled the moment its
         request returns (no round barrier); with ``early_stop`` a cell stops being fed once it is settled
-        (:class:`_Cells`). A response's metrics and JSON line are done by a separate task (metrics in a worker
+        (:class:`~mtp_remote.sampling.Cells`). A response's metrics and JSON line are done by a separate task (metrics in a worker
         thread) while its worker already sends the next request, so no slot waits for bookkeeping."""
         pb = self.playbook
         limit = self._concurrency.get(lp.profile) or pb.concurrency or pb.max_running_requests()
-        queue = deque(sorted(todo, key=_send_order))
-        cells = _Cells(self, lp, todo) if pb.early_stop else None
+        queue = deque(sorted(todo, key=send_order))
+        cells = self._cells(lp, todo) if pb.early_stop else None
         occupancy = Occupancy(limit)
         progress = {"done": 0, "total": len(todo)}
         self.hooks.on_profile(lp.profile, len(todo))
@@ -640,9 +602,14 @@ class Runner:
         probe = kl_probe([p for p, _ in pairs], [d for _, d in pairs])
         return {"mean_k3": probe.mean_k3, "max_k3": probe.max_k3, "n_tokens": probe.n_tokens}
 
+    def _cells(self, lp: LaunchPlan, todo: list[RequestSpec]) -> Cells:
+        """The early-stopping bookkeeping of ``lp``'s cells, deciding with :meth:`_cell_decision`."""
+        return Cells(lp, todo, samples_path=self.samples_path, baseline=self.playbook.baseline,
+                     decide=lambda t, records: self._cell_decision(lp, t, records))
+
     def _cell_decision(self, lp: LaunchPlan, temperature: float, records: list[dict]) -> dict:
         """Early-stopping state of one cell from ``records`` (samples.jsonl dicts held in memory: the
-        baseline's, and this profile's whole rounds only; see :class:`_Cells`): the decision rule of the
+        baseline's, and this profile's whole rounds only; see :class:`~mtp_remote.sampling.Cells`): the decision rule of the
         verdict (analysis.stopping.cell_decision with diagnosis.design_of — one rule from first sample to
         verdict)."""
         from .analysis.stopping import cell_decision
@@ -655,135 +622,3 @@ class Runner:
             design = replace(design, sequential=False)
         return cell_decision(records, profile=lp.profile, baseline=pb.baseline, temperature=temperature,
                              design=design)
-
-
-def _send_order(req: RequestSpec) -> tuple:
-    """Queue order: round by round (sample index), both temperatures' cells side by side, prompts in plan
-    order — so whole rounds complete early, which is what a stopping look needs."""
-    return (req.sample_index, req.temperature)
-
-
-class Occupancy:
-    """Requests in flight over time, for the figure "requests in flight vs the server's limit".
-
-    ``in_flight()`` wraps one request (HTTP send to response); ``queue_empty()`` marks the moment nothing
-    is left to send (the tail starts). ``to_dict()``: ``limit``, ``mean_in_flight`` (time-weighted, from the
-    first send to the tail) and its ``share`` of ``limit``, ``full_s`` (seconds of that span), ``tail_s``
-    (from then to the last response), ``sent`` (requests). Wall-clock ``t_first_send``/``t_queue_empty``
-    (epoch seconds) let a benchmark line it up with the server's own counts."""
-
-    def __init__(self, limit: int):
-        self.limit = limit
-        self.n = 0
-        self.sent = 0
-        self._area = 0.0
-        self._t_last: float | None = None
-        self._t0: float | None = None
-        self._t_empty: float | None = None
-        self._t_end: float | None = None
-        self._wall0: float | None = None
-        self._wall_empty: float | None = None
-
-    def _step(self, delta: int) -> None:
-        now = time.monotonic()
-        if self._t0 is None:
-            self._t0, self._wall0 = now, time.time()
-        elif self._t_empty is None:
-            self._area += self.n * (now - self._t_last)
-        self._t_last, self._t_end = now, now
-        self.n += delta
-
-    @contextlib.contextmanager
-    def in_flight(self):
-        self._step(+1)
-        self.sent += 1
-        try:
-            yield
-        finally:
-            self._step(-1)
-
-    def queue_empty(self) -> None:
-        if self._t_empty is None and self._t0 is not None:
-            now = time.monotonic()
-            self._area += self.n * (now - self._t_last)
-            self._t_last, self._t_empty, self._wall_empty = now, now, time.time()
-
-    def to_dict(self) -> dict:
-        if self._t0 is None:
-            return {"limit": self.limit, "sent": 0}
-        end = self._t_empty if self._t_empty is not None else self._t_end
-        span = max(end - self._t0, 1e-9)
-        mean = self._area / span
-        return {"limit": self.limit, "sent": self.sent, "mean_in_flight": round(mean, 3),
-                "share": round(mean / self.limit, 4), "full_s": round(span, 3),
-                "tail_s": round(self._t_end - end, 3), "t_first_send": self._wall0,
-                "t_queue_empty": self._wall_empty}
-
-
-class _Cells:
-    """Early-stopping bookkeeping of one profile's cells (one per temperature), all in memory.
-
-    A cell is looked at when a whole round (every prompt's sample ``i``) has completed, on the samples of the
-    completed rounds only — never on whichever requests finished first: a looping output runs to
-    ``max_tokens`` and finishes last, so counting completions as they come would under-count loops. Later
-    rounds are already in flight meanwhile (that is what keeps the server full); once a cell is settled its
-    queued requests are dropped and those in flight finish and are stored (all sent samples are kept, so
-    what is stored is not selected by speed). Records start from samples.jsonl, read once."""
-
-    def __init__(self, runner: Runner, lp: LaunchPlan, todo: list[RequestSpec]):
-        self.runner, self.lp = runner, lp
-        temps = sorted({r.temperature for r in todo})
-        stored = [s for s in load_samples(runner.samples_path) if s.get("error") is None]
-        self.base = [s for s in stored if s["profile"] == runner.playbook.baseline]
-        self.mine = {t: [s for s in stored if s["profile"] == lp.profile and float(s["temperature"]) == t]
-                     for t in temps}
-        self.pending = {t: Counter(r.sample_index for r in todo if r.temperature == t) for t in temps}
-        self.rounds = {t: sorted({r.sample_index for r in lp.requests if r.temperature == t}) for t in temps}
-        self.whole = dict.fromkeys(temps, 0)  # rounds complete, counted from the first
-        self.decision: dict[float, dict | None] = dict.fromkeys(temps)
-
-    def settled(self, t: float) -> bool:
-        d = self.decision.get(t)
-        return bool(d and d["settled"])
-
-    def _advance(self, t: float) -> bool:
-        """Move the whole-rounds mark; True when it moved (a new look)."""
-        before = self.whole[t]
-        rounds = self.rounds[t]
-        while self.whole[t] < len(rounds) and self.pending[t][rounds[self.whole[t]]] == 0:
-            self.whole[t] += 1
-        return self.whole[t] > before
-
-    def _look(self, t: float, queue: deque, on_progress) -> int:
-        """Decide on the whole rounds; when settled, drop the cell's queued requests. Returns how many."""
-        upto = self.rounds[t][self.whole[t] - 1]
-        mine = [s for s in self.mine[t] if s["sample_index"] <= upto]
-        is_baseline = self.lp.profile == self.runner.playbook.baseline
-        d = self.runner._cell_decision(self.lp, t, mine if is_baseline else self.base + mine)
-        self.decision[t] = d
-        if not d["settled"]:
-            return 0
-        kept = [r for r in queue if r.temperature != t]
-        dropped = len(queue) - len(kept)
-        queue.clear()
-        queue.extend(kept)
-        on_progress(f"{self.lp.profile} T={t:g}: settled after {d['n']} samples ({d['reason']}); "
-                    f"{dropped} requests saved")
-        return dropped
-
-    def settle_stored(self, queue: deque, on_progress) -> int:
-        """A look at what was stored before (``--resume``); returns the requests dropped."""
-        return sum(self._look(t, queue, on_progress) for t in self.rounds if self._advance(t))
-
-    def completed(self, req: RequestSpec, rec: dict, queue: deque, on_progress) -> int:
-        """Count one returned request; look when it completed a round. Returns the requests dropped."""
-        t = req.temperature
-        self.pending[t][req.sample_index] -= 1
-        if rec.get("error") is None:
-            self.mine[t].append(rec)
-        if self.settled(t) or not self._advance(t):
-            return 0
-        return self._look(t, queue, on_progress)
-
-    def decisions(self) -> dict[str, dict | None]:
-        return {str(t): d for t, d in self.decision.items()}

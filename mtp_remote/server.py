@@ -14,8 +14,8 @@ import logging
 import os
 import shlex
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from .config import HostConfig, check_run_id
 from .errors import ConfigError, LaunchError, LockError, RemoteError
@@ -292,7 +292,7 @@ class ServerLifecycle:
         """Follow the log until the ready line (then poll ``health()`` until True), a crash, or the deadline.
 
         The log is streamed (``stream``, from :meth:`follow`; without one, a stream is opened here and stopped
-        on return), so the ready line is known within a few ms of being written, over SSH too, with no round
+        before returning, one more round trip), so the ready line is known within a few ms of being written, over SSH too, with no round
         trip on that path. When the stream ends unexpectedly (the server died, the SSH connection dropped under
         it, or the host's tail cannot follow a file) one poll tells which; if the server lives, the log is
         polled every 0.1 s from the last byte offset. Returns Ready, Crashed (process gone, or a fatal
@@ -303,8 +303,8 @@ class ServerLifecycle:
         try:
             return self._wait_ready(rec, stream, timeout_s, health)
         finally:
-            if own:
-                stream.__exit__(None, None, None)
+            if own:  # now, not in a thread: a server left running (`launch`) must not keep a follower
+                stream.close()
 
     def _wait_ready(self, rec: process.ServerRecord, stream: LogStream, timeout_s: float,
                     health: Callable[[], bool] | None) -> WaitOutcome:

@@ -71,7 +71,8 @@ class LogStream:
         self._err_text = ""
         self._tail_pid: int | None = None
         self._head = ""
-        self.text = ""
+        self._chunks: list[str] = []  # the text, joined when asked for (appending to one str is quadratic)
+        self._nchars = 0
         self.nbytes = 0
         self.offset = int(offset)
         self.supported = True
@@ -82,7 +83,7 @@ class LogStream:
         self._promise = c.run(cmd, asynchronous=True, hide=False, out_stream=self._sink, err_stream=self._err,
                               warn=True, in_stream=False, pty=False)
 
-    def __enter__(self) -> "LogStream":
+    def __enter__(self) -> LogStream:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -114,10 +115,23 @@ class LogStream:
             self._tail_pid = int(first) if first.strip().isdigit() else -1
         if data:
             self.nbytes += len(data.encode("utf-8", "surrogateescape"))
-            self.text += data
-            if len(self.text) > MAX_TEXT:
-                self.text, self.complete = self.text[-MAX_TEXT:], False
+            self._chunks.append(data)
+            self._nchars += len(data)
+            if self._nchars > MAX_TEXT + (MAX_TEXT >> 2):  # amortised: cut back to the cap now and then
+                text = "".join(self._chunks)[-MAX_TEXT:]
+                self._chunks, self._nchars, self.complete = [text], len(text), False
         return data
+
+    @property
+    def text(self) -> str:
+        """The log text received so far (its last :data:`MAX_TEXT` characters)."""
+        if len(self._chunks) > 1:
+            self._chunks = ["".join(self._chunks)]
+        text = self._chunks[0] if self._chunks else ""
+        if len(text) > MAX_TEXT:
+            text = text[-MAX_TEXT:]
+            self._chunks, self._nchars, self.complete = [text], len(text), False
+        return text
 
     def _take_children(self) -> None:
         err = self._err.take()
@@ -152,7 +166,7 @@ class LogStream:
     def _join(self) -> None:
         try:
             self._promise.join()
-        except Exception as e:  # a killed tail exits non-zero; warn=True keeps that quiet
+        except Exception as e:  # noqa: BLE001 - a killed tail exits non-zero, a dropped channel raises paramiko's own
             log.debug("log stream ended: %s", e)
 
     def close(self) -> None:
@@ -161,7 +175,7 @@ class LogStream:
         if not self.ended and self._tail_pid and self._tail_pid > 0:
             try:
                 self.c.run(f"kill {self._tail_pid}", hide=True, warn=True, in_stream=False)
-            except Exception as e:  # the connection dropped (TransportLost): the tail ended with its channel
+            except Exception as e:  # noqa: BLE001 - the connection dropped (TransportLost, paramiko): the tail ended with it
                 log.debug("could not stop the log stream's tail: %s", e)
         deadline = time.monotonic() + 5
         while not self.ended and time.monotonic() < deadline:

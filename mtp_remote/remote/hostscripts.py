@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import io
 import shlex
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 from ..config import ENV_NAME
 

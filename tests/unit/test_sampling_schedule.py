@@ -1,4 +1,4 @@
-"""Early-stopping bookkeeping of the runner (``runner._Cells``): counts in memory, looks on whole rounds only."""
+"""Early-stopping bookkeeping of the runner (``sampling.Cells``): counts in memory, looks on whole rounds only."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import yaml
 
 from mtp_remote.config import HostConfig, Playbook
 from mtp_remote.plan import plan_run
-from mtp_remote.runner import Runner, _Cells, _send_order
+from mtp_remote.runner import Runner
+from mtp_remote.sampling import send_order
 from tests.conftest import ROOT
 
 
@@ -35,8 +36,8 @@ def _rec(req, loop: bool) -> dict:
 def test_a_look_waits_for_the_slow_request_of_its_round_and_counts_whole_rounds_only(tmp_path):
     runner, lp = _runner(tmp_path)
     todo = list(lp.requests)
-    cells = _Cells(runner, lp, todo)
-    queue = deque(sorted(todo, key=_send_order))
+    cells = runner._cells(lp, todo)
+    queue = deque(sorted(todo, key=send_order))
     by_key = {(r.sample_index, r.prompt_id): r for r in todo}
     slow = by_key[(0, lp.requests[0].prompt_id)]  # a looping output runs to max_tokens and returns last
     for r in todo:
@@ -51,9 +52,9 @@ def test_a_look_waits_for_the_slow_request_of_its_round_and_counts_whole_rounds_
 def test_the_queue_goes_round_by_round_and_a_settled_cell_drops_its_queued_requests(tmp_path):
     runner, lp = _runner(tmp_path, samples=8)
     todo = list(lp.requests)
-    queue = deque(sorted(todo, key=_send_order))
+    queue = deque(sorted(todo, key=send_order))
     assert [r.sample_index for r in list(queue)[:8]] == [0] * 4 + [1] * 4
-    cells = _Cells(runner, lp, todo)
+    cells = runner._cells(lp, todo)
     messages: list[str] = []
     dropped = 0
     while queue and not cells.settled(0.7):
