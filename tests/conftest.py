@@ -20,6 +20,37 @@ CORPUS = ROOT.parent / "shared" / "corpus"
 __all__ = ["ROOT", "CORPUS", "free_port", "SshServer"]
 
 
+#: Files that run one after another on one xdist worker, never beside each other: real SGLang on the CPU (its
+#: torch threads take every core) and the tests that assert a measured speed or duration (tokens/s ratios,
+#: parallel wall time, signal timing). Every other file is its own unit, as with ``--dist loadfile``.
+ONE_WORKER = "timed-and-real-engine"
+TIMED_FILES = frozenset({
+    "tests/real/test_cpu_tree_ops.py", "tests/real/test_real_diagnose.py", "tests/real/test_real_lifecycle.py",
+    "tests/integration/test_mitigate.py", "tests/integration/test_force_signal.py",
+    "tests/integration/test_real_behaviour_lifecycle.py", "tests/integration/test_wait_ready.py",
+    "tests/sim/test_sim_perf.py", "tests/sim/test_sim_mitigation.py", "tests/ssh/test_fleet_ssh.py",
+    "tests/ssh/test_connect_errors.py",
+})
+
+try:
+    from xdist.scheduler import LoadFileScheduling
+except ImportError:  # pytest-xdist is a dev dependency; without it the suite runs serially
+    LoadFileScheduling = None
+
+if LoadFileScheduling is not None:
+    class _TimedApartScheduling(LoadFileScheduling):
+        """``--dist loadfile`` with the :data:`TIMED_FILES` as one unit (one worker, in collection order)."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return ONE_WORKER if path in TIMED_FILES else path
+
+    def pytest_xdist_make_scheduler(config, log):
+        if config.getvalue("dist") == "loadfile":
+            return _TimedApartScheduling(config, log)
+        return None
+
+
 @pytest.fixture(scope="session")
 def corpus() -> Path:
     if not CORPUS.exists():

@@ -14,6 +14,7 @@ import json
 import subprocess
 import threading
 from pathlib import Path
+from secrets import token_hex
 
 import pytest
 from click.testing import CliRunner
@@ -23,9 +24,13 @@ from tests.integration.test_lifecycle import PLAYBOOK, sim_host
 
 pytestmark = pytest.mark.sim
 
-API_KEY = "sk-SWEEP-api-7f3a9c"
-ENV_SECRETS = {"DB_PASSWD": "hunter2-SWEEP-11", "ODD_NAME_X": "opaque-SWEEP-22", "GH_TOKEN_RO": "ghp-SWEEP-33"}
-PROFILE_SECRET = ("MY_CRED", "cred-SWEEP-44")
+#: Unique to this test process: the process list is the machine's, and another checkout's test run (another
+#: session, another xdist worker) must not show up as a leak of these secrets.
+_RUN = token_hex(4)
+API_KEY = f"sk-SWEEP-api-{_RUN}"
+ENV_SECRETS = {"DB_PASSWD": f"hunter2-SWEEP-11-{_RUN}", "ODD_NAME_X": f"opaque-SWEEP-22-{_RUN}",
+               "GH_TOKEN_RO": f"ghp-SWEEP-33-{_RUN}"}
+PROFILE_SECRET = ("MY_CRED", f"cred-SWEEP-44-{_RUN}")
 ALL = [API_KEY, *ENV_SECRETS.values(), PROFILE_SECRET[1]]
 ENV_ONLY = [*ENV_SECRETS.values(), PROFILE_SECRET[1]]
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 
-from tests.sim.conftest import FIELD_FLAGS, MTP_FLAGS
+from tests.sim.conftest import FIELD_FLAGS, MTP_FLAGS, READY
 
 MILESTONES = ["server_args=ServerArgs(", "Load weight begin.", "Load weight end.", "KV Cache is allocated.",
               "Capture cuda graph end.", "max_total_num_tokens=", "Uvicorn running on http://127.0.0.1:",
@@ -66,10 +67,17 @@ def _cell(s, n: int = 10) -> tuple[int, float]:
 
 
 def test_state_leak_server_loops_at_t07_with_higher_acceptance_than_a_healthy_one(sim):
-    healthy_loops, healthy_accept = _cell(sim(FIELD_FLAGS + MTP_FLAGS))
-    leak_loops, leak_accept = _cell(sim(FIELD_FLAGS + MTP_FLAGS, faults="state_leak"))
-    mitigated_loops, _ = _cell(sim(FIELD_FLAGS + MTP_FLAGS + ["--disable-overlap-schedule"], faults="state_leak"))
-    radix_off_loops, _ = _cell(sim(FIELD_FLAGS + MTP_FLAGS + ["--disable-radix-cache"], faults="state_leak"))
+    # four independent servers (own process, port and state dir), started together; each gets the same ten
+    # requests one after the other, as before: only the four servers overlap, never two requests on one server
+    servers = [sim(FIELD_FLAGS + MTP_FLAGS, wait=False),
+               sim(FIELD_FLAGS + MTP_FLAGS, faults="state_leak", wait=False),
+               sim(FIELD_FLAGS + MTP_FLAGS + ["--disable-overlap-schedule"], faults="state_leak", wait=False),
+               sim(FIELD_FLAGS + MTP_FLAGS + ["--disable-radix-cache"], faults="state_leak", wait=False)]
+    for s in servers:
+        assert s.wait_line(READY, 30), f"sim did not get ready:\n{s.log[-3000:]}"
+    with ThreadPoolExecutor(len(servers)) as pool:
+        cells = list(pool.map(_cell, servers))
+    (healthy_loops, healthy_accept), (leak_loops, leak_accept), (mitigated_loops, _), (radix_off_loops, _) = cells
     assert healthy_loops == 0 and mitigated_loops == 0
     assert leak_loops >= 6 and radix_off_loops >= 6  # no cure on 0.5.9: SGLang turns radix off itself
     assert leak_accept > healthy_accept + 0.3

@@ -24,6 +24,19 @@ def _kill(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
+def _wait_gone(pid: int, timeout_s: float = 5.0) -> None:
+    """Until ``pid`` has exited (gone, or a zombie: its listening socket is closed either way)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return
+        if state in ("Z", "X"):
+            return
+        time.sleep(0.002)
+
+
 class SshdControl:
     """Kill the sessions (our connections drop), kill the listener (sshd gone), start it again, rotate its key."""
 
@@ -64,6 +77,7 @@ class SshdControl:
         sessions = self.session_pids()
         if listener:
             _kill(listener)
+            _wait_gone(listener)  # SIGKILL lands later: a reconnect accepted meanwhile reads a reset, not a refusal
         for pid in sessions:
             _kill(pid)
         deadline = time.monotonic() + 5
