@@ -99,3 +99,27 @@ def test_the_log_stream_counts_bytes_and_decodes_utf8_across_reads(tmp_path, req
         p.wait()
         if over == "ssh":
             transport.close(c)
+
+
+def test_fab_launch_stopped_by_sigterm_while_waiting_stops_its_server_and_exits_130(tmp_path):
+    """As ``mtp-remote launch`` does (a CI job's timeout sends SIGTERM): before, fab died at once and left the
+    server running."""
+    import os
+    import signal
+    from pathlib import Path
+
+    from tests.integration.test_interrupts import _read_until, _server_on
+    from tests.integration.test_scenarios import write_config
+
+    inv, pb = write_config(tmp_path, None)
+    port = yaml.safe_load(Path(inv).read_text())["hosts"]["sim"]["port"]
+    p = subprocess.Popen([sys.executable, "-m", "fabric", "-r", str(ROOT), "launch", "--profile", "baseline",
+                          "--playbook", pb],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env={**os.environ, "MTP_REMOTE_INVENTORY": inv, "COLUMNS": "250"}, cwd=tmp_path)
+    out = _read_until(p, r"baseline: launched PID")
+    p.send_signal(signal.SIGTERM)
+    rest, _ = p.communicate(timeout=60)
+    out += rest
+    assert p.returncode == 130 and "stopping the server we started" in out and "error: interrupted" in out, out
+    assert not _server_on(port), out
