@@ -346,11 +346,14 @@ class Runner:
             pr.cause, pr.hint = "transport_lost", e.message
         finally:
             self._tunnel = None
-            res = self._stop(lc)
-            pr.ssh_drops = getattr(c, "drops", 0) - drops0
-            text = self._log_text(lc, rec, stream, dropped=pr.ssh_drops > 0)
-            (self.run_dir / "logs" / f"{lp.profile}.log").write_text(mask_log_secrets(mask_text(text, self._secrets)))
-            pr.decode = [d.to_dict() for d in classify_log(text).decode]
+            try:
+                res = self._stop(lc)
+            finally:  # the log copy is kept even when the stop fails (StopError)
+                pr.ssh_drops = getattr(c, "drops", 0) - drops0
+                text = self._log_text(lc, rec, stream, dropped=pr.ssh_drops > 0)
+                (self.run_dir / "logs" / f"{lp.profile}.log").write_text(
+                    mask_log_secrets(mask_text(text, self._secrets)))
+                pr.decode = [d.to_dict() for d in classify_log(text).decode]
             if res is None:
                 pr.stop = (f"not stopped: the SSH connection is lost; the server of profile {lp.profile!r} "
                            f"(PID {rec.pid}, port {self.host.port}) may still be running")

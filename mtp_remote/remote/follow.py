@@ -77,7 +77,8 @@ class LogStream:
         self._head = ""
         self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         self._joined = False
-        self.text = ""
+        self._chunks: list[str] = []  # the text, joined when asked for (appending to one str is quadratic)
+        self._nchars = 0
         self.nbytes = 0
         self.offset = int(offset)
         self.supported = True
@@ -122,10 +123,23 @@ class LogStream:
         self.nbytes += len(raw)
         data = self._utf8.decode(raw, final=self._joined)
         if data:
-            self.text += data
-            if len(self.text) > MAX_TEXT:
-                self.text, self.complete = self.text[-MAX_TEXT:], False
+            self._chunks.append(data)
+            self._nchars += len(data)
+            if self._nchars > MAX_TEXT + (MAX_TEXT >> 2):  # amortised: cut back to the cap now and then
+                text = "".join(self._chunks)[-MAX_TEXT:]
+                self._chunks, self._nchars, self.complete = [text], len(text), False
         return data
+
+    @property
+    def text(self) -> str:
+        """The log text received so far (its last :data:`MAX_TEXT` characters)."""
+        if len(self._chunks) > 1:
+            self._chunks = ["".join(self._chunks)]
+        text = self._chunks[0] if self._chunks else ""
+        if len(text) > MAX_TEXT:
+            text = text[-MAX_TEXT:]
+            self._chunks, self._nchars, self.complete = [text], len(text), False
+        return text
 
     def _take_children(self) -> None:
         err = self._err.take()
