@@ -140,7 +140,7 @@ def compare_table(res: dict):
 
 @click.command("compare")
 @click.argument("run_a", metavar="RUN_A")
-@click.argument("run_b", metavar="RUN_B", required=False, default="last")
+@click.argument("run_b", metavar="[RUN_B]", required=False, default="last")
 @_runs_dir_opt
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 def compare_cmd(run_a, run_b, runs_dir, as_json):

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 
 from .config import HostConfig, Playbook
-from .errors import ConfigError, MtpRemoteError
+from .errors import ConfigError, LaunchError, MtpRemoteError
 from .remote import facts, hostscripts, process
 from .remote.commands import api_key_of, mask_log_secrets, server_argv, server_env
 from .remote.foreign import ForeignProcess, find_foreign, force_targets
@@ -272,12 +272,16 @@ def launch(c, host: HostConfig, playbook: Playbook, profile: str, python: str, *
     with held_lock(lc):
         lc.stop(term_s=playbook.timeouts.term_s, drain_s=playbook.timeouts.drain_s,
                 gpu_release_s=playbook.timeouts.gpu_release_s)
-        rec = lc.launch(profile, server_argv(host, playbook, profile),
-                        server_env(host, playbook, profile, lc.workdir))
+        rec = None
         try:
+            rec = lc.launch(profile, server_argv(host, playbook, profile),
+                            server_env(host, playbook, profile, lc.workdir))
             outcome = lc.wait_ready(rec, timeout_s=playbook.timeouts.ready_s)
-        except BaseException as e:  # Ctrl-C / SIGTERM / a lost connection while waiting: do not leave it behind
-            _stop_after_interrupt(lc, host, playbook, rec, e, on_progress)
+        except LaunchError:  # nothing left running: launch.sh stops a server it could not record
+            raise
+        except BaseException as e:  # Ctrl-C / SIGTERM / a lost connection while launching or waiting (the stop
+            # reads the host's record: a server started by a launch cut before it returned is stopped too)
+            _stop_after_interrupt(lc, host, playbook, rec, e, on_progress, profile=profile)
             raise
         if not outcome.ok:
             lc.stop(term_s=playbook.timeouts.term_s, drain_s=playbook.timeouts.drain_s,
@@ -286,16 +290,19 @@ def launch(c, host: HostConfig, playbook: Playbook, profile: str, python: str, *
 
 
 def _stop_after_interrupt(lc: ServerLifecycle, host: HostConfig, playbook: Playbook, rec, exc: BaseException,
-                          on_progress: Callable[[str], None] | None) -> None:
-    """Stop the server ``launch`` started when waiting for it was interrupted; if that fails too, say that it
-    is left running and how to stop it."""
+                          on_progress: Callable[[str], None] | None, *, profile: str) -> None:
+    """Stop the server ``launch`` started when launching or waiting for it was interrupted (``rec`` is None
+    when the launch step had not returned: the host's record names the server); if that fails too, say that it
+    may be left running and how to stop it."""
     say = on_progress or (lambda msg: None)
     why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}"
-    say(f"{why} while waiting for {rec.profile} to be ready: stopping the server we started (PID {rec.pid})")
+    which = f"PID {rec.pid}" if rec is not None else "if it started"
+    say(f"{why} while {'waiting for' if rec is not None else 'launching'} {profile}"
+        f"{' to be ready' if rec is not None else ''}: stopping the server we started ({which})")
     try:
         lc.stop(term_s=min(playbook.timeouts.term_s, 30.0), gpu_release_s=playbook.timeouts.gpu_release_s)
     except BaseException:
-        say(f"the server PID {rec.pid} is LEFT RUNNING on {host.name}; stop it with "
+        say(f"the server {which} may be LEFT RUNNING on {host.name}; stop it with "
             f"`mtp-remote stop -H {host.name}` (or `fab -H {host.name} stop`)")
         raise
 

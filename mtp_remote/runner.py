@@ -33,7 +33,7 @@ from .remote.follow import LogStream
 from .remote.logs import classify_log
 from .samples import THINK_PREFIX, analysed_text  # noqa: F401 (re-exported: diagnosis, ops)
 from .sampling import Cells, Occupancy, load_samples, sample_key, sample_record, send_order  # noqa: F401 (re-exported)
-from .server import ServerLifecycle, TimedOut, WaitOutcome
+from .server import TAIL_LINES, Crashed, ServerLifecycle, TimedOut, WaitOutcome
 from .store import open_samples_for_append
 
 log = logging.getLogger(__name__)
@@ -321,7 +321,7 @@ class Runner:
                 self.hooks.checkpoint()
                 if outcome.ok:
                     url = self._tunnel.url
-                    outcome = self._confirm_health(lc, rec, url, outcome, t0)
+                    outcome = self._confirm_health(lc, rec, url, outcome, t0, stream)
                     pr.ready_s = time.monotonic() - t0
                     if outcome.ok:
                         self.hooks.on_progress(f"{lp.profile}: ready in {pr.ready_s:.1f} s")
@@ -387,23 +387,44 @@ class Runner:
             pr.crashed = {"cause": "requests_failed", "fatal_line": None,
                           "hint": f"all {len(mine)} requests failed, e.g. {failed[0]['error'][:200]}"}
 
-    def _confirm_health(self, lc: ServerLifecycle, rec, url: str, outcome: WaitOutcome, t0: float) -> WaitOutcome:
-        """After the ready line: /health must answer 200 (it is 503 until warmup ends)."""
+    def _confirm_health(self, lc: ServerLifecycle, rec, url: str, outcome: WaitOutcome, t0: float,
+                        stream: LogStream | None = None) -> WaitOutcome:
+        """After the ready line: /health must answer 200 (it is 503 until warmup ends). A server that dies
+        meanwhile is Crashed at once (its log stream ends; one poll confirms it is gone), classified from its
+        log — not a wait on /health until ``timeouts.ready_s``."""
         deadline = t0 + self.playbook.timeouts.ready_s
+        watched = [stream] if stream is not None else []
 
-        async def poll() -> bool:
+        async def poll() -> bool | None:  # True: 200; False: the deadline; None: the log stream ended
             async with ServerClient(url, timeout_s=10) as sc:  # /health needs no API key
                 while time.monotonic() < deadline:
                     if await sc.health() == 200:
                         return True
+                    if watched and watched[0].ended:
+                        return None
                     await asyncio.sleep(0.1)
             return False
 
-        if asyncio.run(poll()):
-            return outcome
-        return TimedOut(profile=rec.profile, elapsed_s=time.monotonic() - t0, milestones=outcome.milestones,
-                        log_tail=outcome.log_tail, cause="health_check_failed",
-                        hint="the ready line was printed but /health never answered 200")
+        while True:
+            answer = asyncio.run(poll())
+            if answer:
+                return outcome
+            if answer is None and stream is not None:
+                watched.clear()  # a stream that ended while the server lives (dropped connection): /health alone
+                text = stream.text + stream.drain()
+                alive, more = self._poll(lc, rec, stream.offset + stream.nbytes)
+                if alive:
+                    continue
+                text += more
+                cls = classify_log(text)
+                return Crashed(profile=rec.profile, elapsed_s=time.monotonic() - t0, milestones=outcome.milestones,
+                               log_tail=text.splitlines()[-TAIL_LINES:],
+                               cause=cls.cls if cls.is_fatal else "process_exited", fatal_line=cls.fatal_line,
+                               hint=cls.hint if cls.is_fatal else "the server exited after its ready line, before "
+                                                                  "/health answered 200; read the log tail")
+            return TimedOut(profile=rec.profile, elapsed_s=time.monotonic() - t0, milestones=outcome.milestones,
+                            log_tail=outcome.log_tail, cause="health_check_failed",
+                            hint="the ready line was printed but /health never answered 200")
 
     def _log_text(self, lc: ServerLifecycle, rec, stream: LogStream | None, *, dropped: bool) -> str:
         """The server's whole log after its stop: the log stream's text when the stream saw all of it (it ended by

@@ -157,6 +157,7 @@ def launch(c, profile=None, playbook=DEFAULT_PLAYBOOK, inventory=None):
     from .runner import new_run_id
     from .server import raise_for_outcome
 
+    INTERRUPTS.install()  # SIGTERM too: the wait is interrupted and the server just started is stopped
     console = make_console()
     try:
         pb = load_playbook(_api().find_playbook(playbook, inventory))
@@ -168,6 +169,8 @@ def launch(c, profile=None, playbook=DEFAULT_PLAYBOOK, inventory=None):
         raise_for_outcome(outcome)
     except MtpRemoteError as e:
         raise _fail(e) from None
+    except KeyboardInterrupt:
+        raise _fail(Interrupted("interrupted")) from None
     console.print(f"[green]{escape(outcome.describe())}[/]; server on {escape(cfg.name)} 127.0.0.1:{cfg.port}")
 
 

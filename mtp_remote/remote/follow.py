@@ -13,6 +13,7 @@ signals it by its PID (printed first by the command itself) when a caller ends t
 
 from __future__ import annotations
 
+import codecs
 import logging
 import threading
 import time
@@ -26,7 +27,10 @@ MAX_TEXT = 50 << 20
 
 
 class _Sink:
-    """File-like object Invoke writes the command's stdout into (from its reader thread)."""
+    """File-like object Invoke writes the command's stdout into (from its reader thread). The command runs with
+    ``encoding="latin-1"``, so each character written stands for one byte of the log, whatever the bytes are:
+    :meth:`LogStream.read` counts and decodes them (UTF-8 across reads: a character cut between two reads is
+    kept whole, a byte that is not UTF-8 becomes U+FFFD and still counts as one byte)."""
 
     def __init__(self) -> None:
         self._chunks: list[str] = []
@@ -71,6 +75,8 @@ class LogStream:
         self._err_text = ""
         self._tail_pid: int | None = None
         self._head = ""
+        self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+        self._joined = False
         self._chunks: list[str] = []  # the text, joined when asked for (appending to one str is quadratic)
         self._nchars = 0
         self.nbytes = 0
@@ -81,7 +87,7 @@ class LogStream:
         cmd = hostscripts.script_command("follow.sh", [workdir, path, int(pid), int(start_ticks), self.offset,
                                                        ready or READY_LINE])
         self._promise = c.run(cmd, asynchronous=True, hide=False, out_stream=self._sink, err_stream=self._err,
-                              warn=True, in_stream=False, pty=False)
+                              warn=True, in_stream=False, pty=False, encoding="latin-1")
 
     def __enter__(self) -> LogStream:
         return self
@@ -113,8 +119,10 @@ class LogStream:
             first, _, data = self._head.partition("\n")
             self._head = ""
             self._tail_pid = int(first) if first.strip().isdigit() else -1
+        raw = data.encode("latin-1")
+        self.nbytes += len(raw)
+        data = self._utf8.decode(raw, final=self._joined)
         if data:
-            self.nbytes += len(data.encode("utf-8", "surrogateescape"))
             self._chunks.append(data)
             self._nchars += len(data)
             if self._nchars > MAX_TEXT + (MAX_TEXT >> 2):  # amortised: cut back to the cap now and then
@@ -168,6 +176,7 @@ class LogStream:
             self._promise.join()
         except Exception as e:  # noqa: BLE001 - a killed tail exits non-zero, a dropped channel raises paramiko's own
             log.debug("log stream ended: %s", e)
+        self._joined = True  # every byte is in: the next read ends the UTF-8 decoding (a cut last character: U+FFFD)
 
     def close(self) -> None:
         """Stop the tail (by its PID) and wait for the command to end."""

@@ -76,7 +76,9 @@ def _only_the_server_holds_the_api_key(lines: list[str], port: int) -> None:
         assert not any(s in line for s in ENV_ONLY), f"an environment secret on a process list: {line}"
         if API_KEY in line:
             words = line.split()
-            is_server = "-m" in words and "mtp_remote.sim.launch_server" in words and f"{port}" in words
+            # a sim server carries its own --api-key (SGLang reads it only from argv); one on another port is
+            # another test's, maybe another clone's on this machine (the key is this file's constant)
+            is_server = "-m" in words and "mtp_remote.sim.launch_server" in words and "--port" in words
             is_launch_step = "setsid" in line and "nohup" in line  # the launch step's own shell, gone at once
             assert is_server or is_launch_step, f"the API key on another process's argv: {line}"
 

@@ -44,6 +44,7 @@ def test_a_launch_cycle_over_ssh_is_five_exec_sessions(sshd, tmp_path):
                                          env={"SGLANG_SIM_TIME_SCALE": "0.01", "A_SECRET": "s3cr3t v'al"}), name="h")
     conn = transport.connect(host)
     c = Counting(conn)
+    rec = None
     try:
         lc = ServerLifecycle(c, host, python=sys.executable, workdir=host.workdir, run_id="r1")
         lc.prepare(lock_owner="me@here")
@@ -72,4 +73,6 @@ def test_a_launch_cycle_over_ssh_is_five_exec_sessions(sshd, tmp_path):
         assert c.calls - calls_before_follow == 2, c.calls  # follow + stop: nothing else on the cycle's path
         assert c.calls == 5, c.calls
     finally:
+        if rec is not None and (tmp_path / "wd" / "server.ident").exists():  # an assertion failed half-way
+            lc.stop(term_s=10, gpu_release_s=10)
         transport.close(conn)

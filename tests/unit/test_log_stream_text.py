@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import codecs
+
 from mtp_remote.remote import follow
 
 
@@ -14,6 +16,7 @@ def _stream() -> follow.LogStream:
     s = follow.LogStream.__new__(follow.LogStream)  # no command: the sinks are fed by hand
     s._sink, s._err, s._err_text, s._tail_pid, s._head = follow._Sink(), follow._Sink(), "", None, ""
     s._chunks, s._nchars, s.nbytes, s.offset = [], 0, 0, 0
+    s._utf8, s._joined = codecs.getincrementaldecoder("utf-8")("replace"), False
     s.supported = s.complete = True
     s.children, s._promise = None, _Done()
     return s
@@ -23,7 +26,7 @@ def test_the_first_line_is_the_tail_pid_and_the_rest_is_the_log_verbatim():
     s = _stream()
     s._sink.write("4242\nfirst line\nsecond, no newline yet")
     assert s.read(0) == "first line\nsecond, no newline yet"
-    s._sink.write(" — done é\n")
+    s._sink.write(" — done é\n".encode().decode("latin-1"))  # the command runs with encoding latin-1: one char a byte
     s.read(0)
     assert s._tail_pid == 4242
     assert s.text == "first line\nsecond, no newline yet — done é\n"
