@@ -504,12 +504,13 @@ class Runner:
                     new += more
                     polled = True
             if new:
-                text = text[-(1 << 20):] + new  # fatal lines come last: a bounded window is enough
+                text = text[-(256 << 10):] + new  # fatal lines come last: a bounded window is enough
                 last_growth = time.monotonic()
-            window = without_request_tracebacks(text if not alive else text[: text.rfind("\n") + 1])
-            failure = _failure(alive, classify_log(window, serving=True))  # sampling runs after ready
-            if failure is not None:  # (complete lines only while it lives)
-                return failure
+            if not alive or "\n" in new:  # judged again only on new complete lines (a look costs ~10 ms)
+                window = without_request_tracebacks(text if not alive else text[: text.rfind("\n") + 1])
+                failure = _failure(alive, classify_log(window, serving=True))  # sampling runs after ready
+                if failure is not None:  # (complete lines only while it lives)
+                    return failure
             if time.monotonic() - last_growth > stall_s:
                 return {"cause": "stalled", "fatal_line": None,
                         "hint": f"the server wrote nothing for {stall_s:.0f} s while requests were in flight: its "

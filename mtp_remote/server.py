@@ -315,7 +315,7 @@ class ServerLifecycle:
             if stream.ended:
                 new += stream.drain()
                 offset = stream.offset + stream.nbytes
-                alive, more = self.poll(rec, offset)  # dead server, dropped connection, or a tail that cannot -F
+                alive, more = self.poll(rec, offset)  # dead server, dropped connection, or a tail that cannot -f
                 offset += len(more.encode("utf-8", "surrogateescape"))
                 outcome = watch.step(new + more, alive=alive)
                 if outcome is not None:
@@ -324,7 +324,7 @@ class ServerLifecycle:
             outcome = watch.step(new, alive=True)
             if outcome is not None:
                 return self._ready(rec, outcome, stream=stream)
-        log.info("following the log on %s by polling (the log stream ended while the server lives: no tail -F "
+        log.info("following the log on %s by polling (the log stream ended while the server lives: no tail -f "
                  "there, or the connection dropped)", self.host.name)
         while True:
             time.sleep(POLL_S)

@@ -2,7 +2,7 @@
 
 Over SSH every command costs a channel and a shell (~0.1-0.15 s on loopback), so polling cannot tell within
 50 ms that a ready line appeared, and a poll per second while sampling is one exec session per second.
-:class:`LogStream` runs ``follow.sh`` (``tail -c +OFFSET -F --pid=PID LOG`` behind a small reader) through the
+:class:`LogStream` runs ``follow.sh`` (``tail -c +OFFSET -f LOG`` behind a small reader) through the
 same ``c.run`` (Invoke/Fabric, ``asynchronous=True``) and receives bytes as they arrive. The same stream serves
 the readiness wait, the crash watch while sampling and the log text kept with the run: GNU tail exits by itself
 within 0.1 s of the server's exit (``--pid``), which is how a crash is seen and how the stream ends after a

@@ -97,11 +97,11 @@ def test_a_half_written_fatal_line_is_judged_only_once_complete(corpus):
 
 @pytest.mark.parametrize("then", ["stay", "exit"])
 def test_a_host_whose_tail_cannot_follow_is_polled_to_the_same_outcome(replay, tmp_path, monkeypatch, then):
-    """busybox-like tail without -F: the stream ends at once while the server lives; one poll says the server
+    """a tail that cannot follow (-f refused): the stream ends at once while the server lives; one poll says the server
     lives, and the wait goes on by polling (children recorded by their own step then)."""
     fake = tmp_path / "bin"
     fake.mkdir()
-    (fake / "tail").write_text('#!/bin/sh\nfor a in "$@"; do [ "$a" = -F ] && { echo "tail: unrecognized option -F" >&2; '
+    (fake / "tail").write_text('#!/bin/sh\nfor a in "$@"; do [ "$a" = -f ] && { echo "tail: unrecognized option -f" >&2; '
                                'exit 1; }; done\nexec /usr/bin/tail "$@"\n')
     (fake / "tail").chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake}:{__import__('os').environ['PATH']}")
@@ -115,10 +115,35 @@ def test_a_host_whose_tail_cannot_follow_is_polled_to_the_same_outcome(replay, t
 
 
 def test_the_stream_ends_with_the_server_and_holds_its_whole_log(replay, tmp_path):
-    lc, rec = replay("l01_ready_tp2_nextn", "exit")
+    lc, rec = replay("l01_ready_tp2_nextn", "stay")
     stream = lc.follow(rec)
     out = lc.wait_ready(rec, timeout_s=30, stream=stream)
     assert out.kind == "ready"
+    __import__("os").kill(rec.pid, 9)
     assert stream.wait_end(5.0), "the stream ended by itself once the server exited"
     assert stream.complete and stream.text == Path(rec.log_path).read_text()
     assert stream.text.count("\n") == Path(rec.log_path).read_text().count("\n") > 20
+
+
+def test_a_log_deleted_on_the_host_is_still_followed_to_the_servers_last_line(tmp_path):
+    """tail -f follows the open file: what the server writes after its log was deleted still arrives."""
+    log = tmp_path / "s.log"
+    p = subprocess.Popen(["sh", "-c", f"exec > {log}; echo starting; echo 'The server is fired up and ready to roll!';"
+                          f" sleep 0.6; echo after-delete-1; sleep 0.2; echo after-delete-2; exit 0"],
+                         start_new_session=True)
+    try:
+        c = Context()
+        info = facts.get_process_info(c, p.pid)
+        rec = process.ServerRecord(pid=p.pid, pgid=p.pid, start_ticks=info.start_ticks, cmdline=list(info.cmdline),
+                                   profile="x", port=0, log_path=str(log), run_id="r", started_at=time.time())
+        host = HostConfig(name="x", transport="local", engine="sim", workdir=str(tmp_path))
+        lc = ServerLifecycle(c, host, python=sys.executable, workdir=str(tmp_path), run_id="r")
+        stream = lc.follow(rec)
+        assert lc.wait_ready(rec, timeout_s=10, stream=stream).ok
+        log.unlink()
+        p.wait(5)
+        assert stream.wait_end(5.0)
+        assert stream.text.endswith("after-delete-1\nafter-delete-2\n"), stream.text
+    finally:
+        p.kill()
+        p.wait()

@@ -4,7 +4,8 @@
 #
 # usage: sh -c "$(cat lib.sh follow.sh)" sh WORKDIR LOG PID START_TICKS OFFSET READY_TEXT
 # stdout: the PID of the tail (a line: `kill` it to end the follow early), then the log's bytes from byte
-#   OFFSET, verbatim, as they are written (`tail -F`). The stream ends by itself once the server is gone: a
+#   OFFSET, verbatim, as they are written (`tail -f`: the open file, so a log deleted or renamed on the host
+#   while the server writes to it is still followed). The stream ends by itself once the server is gone: a
 #   watcher reads /proc/PID/stat every 0.1 s (no fork) and, when PID has exited, waits for the rest of its
 #   process group to go (live members, not zombies; at most 2 s: the schedulers may still write their last lines), gives tail 0.1 s to
 #   pass on the last bytes and stops it. The first line holding READY_TEXT is passed on only after the children
@@ -41,7 +42,8 @@ watch_server() {  # stop the tail TPID once the server and (within 2 s) its proc
   nap 0.1
   ours "$1" && kill "$1" 2>/dev/null
 }
-sh -c 'echo $$; exec tail -s 0.1 -c "+$1" -F "$2" 2>/dev/null' sh $((off + 1)) "$log" | {
+while [ ! -e "$log" ] && lives "$pid"; do nap 0.05; done  # -f opens the file once: wait until it exists
+sh -c 'echo $$; exec tail -s 0.1 -c "+$1" -f "$2" 2>/dev/null' sh $((off + 1)) "$log" | {
   IFS= read -r tpid || exit 0
   say "$tpid"
   watch_server "$tpid" > /dev/null 2>&1 &
