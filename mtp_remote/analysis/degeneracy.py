@@ -65,6 +65,7 @@ _THINK_CLOSE = "</think>"
 NEAR_MIN_DISTINCT_WORDS = 3
 _DIGITS = re.compile(r"\d+")
 _DIGIT_PLACEHOLDER = "0"
+_NORMALISED: dict[str, str] = {}  # token -> its digit runs as one digit (near loops), shared by all texts
 _MIXED_DIGITS = re.compile(r"\d[^\W\d_]|[^\W\d_]\d")  # a digit inside a word token (``v2``, ``3rd``)
 #: A fence line (``` or ~~~, optionally with a language) and a rule line (one punctuation/symbol char, >= 3 times).
 _FENCE = re.compile(r"^[ \t]{0,3}(?:```|~~~)[^\n]*$", re.MULTILINE)
@@ -321,14 +322,19 @@ def detect_near_loop(text: str, toks: list[str], exact: tuple[Run, str] | None =
             norm_ids[digits] = hash(_DIGIT_PLACEHOLDER)
             norm = None
         else:
-            _, norm = _split(_DIGITS.sub(_DIGIT_PLACEHOLDER, text))
-            if len(norm) != len(toks):  # cannot happen by the token rule; never report misaligned offsets
-                return None
+            # token by token (a digit run never moves a token boundary), each distinct token once per process
+            if len(_NORMALISED) > 200_000:
+                _NORMALISED.clear()
+            for t in set(toks).difference(_NORMALISED):
+                _NORMALISED[t] = _DIGITS.sub(_DIGIT_PLACEHOLDER, t)
+            norm = [_NORMALISED[t] for t in toks]
             norm_ids = _ids_of(norm)
         if not may_end_in_loop(norm_ids):
             return None
         if norm is None:
             norm = [_DIGIT_PLACEHOLDER if t.isdecimal() else t for t in toks]
+        if sum(1 for t in set(norm) if _is_word(t)) < NEAR_MIN_DISTINCT_WORDS:
+            return None  # no unit can hold enough distinct words (e.g. every word carries digits: all "w0")
         found = detect_loop(norm_ids, cut_last_token=norm)
     if found is None or found[1] != "tail":
         return None
@@ -381,8 +387,8 @@ def analyze_text(text: str, token_ids: Sequence[int] | None = None) -> TextMetri
                            start_char=start_char, end_token=run.end, fraction=run.length / max(total, 1))
 
     near = None
-    if exact_on_text is False and _DIGITS.search(text) is None:
-        exact_on_text = detect_loop(text_ids, cut_last_token=toks)
+    if exact_on_text is False and _DIGITS.search(text) is None:  # only its tail loop is used: prefiltered
+        exact_on_text = detect_loop(text_ids, cut_last_token=toks) if may_end_in_loop(text_ids) else None
     near_run = detect_near_loop(text, toks, exact_on_text or None, text_ids)
     if near_run is not None:
         near = LoopMetrics(kind="near", unit_tokens=near_run.period, repeats=near_run.repeats,
