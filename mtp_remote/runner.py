@@ -33,7 +33,7 @@ from .remote.follow import LogStream
 from .remote.logs import classify_log
 from .samples import THINK_PREFIX, analysed_text  # noqa: F401 (re-exported: diagnosis, ops)
 from .sampling import Cells, Occupancy, load_samples, sample_key, sample_record, send_order  # noqa: F401 (re-exported)
-from .server import TAIL_LINES, Crashed, ServerLifecycle, TimedOut, WaitOutcome
+from .server import TAIL_LINES, Crashed, ServerLifecycle, TimedOut, WaitOutcome, log_bytes
 from .store import open_samples_for_append
 
 log = logging.getLogger(__name__)
@@ -482,7 +482,7 @@ class Runner:
         polled = stream is None or stream.ended
         if polled:
             alive, startup = await asyncio.to_thread(self._poll, lc, rec, 0)
-            offset = len(startup.encode("utf-8", "surrogateescape"))
+            offset = log_bytes(startup)
         else:
             stream.read(0)
             offset = stream.offset + stream.nbytes
@@ -493,14 +493,14 @@ class Runner:
             await asyncio.sleep(interval_s if polled else min(interval_s, 0.25))
             if polled:
                 alive, new = await asyncio.to_thread(self._poll, lc, rec, offset)
-                offset += len(new.encode("utf-8", "surrogateescape"))
+                offset += log_bytes(new)
             else:
                 alive, new = True, stream.read(0)
                 if stream.ended:  # the server is gone, or the connection dropped under the stream: one poll says
                     new += stream.drain()
                     offset = stream.offset + stream.nbytes
                     alive, more = await asyncio.to_thread(self._poll, lc, rec, offset)
-                    offset += len(more.encode("utf-8", "surrogateescape"))
+                    offset += log_bytes(more)
                     new += more
                     polled = True
             if new:

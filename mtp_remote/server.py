@@ -83,6 +83,11 @@ def _local_pid_alive(pid: int) -> bool:
     return True
 
 
+def log_bytes(text: str) -> int:
+    """Bytes of log ``text`` as a poll decoded it: the offset the next poll continues from."""
+    return len(text.encode("utf-8", "surrogateescape"))
+
+
 def _parse_poll(output: str) -> tuple[bool, str]:
     """Split one poll's output into (process alive, new log text)."""
     head, _, text = output.partition("--log--\n")
@@ -292,8 +297,8 @@ class ServerLifecycle:
         """Follow the log until the ready line (then poll ``health()`` until True), a crash, or the deadline.
 
         The log is streamed (``stream``, from :meth:`follow`; without one, a stream is opened here and stopped
-        before returning, one more round trip), so the ready line is known within a few ms of being written, over SSH too, with no round
-        trip on that path. When the stream ends unexpectedly (the server died, the SSH connection dropped under
+        before returning, one more round trip), so the ready line is known within a few ms of being written,
+        over SSH too, with no round trip on that path. When the stream ends unexpectedly (the server died, the SSH connection dropped under
         it, or the host's tail cannot follow a file) one poll tells which; if the server lives, the log is
         polled every 0.1 s from the last byte offset. Returns Ready, Crashed (process gone, or a fatal
         signature: cause, hint, last 30 lines) or TimedOut."""
@@ -316,7 +321,7 @@ class ServerLifecycle:
                 new += stream.drain()
                 offset = stream.offset + stream.nbytes
                 alive, more = self.poll(rec, offset)  # dead server, dropped connection, or a tail that cannot -f
-                offset += len(more.encode("utf-8", "surrogateescape"))
+                offset += log_bytes(more)
                 outcome = watch.step(new + more, alive=alive)
                 if outcome is not None:
                     return self._ready(rec, outcome, stream=None)
@@ -329,7 +334,7 @@ class ServerLifecycle:
         while True:
             time.sleep(POLL_S)
             alive, new = self.poll(rec, offset)
-            offset += len(new.encode("utf-8", "surrogateescape"))
+            offset += log_bytes(new)
             if not alive:
                 new += self.poll(rec, offset)[1]
             outcome = watch.step(new, alive=alive)

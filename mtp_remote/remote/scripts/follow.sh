@@ -17,15 +17,6 @@
 set -u
 wd=$1 log=$2 pid=$3 start=$4 off=$5 ready=$6
 me=$$
-record_children() {
-  s=$(alive_start "$pid") && [ "$s" = "$start" ] || { say "children result gone"; return 0; }
-  kids=$(descendants "$pid")
-  printf '%s\n' "$kids" | while read -r p t; do [ -n "$p" ] && say "children child $p $t"; done
-  umask 077
-  { printf '%s\n' "$kids" > "$wd/server.children.tmp.$$" && mv -f "$wd/server.children.tmp.$$" "$wd/server.children"; } 2>/dev/null \
-    || { rm -f "$wd/server.children.tmp.$$"; say "children result error cannot write $wd/server.children"; return 0; }
-  say "children result ok"
-}
 lives() {  # PID -> 0 while it runs (not a zombie); one read of /proc/PID/stat, no fork
   { IFS= read -r _st < "/proc/$1/stat"; } 2>/dev/null || return 1
   case ${_st##*) } in Z*|X*) return 1 ;; esac
@@ -49,7 +40,7 @@ sh -c 'echo $$; exec tail -s 0.1 -c "+$1" -f "$2" 2>/dev/null' sh $((off + 1)) "
   watch_server "$tpid" > /dev/null 2>&1 &
   while IFS= read -r line; do
     case $line in *"$ready"*)
-      record_children >&2
+      record_children "$wd" "$pid" "$start" "children " >&2
       printf '%s\n' "$line"
       exec cat ;;
     esac

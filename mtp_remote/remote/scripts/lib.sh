@@ -34,3 +34,14 @@ caller_groups() {  # " pgid sid pgid sid ... " of this shell and all its ancesto
   done
   echo "$_out"
 }
+record_children() {  # WD PID START [PREFIX] -> while PID lives with START, write WD/server.children (the "pid start"
+  # lines of its live descendants, atomically); say "PREFIXchild PID START" lines, then "PREFIXresult ok",
+  # "PREFIXresult gone" or "PREFIXresult error TEXT" (children.sh, and follow.sh at the ready line)
+  _pre=${4:-}
+  _s=$(alive_start "$2") && [ "$_s" = "$3" ] || { say "${_pre}result gone"; return 0; }
+  _kids=$(descendants "$2")
+  printf '%s\n' "$_kids" | while read -r _p _t; do [ -n "$_p" ] && say "${_pre}child $_p $_t"; done
+  ( umask 077; printf '%s\n' "$_kids" > "$1/server.children.tmp.$$" && mv -f "$1/server.children.tmp.$$" "$1/server.children" ) 2>/dev/null \
+    || { rm -f "$1/server.children.tmp.$$"; say "${_pre}result error cannot write $1/server.children"; return 0; }
+  say "${_pre}result ok"
+}
