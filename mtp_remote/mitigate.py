@@ -50,7 +50,8 @@ SCHEMA_VERSION = 1
 
 @dataclass
 class CandidateResult:
-    """One row of the mitigation table. ``status``: loop-free, corrupts, undecided, launch-failed, skipped,
+    """One row of the mitigation table. ``status``: loop-free, corrupts, undecided, launch-failed, crashed (its
+    server crashed or hung while sampling: not a cure), skipped,
     reference (the corrupting profile as deployed) or pending. Loop counts are pooled over T > 0 (spec vs
     baseline), ``p`` the decision rule's deciding adjusted p; ``tokens_per_s`` (mean) and ``accept_length``
     over non-looping samples; ``log_speed`` / ``base_log_speed`` the summaries (n, mean, var) of ln(tokens/s)
@@ -165,6 +166,8 @@ def status_of(verdict: str | None, loops: int | None = None) -> str:
         return "corrupts"
     if verdict.startswith("launch-failed"):
         return "launch-failed"
+    if verdict.startswith(("crashed", "hung")):
+        return "crashed"
     return "undecided"
 
 

@@ -22,8 +22,8 @@ from .candidates import parse_flags
 
 #: Confidence of every speed interval in the mitigation table.
 SPEED_CONFIDENCE = 0.95
-_ORDER = {"loop-free": 0, "undecided": 1, "pending": 2, "corrupts": 3, "launch-failed": 4, "skipped": 5,
-          "reference": 6}
+_ORDER = {"loop-free": 0, "undecided": 1, "pending": 2, "corrupts": 3, "crashed": 4, "launch-failed": 4,
+          "skipped": 5, "reference": 6}
 
 
 def speed_fields(cand: LogSpeed | None, base: LogSpeed | None, ref: LogSpeed | None = None,

@@ -33,7 +33,7 @@ from .remote.follow import LogStream
 from .remote.logs import classify_log
 from .samples import THINK_PREFIX, analysed_text  # noqa: F401 (re-exported: diagnosis, ops)
 from .sampling import Cells, Occupancy, load_samples, sample_key, sample_record, send_order  # noqa: F401 (re-exported)
-from .server import TAIL_LINES, Crashed, ServerLifecycle, TimedOut, WaitOutcome, log_bytes
+from .server import TAIL_LINES, Crashed, Polled, ServerLifecycle, TimedOut, WaitOutcome
 from .store import open_samples_for_append
 
 log = logging.getLogger(__name__)
@@ -235,7 +235,7 @@ class Runner:
             pass
         self.left_on_host.append(f"the host lock {lc.workdir}/lock")
 
-    def _poll(self, lc: ServerLifecycle, rec, offset: int) -> tuple[bool, str]:
+    def _poll(self, lc: ServerLifecycle, rec, offset: int) -> Polled:
         """``lc.poll``; a poll cut by a dropped connection is sent again (the next command re-opens the connection
         within its bound). Raises TransportLost when it cannot be re-opened."""
         try:
@@ -412,7 +412,7 @@ class Runner:
             if answer is None and stream is not None:
                 watched.clear()  # a stream that ended while the server lives (dropped connection): /health alone
                 text = stream.text + stream.drain()
-                alive, more = self._poll(lc, rec, stream.offset + stream.nbytes)
+                alive, more, _ = self._poll(lc, rec, stream.offset + stream.nbytes)
                 if alive:
                     continue
                 text += more
@@ -469,7 +469,7 @@ class Runner:
             stream.read(0)
             return _failure(True, classify_log(without_request_tracebacks(
                 stream.text[: stream.text.rfind("\n") + 1])))
-        alive, text = self._poll(lc, rec, 0)
+        alive, text, _ = self._poll(lc, rec, 0)
         return _failure(alive, classify_log(without_request_tracebacks(text)))
 
     async def _watch(self, lc: ServerLifecycle, rec, stream: LogStream | None = None,
@@ -481,8 +481,7 @@ class Runner:
         the process and the log from a byte offset every ``interval_s`` seconds (one round trip each)."""
         polled = stream is None or stream.ended
         if polled:
-            alive, startup = await asyncio.to_thread(self._poll, lc, rec, 0)
-            offset = log_bytes(startup)
+            alive, _, offset = await asyncio.to_thread(self._poll, lc, rec, 0)
         else:
             stream.read(0)
             offset = stream.offset + stream.nbytes
@@ -492,15 +491,15 @@ class Runner:
         while True:
             await asyncio.sleep(interval_s if polled else min(interval_s, 0.25))
             if polled:
-                alive, new = await asyncio.to_thread(self._poll, lc, rec, offset)
-                offset += log_bytes(new)
+                alive, new, n = await asyncio.to_thread(self._poll, lc, rec, offset)
+                offset += n
             else:
                 alive, new = True, stream.read(0)
                 if stream.ended:  # the server is gone, or the connection dropped under the stream: one poll says
                     new += stream.drain()
                     offset = stream.offset + stream.nbytes
-                    alive, more = await asyncio.to_thread(self._poll, lc, rec, offset)
-                    offset += log_bytes(more)
+                    alive, more, n = await asyncio.to_thread(self._poll, lc, rec, offset)
+                    offset += n
                     new += more
                     polled = True
             if new:

@@ -9,6 +9,8 @@ alone is not readiness: the caller then confirms ``/health`` answers 200 (throug
 
 from __future__ import annotations
 
+import base64
+import codecs
 import json
 import logging
 import os
@@ -16,6 +18,7 @@ import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .config import HostConfig, check_run_id
 from .errors import ConfigError, LaunchError, LockError, RemoteError
@@ -83,20 +86,37 @@ def _local_pid_alive(pid: int) -> bool:
     return True
 
 
-def log_bytes(text: str) -> int:
-    """Bytes of log ``text`` as a poll decoded it: the offset the next poll continues from."""
-    return len(text.encode("utf-8", "surrogateescape"))
+class Polled(NamedTuple):
+    """One poll: whether the process lives, the log text from the offset asked for, and how many of the log's
+    bytes that text holds (the next poll's offset is ``offset + nbytes``)."""
+
+    alive: bool
+    text: str
+    nbytes: int
 
 
-def _parse_poll(output: str) -> tuple[bool, str]:
-    """Split one poll's output into (process alive, new log text)."""
-    head, _, text = output.partition("--log--\n")
+def _parse_poll(output: str) -> Polled:
+    """Split one poll's output (the process's stat line, ``--log--``, the log bytes in base64) into a Polled.
+
+    The log travels as base64, so the offset counts the log's own bytes whatever they hold: invalid UTF-8 is
+    shown as U+FFFD but counted as the bytes it was, and a character cut at the chunk's end is left for the
+    next poll rather than counted as a replacement character."""
+    head, _, b64 = output.partition("--log--\n")
     head = head.strip()
     alive = False
     if ")" in head:
         state = head[head.rindex(")") + 2:].split()[0]
         alive = state not in ("Z", "X")
-    return alive, text
+    try:
+        raw = base64.b64decode("".join(b64.split()))
+    except ValueError:
+        raw = b""
+    dec = codecs.getincrementaldecoder("utf-8")("replace")
+    text = dec.decode(raw, final=False)
+    pending = dec.getstate()[0]
+    if not pending or alive:  # a cut character (a live writer may finish it): its bytes are read again next time
+        return Polled(alive, text, len(raw) - len(pending))
+    return Polled(alive, text + dec.decode(b"", final=True), len(raw))  # the log's last bytes: nothing follows
 
 
 #: Create the lock if absent (noclobber); stdin: our lock line. Prints "acquired", or "held" and the holder's line.
@@ -279,10 +299,11 @@ class ServerLifecycle:
 
     # -- readiness ----------------------------------------------------------------------------------------
 
-    def poll(self, rec: process.ServerRecord, offset: int) -> tuple[bool, str]:
-        """(process alive, log text from byte ``offset``) in one round trip."""
+    def poll(self, rec: process.ServerRecord, offset: int) -> Polled:
+        """(process alive, log text from byte ``offset``, bytes it holds) in one round trip; at most CHUNK bytes
+        of log (1 MiB), sent as base64 so the byte offset stays exact."""
         cmd = (f"cat /proc/{int(rec.pid)}/stat 2>/dev/null; echo; echo --log--; "
-               f"tail -c +{offset + 1} {shlex.quote(rec.log_path)} 2>/dev/null | head -c {CHUNK}")
+               f"tail -c +{int(offset) + 1} {shlex.quote(rec.log_path)} 2>/dev/null | head -c {CHUNK} | base64")
         return _parse_poll(self._run(cmd).stdout)
 
     def follow(self, rec: process.ServerRecord) -> LogStream:
@@ -320,8 +341,8 @@ class ServerLifecycle:
             if stream.ended:
                 new += stream.drain()
                 offset = stream.offset + stream.nbytes
-                alive, more = self.poll(rec, offset)  # dead server, dropped connection, or a tail that cannot -f
-                offset += log_bytes(more)
+                alive, more, n = self.poll(rec, offset)  # dead server, dropped connection, or a tail that cannot -f
+                offset += n
                 outcome = watch.step(new + more, alive=alive)
                 if outcome is not None:
                     return self._ready(rec, outcome, stream=None)
@@ -333,10 +354,10 @@ class ServerLifecycle:
                  "there, or the connection dropped)", self.host.name)
         while True:
             time.sleep(POLL_S)
-            alive, new = self.poll(rec, offset)
-            offset += log_bytes(new)
+            alive, new, n = self.poll(rec, offset)
+            offset += n
             if not alive:
-                new += self.poll(rec, offset)[1]
+                new += self.poll(rec, offset).text
             outcome = watch.step(new, alive=alive)
             if outcome is not None:
                 return self._ready(rec, outcome, stream=None)

@@ -66,6 +66,7 @@ def make_console(stderr: bool = False) -> Console:
 
 #: Runbook for each kind of ending (docs/runbooks/).
 RUNBOOK = {"corrupt": "docs/runbooks/mtp-output-looping.md", "launch": "docs/runbooks/server-will-not-start.md",
+           "crashed": "docs/runbooks/server-crashed-while-sampling.md",
            "failed": "docs/runbooks/nightly-run-failed.md"}
 
 
@@ -80,8 +81,10 @@ def next_step(doc: dict, run_dir) -> str:
     corrupt = [p for p, k in kinds.items() if k == "spec-corrupts-output"]
     failed = [p for p, k in kinds.items() if k.startswith(("launch-failed", "crashed", "hung"))]
     if failed:
+        first = kinds[failed[0]]
+        runbook = RUNBOOK["launch"] if first.startswith("launch-failed") else RUNBOOK["crashed"]
         return (f"{', '.join(failed)} failed: `mtp-remote classify-log {run_dir}/logs/{failed[0]}.log`; "
-                f"see {RUNBOOK['launch']}")
+                f"see {runbook}")
     if corrupt:
         return (f"find the cheapest cure: `mtp-remote mitigate --from {run}` (then `bisect`, `bug-report {run}`); "
                 f"see docs/runbooks/loops-confirmed.md")

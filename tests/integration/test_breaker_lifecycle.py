@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import time
@@ -63,8 +64,10 @@ with open(sys.argv[1], "wb") as f:
 '''
 
 
-@pytest.mark.parametrize("over", ["local", pytest.param("ssh", marks=pytest.mark.ssh)])
-def test_the_log_stream_counts_bytes_and_decodes_utf8_across_reads(tmp_path, request, over):
+@contextlib.contextmanager
+def _lifecycle_of(pid: int, log, tmp_path, request, over: str):
+    """(ServerLifecycle, ServerRecord) for the process ``pid`` writing ``log``, reached locally or through the
+    test sshd (``over``); the SSH connection is closed on exit."""
     from invoke import Context
 
     from mtp_remote.config import HostConfig
@@ -72,9 +75,6 @@ def test_the_log_stream_counts_bytes_and_decodes_utf8_across_reads(tmp_path, req
     from mtp_remote.remote import facts, process
     from mtp_remote.server import ServerLifecycle
 
-    src, log = tmp_path / "writer.py", tmp_path / "srv.log"
-    src.write_text(_MIXED_BYTES)
-    p = subprocess.Popen([sys.executable, str(src), str(log)], start_new_session=True)
     if over == "ssh":
         host = HostConfig(**request.getfixturevalue("sshd").host_config(engine="sim", workdir=str(tmp_path)),
                           name="h")
@@ -82,23 +82,70 @@ def test_the_log_stream_counts_bytes_and_decodes_utf8_across_reads(tmp_path, req
     else:
         host, c = HostConfig(name="h", transport="local", engine="sim", workdir=str(tmp_path)), Context()
     try:
-        info = facts.get_process_info(c, p.pid)
-        rec = process.ServerRecord(pid=p.pid, pgid=p.pid, start_ticks=info.start_ticks, cmdline=list(info.cmdline),
+        info = facts.get_process_info(c, pid)
+        rec = process.ServerRecord(pid=pid, pgid=pid, start_ticks=info.start_ticks, cmdline=list(info.cmdline),
                                    profile="x", port=0, log_path=str(log), run_id="r", started_at=time.time())
-        lc = ServerLifecycle(c, host, python=sys.executable, workdir=str(tmp_path), run_id="r")
-        stream = lc.follow(rec)
-        assert lc.wait_ready(rec, timeout_s=30, stream=stream).kind == "ready"
-        p.wait(10)
-        assert stream.wait_end(10), "the stream ends with the writer"
-        data = log.read_bytes()
-        assert stream.nbytes == len(data), "one byte counted per byte of the log, not per character decoded"
-        assert stream.text == data.decode("utf-8", "replace"), "no character lost at a read's boundary"
-        assert stream.text.count("\ufffd") == 151 and stream.text.count("\u2014") == 1100
+        yield ServerLifecycle(c, host, python=sys.executable, workdir=str(tmp_path), run_id="r"), rec
+    finally:
+        if over == "ssh":
+            transport.close(c)
+
+
+@pytest.mark.parametrize("over", ["local", pytest.param("ssh", marks=pytest.mark.ssh)])
+def test_the_log_stream_counts_bytes_and_decodes_utf8_across_reads(tmp_path, request, over):
+    src, log = tmp_path / "writer.py", tmp_path / "srv.log"
+    src.write_text(_MIXED_BYTES)
+    p = subprocess.Popen([sys.executable, str(src), str(log)], start_new_session=True)
+    try:
+        with _lifecycle_of(p.pid, log, tmp_path, request, over) as (lc, rec):
+            stream = lc.follow(rec)
+            assert lc.wait_ready(rec, timeout_s=30, stream=stream).kind == "ready"
+            p.wait(10)
+            assert stream.wait_end(10), "the stream ends with the writer"
+            data = log.read_bytes()
+            assert stream.nbytes == len(data), "one byte counted per byte of the log, not per character decoded"
+            assert stream.text == data.decode("utf-8", "replace"), "no character lost at a read's boundary"
+            assert stream.text.count("\ufffd") == 151 and stream.text.count("\u2014") == 1100
     finally:
         p.kill()
         p.wait()
-        if over == "ssh":
-            transport.close(c)
+
+
+@pytest.mark.parametrize("over", ["local", pytest.param("ssh", marks=pytest.mark.ssh)])
+def test_the_polling_fallback_counts_the_logs_own_bytes_through_invalid_utf8_and_cut_characters(
+        tmp_path, request, monkeypatch, over):
+    """The poll that replaces a stream that ended (no tail -f, a dropped connection) reads from a byte offset:
+    each poll's text, read in chunks that cut characters, joins into the log exactly, and the offsets add up
+    to the log's size (before, replacement characters were counted as 3 bytes each and the offset drifted)."""
+    from mtp_remote import server
+
+    monkeypatch.setattr(server, "CHUNK", 997)  # odd: chunks end inside 2- and 3-byte characters
+    src, log = tmp_path / "writer.py", tmp_path / "srv.log"
+    src.write_text(_MIXED_BYTES)
+    subprocess.run([sys.executable, str(src), str(log)], check=True)
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        with _lifecycle_of(p.pid, log, tmp_path, request, over) as (lc, rec):
+            data, offset, texts, polls = log.read_bytes(), 0, [], 0
+            while True:
+                alive, text, n = lc.poll(rec, offset)
+                assert alive
+                polls += 1
+                if n == 0:
+                    break
+                texts.append(text)
+                offset += n
+            assert polls > len(data) // 997, "the log came in many chunks"
+            assert offset == len(data) - 2, "every byte counted once; the cut character at the end waits"
+            assert "".join(texts) == data[:-2].decode("utf-8", "replace")
+            assert "".join(texts).count("\ufffd") == 150
+            p.kill()
+            p.wait()
+            last = lc.poll(rec, offset)
+            assert (last.alive, last.text, last.nbytes) == (False, "\ufffd", 2), "a dead writer's cut end is shown"
+    finally:
+        p.kill()
+        p.wait()
 
 
 def test_fab_launch_stopped_by_sigterm_while_waiting_stops_its_server_and_exits_130(tmp_path):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.ports import free_port
+
 READY = "The server is fired up and ready to roll!"
 FIELD_FLAGS = ["--model-path", "/models/Qwen3.6-27B", "--tp-size", "2", "--mem-fraction-static", "0.88",
                "--context-length", "32768", "--max-running-requests", "16", "--mamba-full-memory-ratio", "0.5",
@@ -27,11 +28,6 @@ FIELD_FLAGS = ["--model-path", "/models/Qwen3.6-27B", "--tp-size", "2", "--mem-f
 MTP_FLAGS = ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
              "--speculative-num-draft-tokens", "4"]
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass

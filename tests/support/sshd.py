@@ -18,11 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.support.ports import free_port
 
 
 def sshd_binary() -> str | None:

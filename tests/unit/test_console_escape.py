@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from rich.console import Console
 
 from mtp_remote.ops import Check, StatusReport
@@ -33,3 +35,19 @@ def test_markup_in_foreign_argv_paths_and_details_is_printed_literally():
                      "forced": []})
     RichHooks(con).on_progress("taking over a stale lock ([/]x, 1 s old)")
     assert "[/] none" in buf.getvalue() and "[/]x" in buf.getvalue()
+
+
+@pytest.mark.parametrize("kind,runbook", [
+    ("launch-failed:cuda_oom", "docs/runbooks/server-will-not-start.md"),
+    ("crashed:scheduler_died", "docs/runbooks/server-crashed-while-sampling.md"),
+    ("hung:stalled", "docs/runbooks/server-crashed-while-sampling.md"),
+])
+def test_the_next_step_after_a_failed_profile_names_the_runbook_for_when_it_failed(kind, runbook):
+    from pathlib import Path
+
+    from mtp_remote.report.console import next_step
+
+    doc = {"run_id": "r1", "status": "completed", "verdicts": [{"profile": "mtp", "kind": kind}]}
+    hint = next_step(doc, "runs/r1")
+    assert hint == f"mtp failed: `mtp-remote classify-log runs/r1/logs/mtp.log`; see {runbook}"
+    assert (Path(__file__).resolve().parents[2] / runbook).is_file()

@@ -114,3 +114,20 @@ def test_monte_carlo_coverage_is_near_95_percent_and_a_wrong_untied_winner_is_ra
     assert 0.92 <= out["coverage"] <= 0.98, out
     assert out["wrong_first"] > 0.1, out  # the point estimate alone picks a slower candidate often
     assert out["wrong_first_untied"] <= 0.03, out
+
+
+@pytest.mark.parametrize("verdict,loops,status", [
+    ("healthy", 0, "loop-free"), ("spec-slower", 0, "loop-free"), ("inconclusive", 0, "loop-free"), ("inconclusive", 2, "undecided"),
+    ("spec-corrupts-output", 9, "corrupts"), ("launch-failed:cuda_oom", None, "launch-failed"),
+    ("crashed:scheduler_died", 1, "crashed"), ("hung:stalled", 0, "crashed"), (None, None, "pending"),
+])
+def test_a_candidate_whose_server_crashed_while_sampling_is_a_crash_not_undecided(verdict, loops, status):
+    from mtp_remote.mitigate import status_of
+
+    assert status_of(verdict, loops) == status
+
+
+def test_crashed_candidates_rank_below_every_loop_free_and_corrupting_one():
+    rows = [CandidateResult(name=n, change=n, source="built-in", status=s, speed_vs_baseline=v)
+            for n, s, v in [("c", "crashed", 2.0), ("k", "corrupts", 1.5), ("f", "loop-free", 0.9)]]
+    assert [r.name for r in rank_results(rows)] == ["f", "k", "c"]
