@@ -66,20 +66,12 @@ _CJK = ("\u1100-\u11ff\u3005-\u3007\u3021-\u3029\u3031-\u3035\u303b\u303c\u3040-
         "\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\uff66-\uff9f\uffa0-\uffdc"
         "\U0001b000-\U0001b16f\U00020000-\U0002fa1f\U00030000-\U000323af")
 #: Joiners and tag characters (format characters inside emoji sequences and Indic/Persian words).
-_JOINERS = "\u200c\u200d\U000e0020-\U000e007f"
+_JOINERS_BMP, _JOINERS_ASTRAL = "\u200c\u200d", "\U000e0020-\U000e007f"
 _ASCII_TOKEN_WITH_GAP = re.compile(r"[^\S\n]*(?:[A-Za-z0-9]+|\n|[^\sA-Za-z0-9])")  # ASCII text: a faster rule
 
 
-@lru_cache(maxsize=1)
-def _mark_ranges() -> str:
-    """Every combining mark (Unicode categories Mn, Mc, Me) as a regex class body, plus :data:`_JOINERS`.
-
-    Marks are neither letters nor punctuation: they belong to the character before them (a vowel sign of
-    a Devanagari word, the variation selector of an emoji). Scanned from ``unicodedata`` once per process
-    (planes 0-1 and the variation selectors supplement: ~15 ms).
-    """
-    points = [i for i in (*range(0x20000), *range(0xE0100, 0xE01F0))
-              if unicodedata.category(chr(i)) in ("Mn", "Mc", "Me")]
+def _class_body(points: list[int]) -> str:
+    """Sorted code points as the body of a regex character class (consecutive points as ranges)."""
     ranges: list[str] = []
     start = prev = points[0]
     for i in [*points[1:], -1]:
@@ -87,7 +79,24 @@ def _mark_ranges() -> str:
             ranges.append(re.escape(chr(start)) + ("" if prev == start else "-" + re.escape(chr(prev))))
             start = i
         prev = i
-    return "".join(ranges) + _JOINERS
+    return "".join(ranges)
+
+
+@lru_cache(maxsize=1)
+def _mark() -> str:
+    """A regex for one combining mark (Unicode categories Mn, Mc, Me) or joiner (ZWNJ, ZWJ, tag characters).
+
+    Marks are neither letters nor punctuation: they belong to the character before them (a vowel sign of
+    a Devanagari word, the variation selector of an emoji). Scanned from ``unicodedata`` once per process
+    (planes 0-1 and the variation selectors supplement: ~15 ms). Split in two classes: ``re`` tests a
+    class of BMP characters with a bitmap, a class with astral ones range by range (so that one is tried
+    only on astral characters).
+    """
+    points = [i for i in (*range(0x20000), *range(0xE0100, 0xE01F0))
+              if unicodedata.category(chr(i)) in ("Mn", "Mc", "Me")]
+    bmp = _class_body([i for i in points if i < 0x10000]) + _JOINERS_BMP
+    astral = _class_body([i for i in points if i >= 0x10000]) + _JOINERS_ASTRAL
+    return rf"(?:[{bmp}]|(?=[\U00010000-\U0010ffff])[{astral}])"
 
 
 @lru_cache(maxsize=1)
@@ -95,15 +104,15 @@ def _unicode_token_pattern() -> re.Pattern:
     """The token rule for any text: a word (letters/digits, with the marks inside it), one CJK character,
     a newline, or one punctuation/symbol character with the marks that follow it; each with the other
     whitespace before it (stripped afterwards: faster than ``finditer``)."""
-    m = _mark_ranges()
-    return re.compile(rf"[^\S\n]*(?:[^\W_{_CJK}](?:[^\W_{_CJK}]|[{m}])*|[{_CJK}][{m}]*|\n|(?:[^\w\s]|_)[{m}]*)")
+    m, w = _mark(), rf"[^\W_{_CJK}]"
+    return re.compile(rf"[^\S\n]*(?:{w}+(?:{m}+{w}*)*|[{_CJK}]{m}*|\n|(?:[^\w\s]|_){m}*)")
 
 
 @lru_cache(maxsize=2)
 def _rule_line_pattern(ascii_only: bool) -> re.Pattern:
     """A rule line: one punctuation/symbol character (its marks included) repeated at least 3 times, alone
     on its line with only whitespace around (``\\r`` of a CRLF line ending included)."""
-    marks = "" if ascii_only else f"[{_mark_ranges()}]*"
+    marks = "" if ascii_only else f"{_mark()}*"
     return re.compile(rf"^[^\S\n]*((?:[^\w\s]|_){marks})(?:[^\S\n]*\1){{2,}}[^\S\n]*$", re.MULTILINE)
 
 
