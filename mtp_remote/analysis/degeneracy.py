@@ -364,13 +364,14 @@ def _offsets(raw: list[str], toks: list[str]) -> np.ndarray:
 
 def _escaped_outside_structure(text_ids: np.ndarray, offsets: np.ndarray,
                                spans: list[tuple[int, int]]) -> Run | None:
-    """The escaped loop among the tokens outside structured content, as a run in text-token indexes."""
+    """The escaped loop among the tokens outside structured content, as a run in text-token indexes (its
+    span may hold left-out tokens: ``period`` and ``copies`` are counted on the tokens kept)."""
     keep = _outside(offsets, spans)
     found = detect_loop(text_ids[keep], allow_tail=False)
     if found is None:
         return None
     run = found[0]
-    return Run(int(keep[run.start]), int(keep[run.end - 1]) + 1, run.period)
+    return Run(int(keep[run.start]), int(keep[run.end - 1]) + 1, run.period, copies=run.repeats)
 
 
 def _is_word(token: str) -> bool:

@@ -53,6 +53,8 @@ def test_every_field_body_is_read_and_classified_as_labelled_by_the_cli():
     ("n24_tail_r3_covering_33_tokens", ("tail", 12, 3, 6, 22, 36 / 42)),
     ("n26_escaped_n3_r10_then_recovery", ("escaped", 3, 10, 4, 12, 30 / 52)),
     ("n35_chinese_loop_at_tail_unclosed", ("tail", 11, 30, 17, 21, 331 / 348)),
+    # fences left out between the copies: unit and copies counted on the 9 prose tokens of each copy
+    ("n67_block_with_fence_repeats_then_stops", ("escaped", 9, 12, 11, 23, 313 / 336)),
 ])
 def test_the_reported_loop_unit_repeats_start_and_fraction(name, expected):
     text = (CASES / f"{name}.txt").read_text(encoding="utf-8")
