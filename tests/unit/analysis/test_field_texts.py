@@ -24,7 +24,7 @@ BODY_CASES = sorted(k for k, v in LABELS.items() if "file" in v)  # .json/.jsonl
 @pytest.mark.parametrize("name", TEXT_CASES)
 def test_every_field_text_is_classified_as_labelled(name):
     label = LABELS[name]
-    metrics = analyze_text((CASES / f"{name}.txt").read_text(encoding="utf-8"))
+    metrics = analyze_text((CASES / f"{name}.txt").read_bytes().decode("utf-8"))  # bytes: CRLF kept
     assert metrics.is_loop is label["loop"]
     assert metrics.think_closed is label["think_closed"]
     if "near_loop" in label:
@@ -57,7 +57,7 @@ def test_every_field_body_is_read_and_classified_as_labelled_by_the_cli():
     ("n67_block_with_fence_repeats_then_stops", ("escaped", 9, 12, 11, 23, 313 / 336)),
 ])
 def test_the_reported_loop_unit_repeats_start_and_fraction(name, expected):
-    text = (CASES / f"{name}.txt").read_text(encoding="utf-8")
+    text = (CASES / f"{name}.txt").read_bytes().decode("utf-8")
     m = analyze_text(text)
     loop = m.loop
     got = (loop.kind, loop.unit_tokens, loop.repeats, loop.start_token, loop.start_char, loop.fraction)
