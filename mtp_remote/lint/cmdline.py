@@ -24,7 +24,9 @@ from mtp_remote.errors import ConfigError
 
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _SHELL_OPERATOR = re.compile(r"^(?:\d*>>?.*|\d*<.*|&>.*|&&?|\|\|?|;)$")
-_COMMAND_END = {";", "&&", "||", "|", "&", "|&"}
+#: An unquoted newline, as a word of its own (a record separator: never in a typed command).
+_NEWLINE = "\x1e"
+_COMMAND_END = {";", "&&", "||", "|", "&", "|&", _NEWLINE}
 _PYTHON = re.compile(r"(?:^|/)python[0-9.]*$")
 #: Python options that take the next word as their argument (``-X importtime``, ``-W ignore``).
 _PYTHON_OPTIONS_WITH_ARG = {"-X", "-W", "-Q"}
@@ -107,7 +109,7 @@ def _shell_text(cmd: str) -> str:
             i = n if end < 0 else end
             continue
         elif ch in "\r\n":
-            out.append(" ; " if ch == "\n" else " ")
+            out.append(f" {_NEWLINE} " if ch == "\n" else " ")
         elif ch in ";|" or (ch == "&" and not (i and cmd[i - 1] in "<>") and not cmd.startswith(">", i + 1)):
             op = ch
             while i + 1 < n and cmd[i + 1] in "&|" and len(op) < 2:
@@ -138,13 +140,21 @@ def _substitution_end(cmd: str, i: int) -> int:
 
 
 def _commands(words: list[str]) -> list[list[str]]:
-    """The simple commands of a word list, split at the command separators."""
+    """The simple commands of a word list, split at the command separators. A line that starts with a flag
+    (``--tp 2``) continues the command before it: a launch line pasted from a chat or an issue often lost its
+    backslashes, and a shell would fail on such a line anyway."""
     out: list[list[str]] = [[]]
+    after_newline = False
     for w in words:
         if w in _COMMAND_END:
-            out.append([])
-        else:
-            out[-1].append(w)
+            if out[-1]:
+                out.append([])
+            after_newline = after_newline or w == _NEWLINE
+            continue
+        if after_newline and not out[-1] and w.startswith("-") and len(out) > 1:
+            out.pop()  # the flag line joins the command it follows
+        after_newline = False
+        out[-1].append(w)
     return [c for c in out if c]
 
 
