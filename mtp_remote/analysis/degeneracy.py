@@ -250,16 +250,33 @@ def think_block(text: str) -> tuple[bool | None, int, int]:
 
     ``<think>...</think>`` or, as Qwen3 chat templates emit (the generation prompt opened the block), a
     ``</think>`` without an opening tag. Returns ``(None, 0, 0)`` without any tag; an opening tag without
-    a close gives ``(False, len(text), len(text))``. The first ``</think>`` after the opening decides.
+    a close gives ``(False, len(text), len(text))``. The first ``</think>`` after the opening decides. A tag
+    inside inline code or a fenced code block is a mention, not a tag (:func:`_tag_at`).
     """
-    open_at = text.find(_THINK_OPEN)
+    open_at = _tag_at(text, _THINK_OPEN)
     search_from = open_at + len(_THINK_OPEN) if open_at >= 0 else 0
-    close_at = text.find(_THINK_CLOSE, search_from)
+    close_at = _tag_at(text, _THINK_CLOSE, search_from)
     if close_at >= 0:
         return True, close_at, close_at + len(_THINK_CLOSE)
     if open_at >= 0:
         return False, len(text), len(text)
     return None, 0, 0
+
+
+_FENCE_LINE = re.compile(r"^ {0,3}(?:```|~~~)", re.MULTILINE)
+
+
+def _tag_at(text: str, tag: str, start: int = 0) -> int:
+    """Offset of the first ``tag`` from ``start`` that is a tag, not a mention of one: a tag written inside
+    inline code (an odd number of backticks before it on its line, as in "use the `</think>` tag") or inside
+    a fenced code block is text about tags. -1 when there is none."""
+    i = text.find(tag, start)
+    while i >= 0:
+        line_start = text.rfind("\n", 0, i) + 1
+        if text.count("`", line_start, i) % 2 == 0 and len(_FENCE_LINE.findall(text, 0, line_start)) % 2 == 0:
+            return i
+        i = text.find(tag, i + len(tag))
+    return -1
 
 
 def _count(text: str) -> int:
@@ -275,7 +292,7 @@ def _think_counts(text: str, n_text_tokens: int) -> tuple[bool | None, int, int]
     closed, reasoning_end, answer_start = think_block(text)
     if closed is None:
         return None, 0, n_text_tokens
-    open_at = text.find(_THINK_OPEN)
+    open_at = _tag_at(text, _THINK_OPEN)
     body_from = open_at + len(_THINK_OPEN) if 0 <= open_at < reasoning_end else 0
     before = _count(text[:body_from]) if body_from else 0
     if not closed:
