@@ -21,7 +21,7 @@ from .analysis.verdict import exit_code as verdicts_exit_code
 from .config import HostConfig, Inventory, Playbook, load_inventory, load_playbook
 from .diagnosis import design_of
 from .diagnosis import diagnose as diagnose_samples
-from .entry import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK
+from .entry import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK, HISTORY_FILE, INVENTORY_ENV, find_inventory  # noqa: F401 (re-exported)
 from .errors import EXIT_RUN_FAILED, ConfigError, Interrupted, MtpRemoteError
 from .plan import plan_run
 from .remote import connect as transport
@@ -34,29 +34,6 @@ from .runner import Hooks, Runner, calibration_profile, load_samples, new_run_id
 
 log = logging.getLogger(__name__)
 
-#: Environment variable naming the inventory when ``-i`` is not given.
-INVENTORY_ENV = "MTP_REMOTE_INVENTORY"
-#: History of every run, inside the runs directory unless ``--history`` says otherwise.
-HISTORY_FILE = "history.sqlite"
-
-
-def find_inventory(given: str | Path | None = None, *, cwd: Path | None = None) -> Path:
-    """The inventory to read: ``given`` (``-i``) when set, else ``$MTP_REMOTE_INVENTORY``, else the first
-    ``inventory.yaml`` in the current directory or any parent (as git finds ``.git``), else
-    ``inventory.yaml`` (loading it then fails naming the file). ``given == DEFAULT_INVENTORY`` that does not
-    exist here is searched for like an absent one."""
-    import os
-
-    if given is not None and not (str(given) == DEFAULT_INVENTORY and not Path(given).exists()):
-        return Path(given)
-    env = os.environ.get(INVENTORY_ENV)
-    if env:
-        return Path(env).expanduser()
-    here = (cwd or Path.cwd()).resolve()
-    for d in (here, *here.parents):
-        if (d / DEFAULT_INVENTORY).is_file():
-            return d / DEFAULT_INVENTORY if d != here else Path(DEFAULT_INVENTORY)
-    return Path(DEFAULT_INVENTORY)
 
 
 def find_playbook(given: str | Path | None, inventory: str | Path | None = None) -> Path:

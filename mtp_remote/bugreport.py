@@ -19,6 +19,7 @@ from .errors import ConfigError
 from .remote.commands import mask_log_secrets
 
 EXCERPT_CHARS = 500
+CORRUPT = "spec-corrupts-output"  # the verdict an upstream issue is written for
 
 
 def _read(path: Path) -> dict | None:
@@ -133,7 +134,8 @@ def render_bug_report(doc: dict, samples_path: Path, mitigation: dict | None, bi
 
 def write_bug_report(run_id: str, *, runs_dir: Path = Path("runs"), output: Path | None = None) -> tuple[Path, str]:
     """Write the issue body for ``run_id`` (a diagnose run, or a mitigation run started from one); returns the
-    path and the text. Raises ConfigError when the run or its summary is missing."""
+    path and the text. Raises ConfigError when the run or its summary is missing, when the run did not complete
+    (its cause named), or when no profile of it has the spec-corrupts-output verdict (its verdicts named)."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", run_id) or ".." in run_id:
         raise ConfigError(f"{run_id!r} is not a run id", field="RUN_ID")
     run_dir = runs_dir / run_id
@@ -143,6 +145,16 @@ def write_bug_report(run_id: str, *, runs_dir: Path = Path("runs"), output: Path
     if doc is None:
         raise ConfigError(f"no diagnose run {diag_id!r} in {runs_dir}/ (summary.json missing)"
                           + ("" if diag_id == run_id else f"; {run_id} was started from it"), field="RUN_ID")
+    if doc.get("status", "completed") != "completed":  # no verdict, no evidence: an issue body would be empty
+        from .records import cause_line
+
+        raise ConfigError(f"run {diag_id} {doc.get('status')}: {cause_line(doc)}; it has no verdict to report "
+                          f"(a bug report needs a completed diagnose run with a spec-corrupts-output verdict)",
+                          file=str(runs_dir / diag_id / "summary.json"))
+    if not any(v.get("kind") == CORRUPT for v in doc.get("verdicts", [])):
+        found = ", ".join(f"{v.get('profile')}: {v.get('kind')}" for v in doc.get("verdicts", [])) or "none"
+        raise ConfigError(f"run {diag_id} has no {CORRUPT} verdict (verdicts: {found}); a bug report is written "
+                          f"for a profile that corrupts output", file=str(runs_dir / diag_id / "summary.json"))
     mit, bis = related_runs(runs_dir, diag_id)
     text = render_bug_report(doc, runs_dir / diag_id / "samples.jsonl", mit, bis)
     path = output or (run_dir / "bug-report.md")

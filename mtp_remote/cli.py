@@ -15,7 +15,7 @@ import click
 from rich.markup import escape
 
 from . import __version__
-from .entry import DEFAULT_PLAYBOOK, make_console
+from .entry import DEFAULT_PLAYBOOK, HISTORY_FILE, make_console
 from .entry import api as _api
 from .errors import EXIT_RUN_FAILED, MtpRemoteError
 from .interrupts import Interrupts
@@ -428,13 +428,20 @@ def history_cmd(host, group, runs_dir, history_db, limit, as_json):
     from . import store
     from .errors import ConfigError
 
-    history_db = str(history_db or f"{runs_dir}/{_api().HISTORY_FILE}")
+    history_db = str(history_db or f"{runs_dir}/{HISTORY_FILE}")
     if not store.check_history_path(history_db).exists():
         raise ConfigError("no runs recorded yet (`mtp-remote diagnose` and `nightly` record every run)",
                           file=history_db)
     rows = store.history(history_db, host=host, group=group, limit=limit)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows and (host or group):  # an empty table alone reads as "no runs at all": name what there is
+        hosts, groups = store.recorded_names(history_db)
+        what = " and ".join(x for x in (host and f"host {host!r}", group and f"group {group!r}") if x)
+        make_console().print(f"{history_db}: no run recorded for {escape(what)}; hosts with runs: "
+                             f"{escape(', '.join(hosts) or 'none')}; groups with runs: "
+                             f"{escape(', '.join(groups) or 'none')}", highlight=False)
         return
     t = Table(title=f"History — {history_db}" + (f" — group {group}" if group else ""))
     for col in ("run", "host", "group", "playbook", "started (UTC)", "status", "exit", "verdicts / cause"):

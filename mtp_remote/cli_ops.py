@@ -121,7 +121,7 @@ def lint_command_cmd(as_json: bool, sglang_version: str | None, with_defaults: b
     if as_json:
         click.echo(mask_text(json.dumps(result.to_dict(with_defaults=with_defaults), default=repr), secrets))
     else:
-        console = Console()
+        console = make_console()  # outside a terminal a finding stays on one line (a flag to copy is never split)
         console.print(f"SGLang {result.sglang_version} flag table: "
                       + ("[green]no findings[/]" if result.ok else f"[red]{len(result.findings)} finding(s)[/]"))
         for f in result.findings:
@@ -142,14 +142,17 @@ def run_analyze(files: tuple[str, ...], *, as_json: bool, per_row: bool | None =
     ``as_json``, a red line on stderr otherwise -- and the other files are still analysed. Returns the exit
     code: 2 when any file failed, else 1 when any text loops, else 0.
     """
-    from mtp_remote.inputs import read_texts
+    from mtp_remote.inputs import SHAPES, read_texts
 
     rows: list[dict] = []
     failed = 0
     err = Console(stderr=True)
     for f in files:
+        skipped: list[str] = []
         try:
-            texts = list(read_texts(f))
+            texts = list(read_texts(f, skipped))
+            if not texts:  # an empty .jsonl/.json (e.g. a run that stored no sample): say so, never print nothing
+                raise AnalysisInputError(f"{f}: no texts in it (empty); expected {SHAPES}")
         except AnalysisInputError as exc:
             failed += 1
             if as_json:
@@ -157,6 +160,8 @@ def run_analyze(files: tuple[str, ...], *, as_json: bool, per_row: bool | None =
             else:
                 err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             continue
+        for w in skipped:  # a cut line (an interrupted write): the file's other lines are still analysed
+            err.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
         for row in _analyzed(texts):
             rows.append(row)
             if as_json:

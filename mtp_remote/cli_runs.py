@@ -70,7 +70,7 @@ def host_dict(name: str, h, default: str) -> dict:
 @click.option("--json", "as_json", is_flag=True, help="Print the hosts as JSON.")
 def hosts_cmd(inventory, as_json):
     """List the hosts of the inventory: how each is reached, engine, GPUs, port, model."""
-    from .api import find_inventory
+    from .entry import find_inventory  # not .api: listing hosts needs no scipy (~1 s)
     from .config import load_inventory
 
     path = find_inventory(inventory)

@@ -4,12 +4,20 @@ heavy layers, imported on first use.
 Start-up time is the reason this module exists: ``mtp-remote --version``/``--help`` and ``fab -l`` must not
 pay for the api layer (scipy, numpy, httpx, pydantic, jinja2: ~1 s on a 2-core VM) or the rich renderers;
 each command imports them through :func:`api` / :func:`make_console` when it runs. ``bench/`` times this.
+Finding the inventory is here too, so the commands that only read files (``hosts``, ``history``) never pay
+for the api layer.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 DEFAULT_INVENTORY = "inventory.yaml"
 DEFAULT_PLAYBOOK = "playbooks/diagnose-mtp.yaml"
+#: Environment variable naming the inventory when ``-i`` is not given.
+INVENTORY_ENV = "MTP_REMOTE_INVENTORY"
+#: History of every run, inside the runs directory unless ``--history`` says otherwise.
+HISTORY_FILE = "history.sqlite"
 
 
 def api():
@@ -24,3 +32,22 @@ def make_console(*args, **kwargs):
     from .report.console import make_console as make
 
     return make(*args, **kwargs)
+
+
+def find_inventory(given: str | Path | None = None, *, cwd: Path | None = None) -> Path:
+    """The inventory to read: ``given`` (``-i``) when set, else ``$MTP_REMOTE_INVENTORY``, else the first
+    ``inventory.yaml`` in the current directory or any parent (as git finds ``.git``), else
+    ``inventory.yaml`` (loading it then fails naming the file). ``given == DEFAULT_INVENTORY`` that does not
+    exist here is searched for like an absent one."""
+    import os
+
+    if given is not None and not (str(given) == DEFAULT_INVENTORY and not Path(given).exists()):
+        return Path(given)
+    env = os.environ.get(INVENTORY_ENV)
+    if env:
+        return Path(env).expanduser()
+    here = (cwd or Path.cwd()).resolve()
+    for d in (here, *here.parents):
+        if (d / DEFAULT_INVENTORY).is_file():
+            return d / DEFAULT_INVENTORY if d != here else Path(DEFAULT_INVENTORY)
+    return Path(DEFAULT_INVENTORY)

@@ -105,11 +105,15 @@ JSON_SUFFIXES = (".json",)
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 
 
-def read_texts(path: str) -> Iterator[tuple[str, str, list[int] | None]]:
+def read_texts(path: str, skipped: list[str] | None = None) -> Iterator[tuple[str, str, list[int] | None]]:
     """(label, text, token ids or None) for every text in ``path`` (module docstring for the kinds).
 
     Raises AnalysisInputError for a file that is missing, a directory, binary, or a ``.json``/``.jsonl``
-    whose content is not JSON of a known shape (with the line number for JSON lines)."""
+    whose content is not JSON of a known shape (with the line number for JSON lines). With ``skipped`` (a
+    list), a JSON line that does not parse is described there and skipped instead, as long as another line
+    of the file parses and the bad one is a record cut short (it opens with ``{``): a run killed mid-write
+    leaves one in samples.jsonl, and ``--resume`` keeps it in the middle of the file
+    (:func:`mtp_remote.store.open_samples_for_append`). A line that is not JSON at all still fails the file."""
     if path == "-":
         yield from _sniffed("<stdin>", sys.stdin.read())
         return
@@ -123,6 +127,8 @@ def read_texts(path: str) -> Iterator[tuple[str, str, list[int] | None]]:
         yield from _from_json(path, data)
     elif suffix in JSONL_SUFFIXES:
         stream = _Stream(path)
+        bad: list[str] = []
+        parsed = False
         for n, line in enumerate(raw.splitlines(), 1):
             line = _SSE_DATA.sub("", line, count=1)
             if not line.strip() or line.strip() == "[DONE]":
@@ -130,10 +136,18 @@ def read_texts(path: str) -> Iterator[tuple[str, str, list[int] | None]]:
             try:
                 record = json.loads(line)
             except ValueError as exc:
-                raise AnalysisInputError(f"{path}: line {n} is not valid JSON ({exc})") from None
+                if skipped is None or not line.lstrip().startswith("{"):
+                    raise AnalysisInputError(f"{path}: line {n} is not valid JSON ({exc})") from None
+                bad.append(f"line {n} is a record cut short ({exc}; an interrupted write?)")
+                continue
+            parsed = True
             if not stream.add(record):
                 yield from _from_json(f"{path}:{n}" if not isinstance(record, dict) or "profile" not in record
                                       else path, record)
+        if bad and not parsed:
+            raise AnalysisInputError(f"{path}: no complete JSON line in it: {bad[0]}; expected {SHAPES}")
+        if skipped is not None:
+            skipped.extend(f"{path}: {b}; skipped, the file's other lines analysed" for b in bad)
         yield from stream.texts()
     else:
         yield path, raw, None

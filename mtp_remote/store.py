@@ -144,6 +144,19 @@ def history(path: str | Path, *, host: str | None = None, group: str | None = No
         return out
 
 
+def recorded_names(path: str | Path) -> tuple[list[str], list[str]]:
+    """(hosts, groups) that have at least one run in the history at ``path``, sorted ([] and [] if none): what
+    ``history -H``/``--group`` can filter on."""
+    p = Path(path)
+    if not p.exists():
+        return [], []
+    with closing(_connect(p)) as db:
+        hosts = [r[0] for r in db.execute("SELECT DISTINCT host FROM runs ORDER BY host")]
+        groups = [r[0] for r in db.execute("SELECT DISTINCT host_group FROM runs WHERE host_group IS NOT NULL "
+                                           "ORDER BY host_group")]
+    return hosts, groups
+
+
 def open_samples_for_append(path: str | Path):
     """Open ``samples.jsonl`` for appending, first ending a truncated last line (a run killed mid-write):
     otherwise the next record would be glued onto the broken one and both lost on reading. Returns the

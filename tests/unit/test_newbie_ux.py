@@ -1,0 +1,129 @@
+"""A newcomer's and a breaker's pass over the host-less commands: what each one says when the input is odd
+(a samples.jsonl cut by an interrupted write or left empty, a run that failed or came out healthy given to
+``bug-report``, a history filter that matches nothing), that a lint finding piped to a file stays on one line,
+and that ``hosts``/``history`` do not pay for the scipy-heavy api layer."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from click.testing import CliRunner
+
+from mtp_remote import store
+from mtp_remote.cli import main
+from tests.conftest import ROOT
+
+LOOP = "The user's question is 2+2. " * 60
+CALM = "Two plus two is four, because adding two to two gives four."
+
+
+def _cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    """``mtp-remote`` as a real process; stdout is a pipe (not a terminal), 80 columns claimed."""
+    env = {k: v for k, v in os.environ.items() if k != "MTP_REMOTE_INVENTORY"} | {"COLUMNS": "80"}
+    return subprocess.run([sys.executable, "-m", "mtp_remote.cli", *args], capture_output=True, text=True,
+                          env=env, cwd=cwd or ROOT, timeout=60, check=False)
+
+
+def test_a_lint_finding_piped_to_a_file_is_one_line_with_the_flag_and_its_fix():
+    r = _cli("lint-command", "python -m sglang.launch_server --model-path /m --mem-fracton-static 0.9")
+    assert r.returncode == 1, r.stdout + r.stderr
+    (line,) = [ln for ln in r.stdout.splitlines() if "unknown-flag" in ln]
+    assert line.startswith("  unknown-flag --mem-fracton-static -> --mem-fraction-static: ")
+    assert line.endswith("did you mean --mem-fraction-static?"), r.stdout
+
+
+def _samples(path, *texts: str, cut_after: int | None = None) -> None:
+    """samples.jsonl-shaped lines ({"text": ...}); ``cut_after``: the record at that index is cut in the middle
+    (as a run killed mid-write leaves it, and as --resume keeps it before the lines it appends)."""
+    lines = [json.dumps({"text": t}) for t in texts]
+    if cut_after is not None:
+        lines[cut_after] = lines[cut_after][: len(lines[cut_after]) // 2]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_analyze_skips_a_record_cut_short_names_it_and_analyses_every_other_line(tmp_path):
+    f = tmp_path / "samples.jsonl"
+    _samples(f, CALM, LOOP, CALM, LOOP, cut_after=1)  # line 2 cut, lines after it complete (a resumed run)
+    r = CliRunner().invoke(main, ["analyze", "--json", str(f)])
+    assert r.exit_code == 1, r.output  # line 4 loops: the analysis ran and found it
+    rows = [json.loads(ln) for ln in r.stdout.splitlines()]
+    assert [row["loop"] for row in rows] == [False, False, True]
+    assert f"{f}: line 2 is a record cut short" in r.stderr and "skipped" in r.stderr
+
+
+def test_analyze_still_refuses_a_jsonl_whose_lines_are_only_cut_records(tmp_path):
+    f = tmp_path / "samples.jsonl"
+    f.write_text('{"text": "The user\'s qu\n')
+    r = CliRunner().invoke(main, ["analyze", str(f)])
+    assert r.exit_code == 2
+    assert f"{f}: no complete JSON line in it: line 1 is a record cut short" in r.stderr
+
+
+def test_analyze_says_an_empty_samples_file_has_no_texts_instead_of_printing_nothing(tmp_path):
+    f = tmp_path / "samples.jsonl"
+    f.write_text("")
+    r = CliRunner().invoke(main, ["analyze", str(f)])
+    assert r.exit_code == 2
+    assert f"{f}: no texts in it (empty)" in r.stderr and r.stdout == ""
+    j = CliRunner().invoke(main, ["analyze", "--json", str(f)])
+    assert j.exit_code == 2 and json.loads(j.stdout)["error"].startswith(f"{f}: no texts in it")
+
+
+def _run(runs, run_id: str, doc: dict) -> None:
+    (runs / run_id).mkdir(parents=True)
+    (runs / run_id / "summary.json").write_text(json.dumps({"run_id": run_id, "host": {"name": "gpu-1"}, **doc}))
+
+
+def test_bug_report_of_a_run_that_failed_names_its_cause_and_writes_no_body(tmp_path):
+    runs = tmp_path / "runs"
+    _run(runs, "r-failed", {"status": "failed", "verdicts": [],
+                            "cause": {"type": "LockHeld", "message": "[gpu-1] host is locked by ops@gpu-1"}})
+    r = CliRunner().invoke(main, ["bug-report", "r-failed", "--runs-dir", str(runs)])
+    assert r.exit_code == 2, r.output
+    assert "run r-failed failed: [gpu-1] host is locked by ops@gpu-1; it has no verdict to report" in r.stderr
+    assert not (runs / "r-failed" / "bug-report.md").exists()
+
+
+def test_bug_report_of_a_healthy_run_names_its_verdicts_instead_of_claiming_corruption(tmp_path):
+    runs = tmp_path / "runs"
+    _run(runs, "r-ok", {"status": "completed", "verdicts": [{"profile": "mtp", "kind": "healthy", "evidence": ""}]})
+    r = CliRunner().invoke(main, ["bug-report", "r-ok", "--runs-dir", str(runs)])
+    assert r.exit_code == 2, r.output
+    assert "run r-ok has no spec-corrupts-output verdict (verdicts: mtp: healthy)" in r.stderr
+    assert "corrupts output:" not in r.stdout and not (runs / "r-ok" / "bug-report.md").exists()
+
+
+def test_history_filtered_to_nothing_names_the_hosts_and_groups_that_have_runs(tmp_path):
+    runs = tmp_path / "runs"
+    db = runs / "history.sqlite"
+    runs.mkdir()
+    for run_id, host, fleet in (("a", "gpu-1", {"group": "rack", "fleet_id": "f1"}), ("b", "gpu-2", None)):
+        doc = {"run_id": run_id, "status": "completed", "host": {"name": host}, "playbook": {"name": "nightly"},
+               "started_at": "2026-11-02T00:00:00", "exit_code": 0, "simulated": True, "cells": [],
+               "verdicts": [{"profile": "mtp", "kind": "healthy", "evidence": ""}], **({"fleet": fleet} if fleet else {})}
+        store.record_run(db, doc, runs / run_id)
+    r = CliRunner(env={"COLUMNS": "200"}).invoke(main, ["history", "-H", "gpu-9", "--runs-dir", str(runs)])
+    assert r.exit_code == 0, r.output
+    assert "no run recorded for host 'gpu-9'; hosts with runs: gpu-1, gpu-2; groups with runs: rack" in r.output
+    j = CliRunner().invoke(main, ["history", "-H", "gpu-9", "--runs-dir", str(runs), "--json"])
+    assert j.exit_code == 0 and json.loads(j.output) == []  # scripts still get an empty list
+    assert store.recorded_names(db) == (["gpu-1", "gpu-2"], ["rack"])
+
+
+def test_hosts_and_history_do_not_import_the_api_layer_or_scipy(tmp_path):
+    (tmp_path / "runs").mkdir()
+    store.record_run(tmp_path / "runs" / "history.sqlite",
+                     {"run_id": "a", "status": "completed", "host": {"name": "h"}, "playbook": {"name": "p"},
+                      "started_at": "2026-11-02T00:00:00", "exit_code": 0, "simulated": True, "verdicts": []},
+                     tmp_path / "runs" / "a")
+    for argv in (["hosts", "-i", str(ROOT / "inventory.yaml")], ["history", "--runs-dir", str(tmp_path / "runs")]):
+        probe = ("from mtp_remote.cli import main\n"
+                 f"try:\n    main({argv!r}, standalone_mode=False)\nexcept SystemExit:\n    pass\n"
+                 "import sys, json\nprint(json.dumps(sorted(sys.modules)))")
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+        mods = set(json.loads(out.strip().splitlines()[-1]))
+        assert "sim-local" in out or "h " in out or "│ a" in out, out
+        assert not {"scipy", "mtp_remote.api", "numpy"} & mods, (argv, sorted({"scipy", "mtp_remote.api"} & mods))
