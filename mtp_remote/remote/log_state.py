@@ -18,6 +18,7 @@ from mtp_remote.remote.signatures import (
     REQUEST_ERROR,
     SCHEDULER_CRASH_HINT,
     SCHEDULER_UNKNOWN_HINT,
+    SHUTDOWN_DONE,
     SHUTDOWN_START,
     SIGNATURES,
     UNKNOWN_HINT,
@@ -34,6 +35,49 @@ _PROGRESS_MARKERS = ("Decode batch", "Prefill batch", READY_LINE, "Load weight b
                      "Memory pool end", "Capture cuda graph end", "Uvicorn running on")
 #: A line of SGLang's own logger (timestamp prefix), which ends a traceback block.
 _TIMESTAMP_LINE = re.compile(r"^\[\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}", re.MULTILINE)
+
+#: ANSI escape sequences (CSI: colours, cursor moves; OSC: titles) that a TTY capture leaves in a log.
+_ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+#: Prefixes that log collectors put before every line, SGLang's own ``[date time rank]`` prefix kept after them:
+#: ``docker logs -t`` (RFC 3339 time), ``kubectl logs --prefix`` (``[pod/name/container]``), journald's short
+#: format (``Dec 01 10:00:00 host unit[pid]:``), a collector's ISO time with a stream tag (``... stdout F`` of
+#: CRI logs), and torch.distributed's ``[rank1]:`` before a rank's uncaught-exception lines.
+_OUTER_PREFIXES = (
+    re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?(?: (?:stdout|stderr) [FP])? ",
+               re.MULTILINE),
+    re.compile(r"^\[pod/[^\]\n]*\] ", re.MULTILINE),
+    re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \S+ [^\s:\[]+(?:\[\d+\])?: ", re.MULTILINE),
+    re.compile(r"^\[rank\d+\]: ?", re.MULTILINE),
+)
+#: Where a launch starts: SGLang prints its ``server_args=ServerArgs(...)`` first; argparse opens its refusal
+#: with ``usage: <prog> [-h] ...``. A log holding several launches (appended with ``>>``) is judged by its last.
+_LAUNCH_START = re.compile(r"^(?:\[[^\]\n]*\] )?server_args=ServerArgs\(|^usage: \S+(?: \S+)? \[-h\]", re.MULTILINE)
+
+
+def normalized(text: str) -> str:
+    """``text`` as SGLang wrote it: ANSI escapes removed, CRLF and bare CR (Windows copies, tqdm bars) as LF,
+    and the per-line prefixes of log collectors (docker, kubectl, journald, torch ranks) taken off, so every
+    signature and the timestamp/rank prefix of SGLang's own lines read the same whatever carried the log.
+    A prefix is taken off only when a line of the first 64 KiB starts with it; every step is a C-level
+    replace/sub over the text (a few ms per MB). A bare CR counts as a line end, as a terminal shows it."""
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    head = text[:65536]
+    for prefix in _OUTER_PREFIXES:
+        if prefix.search(head):
+            text = prefix.sub("", text)
+    return text
+
+
+def launch_start(text: str) -> int:
+    """Offset of the last launch's first line in ``text`` (0 when it holds one launch or none is marked)."""
+    last = 0
+    for m in _LAUNCH_START.finditer(text):
+        last = m.start()
+    return last
+
 
 class StateScan:
     """The positions that decide a log's state, found once: the last ready line, where serving began, where
@@ -73,6 +117,10 @@ class StateScan:
                 continue
             m = self._first_valid(sig)
             if m is not None:
+                if sig.generic:  # "a child died": the traceback before it, if any, says of what
+                    named = self._unknown(died=True)
+                    if named is not None and named["cls"] == "scheduler_died":
+                        return named
                 return self._describe(sig, m)
         return self._unknown()
 
@@ -96,6 +144,8 @@ class StateScan:
 
     def _describe(self, sig: Signature, m: re.Match) -> dict:
         groups = {k: v for k, v in m.groupdict().items() if v is not None}
+        if "port2" in groups:  # a second spelling of the port in one pattern
+            groups.setdefault("port", groups.pop("port2"))
         line = line_at(self.text, m.start())
         cls, hint = sig.cls, sig.hint
         if sig.phase == "launch" and m.start() >= self.serving_from:
@@ -127,8 +177,9 @@ class StateScan:
                 return other.cls, other.hint, groups
         return sig.cls, sig.hint, groups
 
-    def _unknown(self) -> dict | None:
-        """The fallback: the last complete traceback after the ready line that nothing followed."""
+    def _unknown(self, *, died: bool = False) -> dict | None:
+        """The fallback: the last complete traceback after the ready line that nothing followed. ``died``: a
+        generic line already says a server process died (then the traceback is the scheduler's)."""
         last = None
         for m in UNKNOWN_TRACEBACK.finditer(self.text, self.after, self.end):
             if not self._skipped(m.start()):
@@ -139,7 +190,7 @@ class StateScan:
         opening = line_at(self.text, last.start())
         if last.start() >= self.serving_from:
             cls, hint = "scheduler_died", SCHEDULER_CRASH_HINT
-        elif "Scheduler hit an exception" in opening:
+        elif died or "Scheduler hit an exception" in opening:
             cls, hint = "scheduler_died", SCHEDULER_UNKNOWN_HINT
         else:
             cls, hint = "unknown", UNKNOWN_HINT
@@ -159,8 +210,8 @@ class StateScan:
         if self.term_at < 0:
             return None
         counts = [int(m.group("n")) for m in DRAIN_REMAINING.finditer(self.text, self.term_at)]
-        if not counts:
-            return "stopping", 0
+        if not counts:  # no drain logged (0.4.x): uvicorn's own end of shutdown says it finished
+            return ("stopped" if SHUTDOWN_DONE.search(self.text, self.term_at) else "stopping"), 0
         if counts[-1] == 0:
             return "stopped", 0
         stuck = 0

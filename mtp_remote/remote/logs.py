@@ -24,14 +24,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from mtp_remote.remote.log_state import READY_LINE, StateScan, condensed, fill_hint, line_bounds
+from mtp_remote.remote.log_state import (READY_LINE, StateScan, condensed, fill_hint, launch_start, line_bounds,
+                                         normalized)
 from mtp_remote.remote.signatures import STATE_HINTS
 
 #: Startup milestones in SGLang's order, each the first line that matches its pattern.
 MILESTONE_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
     ("weights_loaded", re.compile(r"Load weight end\.")),
     ("kv_cache_allocated", re.compile(r"KV Cache is allocated\.|Memory pool end\.")),
-    ("cuda_graph_captured", re.compile(r"Capture cuda graph end\.")),
+    # "Capture cuda graph end." (NVIDIA), "Capture npu graph end." / "Capture cpu graph end." (other devices),
+    # "Capture piecewise cuda graph end." (0.5.x); the draft model's "Capture draft ..." comes after the target's.
+    ("cuda_graph_captured", re.compile(r"Capture (?:[\w-]+ ){0,2}graph end\b")),
     ("http_up", re.compile(r"Uvicorn running on ")),
     ("ready", re.compile(re.escape(READY_LINE))),
 )
@@ -39,9 +42,10 @@ MILESTONE_NAMES = tuple(name for name, _ in MILESTONE_PATTERNS)
 # SGLang's prefix: "[2026-11-02 09:14:47 TP0] ..." or "[2026-11-02 09:14:47] ..." (rank suffix optional).
 _TIMESTAMP = re.compile(r"\[(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})(?:[.,]\d+)?(?: [^\]]*)?\]")
 # "Decode batch, #running-req: 8, ..." (0.5.x) and "Decode batch. #running-req: 1, ..." (0.4.x).
-_DECODE = re.compile(r"Decode batch[.,]([^\n]*)")
+# With SGLANG_LOG_FORWARD_ITERS=1 (0.5.x) the forward count follows: "Decode batch [1200], #running-req: ...".
+_DECODE = re.compile(r"Decode batch(?: ?\[\d+\])?[.,:]([^\n]*)")
 _RUNNING = re.compile(r"#running-req: (\d+)")
-_GEN_THROUGHPUT = re.compile(r"gen throughput \(token/s\): ([0-9.]+)")
+_GEN_THROUGHPUT = re.compile(r"gen throughput \((?:token|tok)s?/s\): ([0-9.]+)")
 _ACCEPT_LEN = re.compile(r"accept len: ([0-9.]+)")
 _ACCEPT_RATE = re.compile(r"accept rate: ([0-9.]+)")
 
@@ -137,8 +141,12 @@ def classify_log(text: str, *, serving: bool = False) -> LogClassification:
     :class:`DecodeStats` per ``Decode batch`` line. Never raises on odd input: unknown text is ``starting``.
     Cost is linear in ``len(text)``: a few C-level searches per signature and milestone.
     """
+    text = normalized(text)
+    start = launch_start(text)
+    lines_before = text.count("\n", 0, start)
+    text = text[start:]
     scan = StateScan(condensed(text), serving=serving)
-    milestones = _milestones(text)
+    milestones = _milestones(text, first_line=lines_before + 1)
     decode = _decode_stats(text)
     started_at = _first_timestamp(text)
     common = {"milestones": milestones, "decode": decode, "started_at": started_at}
@@ -198,7 +206,7 @@ def _first_timestamp(text: str) -> datetime | None:
     return _parse_ts(m.group(1)) if m else None
 
 
-def _milestones(text: str) -> list[Milestone]:
+def _milestones(text: str, *, first_line: int = 1) -> list[Milestone]:
     found = []
     for name, pattern in MILESTONE_PATTERNS:
         m = pattern.search(text)
@@ -206,7 +214,7 @@ def _milestones(text: str) -> list[Milestone]:
             found.append((m.start(), name))
     found.sort()
     out: list[Milestone] = []
-    line_no, last = 1, 0
+    line_no, last = first_line, 0
     for pos, name in found:
         line_no += text.count("\n", last, pos)
         last = pos
