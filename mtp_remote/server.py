@@ -95,22 +95,35 @@ class Polled(NamedTuple):
     nbytes: int
 
 
+#: The poll's log bytes as text: base64 where the host has it (coreutils, busybox), else POSIX od's hex; the
+#: first line names which.
+_ENCODE = "{ if command -v base64 >/dev/null 2>&1; then echo b64; base64; else echo hex; od -An -v -tx1; fi; }"
+
+
+def _decode_chunk(encoded: str) -> bytes:
+    """The log bytes of one poll from ``_ENCODE``'s output (b'' when unreadable)."""
+    kind, _, body = encoded.partition("\n")
+    try:
+        if kind.strip() == "hex":
+            return bytes.fromhex("".join(body.split()))
+        return base64.b64decode("".join(body.split()))
+    except ValueError:
+        return b""
+
+
 def _parse_poll(output: str) -> Polled:
-    """Split one poll's output (the process's stat line, ``--log--``, the log bytes in base64) into a Polled.
+    """Split one poll's output (the process's stat line, ``--log--``, the log bytes encoded) into a Polled.
 
     The log travels as base64, so the offset counts the log's own bytes whatever they hold: invalid UTF-8 is
     shown as U+FFFD but counted as the bytes it was, and a character cut at the chunk's end is left for the
     next poll rather than counted as a replacement character."""
-    head, _, b64 = output.partition("--log--\n")
+    head, _, encoded = output.partition("--log--\n")
     head = head.strip()
     alive = False
     if ")" in head:
         state = head[head.rindex(")") + 2:].split()[0]
         alive = state not in ("Z", "X")
-    try:
-        raw = base64.b64decode("".join(b64.split()))
-    except ValueError:
-        raw = b""
+    raw = _decode_chunk(encoded)
     dec = codecs.getincrementaldecoder("utf-8")("replace")
     text = dec.decode(raw, final=False)
     pending = dec.getstate()[0]
@@ -301,9 +314,10 @@ class ServerLifecycle:
 
     def poll(self, rec: process.ServerRecord, offset: int) -> Polled:
         """(process alive, log text from byte ``offset``, bytes it holds) in one round trip; at most CHUNK bytes
-        of log (1 MiB), sent as base64 so the byte offset stays exact."""
+        of log (1 MiB), sent as base64 (hex from ``od`` on a host without ``base64``) so the byte offset stays
+        exact."""
         cmd = (f"cat /proc/{int(rec.pid)}/stat 2>/dev/null; echo; echo --log--; "
-               f"tail -c +{int(offset) + 1} {shlex.quote(rec.log_path)} 2>/dev/null | head -c {CHUNK} | base64")
+               f"tail -c +{int(offset) + 1} {shlex.quote(rec.log_path)} 2>/dev/null | head -c {CHUNK} | {_ENCODE}")
         return _parse_poll(self._run(cmd).stdout)
 
     def follow(self, rec: process.ServerRecord) -> LogStream:

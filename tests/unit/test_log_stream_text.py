@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import codecs
 
+import pytest
+
 from mtp_remote.remote import follow
 
 
@@ -54,3 +56,22 @@ def test_children_reported_on_stderr_are_parsed_once_complete():
     s._err.write("ld 12 501\nchildren result ok\n")
     s.read(0)
     assert s.children == [[11, 500], [12, 501]]
+
+
+@pytest.mark.parametrize("encoder", [["base64"], ["od", "-An", "-v", "-tx1"]])
+def test_a_polls_log_bytes_decode_the_same_from_base64_and_from_ods_hex(encoder):
+    """The poll sends its log chunk as base64, or as POSIX od's hex on a host without base64; both give the
+    log's bytes back, a bad byte counted as one byte and a cut character left for the next poll."""
+    import subprocess
+
+    from mtp_remote.server import _parse_poll
+
+    data = b"ok \xff caf\xc3\xa9 \xe2\x80\x94 end \xe2\x80"
+    enc = subprocess.run(encoder, input=data, capture_output=True, check=True).stdout.decode()
+    tag = "b64" if encoder[0] == "base64" else "hex"
+    stat = "123 (python) S 1 123 123 0 -1"
+    polled = _parse_poll(f"{stat}\n--log--\n{tag}\n{enc}")
+    assert polled.alive and polled.nbytes == len(data) - 2
+    assert polled.text == "ok \ufffd caf\u00e9 \u2014 end "
+    gone = _parse_poll(f"\n--log--\n{tag}\n{enc}")
+    assert not gone.alive and gone.nbytes == len(data) and gone.text.endswith("end \ufffd")
