@@ -55,11 +55,13 @@ _LAUNCH_START = re.compile(r"^(?:\[[^\]\n]*\] )?server_args=ServerArgs\(|^usage:
 
 
 def normalized(text: str) -> str:
-    """``text`` as SGLang wrote it: ANSI escapes removed, CRLF and bare CR (Windows copies, tqdm bars) as LF,
+    """``text`` as SGLang wrote it: NUL padding and ANSI escapes removed, CRLF and bare CR (Windows copies, tqdm bars) as LF,
     and the per-line prefixes of log collectors (docker, kubectl, journald, torch ranks) taken off, so every
     signature and the timestamp/rank prefix of SGLang's own lines read the same whatever carried the log.
     A prefix is taken off only when a line of the first 64 KiB starts with it; every step is a C-level
     replace/sub over the text (a few ms per MB). A bare CR counts as a line end, as a terminal shows it."""
+    if "\x00" in text:  # logrotate copytruncate: the writer's old offset leaves NUL padding
+        text = text.replace("\x00", "")
     if "\x1b" in text:
         text = _ANSI.sub("", text)
     if "\r" in text:

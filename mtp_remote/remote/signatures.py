@@ -108,8 +108,9 @@ SIGNATURES: tuple[Signature, ...] = (
        r"error: ambiguous option: (?P<flag>--[\w-]+)",
        "{flag} is a prefix of several flags in this SGLang release: spell the flag out in full", phase="launch"),
     _S("argparse_error", "fatal",
-       r"error: argument (?P<flag>--[\w-]+)[^:]*: (?:invalid|expected|ignored)",
-       "bad value for {flag}: check its type and allowed choices (`mtp-remote lint-command`)", phase="launch"),
+       r"error: argument (?P<flag>--[\w-]+)[^:\n]*: \S",  # invalid value/choice, expected ..., not allowed with ...
+       "argparse refused {flag} (bad value, missing value or a flag it excludes): check its type and allowed "
+       "choices (`mtp-remote lint-command`)", phase="launch"),
     _S("argparse_error", "fatal",
        r"error: the following arguments are required: (?P<flag>--[\w-]+)",
        "add the required flag {flag} to the launch line", phase="launch"),
@@ -132,11 +133,13 @@ SIGNATURES: tuple[Signature, ...] = (
        r"(?:/models?/|config\.json|\.safetensors)"
        # huggingface_hub: a local path that does not exist is tried as a repo id; offline and not cached
        r"|HFValidationError: Repo id must|LocalEntryNotFoundError"
-       r"|couldn't find them in the cached files|Cannot find any model weights",
-       "the model path does not exist on the host (or has no config.json / weights, or is not in the offline "
-       "HF cache): check --model-path and the inventory's models", phase="launch",
+       r"|couldn't find them in the cached files|Cannot find any model weights|Incorrect path_or_model_id"
+       r"|access a gated repo|Cannot access gated repo|GatedRepoError",
+       "the model path does not exist on the host (or has no config.json / weights, is not in the offline HF "
+       "cache, or is a gated repo without an HF_TOKEN that has access): check --model-path and the inventory's "
+       "models", phase="launch",
        needs=("valid model identifier", "Not Found", "config.json", "Can't load", "Error: ", "Repo id must",
-              "cached files", "model weights")),
+              "cached files", "model weights", "path_or_model_id", "gated repo", "GatedRepo")),
     # --- memory ---------------------------------------------------------------------------------------------
     _S("gpu_memory_unbalanced", "fatal",
        r"memory capacity is unbalanced",
@@ -166,7 +169,7 @@ SIGNATURES: tuple[Signature, ...] = (
        "then report the kernel; the memory remedies (--mem-fraction-static) apply only to out-of-memory",
        wraps=True),
     _S("cuda_oom", "fatal",
-       r"(?:CUDA|HIP|XPU|NPU) out of memory|OutOfMemoryError|CUDA error: out of memory",
+       r"(?:CUDA|HIP|XPU|NPU) out of memory|OutOfMemoryError|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED",
        "GPU out of memory: set --mem-fraction-static to a smaller value, or lower --max-running-requests "
        "or the CUDA graph batch size (--cuda-graph-max-bs; --cuda-graph-max-bs-decode on 0.5.2x)"),
     # --- network, devices -----------------------------------------------------------------------------------
@@ -199,12 +202,12 @@ SIGNATURES: tuple[Signature, ...] = (
     _S("port_in_use", "fatal",
        r"[Aa]ddress already in use|Port (?P<port>\d+) is (?:already )?in use", _PORT_HINT),
     _S("nccl_error", "fatal",
-       r"(?i:NCCL error)|\bnccl[A-Z]\w*Error\b|DistBackendError|ProcessGroupNCCL.*(?:timed? ?out|error)"
+       r"(?i:NCCL error)|\bnccl[A-Z]\w*Error\b|DistBackendError|DistStoreError|ProcessGroupNCCL.*(?:timed? ?out|error)"
        r"|Watchdog caught collective operation timeout",
        "NCCL failed between the GPUs: rerun with NCCL_DEBUG=INFO, check that all --tp-size GPUs are "
        "visible and free, try NCCL_P2P_DISABLE=1 or NCCL_IB_DISABLE=1"),
     _S("cuda_error", "fatal",
-       r"CUDA error: |cudaError\w+|CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+"
+       r"CUDA error: |HIP error: |cudaError\w+|hipError\w+|CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+"
        r"|device-side assert triggered|illegal memory access|illegal instruction was encountered",
        "a CUDA kernel failed (illegal memory access / device assert): rerun with CUDA_LAUNCH_BLOCKING=1; "
        "with speculation on, try without it or with --disable-cuda-graph to isolate the kernel"),
@@ -229,11 +232,13 @@ SIGNATURES: tuple[Signature, ...] = (
     # (wait-ready reading a growing log) must keep waiting for that line or for the parent's sigquit. ----
     _S("scheduler_died", "fatal",
        r"(?i:exit ?code|exitcode|exit status|returncode|terminated with)\W{0,3}(?:-9|137)\b|killed by signal 9\b"
-       r"|\bSIGKILL\b.{0,40}(?:scheduler|child)",
+       r"|\bSIGKILL\b.{0,40}(?:scheduler|child)"
+       # a shell running the server writes "<pid> Killed  <command>" (bash) or a bare "Killed" into the log
+       r"|^(?:\S+: line \d+: +)?\d+ Killed +\S|^Killed\s*$",
        "a server process was killed with SIGKILL (exit code -9): usually the kernel's OOM killer (host RAM; "
        "see `dmesg -T | grep -i oom`) or someone's kill -9; lower host memory use or stop other jobs",
        needs=("xit code", "xitcode", "xit_code", "xit status", "returncode", "terminated with", "signal 9",
-              "SIGKILL")),
+              "SIGKILL", "Killed")),
     _S("scheduler_died", "fatal",
        r"Received sigquit from a child process|Subprocess \S+ crashed"
        r"|Child process unexpectedly failed|Rank \d+ scheduler (?:is dead|died)"
@@ -266,10 +271,11 @@ MEMORY_CAUSE_HINT = ("CUDA graph capture ran out of memory: " + _MEM_HINT)
 REQUEST_ERROR = re.compile(r"Exception in ASGI application|Exception in callback|Error in request\b"
                            r"|Unhandled exception in request")
 
-#: The fallback for an exception no signature knows. ``exc`` is the exception line (``Name: message``).
+#: The fallback for an exception no signature knows. ``exc`` is the exception line (``Name: message``); a
+#: ``KeyboardInterrupt`` is an operator's Ctrl-C (a shutdown, :data:`SHUTDOWN_START`), not a failure.
 UNKNOWN_TRACEBACK = re.compile(
     r"Traceback \(most recent call last\):[^\n]*\n(?:(?:[ \t][^\n]*|)\n)*?"
-    r"(?P<exc>(?:[A-Za-z_][\w.]*\.)?\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)\b[^\n]*)")
+    r"(?P<exc>(?!KeyboardInterrupt)(?:[A-Za-z_][\w.]*\.)?\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)\b[^\n]*)")
 UNKNOWN_HINT = ("the server failed with an error this classifier does not know ({exc}): read the traceback "
                 "above it; rerun in the foreground to see it whole")
 SCHEDULER_UNKNOWN_HINT = ("the scheduler process died ({exc}): read its traceback above; rerun in the foreground "
@@ -282,8 +288,10 @@ SCHEDULER_CRASH_HINT = ("the scheduler crashed while serving ({exc}); this is no
 #: "Gracefully exiting... Remaining number of requests N" (real SGLang waits on N > 0 with no timeout).
 #: Releases without the drain (0.4.x) only show uvicorn's own shutdown: "INFO:     Shutting down", then
 #: "Application shutdown complete." and "Finished server process [pid]" (:data:`SHUTDOWN_DONE`).
+#: Ctrl-C on a foreground server: every process prints a traceback ending in a bare ``KeyboardInterrupt``.
 SHUTDOWN_START = re.compile(r"SIGTERM received|Received SIGTERM|Draining requests and shutting down"
-                            r"|Shutting down gracefully|Received signal SIG(?:TERM|INT)|INFO: +Shutting down\s*$",
+                            r"|Shutting down gracefully|Received signal SIG(?:TERM|INT)|INFO: +Shutting down\s*$"
+                            r"|^KeyboardInterrupt\s*$",
                             re.MULTILINE)
 DRAIN_REMAINING = re.compile(r"Gracefully exiting\.{0,3} ?(?i:Remaining number of requests):? (?P<n>\d+)")
 SHUTDOWN_DONE = re.compile(r"Finished server process|Application shutdown complete")
