@@ -6,6 +6,11 @@ the report records. The failure signatures are the data table of :mod:`mtp_remot
 line decides is :mod:`mtp_remote.remote.log_state`; this module assembles the result. Every pattern is precompiled and searched over the whole text once (no per-line Python
 loop except over ``Decode batch`` lines), so a few-MB log classifies in milliseconds.
 
+The text is first normalised (:func:`mtp_remote.remote.log_state.normalized`: ANSI codes, CRLF/CR, NUL padding
+and log collectors' line prefixes removed) and cut to its last launch (:func:`~mtp_remote.remote.log_state.
+launch_start`: a ``server_args=ServerArgs(`` or argparse ``usage:`` line), so a log appended over several
+launches is judged, and its milestones and decode stats read, by the last one.
+
 The log's *final state*: a fatal signature after the last ``The server is fired up and ready to roll!``
 line wins over ``ready``; a fatal line before it is history (the server still came up), except a failed
 bind of the HTTP port (``signatures.HTTP_BIND_FAILED``), fatal wherever it stands. Launch-time errors
