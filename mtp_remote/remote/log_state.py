@@ -208,7 +208,9 @@ class StateScan:
         return None
 
     def shutdown(self) -> tuple[str, int] | None:
-        """``(state, remaining requests)`` once SIGTERM was received after the ready line, else None."""
+        """``(state, remaining requests)`` once SIGTERM was received after the ready line, else None: ``stopped``
+        when the drain reached 0 (or, without drain lines, uvicorn finished), ``drain_stuck`` when the last count
+        N > 0 was said twice in a row, else ``stopping`` (a falling count is progress)."""
         if self.term_at < 0:
             return None
         counts = [int(m.group("n")) for m in DRAIN_REMAINING.finditer(self.text, self.term_at)]
@@ -216,12 +218,8 @@ class StateScan:
             return ("stopped" if SHUTDOWN_DONE.search(self.text, self.term_at) else "stopping"), 0
         if counts[-1] == 0:
             return "stopped", 0
-        stuck = 0
-        for n in reversed(counts):
-            if n == 0:
-                break
-            stuck += 1
-        return ("drain_stuck" if stuck >= 2 else "stopping"), counts[-1]
+        # stuck: the same N > 0 said again (5 s apart); a count that keeps falling is a drain in progress
+        return ("drain_stuck" if len(counts) >= 2 and counts[-2] == counts[-1] else "stopping"), counts[-1]
 
 
 _CONDENSE_FROM = 256 * 1024
