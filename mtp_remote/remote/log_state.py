@@ -32,7 +32,9 @@ READY_LINE = "The server is fired up and ready to roll!"
 #: Lines that show the server still making progress: a traceback followed by one of these was not fatal.
 _PROGRESS_MARKERS = ("Decode batch", "Prefill batch", READY_LINE, "Load weight begin", "Load weight end",
                      "Init torch distributed ends", "KV Cache is allocated",
-                     "Memory pool end", "Capture cuda graph end", "Uvicorn running on")
+                     "Memory pool end", "Capture cuda graph end", " graph end.", "Uvicorn running on")
+#: A launch's first line on every rank: after an HTTP bind failure (uvicorn binds last), it means a relaunch.
+_RELAUNCH_MARKER = "Init torch distributed begin"
 #: A line of SGLang's own logger (timestamp prefix), which ends a traceback block.
 _TIMESTAMP_LINE = re.compile(r"^\[\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}", re.MULTILINE)
 
@@ -108,11 +110,13 @@ class StateScan:
 
     def fatal(self) -> dict | None:
         """The deciding fatal match as LogClassification fields, or None. An ``anywhere`` signature decides
-        wherever it stands in the text (before the ready line, before a shutdown) and before any other."""
+        wherever it stands in the text (before the ready line, before a shutdown) and before any other, unless
+        a new launch's ``Init torch distributed begin`` follows it."""
         for sig in SIGNATURES:
             if sig.anywhere and sig.severity == "fatal":
                 m = sig.regex.search(self.text) if any(lit in self.text for lit in sig.needs or ("",)) else None
-                if m is not None:
+                # decisive unless a relaunch (an excerpt without its ServerArgs line) began after it
+                if m is not None and self.text.find(_RELAUNCH_MARKER, m.end()) < 0:
                     return self._describe(sig, m)
         for sig in SIGNATURES:
             if sig.severity != "fatal":

@@ -49,10 +49,10 @@ _TIMESTAMP = re.compile(r"\[(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})(?:[.,]\d+)?
 # "Decode batch, #running-req: 8, ..." (0.5.x) and "Decode batch. #running-req: 1, ..." (0.4.x).
 # With SGLANG_LOG_FORWARD_ITERS=1 (0.5.x) the forward count follows: "Decode batch [1200], #running-req: ...".
 _DECODE = re.compile(r"Decode batch(?: ?\[\d+\])?[.,:]([^\n]*)")
-_RUNNING = re.compile(r"#running-req: (\d+)")
+_RUNNING = re.compile(r"#running-reqs?: (\d+)")
 _GEN_THROUGHPUT = re.compile(r"gen throughput \((?:token|tok)s?/s\): ([0-9.]+)")
-_ACCEPT_LEN = re.compile(r"accept len: ([0-9.]+)")
-_ACCEPT_RATE = re.compile(r"accept rate: ([0-9.]+)")
+_ACCEPT_LEN = re.compile(r"accept(?:ance)?[ _]len(?:gth)?: ([0-9.]+)")
+_ACCEPT_RATE = re.compile(r"accept(?:ance)?[ _]rate: ([0-9.]+)")
 
 
 @dataclass(frozen=True)
