@@ -76,11 +76,20 @@ def normalized(text: str) -> str:
 
 
 def launch_start(text: str) -> int:
-    """Offset of the last launch's first line in ``text`` (0 when it holds one launch or none is marked)."""
-    last = 0
-    for m in _LAUNCH_START.finditer(text):
-        last = m.start()
-    return last
+    """Offset of the last launch's first line in ``text`` (0 when it holds one launch or none is marked).
+    Searches backwards for the two literals (``server_args=ServerArgs(``, ``usage: ``) and checks their line."""
+    best = 0
+    for literal in ("server_args=ServerArgs(", "usage: "):
+        end = len(text)
+        while (pos := text.rfind(literal, 0, end)) >= 0:
+            start = text.rfind("\n", 0, pos) + 1
+            if start > best and _LAUNCH_START.match(text, start):
+                best = start
+                break
+            if start <= best:
+                break
+            end = pos
+    return best
 
 
 class StateScan:

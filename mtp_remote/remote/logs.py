@@ -24,6 +24,7 @@ line before the SIGTERM still wins. Without a ready line and without a fatal lin
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -47,12 +48,12 @@ MILESTONE_NAMES = tuple(name for name, _ in MILESTONE_PATTERNS)
 # SGLang's prefix: "[2026-11-02 09:14:47 TP0] ..." or "[2026-11-02 09:14:47] ..." (rank suffix optional).
 _TIMESTAMP = re.compile(r"\[(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})(?:[.,]\d+)?(?: [^\]]*)?\]")
 # "Decode batch, #running-req: 8, ..." (0.5.x) and "Decode batch. #running-req: 1, ..." (0.4.x).
-# With SGLANG_LOG_FORWARD_ITERS=1 (0.5.x) the forward count follows: "Decode batch [1200], #running-req: ...".
-_DECODE = re.compile(r"Decode batch(?: ?\[\d+\])?[.,:]([^\n]*)")
-_RUNNING = re.compile(r"#running-reqs?: (\d+)")
-_GEN_THROUGHPUT = re.compile(r"gen throughput \((?:token|tok)s?/s\): ([0-9.]+)")
-_ACCEPT_LEN = re.compile(r"accept(?:ance)?[ _]len(?:gth)?: ([0-9.]+)")
-_ACCEPT_RATE = re.compile(r"accept(?:ance)?[ _]rate: ([0-9.]+)")
+# One pass per Decode batch line, fields in SGLang's order (each optional): "Decode batch, #running-req: 8, ...,
+# accept len: 3.12, accept rate: 0.78, ..., gen throughput (token/s): 152.40, ..." (0.5.x), "Decode batch. ..."
+# without accept rate (0.4.x), and with SGLANG_LOG_FORWARD_ITERS=1 the forward count: "Decode batch [1200], ...".
+_DECODE = re.compile(r"Decode batch(?: ?\[\d+\])?[.,:](?:[^\n]*?#running-reqs?: (\d+))?"
+                     r"(?:[^\n]*?accept(?:ance)? len(?:gth)?: ([0-9.]+))?(?:[^\n]*?accept(?:ance)? rate: ([0-9.]+))?"
+                     r"(?:[^\n]*?gen throughput \((?:token|tok)s?/s\): ([0-9.]+))?")
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ class Milestone:
     line_no: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DecodeStats:
     """Values of one ``Decode batch`` line: running requests, generation tokens/s, acceptance.
 
@@ -199,6 +200,7 @@ def _timestamp_of_line(text: str, pos: int) -> datetime | None:
     return _parse_ts(m.group(1)) if m else None
 
 
+@functools.lru_cache(maxsize=4096)  # thousands of Decode batch lines share a few distinct seconds
 def _parse_ts(raw: str) -> datetime | None:
     try:
         return datetime.fromisoformat(raw.replace("T", " "))
@@ -230,23 +232,22 @@ def _milestones(text: str, *, first_line: int = 1) -> list[Milestone]:
 def _decode_stats(text: str) -> list[DecodeStats]:
     out: list[DecodeStats] = []
     for m in _DECODE.finditer(text):
-        rest = m.group(1)
+        running, accept_len, accept_rate, throughput = m.groups()
         out.append(DecodeStats(
             at=_timestamp_of_line(text, m.start()),
-            running=_num(_RUNNING, rest, int),
-            gen_throughput=_num(_GEN_THROUGHPUT, rest, float),
-            accept_len=_num(_ACCEPT_LEN, rest, float),
-            accept_rate=_num(_ACCEPT_RATE, rest, float),
+            running=_value(running, int),
+            gen_throughput=_value(throughput, float),
+            accept_len=_value(accept_len, float),
+            accept_rate=_value(accept_rate, float),
         ))
     return out
 
 
-def _num(pattern: re.Pattern, s: str, kind):
-    m = pattern.search(s)
-    if not m:
+def _value(raw: str | None, kind):
+    if raw is None:
         return None
     try:
-        return kind(m.group(1).rstrip("."))
+        return kind(raw.rstrip("."))
     except ValueError:
         return None
 
