@@ -51,23 +51,30 @@ _OUTER_PREFIXES = (
     re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \S+ [^\s:\[]+(?:\[\d+\])?: ", re.MULTILINE),
     re.compile(r"^\[rank\d+\]: ?", re.MULTILINE),
 )
+#: ``--log-requests`` lines carry a request's prompt and output (``Receive: obj=GenerateReqInput(text=...)``,
+#: ``Finish: obj=..., out={...}``): user text that may quote any error or the ready line. Their payload is
+#: blanked before any signature or milestone reads the log.
+_REQUEST_PAYLOAD = re.compile(r"((?:Receive|Finish): (?:obj|rid)=)[^\n]*")
 #: Where a launch starts: SGLang prints its ``server_args=ServerArgs(...)`` first; argparse opens its refusal
 #: with ``usage: <prog> [-h] ...``. A log holding several launches (appended with ``>>``) is judged by its last.
 _LAUNCH_START = re.compile(r"^(?:\[[^\]\n]*\] )?server_args=ServerArgs\(|^usage: \S+(?: \S+)? \[-h\]", re.MULTILINE)
 
 
 def normalized(text: str) -> str:
-    """``text`` as SGLang wrote it: NUL padding and ANSI escapes removed, CRLF and bare CR (Windows copies, tqdm bars) as LF,
-    and the per-line prefixes of log collectors (docker, kubectl, journald, torch ranks) taken off, so every
-    signature and the timestamp/rank prefix of SGLang's own lines read the same whatever carried the log.
-    A prefix is taken off only when a line of the first 64 KiB starts with it; every step is a C-level
-    replace/sub over the text (a few ms per MB). A bare CR counts as a line end, as a terminal shows it."""
+    """``text`` as SGLang wrote it: NUL padding (copytruncate) and ANSI escapes removed, CRLF and bare CR
+    (Windows copies, tqdm bars) as LF, the user text of ``--log-requests`` lines blanked, and the per-line
+    prefixes of log collectors (docker, kubectl, journald, torch ranks) taken off, so every signature and the
+    timestamp/rank prefix of SGLang's own lines read the same whatever carried the log. A prefix is taken off
+    only when a line of the first 64 KiB starts with it; every step is a C-level replace/sub over the text (a
+    few ms per MB). A bare CR counts as a line end, as a terminal shows it."""
     if "\x00" in text:  # logrotate copytruncate: the writer's old offset leaves NUL padding
         text = text.replace("\x00", "")
     if "\x1b" in text:
         text = _ANSI.sub("", text)
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if "Receive: " in text or "Finish: " in text:
+        text = _REQUEST_PAYLOAD.sub(r"\1...", text)
     head = text[:65536]
     for prefix in _OUTER_PREFIXES:
         if prefix.search(head):
