@@ -225,7 +225,7 @@ SIGNATURES: tuple[Signature, ...] = (
        "the warmup request failed: read the traceback above it; try --skip-server-warmup only to debug",
        phase="launch", needs=("armup",)),
     _S("config_error", "fatal",
-       r"^(?:ValueError|AssertionError|NotImplementedError|TypeError): .+",
+       r"^(?:ValueError|AssertionError|NotImplementedError|TypeError)(?:: .+|\s*$)",  # a bare `assert` has no text
        "SGLang rejected the server arguments: fix the flag combination named in the message", phase="launch"),
     # --- generic crash markers, last so a specific cause above wins. "Scheduler hit an exception" is not one:
     # it opens a traceback whose last line names the cause, and a reader that sees only the opening line
