@@ -41,14 +41,18 @@ _TIMESTAMP_LINE = re.compile(r"^\[\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}", re.MU
 #: ANSI escape sequences (CSI: colours, cursor moves; OSC: titles) that a TTY capture leaves in a log.
 _ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 #: Prefixes that log collectors put before every line, SGLang's own ``[date time rank]`` prefix kept after them:
-#: ``docker logs -t`` (RFC 3339 time), ``kubectl logs --prefix`` (``[pod/name/container]``), journald's short
-#: format (``Dec 01 10:00:00 host unit[pid]:``), a collector's ISO time with a stream tag (``... stdout F`` of
-#: CRI logs), and torch.distributed's ``[rank1]:`` before a rank's uncaught-exception lines.
+#: ``docker logs -t`` (RFC 3339 time), ``docker compose logs`` (``sglang-1  | ``), ``kubectl logs --prefix``
+#: (``[pod/name/container]``), journald's short formats (``Dec 01 10:00:00 host unit[pid]:``, ``-o short-iso``),
+#: a collector's ISO time with a stream tag (``... stdout F`` of CRI logs), and torch.distributed's ``[rank1]:``
+#: before a rank's uncaught-exception lines.
 _OUTER_PREFIXES = (
+    # journald first: its ISO form (``-o short-iso``) starts like a docker time
+    re.compile(r"^(?:[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}|\d{4}-\d{2}-\d{2}T[\d:.,]+(?:Z|[+-]\d{2}:?\d{2})?) "
+               r"\S+ [^\s:\[]+(?:\[\d+\])?: ", re.MULTILINE),
+    re.compile(r"^[\w.-]+\s*\| ", re.MULTILINE),  # docker compose: "sglang-1  | "
     re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?(?: (?:stdout|stderr) [FP])? ",
                re.MULTILINE),
     re.compile(r"^\[pod/[^\]\n]*\] ", re.MULTILINE),
-    re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \S+ [^\s:\[]+(?:\[\d+\])?: ", re.MULTILINE),
     re.compile(r"^\[rank\d+\]: ?", re.MULTILINE),
 )
 #: ``--log-requests`` lines carry a request's prompt and output (``Receive: obj=GenerateReqInput(text=...)``,
