@@ -166,8 +166,9 @@ def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir,
 def analyze(as_json, per_row, files):
     """Measure degeneracy (loops, near loops, seq-rep-4, compression, think block) of texts.
 
-    FILE is read by its kind: .json a chat/generate response body, .jsonl samples (one record a line),
-    anything else plain text (even when the text is JSON); '-' reads standard input. A file that cannot be
+    FILE is read by its kind: .json a chat/generate response body, .jsonl samples (one record a line;
+    the chunks of a streamed chat completion, `data:` lines too, make one text), anything else plain text
+    (even when the text is JSON); '-' reads standard input. A file that cannot be
     read is reported ({"file", "error"} with --json) and the others are still analysed. Many texts (a
     samples.jsonl) print a summary and the looping ones; --rows prints every row. Exits 2 when any
     file failed, else 1 when any text loops, else 0."""

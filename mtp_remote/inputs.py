@@ -2,7 +2,8 @@
 
 ``read_texts(path)`` yields ``(label, text, token_ids)``; ``-`` reads standard input. Files are read by
 their kind, from the name: ``.json`` is one JSON document (a response body, or a list of them), ``.jsonl``/
-``.ndjson`` one JSON record per line (samples.jsonl), anything else (``.txt``, ``.md``, no suffix) is a
+``.ndjson`` one JSON record per line (samples.jsonl, response bodies, or the chunks of a streamed chat
+completion, joined into one text; ``data: `` prefixes of a saved event stream are skipped), anything else (``.txt``, ``.md``, no suffix) is a
 model's output as text -- even when that text is itself JSON (structured output). Only standard input,
 which has no name, is sniffed: JSON of a known shape is parsed, anything else is text. Raises
 AnalysisInputError naming the file, what is wrong and the shapes accepted.
@@ -11,6 +12,7 @@ AnalysisInputError naming the file, what is wrong and the shapes accepted.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,12 +30,24 @@ def _from_json(label: str, data) -> list[tuple[str, str, list[int] | None]]:
         raise AnalysisInputError(f"{label}: JSON of unknown shape; expected {SHAPES}") from None
 
 
+def _message_text(msg: dict) -> str:
+    """A chat message as the model emitted it: the reasoning (``reasoning_content``, SGLang's and DeepSeek's
+    name, or ``reasoning``, vLLM's and OpenRouter's) and the content (a string or a list of text parts)."""
+    reasoning = msg.get("reasoning_content")
+    if reasoning is None:
+        reasoning = msg.get("reasoning")
+    content = msg.get("content")
+    if isinstance(content, list):
+        content = "".join(p.get("text") or "" if isinstance(p, dict) else str(p) for p in content)
+    return _join_reasoning(reasoning if isinstance(reasoning, str) else None, content)
+
+
 def _from_json_shapes(label: str, data) -> list[tuple[str, str, list[int] | None]]:
     if isinstance(data, dict) and "choices" in data:
         out = []
         for i, ch in enumerate(data["choices"]):
             msg = ch.get("message") or {}
-            text = _join_reasoning(msg.get("reasoning_content"), msg.get("content")) if msg else ch.get("text", "")
+            text = _message_text(msg) if msg else ch.get("text", "")
             out.append((label if len(data["choices"]) == 1 else f"{label}#{i}", text, None))
         return out
     if isinstance(data, dict) and "text" in data:
@@ -51,6 +65,40 @@ def _from_json_shapes(label: str, data) -> list[tuple[str, str, list[int] | None
             out.extend(_from_json_shapes(f"{label}#{i}", item))
         return out
     raise AnalysisInputError(f"{label}: JSON of unknown shape; expected {SHAPES}")
+
+
+_SSE_DATA = re.compile(r"^data:[ \t]?")  # a saved server-sent-events stream: "data: {...}" lines
+
+
+class _Stream:
+    """The chunks of a streamed chat completion (``"object": "chat.completion.chunk"``, ``choices[].delta``),
+    one record a line, joined into one text per (response id, choice index) as the client would show it."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.parts: dict[tuple, tuple[list[str], list[str], list[bool]]] = {}
+
+    def add(self, record) -> bool:
+        """Take ``record`` when it is a chunk (True); False for anything else."""
+        choices = record.get("choices") if isinstance(record, dict) else None
+        if not (isinstance(choices, list) and choices and all(isinstance(c, dict) and "delta" in c for c in choices)):
+            return False
+        for ch in choices:
+            delta = ch.get("delta") or {}
+            reasoning, content, seen = self.parts.setdefault((record.get("id"), ch.get("index", 0)), ([], [], [False]))
+            r = delta.get("reasoning_content") if delta.get("reasoning_content") is not None else delta.get("reasoning")
+            if isinstance(r, str):
+                reasoning.append(r)
+            if isinstance(delta.get("content"), str):
+                content.append(delta["content"])
+                seen[0] = seen[0] or delta["content"] != ""  # an empty first delta does not close the think
+        return True
+
+    def texts(self) -> Iterator[tuple[str, str, list[int] | None]]:
+        many = len(self.parts) > 1
+        for i, (reasoning, content, seen) in enumerate(self.parts.values()):
+            text = _join_reasoning("".join(reasoning) if reasoning else None, "".join(content) if seen[0] else None)
+            yield (f"{self.path}#{i}" if many else self.path), text, None
 
 
 JSON_SUFFIXES = (".json",)
@@ -74,15 +122,19 @@ def read_texts(path: str) -> Iterator[tuple[str, str, list[int] | None]]:
             raise AnalysisInputError(f"{path}: not valid JSON ({exc}); expected {SHAPES}") from None
         yield from _from_json(path, data)
     elif suffix in JSONL_SUFFIXES:
+        stream = _Stream(path)
         for n, line in enumerate(raw.splitlines(), 1):
-            if not line.strip():
+            line = _SSE_DATA.sub("", line, count=1)
+            if not line.strip() or line.strip() == "[DONE]":
                 continue
             try:
                 record = json.loads(line)
             except ValueError as exc:
                 raise AnalysisInputError(f"{path}: line {n} is not valid JSON ({exc})") from None
-            yield from _from_json(f"{path}:{n}" if not isinstance(record, dict) or "profile" not in record
-                                  else path, record)
+            if not stream.add(record):
+                yield from _from_json(f"{path}:{n}" if not isinstance(record, dict) or "profile" not in record
+                                      else path, record)
+        yield from stream.texts()
     else:
         yield path, raw, None
 

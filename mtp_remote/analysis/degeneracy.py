@@ -10,17 +10,20 @@ Loop definition (``corpus/README.md``):
 
 - **Tokens.** Without token ids the text is split into words (runs of letters/digits), each CJK character,
   each punctuation or symbol character (emoji included) and each newline (``"\\n"``); other whitespace
-  (``"\\r"`` included) only separates tokens. With ids, loops are detected on the ids.
+  (``"\\r"`` included) only separates tokens. Combining marks (Mn/Mc/Me) and joiners (ZWJ, ZWNJ, tags)
+  belong to the character before them (``"नहीं"`` is one word, ``"❤️"`` one symbol). With ids, loops are
+  detected on the ids.
 - **Tail loop.** The text ends in consecutive copies of a unit of ``n`` tokens (a trailing partial copy
   allowed), repeated ``r`` times, covering at least 32 tokens, with ``n >= 3 and r >= 3``, or ``r >= 50``.
   Without ids, a last token that is a proper prefix of the token the unit expects there (output cut by
   ``max_tokens`` inside a word) counts as a partial copy.
 - **Escaped loop.** Anywhere, consecutive copies of a unit with ``n >= 3 and r >= 10``, or ``r >= 50``.
-- **Structured content.** Before the escaped-loop check, fenced code blocks (a line opening with `````` or
-  ``~~~`` to the line closing it, or to the end when it never closes) and lines made only of one repeated
-  punctuation or symbol character (at least 3: a markdown rule ``-----``/``=====``) are left out; unrolled
-  code and rules are not loops. The tail-loop check uses every token: output that repeats to its very end is
-  a loop whatever it is made of.
+- **Structured content.** Before the escaped-loop check, fenced code blocks (paired as CommonMark pairs
+  them: a line of 3+ backticks or tildes at any indentation opens one; only a line of the same character,
+  at least as long and with nothing after it, closes it; unclosed, it runs to the end) and lines made only
+  of one repeated punctuation or symbol character (at least 3, spaces between allowed: a markdown rule
+  ``-----``/``=====``, a row of one emoji) are left out; unrolled code and rules are not loops. The
+  tail-loop check uses every token: output that repeats to its very end is a loop whatever it is made of.
 - **Near loop.** With every run of digits replaced by one placeholder (token by token, so token positions
   stay those of the text), the text has a tail loop (same thresholds) whose unit holds at least 3 distinct
   word tokens (the placeholder is not a word). A counter ("Step 12:", "Attempt #7", "(check 3)") hides an
@@ -35,9 +38,11 @@ Loop definition (``corpus/README.md``):
 from __future__ import annotations
 
 import re
+import unicodedata
 import zlib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Literal
 
 import numpy as np
@@ -55,10 +60,66 @@ from .loops import (  # noqa: F401  (the loop rules are re-exported: callers kno
     token_hashes,
 )
 
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f"
-# A token with the other whitespace before it; the whitespace is stripped afterwards (faster than finditer).
-_TOKEN_WITH_GAP = re.compile(rf"[^\S\n]*(?:[^\W_{_CJK}]+|[{_CJK}]|\n|[^\w\s]|_)")
-_ASCII_TOKEN_WITH_GAP = re.compile(r"[^\S\n]*(?:[A-Za-z0-9]+|\n|[^\sA-Za-z0-9])")  # same rule, ~30 % faster
+#: CJK characters (one token each): kana and its extensions, Bopomofo, Hangul (syllables and jamo, half-width
+#: forms included), the ideograph blocks and their extensions, the iteration marks and ideographic numbers.
+_CJK = ("\u1100-\u11ff\u3005-\u3007\u3021-\u3029\u3031-\u3035\u303b\u303c\u3040-\u30ff\u3100-\u318f\u31a0-\u31bf"
+        "\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\uff66-\uff9f\uffa0-\uffdc"
+        "\U0001b000-\U0001b16f\U00020000-\U0002fa1f\U00030000-\U000323af")
+#: Joiners and tag characters (format characters inside emoji sequences and Indic/Persian words).
+_JOINERS_BMP, _JOINERS_ASTRAL = "\u200c\u200d", "\U000e0020-\U000e007f"
+_ASCII_TOKEN_WITH_GAP = re.compile(r"[^\S\n]*(?:[A-Za-z0-9]+|\n|[^\sA-Za-z0-9])")  # ASCII text: a faster rule
+
+
+def _class_body(points: list[int]) -> str:
+    """Sorted code points as the body of a regex character class (consecutive points as ranges)."""
+    ranges: list[str] = []
+    start = prev = points[0]
+    for i in [*points[1:], -1]:
+        if i != prev + 1:
+            ranges.append(re.escape(chr(start)) + ("" if prev == start else "-" + re.escape(chr(prev))))
+            start = i
+        prev = i
+    return "".join(ranges)
+
+
+@lru_cache(maxsize=1)
+def _mark() -> str:
+    """A regex for one combining mark (Unicode categories Mn, Mc, Me) or joiner (ZWNJ, ZWJ, tag characters).
+
+    Marks are neither letters nor punctuation: they belong to the character before them (a vowel sign of
+    a Devanagari word, the variation selector of an emoji). Scanned from ``unicodedata`` once per process
+    (planes 0-1 and the variation selectors supplement: ~15 ms). Split in two classes: ``re`` tests a
+    class of BMP characters with a bitmap, a class with astral ones range by range (so that one is tried
+    only on astral characters).
+    """
+    points = [i for i in (*range(0x20000), *range(0xE0100, 0xE01F0))
+              if unicodedata.category(chr(i)) in ("Mn", "Mc", "Me")]
+    bmp = _class_body([i for i in points if i < 0x10000]) + _JOINERS_BMP
+    astral = _class_body([i for i in points if i >= 0x10000]) + _JOINERS_ASTRAL
+    return rf"(?:[{bmp}]|(?=[\U00010000-\U0010ffff])[{astral}])"
+
+
+@lru_cache(maxsize=1)
+def _unicode_token_pattern() -> re.Pattern:
+    """The token rule for any text: a word (letters/digits, with the marks inside it), one CJK character,
+    a newline, or one punctuation/symbol character with the marks that follow it; each with the other
+    whitespace before it (stripped afterwards: faster than ``finditer``)."""
+    m, w = _mark(), rf"[^\W_{_CJK}]"
+    return re.compile(rf"[^\S\n]*(?:{w}+(?:{m}+{w}*)*|[{_CJK}]{m}*|\n|(?:[^\w\s]|_){m}*)")
+
+
+@lru_cache(maxsize=2)
+def _rule_line_pattern(ascii_only: bool) -> re.Pattern:
+    """A rule line: one punctuation/symbol character (its marks included) repeated at least 3 times, alone
+    on its line with only whitespace around (``\\r`` of a CRLF line ending included)."""
+    marks = "" if ascii_only else f"{_mark()}*"
+    return re.compile(rf"^[^\S\n]*((?:[^\w\s]|_){marks})(?:[^\S\n]*\1){{2,}}[^\S\n]*$", re.MULTILINE)
+
+
+def _token_pattern(text: str) -> re.Pattern:
+    return _ASCII_TOKEN_WITH_GAP if text.isascii() else _unicode_token_pattern()
+
+
 _THINK_OPEN = "<think>"
 _THINK_CLOSE = "</think>"
 
@@ -67,14 +128,14 @@ _DIGITS = re.compile(r"\d+")
 _DIGIT_PLACEHOLDER = "0"
 _NORMALISED: dict[str, str] = {}  # token -> its digit runs as one digit (near loops), shared by all texts
 _MIXED_DIGITS = re.compile(r"\d[^\W\d_]|[^\W\d_]\d")  # a digit inside a word token (``v2``, ``3rd``)
-#: A fence line (``` or ~~~, optionally with a language) and a rule line (one punctuation/symbol char, >= 3 times).
-_FENCE = re.compile(r"^[ \t]{0,3}(?:```|~~~)[^\n]*$", re.MULTILINE)
-_RULE_LINE = re.compile(r"^[ \t]*([^\w\s]|_)(?:[ \t]*\1){2,}[ \t]*$", re.MULTILINE)
+#: A fence line: any indentation (fences nest in list items), 3+ backticks or tildes, then the info string
+#: (which for backticks holds no backtick: "```x```" on one line is inline code).
+_FENCE = re.compile(r"^[^\S\n]*(?P<fence>`{3,}(?=[^`\n]*$)|~{3,})(?P<info>[^\n]*)$", re.MULTILINE)
 
 
 def _split(text: str) -> tuple[list[str], list[str]]:
     """(raw matches with their leading whitespace, tokens)."""
-    raw = (_ASCII_TOKEN_WITH_GAP if text.isascii() else _TOKEN_WITH_GAP).findall(text)
+    raw = _token_pattern(text).findall(text)
     return raw, [t.lstrip() or "\n" for t in raw]
 
 
@@ -189,11 +250,12 @@ def think_block(text: str) -> tuple[bool | None, int, int]:
 
     ``<think>...</think>`` or, as Qwen3 chat templates emit (the generation prompt opened the block), a
     ``</think>`` without an opening tag. Returns ``(None, 0, 0)`` without any tag; an opening tag without
-    a close gives ``(False, len(text), len(text))``. The first ``</think>`` after the opening decides.
+    a close gives ``(False, len(text), len(text))``. The first ``</think>`` after the opening decides. A tag
+    inside inline code or a fenced code block is a mention, not a tag (:func:`_tag_at`).
     """
-    open_at = text.find(_THINK_OPEN)
+    open_at = _tag_at(text, _THINK_OPEN)
     search_from = open_at + len(_THINK_OPEN) if open_at >= 0 else 0
-    close_at = text.find(_THINK_CLOSE, search_from)
+    close_at = _tag_at(text, _THINK_CLOSE, search_from)
     if close_at >= 0:
         return True, close_at, close_at + len(_THINK_CLOSE)
     if open_at >= 0:
@@ -201,8 +263,24 @@ def think_block(text: str) -> tuple[bool | None, int, int]:
     return None, 0, 0
 
 
+_FENCE_LINE = re.compile(r"^ {0,3}(?:```|~~~)", re.MULTILINE)
+
+
+def _tag_at(text: str, tag: str, start: int = 0) -> int:
+    """Offset of the first ``tag`` from ``start`` that is a tag, not a mention of one: a tag written inside
+    inline code (an odd number of backticks before it on its line, as in "use the `</think>` tag") or inside
+    a fenced code block is text about tags. -1 when there is none."""
+    i = text.find(tag, start)
+    while i >= 0:
+        line_start = text.rfind("\n", 0, i) + 1
+        if text.count("`", line_start, i) % 2 == 0 and len(_FENCE_LINE.findall(text, 0, line_start)) % 2 == 0:
+            return i
+        i = text.find(tag, i + len(tag))
+    return -1
+
+
 def _count(text: str) -> int:
-    return len((_ASCII_TOKEN_WITH_GAP if text.isascii() else _TOKEN_WITH_GAP).findall(text))
+    return len(_token_pattern(text).findall(text))
 
 
 def _think_counts(text: str, n_text_tokens: int) -> tuple[bool | None, int, int]:
@@ -214,7 +292,7 @@ def _think_counts(text: str, n_text_tokens: int) -> tuple[bool | None, int, int]
     closed, reasoning_end, answer_start = think_block(text)
     if closed is None:
         return None, 0, n_text_tokens
-    open_at = text.find(_THINK_OPEN)
+    open_at = _tag_at(text, _THINK_OPEN)
     body_from = open_at + len(_THINK_OPEN) if 0 <= open_at < reasoning_end else 0
     before = _count(text[:body_from]) if body_from else 0
     if not closed:
@@ -260,14 +338,26 @@ def _ids_of(toks: list[str]) -> np.ndarray:
 def structured_spans(text: str) -> list[tuple[int, int]]:
     """Character spans ``[start, end)`` of structured content: fenced code blocks (fences included; an
     unclosed fence runs to the end) and rule lines (one punctuation/symbol character repeated, >= 3).
-    Sorted, non-overlapping. Example: ``structured_spans("a\\n---\\nb")`` -> ``[(2, 5)]``."""
+    Sorted, non-overlapping. Example: ``structured_spans("a\\n---\\nb")`` -> ``[(2, 5)]``.
+
+    Fences pair as CommonMark pairs them: a block opens with 3+ backticks or tildes (at any indentation:
+    fences nest in list items) and closes only at a line of the same character, at least as long, with
+    nothing after it; fences of another kind or shorter inside the block are its content (a ```` ````markdown````
+    block may show a ```` ``` ```` block).
+    """
     spans: list[tuple[int, int]] = []
     if "```" in text or "~~~" in text:
-        fences = list(_FENCE.finditer(text))
-        for i in range(0, len(fences), 2):
-            end = fences[i + 1].end() if i + 1 < len(fences) else len(text)
-            spans.append((fences[i].start(), end))
-    for m in _RULE_LINE.finditer(text):
+        opened = None
+        for m in _FENCE.finditer(text):
+            fence = m.group("fence")
+            if opened is None:
+                opened = (m.start(), fence)
+            elif fence[0] == opened[1][0] and len(fence) >= len(opened[1]) and not m.group("info").strip():
+                spans.append((opened[0], m.end()))
+                opened = None
+        if opened is not None:
+            spans.append((opened[0], len(text)))
+    for m in _rule_line_pattern(text.isascii()).finditer(text):
         if not any(a <= m.start() < b for a, b in spans):
             spans.append((m.start(), m.end()))
     spans.sort()
@@ -291,13 +381,14 @@ def _offsets(raw: list[str], toks: list[str]) -> np.ndarray:
 
 def _escaped_outside_structure(text_ids: np.ndarray, offsets: np.ndarray,
                                spans: list[tuple[int, int]]) -> Run | None:
-    """The escaped loop among the tokens outside structured content, as a run in text-token indexes."""
+    """The escaped loop among the tokens outside structured content, as a run in text-token indexes (its
+    span may hold left-out tokens: ``period`` and ``copies`` are counted on the tokens kept)."""
     keep = _outside(offsets, spans)
     found = detect_loop(text_ids[keep], allow_tail=False)
     if found is None:
         return None
     run = found[0]
-    return Run(int(keep[run.start]), int(keep[run.end - 1]) + 1, run.period)
+    return Run(int(keep[run.start]), int(keep[run.end - 1]) + 1, run.period, copies=run.repeats)
 
 
 def _is_word(token: str) -> bool:

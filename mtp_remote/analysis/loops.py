@@ -33,11 +33,15 @@ _MIX = np.uint64(0xBF58476D1CE4E5B9)
 
 @dataclass(frozen=True)
 class Run:
-    """A maximal periodic stretch ``[start, end)`` of tokens with smallest period ``period`` (tokens)."""
+    """A maximal periodic stretch ``[start, end)`` of tokens with smallest period ``period`` (tokens).
+
+    ``copies``: the complete copies when they were counted on a subsequence (tokens left out inside the
+    span, e.g. code fences between the copies); None to count them from the span."""
 
     start: int
     end: int
     period: int
+    copies: int | None = None
 
     @property
     def length(self) -> int:
@@ -47,7 +51,7 @@ class Run:
     @property
     def repeats(self) -> int:
         """Complete copies of the unit (a trailing partial copy is not counted)."""
-        return self.length // self.period
+        return self.copies if self.copies is not None else self.length // self.period
 
 
 def _runs_for_period(a: np.ndarray, p: int, min_len: int) -> list[tuple[int, int]]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from mtp_remote.lint.findings import Finding
 from mtp_remote.lint.flag_table import FlagSpec, FlagTable
+from mtp_remote.lint.rules import VARIABLE
 
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
 _SI = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
@@ -183,6 +184,8 @@ def _switch_value(spec: FlagSpec, used: str) -> Any:
 
 
 def _convert(spec: FlagSpec, raw: str, out: ParsedArgv) -> Any:
+    if VARIABLE.search(raw):
+        return raw  # "$PORT": the unexpanded variable is the finding; its value, type and choice are unknown
     value: Any = raw
     converter = _CONVERTERS.get(spec.type or "")
     if converter is not None:

@@ -24,6 +24,7 @@ and 0.5.23's ``arg_groups/`` (which renamed the flag ``--mamba-radix-cache-strat
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,7 +45,9 @@ HYBRID_ARCHITECTURES = {
 #: Model directory names of those families, for when config.json has not been read.
 HYBRID_NAME = re.compile(r"qwen3[-_.]?next|qwen3[._][56]|kimi[-_]linear|nemotron[-_]h\b|falcon[-_]h1|"
                          r"granite[-_]4|lfm2|ling[-_]2\.5", re.IGNORECASE)
-_VARIABLE = re.compile(r"\$(?:\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)")
+#: A shell expansion left in a value: ``$NAME``, ``${NAME}``, ``${NAME:-default}`` (any ``${...}``), a
+#: positional ``$1``, a command substitution ``$(...)`` or ```...```.
+VARIABLE = re.compile(r"\$(?:\{[^}]*\}?|\([^)]*\)?|[A-Za-z_][A-Za-z0-9_]*|[0-9])|`[^`]*`?")
 
 
 @dataclass(frozen=True)
@@ -274,20 +277,37 @@ def _flag_of(dest: str) -> str:
     return "--" + dest.replace("_", "-")
 
 
+#: Flags whose string value SGLang parses as JSON at startup (``--json-model-override-args``,
+#: ``--model-loader-extra-config``, ``--hicache-storage-backend-extra-config``).
+_JSON_VALUED = re.compile(r"^json_|_extra_config$|_override_args$")
+
+
+def _is_json(value: str) -> bool:
+    try:
+        json.loads(value)
+        return True
+    except ValueError:
+        return False
+
+
 def value_ranges(ctx: LintContext) -> list[Finding]:
     """``invalid-value`` for explicit values out of their range: any ``*fraction*`` outside (0, 1], any
-    ``port``/``*_port`` outside 1-65535, a ``--host`` that is not a host name or address."""
+    ``port``/``*_port`` outside 1-65535, a JSON-valued flag (:data:`_JSON_VALUED`) that is not JSON, a
+    ``--host`` that is not a host name or address."""
     out = []
     for dest in sorted(ctx.explicit):
         value = ctx.get(dest)
-        if value is None or isinstance(value, bool):
-            continue
+        if value is None or isinstance(value, bool) or (isinstance(value, str) and VARIABLE.search(value)):
+            continue  # an unexpanded variable is its own finding: its value is not known
         flag = _flag_of(dest)
         if "fraction" in dest and isinstance(value, (int, float)) and not 0 < value <= 1:
             out.append(Finding("invalid-value", flag, None,
                                f"{flag} {value} is not a fraction in (0, 1]: SGLang would fail or misbehave"))
         elif (dest == "port" or dest.endswith("_port")) and isinstance(value, int) and not 1 <= value <= 65535:
             out.append(Finding("invalid-value", flag, None, f"{flag} {value} is not a TCP port (1-65535)"))
+        elif _JSON_VALUED.search(dest) and isinstance(value, str) and not _is_json(value):
+            out.append(Finding("invalid-value", flag, None,
+                               f"{flag} is not valid JSON: SGLang json.loads it at startup and stops"))
         elif dest == "host" and isinstance(value, str) and not is_host(value):
             out.append(Finding("invalid-value", flag, None,
                                f"{flag} {value!r} is neither a host name nor an IP address (a pasted link or "
@@ -320,14 +340,14 @@ def unexpanded_variables(argv: list[str], owners: dict[int, str], env: dict[str,
     """A ``$NAME``/``${NAME}`` left in a value (the shell did not or will not expand it as meant)."""
     found = []
     for key, value in env.items():
-        if _VARIABLE.search(value):
+        if VARIABLE.search(value):
             found.append(Finding("unexpanded-variable", key, None,
                                  f"{key}={value} holds an unexpanded variable: write the value out"))
     for n, word in enumerate(argv):
-        m = _VARIABLE.search(word)
+        m = VARIABLE.search(word)
         if m:
             flag = owners.get(n) or (word.split("=", 1)[0] if word.startswith("-") else None)
             found.append(Finding("unexpanded-variable", flag, None,
                                  f"{flag or 'argument'} {word!r} contains {m.group(0)}, which no shell expands "
-                                 "in a quoted launch: write the path out"))
+                                 "in a quoted launch: write the value out"))
     return found

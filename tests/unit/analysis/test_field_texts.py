@@ -17,14 +17,64 @@ LABELS = json.loads((CASES / "labels.json").read_text())
 CORPUS = Path(__file__).resolve().parents[3].parent / "shared" / "corpus" / "texts"
 
 
-@pytest.mark.parametrize("name", sorted(LABELS))
+TEXT_CASES = sorted(k for k, v in LABELS.items() if "file" not in v)
+BODY_CASES = sorted(k for k, v in LABELS.items() if "file" in v)  # .json/.jsonl: read by `analyze` as bodies
+
+
+@pytest.mark.parametrize("name", TEXT_CASES)
 def test_every_field_text_is_classified_as_labelled(name):
     label = LABELS[name]
-    metrics = analyze_text((CASES / f"{name}.txt").read_text(encoding="utf-8"))
+    metrics = analyze_text((CASES / f"{name}.txt").read_bytes().decode("utf-8"))  # bytes: CRLF kept
     assert metrics.is_loop is label["loop"]
     assert metrics.think_closed is label["think_closed"]
     if "near_loop" in label:
         assert metrics.near_loop is label["near_loop"]
+
+
+def test_every_field_body_is_read_and_classified_as_labelled_by_the_cli():
+    """All .json/.jsonl cases in one `analyze --json` call, as a user runs it; a row per text, in order."""
+    r = CliRunner().invoke(main, ["analyze", "--json", *[str(CASES / LABELS[k]["file"]) for k in BODY_CASES]])
+    assert r.exit_code == 1, r.output  # some loop, none fails to read
+    rows = _rows(r)
+    want = [(k, lab) for k in BODY_CASES for lab in LABELS[k].get("rows", [LABELS[k]])]
+    assert len(rows) == len(want)
+    for row, (name, lab) in zip(rows, want):
+        assert Path(row["file"].split("#")[0].split(":")[0]).stem == name
+        got = (row["loop"], row["think_closed"], row["near_loop"])
+        assert got == (lab["loop"], lab["think_closed"], lab["near_loop"]), name
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    # (kind, unit tokens, complete copies, start token, start char, fraction of the text's tokens)
+    ("n18_unit1_loop_50_at_tail", ("tail", 1, 55, 20, 90, 55 / 75)),
+    ("n20_unit2_loop_50_at_tail", ("tail", 2, 52, 8, 23, 104 / 112)),
+    ("n22_unit2_run_of_60_midstream_then_recovery", ("escaped", 2, 60, 6, 25, 120 / 141)),
+    ("n23_tail_loop_cut_mid_word", ("tail", 12, 5, 13, 41, 66 / 79)),
+    ("n24_tail_r3_covering_33_tokens", ("tail", 12, 3, 6, 22, 36 / 42)),
+    ("n26_escaped_n3_r10_then_recovery", ("escaped", 3, 10, 4, 12, 30 / 52)),
+    ("n35_chinese_loop_at_tail_unclosed", ("tail", 11, 30, 17, 21, 331 / 348)),
+    # fences left out between the copies: unit and copies counted on the 9 prose tokens of each copy
+    ("n67_block_with_fence_repeats_then_stops", ("escaped", 9, 12, 11, 23, 313 / 336)),
+])
+def test_the_reported_loop_unit_repeats_start_and_fraction(name, expected):
+    text = (CASES / f"{name}.txt").read_bytes().decode("utf-8")
+    m = analyze_text(text)
+    loop = m.loop
+    got = (loop.kind, loop.unit_tokens, loop.repeats, loop.start_token, loop.start_char, loop.fraction)
+    assert got[:5] == expected[:5] and got[5] == pytest.approx(expected[5])
+    assert tokenize(text)[loop.start_token][1] == loop.start_char
+
+
+def test_marks_belong_to_their_word_and_emoji_and_rules_may_end_in_a_carriage_return():
+    assert [t for t, _ in tokenize("नहीं ❤️ 👨\u200d👩 e\u0301t 👍🏽")] == ["नहीं", "❤️", "👨\u200d", "👩", "e\u0301t", "👍", "🏽"]
+    text = "a\r\n-----\r\nb\n❤️❤️❤️\n"
+    assert [text[a:b] for a, b in structured_spans(text)] == ["-----\r", "❤️❤️❤️"]
+
+
+def test_fences_pair_as_commonmark_pairs_them():
+    text = "x\n````md\n```py\ncode\n```\n````\ny\n  ~~~\nz\n  ```\n  ~~~~\nw\n```a```\n"
+    assert [text[a:b] for a, b in structured_spans(text)] == [
+        "````md\n```py\ncode\n```\n````", "  ~~~\nz\n  ```\n  ~~~~"]
 
 
 def test_a_near_loop_reports_its_unit_repeats_start_and_fraction():

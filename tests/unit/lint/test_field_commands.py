@@ -10,7 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from mtp_remote.cli_ops import lint_command_cmd
+from mtp_remote.errors import ConfigError
 from mtp_remote.lint import lint_command
+from mtp_remote.lint.cmdline import split_launch_command
 from mtp_remote.lint.rules import RELEASE_RULES, is_host
 
 CASES = json.loads((Path(__file__).resolve().parent / "field_commands.json").read_text())
@@ -102,3 +104,29 @@ def test_every_release_rule_names_a_range_and_the_source_text_that_implements_it
 ])
 def test_host_values_are_host_names_or_addresses(value, ok):
     assert is_host(value) is ok
+
+
+# --- reading the line as the shell does (cmdline.py) ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(("cmd", "argv", "env"), [
+    ("python -m sglang.launch_server --model-path '/m/a #b' --port 1 # a comment", ["--model-path", "/m/a #b", "--port", "1"], {}),
+    ("python -m sglang.launch_server --model-path /m/a#b", ["--model-path", "/m/a#b"], {}),
+    ("cd /srv; X=1 python3 -m sglang.launch_server --model-path /m|tee log", ["--model-path", "/m"], {"X": "1"}),
+    ("export A=1 B=2\nCUDA_VISIBLE_DEVICES=3 python3 -m sglang.launch_server --model-path /m >log 2>&1 &",
+     ["--model-path", "/m"], {"A": "1", "B": "2", "CUDA_VISIBLE_DEVICES": "3"}),
+    ("podman run --env=HF_TOKEN=t -eX=1 img python3 -X importtime -m sglang.launch_server --model-path /m",
+     ["--model-path", "/m"], {"HF_TOKEN": "t", "X": "1"}),
+    ("sglang serve /m --model-type=llm --tp 2", ["--model-path", "/m", "--tp", "2"], {}),
+    ("python -m sglang.launch_server --host $(hostname -I | cut -d' ' -f1) --port 1",
+     ["--host", "$(hostname -I | cut -d' ' -f1)", "--port", "1"], {}),
+    ('tmux send-keys -t s "python3 -m sglang.launch_server --model-path /m" Enter', ["--model-path", "/m"], {}),
+])
+def test_the_line_is_read_as_the_shell_reads_it(cmd, argv, env):
+    line = split_launch_command(cmd)
+    assert (line.argv, line.env) == (argv, env)
+
+
+def test_a_line_with_sglang_only_in_another_command_is_not_a_launch():
+    with pytest.raises(ConfigError, match="not an SGLang launch line"):
+        split_launch_command("pip install 'sglang[all]' && python -m vllm.entrypoints.openai.api_server --model /m")
