@@ -35,7 +35,7 @@ def _read_text(path: str) -> str:
     if path == "-":
         return sys.stdin.read()
     try:
-        return read_text_file(path, expected="server logs, or - for standard input")
+        return read_text_file(path, expected="server logs, or - for standard input", nul_padding=True)
     except AnalysisInputError as exc:
         raise UsageError(str(exc)) from None
 

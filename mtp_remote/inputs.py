@@ -153,9 +153,11 @@ def read_texts(path: str, skipped: list[str] | None = None) -> Iterator[tuple[st
         yield path, raw, None
 
 
-def read_text_file(path: str, *, expected: str = SHAPES) -> str:
+def read_text_file(path: str, *, expected: str = SHAPES, nul_padding: bool = False) -> str:
     """The text of a file (UTF-8, undecodable bytes replaced). Raises AnalysisInputError naming ``path`` when
-    it is missing, a directory, unreadable or binary; ``expected`` says what should have been given."""
+    it is missing, a directory, unreadable or binary; ``expected`` says what should have been given.
+    ``nul_padding``: NUL bytes that open the file are allowed (a log cut by logrotate's copytruncate starts
+    with NUL padding while its writer keeps its offset); NULs after other bytes still mean binary."""
     p = Path(path)
     try:
         data = p.read_bytes()
@@ -165,7 +167,8 @@ def read_text_file(path: str, *, expected: str = SHAPES) -> str:
         raise AnalysisInputError(f"{path}: is a directory; give files ({expected})") from None
     except OSError as exc:
         raise AnalysisInputError(f"{path}: cannot read ({exc.strerror})") from None
-    if b"\0" in data[:8192]:
+    head = data[:8192]
+    if b"\0" in head and not (nul_padding and len(head.replace(b"\0", b"")) == len(head.lstrip(b"\0"))):
         raise AnalysisInputError(f"{path}: binary file; expected {expected}")
     return data.decode("utf-8", errors="replace")
 

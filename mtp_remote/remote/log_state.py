@@ -18,6 +18,7 @@ from mtp_remote.remote.signatures import (
     REQUEST_ERROR,
     SCHEDULER_CRASH_HINT,
     SCHEDULER_UNKNOWN_HINT,
+    SHUTDOWN_DONE,
     SHUTDOWN_START,
     SIGNATURES,
     UNKNOWN_HINT,
@@ -31,9 +32,76 @@ READY_LINE = "The server is fired up and ready to roll!"
 #: Lines that show the server still making progress: a traceback followed by one of these was not fatal.
 _PROGRESS_MARKERS = ("Decode batch", "Prefill batch", READY_LINE, "Load weight begin", "Load weight end",
                      "Init torch distributed ends", "KV Cache is allocated",
-                     "Memory pool end", "Capture cuda graph end", "Uvicorn running on")
+                     "Memory pool end", "Capture cuda graph end", " graph end.", "Uvicorn running on")
+#: A launch's first line on every rank: after an HTTP bind failure (uvicorn binds last), it means a relaunch.
+_RELAUNCH_MARKER = "Init torch distributed begin"
 #: A line of SGLang's own logger (timestamp prefix), which ends a traceback block.
 _TIMESTAMP_LINE = re.compile(r"^\[\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}", re.MULTILINE)
+
+#: ANSI escape sequences (CSI: colours, cursor moves; OSC: titles) that a TTY capture leaves in a log.
+_ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+#: Prefixes that log collectors put before every line, SGLang's own ``[date time rank]`` prefix kept after them:
+#: ``docker logs -t`` (RFC 3339 time), ``docker compose logs`` (``sglang-1  | ``), ``kubectl logs --prefix``
+#: (``[pod/name/container]``), journald's short formats (``Dec 01 10:00:00 host unit[pid]:``, ``-o short-iso``),
+#: a collector's ISO time with a stream tag (``... stdout F`` of CRI logs), and torch.distributed's ``[rank1]:``
+#: before a rank's uncaught-exception lines.
+_OUTER_PREFIXES = (
+    # journald first: its ISO form (``-o short-iso``) starts like a docker time
+    re.compile(r"^(?:[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}|\d{4}-\d{2}-\d{2}T[\d:.,]+(?:Z|[+-]\d{2}:?\d{2})?) "
+               r"\S+ [^\s:\[]+(?:\[\d+\])?: ", re.MULTILINE),
+    re.compile(r"^[\w.-]+\s*\| ", re.MULTILINE),  # docker compose: "sglang-1  | "
+    re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?(?: (?:stdout|stderr) [FP])? ",
+               re.MULTILINE),
+    re.compile(r"^\[pod/[^\]\n]*\] ", re.MULTILINE),
+    re.compile(r"^\[rank\d+\]: ?", re.MULTILINE),
+)
+#: ``--log-requests`` lines carry a request's prompt and output (``Receive: obj=GenerateReqInput(text=...)``,
+#: ``Finish: obj=..., out={...}``): user text that may quote any error or the ready line. Their payload is
+#: blanked before any signature or milestone reads the log.
+_REQUEST_PAYLOAD = re.compile(r"((?:Receive|Finish): (?:obj|rid)=)[^\n]*")
+#: Where a launch starts: SGLang prints its ``server_args=ServerArgs(...)`` first; argparse opens its refusal
+#: with ``usage: <prog> [-h] ...``. A log holding several launches (appended with ``>>``) is judged by its last.
+_LAUNCH_START = re.compile(r"^(?:\[[^\]\n]*\] )?server_args=ServerArgs\(|^usage: \S+(?: \S+)? \[-h\]", re.MULTILINE)
+
+
+def normalized(text: str) -> str:
+    """``text`` as SGLang wrote it: NUL padding (copytruncate) and ANSI escapes removed, CRLF and bare CR
+    (Windows copies, tqdm bars) as LF, the user text of ``--log-requests`` lines blanked, and the per-line
+    prefixes of log collectors (docker, kubectl, journald, torch ranks) taken off, so every signature and the
+    timestamp/rank prefix of SGLang's own lines read the same whatever carried the log. A prefix is taken off
+    only when a line of the first 64 KiB starts with it; every step is a C-level replace/sub over the text (a
+    few ms per MB). A bare CR counts as a line end, as a terminal shows it."""
+    if "\x00" in text:  # logrotate copytruncate: the writer's old offset leaves NUL padding
+        text = text.replace("\x00", "")
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if "Receive: " in text or "Finish: " in text:
+        text = _REQUEST_PAYLOAD.sub(r"\1...", text)
+    head = text[:65536]
+    for prefix in _OUTER_PREFIXES:
+        if prefix.search(head):
+            text = prefix.sub("", text)
+    return text
+
+
+def launch_start(text: str) -> int:
+    """Offset of the last launch's first line in ``text`` (0 when it holds one launch or none is marked).
+    Searches backwards for the two literals (``server_args=ServerArgs(``, ``usage: ``) and checks their line."""
+    best = 0
+    for literal in ("server_args=ServerArgs(", "usage: "):
+        end = len(text)
+        while (pos := text.rfind(literal, 0, end)) >= 0:
+            start = text.rfind("\n", 0, pos) + 1
+            if start > best and _LAUNCH_START.match(text, start):
+                best = start
+                break
+            if start <= best:
+                break
+            end = pos
+    return best
+
 
 class StateScan:
     """The positions that decide a log's state, found once: the last ready line, where serving began, where
@@ -62,17 +130,23 @@ class StateScan:
 
     def fatal(self) -> dict | None:
         """The deciding fatal match as LogClassification fields, or None. An ``anywhere`` signature decides
-        wherever it stands in the text (before the ready line, before a shutdown) and before any other."""
+        wherever it stands in the text (before the ready line, before a shutdown) and before any other, unless
+        a new launch's ``Init torch distributed begin`` follows it."""
         for sig in SIGNATURES:
             if sig.anywhere and sig.severity == "fatal":
                 m = sig.regex.search(self.text) if any(lit in self.text for lit in sig.needs or ("",)) else None
-                if m is not None:
+                # decisive unless a relaunch (an excerpt without its ServerArgs line) began after it
+                if m is not None and self.text.find(_RELAUNCH_MARKER, m.end()) < 0:
                     return self._describe(sig, m)
         for sig in SIGNATURES:
             if sig.severity != "fatal":
                 continue
             m = self._first_valid(sig)
             if m is not None:
+                if sig.generic:  # "a child died": the traceback before it, if any, says of what
+                    named = self._unknown(died=True)
+                    if named is not None and named["cls"] == "scheduler_died":
+                        return named
                 return self._describe(sig, m)
         return self._unknown()
 
@@ -96,6 +170,8 @@ class StateScan:
 
     def _describe(self, sig: Signature, m: re.Match) -> dict:
         groups = {k: v for k, v in m.groupdict().items() if v is not None}
+        if "port2" in groups:  # a second spelling of the port in one pattern
+            groups.setdefault("port", groups.pop("port2"))
         line = line_at(self.text, m.start())
         cls, hint = sig.cls, sig.hint
         if sig.phase == "launch" and m.start() >= self.serving_from:
@@ -127,8 +203,9 @@ class StateScan:
                 return other.cls, other.hint, groups
         return sig.cls, sig.hint, groups
 
-    def _unknown(self) -> dict | None:
-        """The fallback: the last complete traceback after the ready line that nothing followed."""
+    def _unknown(self, *, died: bool = False) -> dict | None:
+        """The fallback: the last complete traceback after the ready line that nothing followed. ``died``: a
+        generic line already says a server process died (then the traceback is the scheduler's)."""
         last = None
         for m in UNKNOWN_TRACEBACK.finditer(self.text, self.after, self.end):
             if not self._skipped(m.start()):
@@ -139,7 +216,7 @@ class StateScan:
         opening = line_at(self.text, last.start())
         if last.start() >= self.serving_from:
             cls, hint = "scheduler_died", SCHEDULER_CRASH_HINT
-        elif "Scheduler hit an exception" in opening:
+        elif died or "Scheduler hit an exception" in opening:
             cls, hint = "scheduler_died", SCHEDULER_UNKNOWN_HINT
         else:
             cls, hint = "unknown", UNKNOWN_HINT
@@ -155,20 +232,18 @@ class StateScan:
         return None
 
     def shutdown(self) -> tuple[str, int] | None:
-        """``(state, remaining requests)`` once SIGTERM was received after the ready line, else None."""
+        """``(state, remaining requests)`` once SIGTERM was received after the ready line, else None: ``stopped``
+        when the drain reached 0 (or, without drain lines, uvicorn finished), ``drain_stuck`` when the last count
+        N > 0 was said twice in a row, else ``stopping`` (a falling count is progress)."""
         if self.term_at < 0:
             return None
         counts = [int(m.group("n")) for m in DRAIN_REMAINING.finditer(self.text, self.term_at)]
-        if not counts:
-            return "stopping", 0
+        if not counts:  # no drain logged (0.4.x): uvicorn's own end of shutdown says it finished
+            return ("stopped" if SHUTDOWN_DONE.search(self.text, self.term_at) else "stopping"), 0
         if counts[-1] == 0:
             return "stopped", 0
-        stuck = 0
-        for n in reversed(counts):
-            if n == 0:
-                break
-            stuck += 1
-        return ("drain_stuck" if stuck >= 2 else "stopping"), counts[-1]
+        # stuck: the same N > 0 said again (5 s apart); a count that keeps falling is a drain in progress
+        return ("drain_stuck" if len(counts) >= 2 and counts[-2] == counts[-1] else "stopping"), counts[-1]
 
 
 _CONDENSE_FROM = 256 * 1024

@@ -6,6 +6,11 @@ the report records. The failure signatures are the data table of :mod:`mtp_remot
 line decides is :mod:`mtp_remote.remote.log_state`; this module assembles the result. Every pattern is precompiled and searched over the whole text once (no per-line Python
 loop except over ``Decode batch`` lines), so a few-MB log classifies in milliseconds.
 
+The text is first normalised (:func:`mtp_remote.remote.log_state.normalized`: ANSI codes, CRLF/CR, NUL padding
+and log collectors' line prefixes removed) and cut to its last launch (:func:`~mtp_remote.remote.log_state.
+launch_start`: a ``server_args=ServerArgs(`` or argparse ``usage:`` line), so a log appended over several
+launches is judged, and its milestones and decode stats read, by the last one.
+
 The log's *final state*: a fatal signature after the last ``The server is fired up and ready to roll!``
 line wins over ``ready``; a fatal line before it is history (the server still came up), except a failed
 bind of the HTTP port (``signatures.HTTP_BIND_FAILED``), fatal wherever it stands. Launch-time errors
@@ -19,19 +24,23 @@ line before the SIGTERM still wins. Without a ready line and without a fatal lin
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from mtp_remote.remote.log_state import READY_LINE, StateScan, condensed, fill_hint, line_bounds
+from mtp_remote.remote.log_state import (READY_LINE, StateScan, condensed, fill_hint, launch_start, line_bounds,
+                                         normalized)
 from mtp_remote.remote.signatures import STATE_HINTS
 
 #: Startup milestones in SGLang's order, each the first line that matches its pattern.
 MILESTONE_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
     ("weights_loaded", re.compile(r"Load weight end\.")),
     ("kv_cache_allocated", re.compile(r"KV Cache is allocated\.|Memory pool end\.")),
-    ("cuda_graph_captured", re.compile(r"Capture cuda graph end\.")),
+    # "Capture cuda graph end." (NVIDIA), "Capture npu graph end." / "Capture cpu graph end." (other devices),
+    # "Capture piecewise cuda graph end." (0.5.x); the draft model's "Capture draft ..." comes after the target's.
+    ("cuda_graph_captured", re.compile(r"Capture (?:[\w-]+ ){0,2}graph end\b")),
     ("http_up", re.compile(r"Uvicorn running on ")),
     ("ready", re.compile(re.escape(READY_LINE))),
 )
@@ -39,11 +48,12 @@ MILESTONE_NAMES = tuple(name for name, _ in MILESTONE_PATTERNS)
 # SGLang's prefix: "[2026-11-02 09:14:47 TP0] ..." or "[2026-11-02 09:14:47] ..." (rank suffix optional).
 _TIMESTAMP = re.compile(r"\[(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})(?:[.,]\d+)?(?: [^\]]*)?\]")
 # "Decode batch, #running-req: 8, ..." (0.5.x) and "Decode batch. #running-req: 1, ..." (0.4.x).
-_DECODE = re.compile(r"Decode batch[.,]([^\n]*)")
-_RUNNING = re.compile(r"#running-req: (\d+)")
-_GEN_THROUGHPUT = re.compile(r"gen throughput \(token/s\): ([0-9.]+)")
-_ACCEPT_LEN = re.compile(r"accept len: ([0-9.]+)")
-_ACCEPT_RATE = re.compile(r"accept rate: ([0-9.]+)")
+# One pass per Decode batch line, fields in SGLang's order (each optional): "Decode batch, #running-req: 8, ...,
+# accept len: 3.12, accept rate: 0.78, ..., gen throughput (token/s): 152.40, ..." (0.5.x), "Decode batch. ..."
+# without accept rate (0.4.x), and with SGLANG_LOG_FORWARD_ITERS=1 the forward count: "Decode batch [1200], ...".
+_DECODE = re.compile(r"Decode batch(?: ?\[\d+\])?[.,:](?:[^\n]*?#running-reqs?: (\d+))?"
+                     r"(?:[^\n]*?accept(?:ance)? len(?:gth)?: ([0-9.]+))?(?:[^\n]*?accept(?:ance)? rate: ([0-9.]+))?"
+                     r"(?:[^\n]*?gen throughput \((?:token|tok)s?/s\): ([0-9.]+))?")
 
 
 @dataclass(frozen=True)
@@ -55,7 +65,7 @@ class Milestone:
     line_no: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DecodeStats:
     """Values of one ``Decode batch`` line: running requests, generation tokens/s, acceptance.
 
@@ -137,8 +147,12 @@ def classify_log(text: str, *, serving: bool = False) -> LogClassification:
     :class:`DecodeStats` per ``Decode batch`` line. Never raises on odd input: unknown text is ``starting``.
     Cost is linear in ``len(text)``: a few C-level searches per signature and milestone.
     """
+    text = normalized(text)
+    start = launch_start(text)
+    lines_before = text.count("\n", 0, start)
+    text = text[start:]
     scan = StateScan(condensed(text), serving=serving)
-    milestones = _milestones(text)
+    milestones = _milestones(text, first_line=lines_before + 1)
     decode = _decode_stats(text)
     started_at = _first_timestamp(text)
     common = {"milestones": milestones, "decode": decode, "started_at": started_at}
@@ -186,6 +200,7 @@ def _timestamp_of_line(text: str, pos: int) -> datetime | None:
     return _parse_ts(m.group(1)) if m else None
 
 
+@functools.lru_cache(maxsize=4096)  # thousands of Decode batch lines share a few distinct seconds
 def _parse_ts(raw: str) -> datetime | None:
     try:
         return datetime.fromisoformat(raw.replace("T", " "))
@@ -198,7 +213,7 @@ def _first_timestamp(text: str) -> datetime | None:
     return _parse_ts(m.group(1)) if m else None
 
 
-def _milestones(text: str) -> list[Milestone]:
+def _milestones(text: str, *, first_line: int = 1) -> list[Milestone]:
     found = []
     for name, pattern in MILESTONE_PATTERNS:
         m = pattern.search(text)
@@ -206,7 +221,7 @@ def _milestones(text: str) -> list[Milestone]:
             found.append((m.start(), name))
     found.sort()
     out: list[Milestone] = []
-    line_no, last = 1, 0
+    line_no, last = first_line, 0
     for pos, name in found:
         line_no += text.count("\n", last, pos)
         last = pos
@@ -217,23 +232,22 @@ def _milestones(text: str) -> list[Milestone]:
 def _decode_stats(text: str) -> list[DecodeStats]:
     out: list[DecodeStats] = []
     for m in _DECODE.finditer(text):
-        rest = m.group(1)
+        running, accept_len, accept_rate, throughput = m.groups()
         out.append(DecodeStats(
             at=_timestamp_of_line(text, m.start()),
-            running=_num(_RUNNING, rest, int),
-            gen_throughput=_num(_GEN_THROUGHPUT, rest, float),
-            accept_len=_num(_ACCEPT_LEN, rest, float),
-            accept_rate=_num(_ACCEPT_RATE, rest, float),
+            running=_value(running, int),
+            gen_throughput=_value(throughput, float),
+            accept_len=_value(accept_len, float),
+            accept_rate=_value(accept_rate, float),
         ))
     return out
 
 
-def _num(pattern: re.Pattern, s: str, kind):
-    m = pattern.search(s)
-    if not m:
+def _value(raw: str | None, kind):
+    if raw is None:
         return None
     try:
-        return kind(m.group(1).rstrip("."))
+        return kind(raw.rstrip("."))
     except ValueError:
         return None
 

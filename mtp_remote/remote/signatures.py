@@ -22,6 +22,9 @@ The table is a set of signature *families* with fallbacks, not a closed list of 
   print the ready line. That ready line is the other server's answer, not this server's readiness.
 - ``wraps=True`` marks a message that wraps another error (``Capture cuda graph failed: <cause>``): the
   ``cause`` group is classified again with this table and names the class when it matches.
+- ``generic=True`` marks a line that only says *that* a process died (``Received sigquit from a child
+  process``): when a complete traceback with nothing after it precedes it, that traceback's exception names
+  the death in the hint (the class stays ``scheduler_died``).
 - :data:`UNKNOWN_TRACEBACK` is the fallback: a Python traceback whose exception no signature knows is at
   least a fatal ``unknown`` (``scheduler_died`` when it is the scheduler's), never "starting".
 
@@ -46,8 +49,8 @@ class Signature:
     """One log signature: ``pattern`` (searched in one line) -> ``cls``, ``severity`` and ``hint``.
 
     ``needs``: literals of which one must occur for the pattern to match at all (a cheap pre-check that
-    keeps patterns without a literal prefix off multi-MB logs). ``phase``/``transient``/``anywhere``/``wraps``:
-    module docstring. ``hint`` is one line that says what to do; ``{port}``/``{flag}`` are filled from the pattern's named
+    keeps patterns without a literal prefix off multi-MB logs). ``phase``/``transient``/``anywhere``/``wraps``/
+    ``generic``: module docstring. ``hint`` is one line that says what to do; ``{port}``/``{flag}`` are filled from the pattern's named
     groups when it has them. ``regex`` is the compiled pattern (multiline, so ``^``/``$`` are line ends).
     """
 
@@ -59,6 +62,7 @@ class Signature:
     transient: bool = False
     anywhere: bool = False
     wraps: bool = False
+    generic: bool = False
     needs: tuple[str, ...] = ()
     regex: re.Pattern = field(init=False, repr=False, compare=False)
 
@@ -104,8 +108,9 @@ SIGNATURES: tuple[Signature, ...] = (
        r"error: ambiguous option: (?P<flag>--[\w-]+)",
        "{flag} is a prefix of several flags in this SGLang release: spell the flag out in full", phase="launch"),
     _S("argparse_error", "fatal",
-       r"error: argument (?P<flag>--[\w-]+)[^:]*: (?:invalid|expected|ignored)",
-       "bad value for {flag}: check its type and allowed choices (`mtp-remote lint-command`)", phase="launch"),
+       r"error: argument (?P<flag>--[\w-]+)[^:\n]*: \S",  # invalid value/choice, expected ..., not allowed with ...
+       "argparse refused {flag} (bad value, missing value or a flag it excludes): check its type and allowed "
+       "choices (`mtp-remote lint-command`)", phase="launch"),
     _S("argparse_error", "fatal",
        r"error: the following arguments are required: (?P<flag>--[\w-]+)",
        "add the required flag {flag} to the launch line", phase="launch"),
@@ -125,10 +130,16 @@ SIGNATURES: tuple[Signature, ...] = (
        r"|does not appear to have a file named config\.json"
        r"|Can't load (?:the )?(?:configuration|tokenizer) for"
        r"|(?:FileNotFoundError|OSError): .{0,80}(?:No such file or directory|not found).{0,200}"
-       r"(?:/models?/|config\.json|\.safetensors)",
-       "the model path does not exist on the host (or has no config.json): check --model-path and the "
-       "inventory's models", phase="launch",
-       needs=("valid model identifier", "Not Found", "config.json", "Can't load", "Error: ")),
+       r"(?:/models?/|config\.json|\.safetensors)"
+       # huggingface_hub: a local path that does not exist is tried as a repo id; offline and not cached
+       r"|HFValidationError: Repo id must|LocalEntryNotFoundError"
+       r"|couldn't find them in the cached files|Cannot find any model weights|Incorrect path_or_model_id"
+       r"|access a gated repo|Cannot access gated repo|GatedRepoError",
+       "the model path does not exist on the host (or has no config.json / weights, is not in the offline HF "
+       "cache, or is a gated repo without an HF_TOKEN that has access): check --model-path and the inventory's "
+       "models", phase="launch",
+       needs=("valid model identifier", "Not Found", "config.json", "Can't load", "Error: ", "Repo id must",
+              "cached files", "model weights", "path_or_model_id", "gated repo", "GatedRepo")),
     # --- memory ---------------------------------------------------------------------------------------------
     _S("gpu_memory_unbalanced", "fatal",
        r"memory capacity is unbalanced",
@@ -147,18 +158,18 @@ SIGNATURES: tuple[Signature, ...] = (
        "the KV cache pool does not fit: increase --mem-fraction-static (e.g. +0.05), or lower "
        "--context-length / --max-running-requests", phase="launch"),
     _S("mamba_cache_exhausted", "fatal",
-       r"Not enough space for mamba|mamba (?:cache|pool) (?:is )?(?:full|exhausted)"
+       r"Not enough space for mamba|(?i:mamba (?:cache|pool|state) (?:is )?(?:full|exhausted))"
        r"|increase --mamba-full-memory-ratio",
        "the mamba (linear-attention state) cache ran out: increase --mamba-full-memory-ratio or lower "
        "--max-running-requests"),
     # wraps its cause: memory -> capture failed (lower the fraction), CUDA fault -> cuda_error, ...
     _S("cuda_graph_capture_failed", "fatal",
-       r"Capture (?:cuda|draft cuda|npu|cpu) graph failed:? ?(?P<cause>.*)",
+       r"(?i:Capture (?:[\w-]+ ){0,3}graph failed):? ?(?P<cause>.*)",
        "CUDA graph capture failed ({cause}): rerun with --disable-cuda-graph to confirm the graph is at fault, "
        "then report the kernel; the memory remedies (--mem-fraction-static) apply only to out-of-memory",
        wraps=True),
     _S("cuda_oom", "fatal",
-       r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory",
+       r"(?:CUDA|HIP|XPU|NPU) out of memory|OutOfMemoryError|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED",
        "GPU out of memory: set --mem-fraction-static to a smaller value, or lower --max-running-requests "
        "or the CUDA graph batch size (--cuda-graph-max-bs; --cuda-graph-max-bs-decode on 0.5.2x)"),
     # --- network, devices -----------------------------------------------------------------------------------
@@ -175,6 +186,14 @@ SIGNATURES: tuple[Signature, ...] = (
        r"port (?P<port>\d+) is in use\. Waiting for \d+ seconds for (?P<name>\w+) to be available"
        r"(?:.*?process\.name\(\)='(?P<proc>[^']*)')?(?:.*?\bpid=(?P<pid>\d+))?",
        _INTERNAL_PORT_HINT, transient=True, needs=("to be available",)),
+    # torch.distributed's TCPStore for --dist-init-addr / the NCCL rendezvous: "The server socket has failed to
+    # bind to [::]:29500 (errno: 98 - Address already in use)" (torch >= 2.2) or "port: 29500, useIpv6: false,
+    # code: -98, name: EADDRINUSE" (older)
+    _S("port_in_use", "fatal",
+       r"failed to bind to \S*?:(?P<port>\d+) \(errno: 98|port: (?P<port2>\d+), useIpv6: \w+, code: -98",
+       "torch.distributed's rendezvous port {port} (--dist-init-addr, or SGLang's --nccl-port) is taken, usually "
+       "by a leftover sglang::scheduler of an earlier server: `mtp-remote status` lists it, `mtp-remote stop "
+       "--force` stops it by PID; or choose another port", needs=("errno: 98", "code: -98")),
     _S("port_in_use", "fatal",
        r"[Aa]ddress already in use \(addr='[^']*:(?P<port>\d+)'\)",  # ZMQError of an internal socket
        "SGLang's internal ZMQ port {port} is taken, usually by a leftover sglang::scheduler of an earlier "
@@ -183,16 +202,18 @@ SIGNATURES: tuple[Signature, ...] = (
     _S("port_in_use", "fatal",
        r"[Aa]ddress already in use|Port (?P<port>\d+) is (?:already )?in use", _PORT_HINT),
     _S("nccl_error", "fatal",
-       r"NCCL error|ncclInternalError|ncclSystemError|ncclUnhandledCudaError|ProcessGroupNCCL.*(?:timed? ?out|error)",
+       r"(?i:NCCL error)|\bnccl[A-Z]\w*Error\b|DistBackendError|DistStoreError|ProcessGroupNCCL.*(?:timed? ?out|error)"
+       r"|Watchdog caught collective operation timeout",
        "NCCL failed between the GPUs: rerun with NCCL_DEBUG=INFO, check that all --tp-size GPUs are "
        "visible and free, try NCCL_P2P_DISABLE=1 or NCCL_IB_DISABLE=1"),
     _S("cuda_error", "fatal",
-       r"CUDA error: |cudaError\w+|CUBLAS_STATUS_\w+|device-side assert triggered|illegal memory access",
+       r"CUDA error: |HIP error: |cudaError\w+|hipError\w+|CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+"
+       r"|device-side assert triggered|illegal memory access|illegal instruction was encountered",
        "a CUDA kernel failed (illegal memory access / device assert): rerun with CUDA_LAUNCH_BLOCKING=1; "
        "with speculation on, try without it or with --disable-cuda-graph to isolate the kernel"),
     # --- runtime health -------------------------------------------------------------------------------------
     _S("watchdog_timeout", "fatal",
-       r"watchdog timeout",
+       r"(?i:watchdog timeout)(?! \([^)\n]*self\.soft=True)",
        "a scheduler step hung past the watchdog: look for a stuck GPU (nvidia-smi) or NCCL hang; "
        "--watchdog-timeout raises the limit"),
     _S("health_check_failed", "fatal",
@@ -204,17 +225,20 @@ SIGNATURES: tuple[Signature, ...] = (
        "the warmup request failed: read the traceback above it; try --skip-server-warmup only to debug",
        phase="launch", needs=("armup",)),
     _S("config_error", "fatal",
-       r"^(?:ValueError|AssertionError|NotImplementedError|TypeError): .+",
+       r"^(?:ValueError|AssertionError|NotImplementedError|TypeError)(?:: .+|\s*$)",  # a bare `assert` has no text
        "SGLang rejected the server arguments: fix the flag combination named in the message", phase="launch"),
     # --- generic crash markers, last so a specific cause above wins. "Scheduler hit an exception" is not one:
     # it opens a traceback whose last line names the cause, and a reader that sees only the opening line
     # (wait-ready reading a growing log) must keep waiting for that line or for the parent's sigquit. ----
     _S("scheduler_died", "fatal",
-       r"(?i:exit ?code|exitcode|returncode|terminated with)\W{0,3}-9\b|killed by signal 9\b"
-       r"|\bSIGKILL\b.{0,40}(?:scheduler|child)",
+       r"(?i:exit ?code|exitcode|exit status|returncode|terminated with)\W{0,3}(?:-9|137)\b|killed by signal 9\b"
+       r"|\bSIGKILL\b.{0,40}(?:scheduler|child)"
+       # a shell running the server writes "<pid> Killed  <command>" (bash) or a bare "Killed" into the log
+       r"|^(?:\S+: line \d+: +)?\d+ Killed +\S|^Killed\s*$",
        "a server process was killed with SIGKILL (exit code -9): usually the kernel's OOM killer (host RAM; "
        "see `dmesg -T | grep -i oom`) or someone's kill -9; lower host memory use or stop other jobs",
-       needs=("xit code", "xitcode", "xit_code", "returncode", "terminated with", "signal 9", "SIGKILL")),
+       needs=("xit code", "xitcode", "xit_code", "xit status", "returncode", "terminated with", "signal 9",
+              "SIGKILL", "Killed")),
     _S("scheduler_died", "fatal",
        r"Received sigquit from a child process|Subprocess \S+ crashed"
        r"|Child process unexpectedly failed|Rank \d+ scheduler (?:is dead|died)"
@@ -222,13 +246,17 @@ SIGNATURES: tuple[Signature, ...] = (
        r"(?:died|is dead|exited unexpectedly))"
        r"|Initialization failed\. Please see the error messages above|Failed to initialize scheduler rank",
        "the scheduler process died: read its traceback above; rerun in the foreground to see it whole",
-       needs=("sigquit", "crashed", "unexpectedly", "dead", "died", "Died", "Initialization failed",
+       generic=True, needs=("sigquit", "crashed", "unexpectedly", "dead", "died", "Died", "Initialization failed",
               "Failed to initialize")),
     # --- warnings: do not change the state, only the severity and hint -------------------------------------
     _S("kv_cache_retract", "warning",
        r"KV cache pool is full\. Retract requests",
        "requests were retracted for lack of KV cache: lower --max-running-requests or raise "
        "--mem-fraction-static"),
+    _S("soft_watchdog", "warning",
+       r"(?i:watchdog timeout) \([^)\n]*self\.soft=True",
+       "a scheduler step took longer than --soft-watchdog-timeout; the soft watchdog only dumped stacks (no kill): "
+       "look for a slow GPU or a stuck NCCL collective if it repeats"),
     _S("prefill_oom", "warning",
        r"Prefill out of memory",
        "prefill ran out of memory: lower --chunked-prefill-size or --max-running-requests"),
@@ -243,10 +271,11 @@ MEMORY_CAUSE_HINT = ("CUDA graph capture ran out of memory: " + _MEM_HINT)
 REQUEST_ERROR = re.compile(r"Exception in ASGI application|Exception in callback|Error in request\b"
                            r"|Unhandled exception in request")
 
-#: The fallback for an exception no signature knows. ``exc`` is the exception line (``Name: message``).
+#: The fallback for an exception no signature knows. ``exc`` is the exception line (``Name: message``); a
+#: ``KeyboardInterrupt`` is an operator's Ctrl-C (a shutdown, :data:`SHUTDOWN_START`), not a failure.
 UNKNOWN_TRACEBACK = re.compile(
     r"Traceback \(most recent call last\):[^\n]*\n(?:(?:[ \t][^\n]*|)\n)*?"
-    r"(?P<exc>(?:[A-Za-z_][\w.]*\.)?\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)\b[^\n]*)")
+    r"(?P<exc>(?!KeyboardInterrupt)(?:[A-Za-z_][\w.]*\.)?\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)\b[^\n]*)")
 UNKNOWN_HINT = ("the server failed with an error this classifier does not know ({exc}): read the traceback "
                 "above it; rerun in the foreground to see it whole")
 SCHEDULER_UNKNOWN_HINT = ("the scheduler process died ({exc}): read its traceback above; rerun in the foreground "
@@ -257,9 +286,15 @@ SCHEDULER_CRASH_HINT = ("the scheduler crashed while serving ({exc}); this is no
 
 #: Shutdown: "SIGTERM received. ... Draining requests and shutting down..." then, every 5 s,
 #: "Gracefully exiting... Remaining number of requests N" (real SGLang waits on N > 0 with no timeout).
+#: Releases without the drain (0.4.x) only show uvicorn's own shutdown: "INFO:     Shutting down", then
+#: "Application shutdown complete." and "Finished server process [pid]" (:data:`SHUTDOWN_DONE`).
+#: Ctrl-C on a foreground server: every process prints a traceback ending in a bare ``KeyboardInterrupt``.
 SHUTDOWN_START = re.compile(r"SIGTERM received|Received SIGTERM|Draining requests and shutting down"
-                            r"|Shutting down gracefully|Received signal SIG(?:TERM|INT)")
-DRAIN_REMAINING = re.compile(r"Gracefully exiting\.{0,3} ?Remaining number of requests:? (?P<n>\d+)")
+                            r"|Shutting down gracefully|Received signal SIG(?:TERM|INT)|INFO: +Shutting down\s*$"
+                            r"|^KeyboardInterrupt\s*$",
+                            re.MULTILINE)
+DRAIN_REMAINING = re.compile(r"Gracefully exiting\.{0,3} ?(?i:Remaining number of requests):? (?P<n>\d+)")
+SHUTDOWN_DONE = re.compile(r"Finished server process|Application shutdown complete")
 
 #: Hints for the non-fatal states and for the shutdown states.
 STATE_HINTS: dict[str, str] = {

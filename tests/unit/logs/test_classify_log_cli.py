@@ -49,3 +49,12 @@ def test_a_directory_or_binary_file_is_refused_with_exit_2(tmp_path):
     for arg, why in ((str(tmp_path), "is a directory"), (str(tmp_path / "core"), "binary file")):
         result = CliRunner().invoke(classify_log_cmd, [arg])
         assert result.exit_code == 2 and why in result.output
+
+
+def test_a_log_that_copytruncate_left_nul_padded_is_read_but_nuls_after_text_are_binary(tmp_path):
+    padded = Path(__file__).resolve().parent / "field_cases" / "f91_copytruncate_nul_padding_ready.log"
+    result = CliRunner().invoke(classify_log_cmd, ["--json", str(padded)])
+    assert result.exit_code == 0 and json.loads(result.output)["cls"] == "ready"
+    (tmp_path / "mixed.log").write_bytes(b"[2026-12-01 10:00:00] text\0\0\0more")
+    result = CliRunner().invoke(classify_log_cmd, [str(tmp_path / "mixed.log")])
+    assert result.exit_code == 2 and "binary file" in result.output

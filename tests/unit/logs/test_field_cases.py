@@ -26,9 +26,20 @@ def test_every_field_case_gets_its_labelled_class_and_hint(name):
         assert label["hint_excludes"] not in result.hint
     if "port" in label:
         assert result.port == label["port"]
+    if "flag" in label:
+        assert result.flag == label["flag"]
     if "milestones" in label:
         assert [m.name for m in result.milestones] == label["milestones"]
+    if "decode" in label:
+        keys = ("accept_len", "accept_rate", "gen_throughput", "running")
+        assert [{k: getattr(d, k) for k in keys} for d in result.decode] == label["decode"]
     assert result.is_fatal == (label["cls"] not in NOT_FATAL)
+
+
+def test_every_field_case_says_where_its_wording_comes_from():
+    new = [k for k in LABELS if int(k[1:k.index("_")]) >= 28]
+    assert len(new) >= 60
+    assert all(LABELS[k].get("source") for k in new)
 
 
 def test_the_field_cases_cover_every_kind_of_issue_10():

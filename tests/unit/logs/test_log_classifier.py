@@ -150,3 +150,24 @@ def test_a_traceback_seen_only_up_to_its_opening_line_is_not_yet_a_verdict():
     opening = text[: text.index("  File ")]
     assert classify_log(opening).cls == "starting"
     assert classify_log(text[: text.index("[2026-11-02 09:14:48]")]).cls == "kv_pool_too_small"
+
+
+def test_a_collector_prefixed_crlf_coloured_copy_reads_like_the_plain_log():
+    plain = (LOGS / "l15_runtime_crash_after_decode.log").read_text()
+    lines = plain.split("\n")[:-1]
+    carried = "".join(f"2026-12-01T10:00:{i % 60:02d}.000000001Z \x1b[0;36m{ln}\x1b[0m\r\n" for i, ln in enumerate(lines))
+    a, b = classify_log(plain), classify_log(carried)
+    assert (b.cls, b.hint, b.fatal_line) == (a.cls, a.hint, a.fatal_line)
+    assert [d.to_dict() for d in b.decode] == [d.to_dict() for d in a.decode]
+    assert [(m.name, m.at, m.line_no) for m in b.milestones] == [(m.name, m.at, m.line_no) for m in a.milestones]
+
+
+def test_a_log_of_several_launches_is_judged_by_its_last_with_line_numbers_of_the_whole_file():
+    first = (LOGS / "l17_kv_budget_guard_names_minimum.log").read_text()
+    second = (LOGS / "l01_ready_tp2_nextn.log").read_text()
+    result = classify_log(first + second)
+    assert result.cls == "ready"
+    alone = classify_log(second)
+    offset = first.count("\n")
+    assert [m.line_no for m in result.milestones] == [m.line_no + offset for m in alone.milestones]
+    assert classify_log(second + first).cls == "kv_pool_too_small"
