@@ -31,3 +31,24 @@ class Interrupts:
         """Raise KeyboardInterrupt if an interrupt was requested and swallowed on the way."""
         if self.requested:
             raise KeyboardInterrupt
+
+
+def run_async(coro):
+    """:func:`asyncio.run` for the entry points' event loops (sampling, readiness, smoke). An interrupt that
+    lands while one of the loop's tasks is running raises KeyboardInterrupt inside that task: the run unwinds
+    as usual, and the task keeps the exception -- which asyncio would print, after the entry point's
+    "interrupted; ... continue with" line, as "Task exception was never retrieved" with a traceback. This loop
+    drops that report for KeyboardInterrupt only; every other unretrieved exception is reported as before."""
+    import asyncio
+
+    async def main():
+        asyncio.get_running_loop().set_exception_handler(_report_unless_interrupt)
+        return await coro
+
+    return asyncio.run(main())
+
+
+def _report_unless_interrupt(loop, context: dict) -> None:
+    if isinstance(context.get("exception"), KeyboardInterrupt):
+        return
+    loop.default_exception_handler(context)

@@ -7,7 +7,6 @@ then only through :class:`~mtp_remote.server.ServerLifecycle` — our process gr
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import getpass
 import json
@@ -19,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 
 from .config import HostConfig, Playbook
 from .errors import ConfigError, LaunchError, MtpRemoteError
+from .interrupts import run_async
 from .remote import facts, hostscripts, process
 from .remote.commands import api_key_of, mask_log_secrets, server_argv, server_env
 from .remote.foreign import ForeignProcess, find_foreign, force_targets
@@ -376,7 +376,7 @@ def smoke(base_url: str, playbook: Playbook, *, prompt: str | None = None, tempe
                                          temperature=temperature, max_new_tokens=mt, seed=playbook.seed)
             return await sc.chat(text, temperature=temperature, max_tokens=mt, seed=playbook.seed)
 
-    comp = asyncio.run(go())
+    comp = run_async(go())
     if comp.error:
         raise MtpRemoteError(f"smoke request failed: {comp.error}")
     m = analyze_text(analysed_text(comp.text, playbook.think_opened_by_prompt), comp.output_ids)

@@ -26,6 +26,7 @@ from pathlib import Path
 from .client import Completion, ServerClient
 from .config import HostConfig, Playbook
 from .errors import LaunchError, TransportLost
+from .interrupts import run_async
 from .plan import LaunchPlan, RequestSpec, plan_run
 from .remote import connect as transport
 from .remote.commands import api_key_of, mask_argv, mask_log_secrets, mask_text, playbook_secrets
@@ -328,7 +329,7 @@ class Runner:
                         ts = time.monotonic()
                         channels0 = self._tunnel.channels_opened
                         try:
-                            asyncio.run(self._sample_watched(lc, rec, url, lp, todo, pr, stream))
+                            run_async(self._sample_watched(lc, rec, url, lp, todo, pr, stream))
                         finally:
                             pr.sampling_s = time.monotonic() - ts
                             if self._tunnel.forwarder is not None:
@@ -406,7 +407,7 @@ class Runner:
             return False
 
         while True:
-            answer = asyncio.run(poll())
+            answer = run_async(poll())
             if answer:
                 return outcome
             if answer is None and stream is not None:

@@ -127,3 +127,77 @@ def test_hosts_and_history_do_not_import_the_api_layer_or_scipy(tmp_path):
         mods = set(json.loads(out.strip().splitlines()[-1]))
         assert "sim-local" in out or "h " in out or "│ a" in out, out
         assert not {"scipy", "mtp_remote.api", "numpy"} & mods, (argv, sorted({"scipy", "mtp_remote.api"} & mods))
+
+
+def _interrupt_inside_a_task(run) -> tuple[bool, str]:
+    """Ctrl-C (a real SIGINT to this process, the entry points' handler installed) arriving while a task of the
+    loop runs, as it did once in five Ctrl-C during `diagnose`: (KeyboardInterrupt raised?, what asyncio logged
+    once the task is collected)."""
+    import asyncio
+    import gc
+    import io
+    import logging
+    import signal
+
+    from mtp_remote.interrupts import Interrupts
+
+    async def sampling():
+        signal.raise_signal(signal.SIGINT)  # the handler raises KeyboardInterrupt here, inside this task's step
+
+    async def watched():
+        task = asyncio.ensure_future(sampling())
+        await asyncio.wait({task, asyncio.ensure_future(asyncio.sleep(5))}, return_when=asyncio.FIRST_COMPLETED)
+
+    buf = io.StringIO()
+    handler = logging.StreamHandler(buf)
+    logging.getLogger("asyncio").addHandler(handler)
+    old = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    Interrupts().install()
+    raised = False
+    try:
+        run(watched())
+    except KeyboardInterrupt:
+        raised = True
+    finally:
+        signal.signal(signal.SIGINT, old[0])
+        signal.signal(signal.SIGTERM, old[1])
+        gc.collect()
+        logging.getLogger("asyncio").removeHandler(handler)
+    return raised, buf.getvalue()
+
+
+def test_an_interrupt_inside_a_sampling_task_unwinds_without_an_asyncio_traceback():
+    import asyncio
+
+    from mtp_remote.interrupts import run_async
+
+    raised, logged = _interrupt_inside_a_task(asyncio.run)  # the defect, reproduced with the plain loop
+    assert raised and "Task exception was never retrieved" in logged and "KeyboardInterrupt" in logged
+    raised, logged = _interrupt_inside_a_task(run_async)  # what runner/ops now use
+    assert raised and logged == ""
+
+
+def test_run_async_still_reports_an_unretrieved_error_that_is_not_an_interrupt():
+    import asyncio
+    import gc
+    import io
+    import logging
+
+    from mtp_remote.interrupts import run_async
+
+    async def boom():
+        raise ValueError("a real bug")
+
+    async def main():
+        asyncio.ensure_future(boom())
+        await asyncio.sleep(0.01)
+
+    buf = io.StringIO()
+    handler = logging.StreamHandler(buf)
+    logging.getLogger("asyncio").addHandler(handler)
+    try:
+        run_async(main())
+        gc.collect()
+    finally:
+        logging.getLogger("asyncio").removeHandler(handler)
+    assert "Task exception was never retrieved" in buf.getvalue() and "a real bug" in buf.getvalue()
