@@ -197,7 +197,7 @@ def _reuse_check(from_dir: Path, host: HostConfig, pb: Playbook, profile: str) -
     try:
         stored = json.loads((from_dir / RUN_FILE).read_text())["fingerprint"]
     except (OSError, ValueError, KeyError):
-        return f"{from_dir / RUN_FILE} is missing or unreadable"
+        return f"{from_dir / RUN_FILE} is missing or unreadable"  # a whole phrase: no "differ" after it
     now = mask_secrets(experiment_fingerprint(host, pb), playbook_secrets(pb, host))
     diffs = [k for k in ("host", "engine", "model_path", "address", "gpus", "python", "host_env")
              if stored.get(k) != now[k]]
@@ -207,7 +207,7 @@ def _reuse_check(from_dir: Path, host: HostConfig, pb: Playbook, profile: str) -
     for p in (pb.baseline, profile):
         if (old_pb.get("profiles") or {}).get(p) != new_pb["profiles"].get(p):
             diffs.append(f"profile {p}")
-    return ", ".join(diffs) if diffs else None
+    return f"{', '.join(diffs)} differ" if diffs else None
 
 
 def derived_playbook(pb: Playbook, profile: str, candidates: list[Candidate], *, samples: int | None) -> Playbook:
@@ -256,11 +256,17 @@ def _load_from(runs_dir: Path, from_run: str | None) -> tuple[Path | None, dict 
     _check_run_id(from_run, "--from")
     d = runs_dir / from_run
     try:
-        return d, json.loads((d / "summary.json").read_text())
+        doc = json.loads((d / "summary.json").read_text())
     except FileNotFoundError:
         raise ConfigError(f"no diagnose run {from_run!r} in {runs_dir}/ (no summary.json)", field="--from") from None
     except ValueError as e:
         raise ConfigError(f"summary.json is not valid JSON: {e}", file=str(d / "summary.json")) from None
+    if doc.get("status", "completed") != "completed":  # no verdict and no samples: nothing to start from
+        from .records import cause_line
+
+        raise ConfigError(f"run {from_run} {doc.get('status')}: {cause_line(doc)}; --from needs a completed diagnose "
+                          f"run (run `mtp-remote diagnose` again, or leave --from out)", field="--from")
+    return d, doc
 
 
 def _version_from(doc: dict | None) -> str | None:
@@ -305,7 +311,13 @@ def mitigate(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yam
         run_id = new_run_id()
         run_dir = runs_dir / run_id
         from_dir, from_doc = _load_from(runs_dir, from_run)
+        explicit = profile
         profile = corrupting_profile(pb, from_doc, profile)
+        if from_doc and not explicit and not any(v.get("kind") == "spec-corrupts-output"
+                                                 for v in from_doc.get("verdicts", [])):
+            found = ", ".join(f"{v.get('profile')}: {v.get('kind')}" for v in from_doc.get("verdicts", [])) or "none"
+            hooks.on_progress(f"{from_run} has no spec-corrupts-output verdict ({found}): mitigating {profile}, "
+                              f"the playbook's first speculative profile (--profile picks another)")
         state = {"schema_version": SCHEMA_VERSION, "run_id": run_id, "kind": "mitigate", "host": host_cfg.name,
                  "playbook": str(playbook), "profile": profile, "from_run": from_run, "samples": samples,
                  "started_at": datetime.now(timezone.utc).isoformat(), "simulated": host_cfg.is_sim,
@@ -337,7 +349,7 @@ def mitigate(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yam
                     n = copy_reused(from_dir, run_dir, (pb.baseline, profile))
                     state["reused"] = f"{n} samples of {pb.baseline} and {profile} from {from_run}"
                 else:
-                    state["reused"] = f"nothing reused from {from_run}: {why_not} differ"
+                    state["reused"] = f"nothing reused from {from_run}: {why_not}"
                 hooks.on_progress(state["reused"])
             _save(run_dir, state)
         dpb = derived_playbook(pb, profile, candidates, samples=samples)

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from mtp_remote import store
 from mtp_remote.cli import main
-from tests.conftest import ROOT
+from tests.conftest import ROOT, free_port
 
 LOOP = "The user's question is 2+2. " * 60
 CALM = "Two plus two is four, because adding two to two gives four."
@@ -201,3 +201,38 @@ def test_run_async_still_reports_an_unretrieved_error_that_is_not_an_interrupt()
     finally:
         logging.getLogger("asyncio").removeHandler(handler)
     assert "Task exception was never retrieved" in buf.getvalue() and "a real bug" in buf.getvalue()
+
+
+def test_mitigate_from_a_run_that_failed_refuses_before_touching_the_host(tmp_path):
+    import pytest
+
+    from mtp_remote.errors import ConfigError
+    from mtp_remote.mitigate import mitigate
+
+    runs = tmp_path / "runs"
+    _run(runs, "r-failed", {"status": "failed", "verdicts": [],
+                            "cause": {"type": "LockHeld", "message": "[sim-local] host is locked by root@vm"}})
+    # a sim host of its own (free port, workdir in tmp): were the refusal to come late, nothing shared is touched
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(json.dumps({"default_host": "sim-local", "hosts": {"sim-local": {
+        "transport": "local", "engine": "sim", "workdir": str(tmp_path / "wd"), "port": free_port(),
+        "python": sys.executable, "env": {"SGLANG_SIM_TIME_SCALE": "0.01"}}}}))
+    with pytest.raises(ConfigError) as e:
+        mitigate(inventory=str(inv), playbook=str(ROOT / "playbooks" / "diagnose-mtp.yaml"), runs_dir=runs,
+                 from_run="r-failed")
+    assert not (tmp_path / "wd").exists()  # the host was not touched
+    assert str(e.value) == ("--from: run r-failed failed: [sim-local] host is locked by root@vm; --from needs a "
+                            "completed diagnose run (run `mtp-remote diagnose` again, or leave --from out)")
+    assert sorted(p.name for p in runs.iterdir()) == ["r-failed"]  # no mitigation run was started
+
+
+def test_the_reason_nothing_is_reused_reads_as_a_sentence(tmp_path):
+    from mtp_remote.config import load_inventory, load_playbook
+    from mtp_remote.mitigate import _reuse_check
+
+    host = load_inventory(ROOT / "inventory.yaml").get("sim-local")
+    pb = load_playbook(ROOT / "playbooks" / "diagnose-mtp.yaml")
+    assert _reuse_check(tmp_path, host, pb, "mtp") == f"{tmp_path / 'run.json'} is missing or unreadable"
+    (tmp_path / "run.json").write_text(json.dumps({"fingerprint": {"host": "other", "playbook": {}}}))
+    why = _reuse_check(tmp_path, host, pb, "mtp")
+    assert why.startswith("host, engine, model_path") and why.endswith(", profile baseline, profile mtp differ"), why
