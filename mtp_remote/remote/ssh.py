@@ -162,6 +162,15 @@ def describe(e: BaseException, *, where: str, timeout_s: float, banner_s: float,
     return f"SSH to {where} failed: {e or type(e).__name__}", False
 
 
+def _end_of_stream(e: BaseException) -> bool:
+    """Whether ``e`` (or, for Invoke's ThreadException, an exception of its I/O threads) is the SSH stream
+    ending: EOFError, or paramiko's closed-channel / inactive-session errors."""
+    inner = [t.value for t in getattr(e, "exceptions", ())] if isinstance(e, ThreadException) else [e]
+    return any(isinstance(x, EOFError) or (isinstance(x, paramiko.SSHException)
+                                           and any(w in str(x) for w in ("not active", "Channel closed")))
+               for x in inner)
+
+
 class HostConnection(Connection):
     """A Fabric ``Connection`` with host-key checking, bounded reconnects and clear failures (see module).
 
@@ -240,6 +249,20 @@ class HostConnection(Connection):
                 log.info("SSH connection to %s re-opened in %.2f s", self.where, time.monotonic() - t0)
             return
 
+    def _settle_after_eof(self, wait_s: float = 1.0) -> None:
+        """An end of stream under a command while the transport still looks active: the server's side went
+        away and paramiko's reader has not noticed yet (seen when sshd stops mid-run). Wait ``wait_s`` seconds
+        for it to notice; if it still has not, close the transport, so the drop is handled as one (reconnect
+        within the bound, or TransportLost with the reason) instead of escaping as a bare EOFError."""
+        deadline = time.monotonic() + wait_s
+        while self.is_connected and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if self.is_connected:
+            log.info("SSH connection to %s: end of stream under a command; closing the transport", self.where)
+            t = self.client.get_transport()
+            if t is not None:
+                t.close()
+
     def revive(self) -> bool:
         """One more bounded reconnect after the connection was marked lost; True when connected again."""
         with self._open_lock:
@@ -262,6 +285,8 @@ class HostConnection(Connection):
         except (ConnectError, paramiko.ssh_exception.AuthenticationException):
             raise
         except (paramiko.SSHException, EOFError, OSError, ThreadException) as e:
+            if self.is_connected and _end_of_stream(e):
+                self._settle_after_eof()
             if self.is_connected:
                 raise
             raise TransportLost(f"SSH connection to {self.where} dropped while running a command "

@@ -198,3 +198,36 @@ def test_closing_the_tunnel_does_not_stall(sshd):
         assert time.perf_counter() - t0 < 0.2  # was 2.0 s: a join on an accept() that closing did not wake
     finally:
         transport.close(c)
+
+
+def test_an_end_of_stream_under_a_command_before_paramiko_notices_is_a_drop_not_a_bare_eoferror(sshd, monkeypatch):
+    """sshd stopping mid-run can end a command's stream (EOFError) while the transport still looks active; the
+    tool then saw `SSH failed: EOFError` instead of the drop and its reason. The transport is closed and the
+    failure is TransportLost, so the usual reconnect (here: it works again) follows."""
+    from fabric import Connection
+
+    from mtp_remote.errors import TransportLost
+    from mtp_remote.remote.ssh import _end_of_stream
+
+    host = HostConfig(name="s", **sshd.host_config())
+    c = transport.connect(host)
+    try:
+        assert c.run("echo one", hide=True).stdout.strip() == "one"
+        real_run, calls = Connection.run, []
+
+        def eof_once(self, command, **kw):
+            calls.append(command)
+            if len(calls) == 1:
+                raise EOFError()
+            return real_run(self, command, **kw)
+
+        monkeypatch.setattr(Connection, "run", eof_once)
+        with pytest.raises(TransportLost) as e:
+            c.run("echo two", hide=True)
+        assert e.value.cause == "dropped" and "EOFError" in e.value.message
+        assert not c.is_connected, "the transport was closed, so the next command reconnects"
+        assert c.run("echo three", hide=True).stdout.strip() == "three"
+        assert c.generation == 2 and c.drops == 1
+    finally:
+        transport.close(c)
+    assert _end_of_stream(EOFError()) and not _end_of_stream(OSError("disk full"))
