@@ -244,6 +244,11 @@ class Inventory(_Strict):
     def get(self, name: str | None) -> HostConfig:
         """The named host (or the default). Raises ConfigError naming the valid choices."""
         key = name or self.default_host
+        if key in self.groups:  # a one-host command (or fab's -H, which names one host a task runs on)
+            raise ConfigError(f"{key!r} is a group ({', '.join(self.groups[key])}), and this runs on one host: name "
+                              f"one of them, or run the command on the whole group with `mtp-remote CMD -H {key}` "
+                              f"(diagnose, mitigate, preflight, status, stop, nightly) or `fab fleet --command CMD "
+                              f"--hosts {key}`", field="hosts")
         if key not in self.hosts:
             raise ConfigError(f"unknown host {key!r}; choose one of: {', '.join(sorted(self.hosts))}",
                               field="hosts")

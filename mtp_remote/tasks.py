@@ -28,9 +28,25 @@ INTERRUPTS = Interrupts()
 
 
 def _host_name(c) -> str | None:
-    """The inventory host named by ``fab -H``, or None for the default host."""
+    """The inventory host named by ``fab -H``, or None for the default host. Ends the task (exit 2) when
+    fab's ``-i`` was given a YAML file (:func:`_refuse_inventory_as_key`)."""
+    _refuse_inventory_as_key(c)
     host = getattr(c, "host", None)
     return host or None
+
+
+def _refuse_inventory_as_key(c) -> None:
+    """fab's own ``-i`` is its SSH key file, a core option taken after the task name too: ``fab diagnose -i
+    my-inventory.yaml`` would otherwise run on the default inventory's hosts without a word. A ``.yaml``/``.yml``
+    key file is refused, naming ``--inventory``."""
+    kwargs = getattr(getattr(c, "config", None), "connect_kwargs", None) or {}
+    keys = kwargs.get("key_filename") or []
+    yaml_keys = [str(k) for k in ([keys] if isinstance(keys, str) else keys) if str(k).endswith((".yaml", ".yml"))]
+    if yaml_keys:
+        make_console(stderr=True).print(
+            f"[bold red]error:[/] -i {escape(yaml_keys[0])}: fab's -i is its SSH key file, not the inventory; give "
+            f"the inventory as --inventory {escape(yaml_keys[0])} (or set $MTP_REMOTE_INVENTORY)", highlight=False)
+        raise Exit(code=2)
 
 
 def _json_out(data) -> None:
@@ -304,6 +320,7 @@ def fleet(c, command, hosts, playbook=DEFAULT_PLAYBOOK, inventory=None, samples=
     (fab -H a,b,c TASK runs TASK on each host one after the other; this runs them in parallel.)"""
     from .fleet import fleet_hosts, print_fleet, run_fleet
 
+    _refuse_inventory_as_key(c)
     console = make_console()
     try:
         report = run_fleet(command, fleet_hosts(inventory, hosts), inventory=inventory, playbook=playbook,
@@ -338,6 +355,7 @@ def nightly(c, hosts=None, playbook="playbooks/nightly.yaml", inventory=None, ru
     console = make_console(stderr=json)
     hooks = Hooks(interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
     spec = hosts or _host_name(c)
+    _refuse_inventory_as_key(c)  # also with --hosts given
     fleet = fleet_spec(inventory, spec)
     try:
         if fleet is not None:

@@ -236,3 +236,32 @@ def test_the_reason_nothing_is_reused_reads_as_a_sentence(tmp_path):
     (tmp_path / "run.json").write_text(json.dumps({"fingerprint": {"host": "other", "playbook": {}}}))
     why = _reuse_check(tmp_path, host, pb, "mtp")
     assert why.startswith("host, engine, model_path") and why.endswith(", profile baseline, profile mtp differ"), why
+
+
+def test_fab_refuses_an_inventory_given_to_its_own_ssh_key_option():
+    """`fab status -i inv.yaml` (the README's `-i FILE` is mtp-remote's): fab takes -i as its SSH key file even
+    after the task name, and the task ran on the default inventory's hosts without a word."""
+    fab = os.path.join(os.path.dirname(sys.executable), "fab")
+    env = {k: v for k, v in os.environ.items() if k != "MTP_REMOTE_INVENTORY"}
+    r = subprocess.run([fab, "status", "-i", "other-inventory.yaml"], cwd=ROOT, capture_output=True, text=True,
+                       env=env, timeout=60, check=False)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert ("error: -i other-inventory.yaml: fab's -i is its SSH key file, not the inventory; give the inventory "
+            "as --inventory other-inventory.yaml") in " ".join(r.stderr.split())
+    assert "Status" not in r.stdout  # nothing ran
+
+
+def test_a_group_given_to_a_one_host_command_is_named_a_group_with_the_ways_to_run_it_on_all():
+    from mtp_remote.config import load_inventory
+    from mtp_remote.errors import ConfigError
+
+    inv = load_inventory(ROOT / "inventory.yaml")
+    try:
+        inv.get("sims")
+    except ConfigError as e:
+        msg = str(e)
+    else:
+        raise AssertionError("a group is not a host")
+    assert msg.startswith("hosts: 'sims' is a group (sim-local, sim-healthy), and this runs on one host")
+    assert "`mtp-remote CMD -H sims`" in msg and "`fab fleet --command CMD --hosts sims`" in msg
+    assert inv.get("sim-local").name == "sim-local" and inv.expand("sims") == ["sim-local", "sim-healthy"]
