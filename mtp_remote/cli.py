@@ -302,11 +302,12 @@ def smoke(inventory, host, playbook, prompt, temperature, max_tokens, as_json):
     from .config import load_playbook
     from .ops import running_api_key
     from .ops import smoke as run_smoke
+    from .ops import smoke_lock
     from .remote import connect as transport
     from .report.console import print_smoke  # deferred: rich renderers
 
     pb = load_playbook(_api().find_playbook(playbook, inventory))
-    with _api().open_host(inventory, host) as (cfg, c, _py), transport.tunnel(c, cfg) as url:
+    with _api().open_host(inventory, host) as (cfg, c, py), smoke_lock(c, cfg, py), transport.tunnel(c, cfg) as url:
         res = run_smoke(url, pb, prompt=prompt, temperature=temperature, max_tokens=max_tokens,
                         api_key=running_api_key(c, cfg, pb))
     if as_json:

@@ -88,6 +88,15 @@ def held_lock(lc: ServerLifecycle):
         lc.release_lock()
 
 
+@contextlib.contextmanager
+def smoke_lock(c, host: HostConfig, python: str):
+    """The host lock for the length of a ``smoke``: a request sent while a diagnose samples our server would
+    join that experiment (its speeds) and, in flight when the run stops the server, hold the stop in SGLang's
+    endless drain for ``timeouts.drain_s``. Raises LockError naming the run that holds the host."""
+    with held_lock(lifecycle(c, host, python, run_id="smoke")):
+        yield
+
+
 def foreign_processes(c, host: HostConfig, python: str, workdir: str, our_pgid: int | None,
                       our_children: list[list[int]] | None = None) -> list[ForeignProcess]:
     """SGLang processes (by parsed argv), GPU users and the owner of our port that are not in our process

@@ -198,7 +198,7 @@ def logs(c, follow=False, lines="50", inventory=None):
 
     try:
         if not str(lines).isdigit():
-            raise ConfigError(f"--lines must be a whole number, not {lines!r}", field="--lines")
+            raise ConfigError(f"must be a whole number, not {lines!r}", field="--lines")
         with _api().open_host(inventory, _host_name(c)) as (cfg, conn, _py):
             path, pid = current_log(conn, cfg)
             print(f"==> {path} <==")
@@ -219,6 +219,7 @@ def smoke(c, prompt=None, temperature="0.7", playbook=DEFAULT_PLAYBOOK, inventor
     from .config import load_playbook
     from .ops import running_api_key
     from .ops import smoke as run_smoke
+    from .ops import smoke_lock
     from .remote import connect as transport
     from .report.console import print_smoke  # deferred: rich renderers
 
@@ -226,9 +227,9 @@ def smoke(c, prompt=None, temperature="0.7", playbook=DEFAULT_PLAYBOOK, inventor
         try:
             temperature = float(temperature)
         except ValueError:
-            raise ConfigError(f"--temperature must be a number, not {temperature!r}", field="--temperature") from None
+            raise ConfigError(f"must be a number, not {temperature!r}", field="--temperature") from None
         pb = load_playbook(_api().find_playbook(playbook, inventory))
-        with (_api().open_host(inventory, _host_name(c)) as (cfg, conn, _py),
+        with (_api().open_host(inventory, _host_name(c)) as (cfg, conn, py), smoke_lock(conn, cfg, py),
               transport.tunnel(conn, cfg) as url):
             res = run_smoke(url, pb, prompt=prompt, temperature=temperature,
                             api_key=running_api_key(conn, cfg, pb))
