@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import __version__, api, store
-from .errors import EXIT_CORRUPT, MtpRemoteError
+from .errors import EXIT_CORRUPT, ConfigError, MtpRemoteError
 from .records import failed_summary, record_history, write_failed_run
 from .regression import RegressionReport, check_regressions
 from .report.ci import write_ci_outputs
@@ -72,20 +72,45 @@ def run_nightly(*, inventory=None, host: str | None = None, playbook=DEFAULT_NIG
     regression was found, 2 when the run could not be done, 130 when interrupted. ``metrics_file``: also
     copy the run's metrics.prom there (atomically: a node-exporter textfile collector never reads half a
     file). ``fleet``: ``{"group", "fleet_id"}`` when the run is one host of a fleet nightly (stored in
-    summary.json and the history row)."""
+    summary.json and the history row). Raises ConfigError for a ``metrics_file`` that cannot be written,
+    before the run (:func:`check_metrics_file`)."""
+    if metrics_file is not None:
+        check_metrics_file(metrics_file)
     res = _run(inventory, host, playbook, runs_dir, history_db, hooks, fleet)
     if metrics_file is not None:
         publish_metrics(res.run_dir / "metrics.prom", Path(metrics_file))
     return res
 
 
+def check_metrics_file(path: str | Path) -> Path:
+    """``--metrics-file`` checked before a night runs (a night can take hours; finding out after it, with a
+    traceback, lost the metrics): its directory exists and is writable, and the path is not a directory.
+    Raises ConfigError naming the file and what is wrong."""
+    import os
+
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    problem = ("is a directory; give a file name (e.g. mtp_remote.prom)" if p.is_dir()
+               else f"its directory {parent} does not exist" if not parent.is_dir()
+               else f"its directory {parent} is not writable" if not os.access(parent, os.W_OK | os.X_OK)
+               else None)
+    if problem:
+        raise ConfigError(problem, file=str(p), field="--metrics-file")
+    return p
+
+
 def publish_metrics(src: Path, dest: Path) -> None:
-    """Copy ``src`` to ``dest`` through a temporary file in the same directory and a rename."""
+    """Copy ``src`` to ``dest`` through a temporary file in the same directory and a rename. Raises ConfigError
+    naming ``dest`` when it cannot be written (the run's own artefacts are on disk already)."""
     import os
 
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(src.read_bytes())
-    os.replace(tmp, dest)
+    try:
+        tmp.write_bytes(src.read_bytes())
+        os.replace(tmp, dest)
+    except OSError as e:
+        raise ConfigError(f"cannot write it ({e.strerror}); the run's own metrics.prom is {src}", file=str(dest),
+                          field="--metrics-file") from None
 
 
 def _run(inventory, host, playbook, runs_dir, history_db, hooks, fleet=None) -> NightlyResult:
@@ -170,10 +195,12 @@ def run_nightly_fleet(hosts: list[str], *, group: str, inventory=None, playbook=
     regression check). Then the fleet's summary.json, junit.xml and metrics.prom in ``RUNS_DIR/fleet-<id>/``
     (``metrics_file``: the fleet's metrics.prom is also published there). Exit code: the largest of the
     hosts' (2 when some host could not run, else 1 when some host corrupts or regressed). Never raises
-    MtpRemoteError for a host; raises ConfigError only for an unusable ``history_db``."""
+    MtpRemoteError for a host; raises ConfigError only for an unusable ``history_db`` or ``metrics_file``."""
     from .fleet import run_fleet
     from .report.fleet_ci import write_fleet_ci_outputs
 
+    if metrics_file is not None:
+        check_metrics_file(metrics_file)
     db = store.check_history_path(history_db or Path(runs_dir) / api.HISTORY_FILE)
     started = datetime.now(timezone.utc)
     report = run_fleet("nightly", hosts, inventory=inventory, playbook=playbook, runs_dir=runs_dir,

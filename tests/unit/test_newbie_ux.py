@@ -203,6 +203,15 @@ def test_run_async_still_reports_an_unretrieved_error_that_is_not_an_interrupt()
     assert "Task exception was never retrieved" in buf.getvalue() and "a real bug" in buf.getvalue()
 
 
+def _sim_inventory(tmp_path):
+    """A sim host of its own (free port, workdir tmp/wd): were a refusal to come late, nothing shared is touched."""
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(json.dumps({"default_host": "sim-local", "hosts": {"sim-local": {
+        "transport": "local", "engine": "sim", "workdir": str(tmp_path / "wd"), "port": free_port(),
+        "python": sys.executable, "env": {"SGLANG_SIM_TIME_SCALE": "0.01"}}}}))
+    return inv
+
+
 def test_mitigate_from_a_run_that_failed_refuses_before_touching_the_host(tmp_path):
     import pytest
 
@@ -212,11 +221,7 @@ def test_mitigate_from_a_run_that_failed_refuses_before_touching_the_host(tmp_pa
     runs = tmp_path / "runs"
     _run(runs, "r-failed", {"status": "failed", "verdicts": [],
                             "cause": {"type": "LockHeld", "message": "[sim-local] host is locked by root@vm"}})
-    # a sim host of its own (free port, workdir in tmp): were the refusal to come late, nothing shared is touched
-    inv = tmp_path / "inventory.yaml"
-    inv.write_text(json.dumps({"default_host": "sim-local", "hosts": {"sim-local": {
-        "transport": "local", "engine": "sim", "workdir": str(tmp_path / "wd"), "port": free_port(),
-        "python": sys.executable, "env": {"SGLANG_SIM_TIME_SCALE": "0.01"}}}}))
+    inv = _sim_inventory(tmp_path)
     with pytest.raises(ConfigError) as e:
         mitigate(inventory=str(inv), playbook=str(ROOT / "playbooks" / "diagnose-mtp.yaml"), runs_dir=runs,
                  from_run="r-failed")
@@ -265,3 +270,36 @@ def test_a_group_given_to_a_one_host_command_is_named_a_group_with_the_ways_to_r
     assert msg.startswith("hosts: 'sims' is a group (sim-local, sim-healthy), and this runs on one host")
     assert "`mtp-remote CMD -H sims`" in msg and "`fab fleet --command CMD --hosts sims`" in msg
     assert inv.get("sim-local").name == "sim-local" and inv.expand("sims") == ["sim-local", "sim-healthy"]
+
+
+def test_a_metrics_file_that_cannot_be_written_is_refused_before_the_night_runs(tmp_path):
+    """It was found after the whole night (hours on a real host), as a bare FileNotFoundError traceback, exit 1.
+    The inventory's host is never contacted: the refusal comes first (no run directory appears)."""
+    runs = tmp_path / "runs"
+    inv = str(_sim_inventory(tmp_path))
+    for target, why in ((tmp_path / "no-such-dir" / "m.prom", f"its directory {tmp_path / 'no-such-dir'} does not exist"),
+                        (tmp_path, "is a directory; give a file name")):
+        r = CliRunner().invoke(main, ["nightly", "-i", inv, "--runs-dir", str(runs),
+                                      "--metrics-file", str(target)])
+        assert r.exit_code == 2, r.output
+        assert f"error: {target}: --metrics-file: {why}" in " ".join(r.stderr.split()), r.stderr
+        assert r.exc_info is None or isinstance(r.exc_info[1], SystemExit)  # no traceback
+        assert not runs.exists() and not (tmp_path / "wd").exists()
+
+
+def test_publishing_metrics_into_a_vanished_directory_names_the_file_and_the_kept_copy(tmp_path):
+    import pytest
+
+    from mtp_remote.errors import ConfigError
+    from mtp_remote.nightly import publish_metrics
+
+    src = tmp_path / "metrics.prom"
+    src.write_text("mtp_remote_up 1\n")
+    dest = tmp_path / "gone" / "m.prom"
+    with pytest.raises(ConfigError) as e:
+        publish_metrics(src, dest)
+    assert str(e.value) == (f"{dest}: --metrics-file: cannot write it (No such file or directory); the run's own "
+                            f"metrics.prom is {src}")
+    (tmp_path / "gone").mkdir()
+    publish_metrics(src, dest)
+    assert dest.read_text() == "mtp_remote_up 1\n" and [p.name for p in (tmp_path / "gone").iterdir()] == ["m.prom"]
