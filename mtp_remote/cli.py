@@ -228,7 +228,7 @@ def status(inventory, host, as_json):
 @main.command()
 @_inventory_opt
 @_host_opt
-@click.option("--force", is_flag=True, help="Also stop SGLang processes we did not start, each by PID, after listing them.")
+@click.option("--force", is_flag=True, help="Also stop the SGLang processes we did not start that hold this host's GPU memory or port, each by PID, after listing them (others are listed and left alone).")
 @click.option("--term-timeout", type=float, default=60.0, show_default=True, help="Seconds after SIGTERM before SIGKILL.")
 @handle_errors
 def stop(inventory, host, force, term_timeout):

@@ -147,7 +147,7 @@ def status(c, inventory=None, json=False):
         make_console().print(status_table(st))
 
 
-@task(auto_shortflags=False, help={"force": "also stop SGLang processes we did not start, by PID, after listing them",
+@task(auto_shortflags=False, help={"force": "also stop the SGLang processes we did not start that hold this host's GPU memory or port, by PID, after listing them (others are left alone)",
             "inventory": _INV_HELP})
 def stop(c, force=False, inventory=None):
     """Stop the server we started (SIGTERM, then SIGKILL) and wait until its GPU memory is released."""
