@@ -284,7 +284,9 @@ def logs(inventory, host, follow, lines):
         if follow and pid is None:
             click.echo("(no server of ours is running: showing the log's end, not following)", err=True)
         keep = follow and pid is not None
-        for chunk in follow_log(c, path, lines=lines, until=lambda: not keep or not server_alive(c, pid)):
+        # INTERRUPTS.check(): a Ctrl-C that lands in one of the loop's short commands is swallowed by Invoke
+        for chunk in follow_log(c, path, lines=lines,
+                                until=lambda: INTERRUPTS.check() or not keep or not server_alive(c, pid)):
             click.echo(chunk, nl=not keep)
 
 

@@ -196,6 +196,7 @@ def logs(c, follow=False, lines="50", inventory=None):
     """Show the log of our server (or the newest one); --follow keeps printing."""
     from .ops import current_log, follow_log, server_alive
 
+    INTERRUPTS.install()  # Invoke swallows a Ctrl-C that lands in one of the loop's short commands
     try:
         if not str(lines).isdigit():
             raise ConfigError(f"must be a whole number, not {lines!r}", field="--lines")
@@ -206,10 +207,12 @@ def logs(c, follow=False, lines="50", inventory=None):
             if follow and not keep:
                 print("(no server of ours is running: showing the log's end, not following)")
             for chunk in follow_log(conn, path, lines=int(lines),
-                                    until=lambda: not keep or not server_alive(conn, pid)):
+                                    until=lambda: INTERRUPTS.check() or not keep or not server_alive(conn, pid)):
                 print(chunk, end="" if keep else "\n", flush=True)
     except MtpRemoteError as e:
         raise _fail(e) from None
+    except KeyboardInterrupt:
+        raise _fail(Interrupted("interrupted")) from None
 
 
 @task(auto_shortflags=False, help={"prompt": "prompt (default: the playbook's first)", "temperature": "default 0.7",
