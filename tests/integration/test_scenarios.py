@@ -33,8 +33,7 @@ def write_config(tmp_path, faults: str | None, **playbook) -> tuple[str, str]:
 
 # 12 samples per arm bound a loop-rate excess below 20 points, not 5 (the default margin); a looping baseline
 # needs 32 per arm to bound the excess below 50 points
-@pytest.mark.parametrize("faults,expected,extra", [
-    (None, "healthy", {"compare": {"margin": 0.2}}),
+@pytest.mark.parametrize("faults,expected,extra", [  # healthy (speed-dependent): tests/integration/test_speed_verdicts.py
     ("state_leak", "spec-corrupts-output", {}),
     ("base_loops", "base-model-degenerates", {"samples": 8, "compare": {"margin": 0.5}}),
     ("low_accept", "spec-ineffective", {"compare": {"margin": 0.2}}),
