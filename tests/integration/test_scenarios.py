@@ -33,8 +33,7 @@ def write_config(tmp_path, faults: str | None, **playbook) -> tuple[str, str]:
 
 # 12 samples per arm bound a loop-rate excess below 20 points, not 5 (the default margin); a looping baseline
 # needs 32 per arm to bound the excess below 50 points
-@pytest.mark.parametrize("faults,expected,extra", [
-    (None, "healthy", {"compare": {"margin": 0.2}}),
+@pytest.mark.parametrize("faults,expected,extra", [  # healthy (speed-dependent): tests/integration/test_speed_verdicts.py
     ("state_leak", "spec-corrupts-output", {}),
     ("base_loops", "base-model-degenerates", {"samples": 8, "compare": {"margin": 0.5}}),
     ("low_accept", "spec-ineffective", {"compare": {"margin": 0.2}}),
@@ -81,7 +80,9 @@ def test_resume_requests_only_what_is_missing(tmp_path):
     assert sum(1 for ln in lines if ln["profile"] == "baseline") == 12
     prof = {p["profile"]: p for p in again.summary["profiles"]}
     assert prof["baseline"]["outcome"]["kind"] == "skipped" and prof["mtp"]["n_resumed"] == 0
-    assert again.summary["verdicts"][0]["kind"] == "healthy"
+    # loop-free; the speed part (healthy vs spec-slower) is not this test's: its arms ran at different times
+    assert again.summary["verdicts"][0]["kind"] in ("healthy", "spec-slower")
+    assert "spec 0/12 vs baseline 0/12" in again.summary["verdicts"][0]["evidence"]
 
 
 def test_the_kl_probe_is_near_zero_when_healthy_and_positive_under_state_leak(tmp_path):
