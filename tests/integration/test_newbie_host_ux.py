@@ -17,34 +17,26 @@ import sys
 import time
 
 import pytest
-import yaml
 from click.testing import CliRunner
 
 from mtp_remote.cli import main
 from mtp_remote.config import load_inventory
 from mtp_remote.ops import lifecycle
 from mtp_remote.remote import connect as transport
-from tests.conftest import ROOT, free_port
+from tests.conftest import ROOT
+from tests.unit.test_newbie_ux import _sim_inventory
 
 pytestmark = pytest.mark.sim
 
 
-def _inventory(tmp_path):
-    inv = tmp_path / "inventory.yaml"
-    inv.write_text(yaml.safe_dump({"default_host": "sim", "hosts": {"sim": {
-        "transport": "local", "engine": "sim", "workdir": str(tmp_path / "wd"), "port": free_port(),
-        "python": sys.executable, "env": {"SGLANG_SIM_TIME_SCALE": "0.01"}}}}))
-    return inv
-
-
 def test_smoke_is_refused_while_a_run_holds_the_host_and_sent_once_it_is_free(tmp_path):
-    inv = _inventory(tmp_path)
+    inv = _sim_inventory(tmp_path)
     pb = str(ROOT / "playbooks" / "diagnose-mtp.yaml")
     cli = CliRunner()
     r = cli.invoke(main, ["launch", "-i", str(inv), "-p", pb, "--profile", "baseline"])
     assert r.exit_code == 0, r.output
     try:
-        host = load_inventory(inv).get("sim")
+        host = load_inventory(inv).get("sim-local")
         run = lifecycle(transport.connect(host), host, sys.executable, run_id="20261201-000000-diag")
         run.acquire_lock("ops@elsewhere")  # as a diagnose holds it while it samples this server
         log = next((tmp_path / "wd" / "logs").rglob("baseline.log"))
@@ -92,7 +84,7 @@ def _ctrl_c_while_following(argv: list[str], cwd) -> tuple[int | None, str]:
 
 
 def test_ctrl_c_ends_logs_follow_in_both_entry_points(tmp_path):
-    inv = _inventory(tmp_path)
+    inv = _sim_inventory(tmp_path)
     pb = str(ROOT / "playbooks" / "diagnose-mtp.yaml")
     cli = CliRunner()
     assert cli.invoke(main, ["launch", "-i", str(inv), "-p", pb, "--profile", "baseline"]).exit_code == 0
