@@ -85,11 +85,22 @@ def next_step(doc: dict, run_dir) -> str:
         runbook = RUNBOOK["launch"] if first.startswith("launch-failed") else RUNBOOK["crashed"]
         return (f"{', '.join(failed)} failed: `mtp-remote classify-log {run_dir}/logs/{failed[0]}.log`; "
                 f"see {runbook}")
+    # -H: without it, mitigate and --resume act on the inventory's default host, not the one this run was on
+    host = (doc.get("host") or {}).get("name")
+    on = f" -H {host}" if host else ""
     if corrupt:
-        return (f"find the cheapest cure: `mtp-remote mitigate --from {run}` (then `bisect`, `bug-report {run}`); "
+        return (f"find the cheapest cure: `mtp-remote mitigate --from {run}{on}` (then `bisect`, `bug-report {run}`); "
                 f"see docs/runbooks/loops-confirmed.md")
     if "inconclusive" in kinds.values():
-        return f"add samples: `mtp-remote diagnose --resume {run} --samples N` (the evidence says how many)"
+        need = [c["samples_needed"] for v in doc.get("verdicts", []) if v.get("kind") == "inconclusive"
+                for c in v.get("comparisons") or [] if c.get("samples_needed")]
+        prompts = len((doc.get("playbook") or {}).get("prompts") or [])
+        if need and prompts:  # --samples is per prompt at T > 0; the evidence counts samples per arm
+            per = -(-max(need) // prompts)
+            return (f"add samples: `mtp-remote diagnose --resume {run}{on} --samples {per}` ({per} per prompt x "
+                    f"{prompts} prompts = {per * prompts} per arm at each T > 0; the evidence asks for about "
+                    f"{max(need)})")
+        return f"add samples: `mtp-remote diagnose --resume {run}{on} --samples N` (N per prompt; the evidence says how many per arm)"
     return f"nothing to fix; compare with an earlier run: `mtp-remote compare RUN {run}`"
 
 

@@ -17,13 +17,14 @@ import sys
 import time
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from mtp_remote.cli import main
 from mtp_remote.config import load_inventory
 from mtp_remote.ops import lifecycle
 from mtp_remote.remote import connect as transport
-from tests.conftest import ROOT
+from tests.conftest import ROOT, free_port
 from tests.unit.test_newbie_ux import _sim_inventory
 
 pytestmark = pytest.mark.sim
@@ -97,3 +98,38 @@ def test_ctrl_c_ends_logs_follow_in_both_entry_points(tmp_path):
             assert "interrupted" in err
     finally:
         cli.invoke(main, ["stop", "-i", str(inv)])
+
+
+def test_the_next_step_after_an_inconclusive_run_is_a_command_that_decides_it(tmp_path):
+    """The README's healthy host with the field playbook (4 samples per prompt: 20 per arm) ends `inconclusive`;
+    its `next:` line said `--resume RUN --samples N`: no host (the resume then refused: made on another host)
+    and N left to work out from "about 55 samples per arm" (55 per prompt is 5 times too many). The command it
+    prints now is run as printed, from the same directory, and decides: healthy."""
+    import shlex
+
+    inv = _sim_inventory(tmp_path)
+    doc = yaml.safe_load(inv.read_text())
+    doc["hosts"]["healthy"] = {**doc["hosts"]["sim-local"], "port": free_port(), "workdir": str(tmp_path / "wd2"),
+                               "env": dict(doc["hosts"]["sim-local"]["env"])}
+    doc["hosts"]["sim-local"]["env"]["SGLANG_SIM_FAULTS"] = "state_leak"  # the default host is another one
+    inv.write_text(yaml.safe_dump(doc))
+    (tmp_path / "playbooks").mkdir()
+    (tmp_path / "playbooks" / "diagnose-mtp.yaml").write_text((ROOT / "playbooks" / "diagnose-mtp.yaml").read_text())
+    env = {k: v for k, v in os.environ.items() if k != "MTP_REMOTE_INVENTORY"}
+
+    def run(argv):
+        return subprocess.run([sys.executable, "-m", "mtp_remote.cli", *argv], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=240, check=False)
+
+    first = run(["diagnose", "-H", "healthy"])
+    assert first.returncode == 0, first.stdout + first.stderr
+    (nxt,) = [ln for ln in first.stdout.splitlines() if ln.startswith("next: ")]
+    assert nxt.startswith("next: add samples: `mtp-remote diagnose --resume "), nxt
+    command = shlex.split(nxt.split("`")[1])
+    assert command[command.index("-H") + 1] == "healthy" and command[command.index("--samples") + 1] == "11", nxt
+    second = run(command[1:])
+    assert second.returncode == 0, second.stdout + second.stderr
+    run_id = command[command.index("--resume") + 1]
+    summary = yaml.safe_load((tmp_path / "runs" / run_id / "summary.json").read_text())
+    assert [v["kind"] for v in summary["verdicts"]] == ["healthy"], summary["verdicts"]
+    assert summary["verdicts"][0]["comparisons"][-1]["spec_n"] == 55
