@@ -37,8 +37,8 @@ def _num(x: float | None, digits: int = 2) -> str:
 
 
 def hosts_table(inv, path):
-    """One row per inventory host (a rich Table): name (* default), how it is reached, engine, GPUs, port,
-    model, faults."""
+    """One row per inventory host (a rich Table): name (* default), how it is reached, engine, GPUs ("all" when
+    ``gpus`` is unset: the server sees every GPU, not none), port, model, faults."""
     from rich.table import Table
 
     t = Table(title=f"Hosts — {path}", title_justify="left")
@@ -51,7 +51,7 @@ def hosts_table(inv, path):
         faults = h.env.get("SGLANG_SIM_FAULTS", "") if h.is_sim else ""
         engine = f"{h.engine} (simulated)" if h.is_sim else h.engine
         t.add_row(f"{name}{' *' if name == inv.default_host else ''}", h.transport, escape(where), engine,
-                  ",".join(map(str, h.gpus)) if h.gpus else "–", str(h.port), escape(h.model_path or "–"),
+                  ",".join(map(str, h.gpus)) if h.gpus else "all", str(h.port), escape(h.model_path or "–"),
                   escape(faults or "–"))
     t.caption = "* default host (used without -H)"
     return t

@@ -303,3 +303,10 @@ def test_publishing_metrics_into_a_vanished_directory_names_the_file_and_the_kep
     (tmp_path / "gone").mkdir()
     publish_metrics(src, dest)
     assert dest.read_text() == "mtp_remote_up 1\n" and [p.name for p in (tmp_path / "gone").iterdir()] == ["m.prom"]
+
+
+def test_hosts_shows_all_gpus_for_a_host_without_a_gpu_list_not_a_dash():
+    r = CliRunner(env={"COLUMNS": "200"}).invoke(main, ["hosts", "-i", str(ROOT / "inventory.yaml")])
+    assert r.exit_code == 0, r.output
+    (row,) = [ln for ln in r.output.splitlines() if ln.startswith("│ sim-local")]
+    assert [c.strip() for c in row.split("│")][4:6] == ["sim (simulated)", "all"], row
