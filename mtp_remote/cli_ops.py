@@ -113,7 +113,10 @@ def lint_command_cmd(as_json: bool, sglang_version: str | None, with_defaults: b
     try:
         result = lint_command(command_line, sglang_version=sglang_version)
     except MtpRemoteError as exc:
-        raise UsageError(str(exc)) from None
+        msg = str(exc)
+        if getattr(exc, "field", None) == "sglang_version":  # here the field is this command's option
+            msg = "--sglang-version" + msg.removeprefix("sglang_version")
+        raise UsageError(msg) from None
     secrets = _line_secrets(command_line)
     err = Console(stderr=True)
     for w in result.warnings:

@@ -310,3 +310,9 @@ def test_hosts_shows_all_gpus_for_a_host_without_a_gpu_list_not_a_dash():
     assert r.exit_code == 0, r.output
     (row,) = [ln for ln in r.output.splitlines() if ln.startswith("│ sim-local")]
     assert [c.strip() for c in row.split("│")][4:6] == ["sim (simulated)", "all"], row
+
+
+def test_a_bad_sglang_version_is_named_by_the_option_the_user_typed():
+    r = CliRunner().invoke(main, ["lint-command", "--sglang-version", "abc", "python -m sglang.launch_server --tp 2"])
+    assert r.exit_code == 2
+    assert "--sglang-version: not an SGLang version: 'abc' (expected e.g. 0.5.9)" in r.stderr
