@@ -98,6 +98,11 @@ class Hooks:
     checkpoint: Callable[[], None] = lambda: None  # raises KeyboardInterrupt if the user asked to stop
 
 
+#: Seconds the SIGTERM of a stop after an interrupt (Ctrl-C, SIGTERM to us) gets to drain before SIGKILL. Our
+#: requests were cut by the interrupt, and SGLang's drain with requests in flight never ends (its scheduler died
+#: with the SIGTERM): the whole ``timeouts.drain_s`` (30 s) was dead time between Ctrl-C and the resume line.
+INTERRUPTED_DRAIN_S = 3.0
+
 _ASGI_ERROR = "ERROR:    Exception in ASGI application"
 _LOG_LINE_START = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", re.MULTILINE)
 
@@ -213,9 +218,11 @@ class Runner:
         return default
 
     def _stop(self, lc: ServerLifecycle, *, unlock: bool = False):
-        """``lc.stop`` riding out a drop (it reads the record again); None when the host cannot be reached."""
+        """``lc.stop`` riding out a drop (it reads the record again); None when the host cannot be reached. After
+        an interrupt the drain gets at most :data:`INTERRUPTED_DRAIN_S`."""
         timeouts = self.playbook.timeouts
-        return self._riding_out(lc, lambda: lc.stop(term_s=timeouts.term_s, drain_s=timeouts.drain_s,
+        drain_s = min(timeouts.drain_s, INTERRUPTED_DRAIN_S) if self.hooks.interrupted() else timeouts.drain_s
+        return self._riding_out(lc, lambda: lc.stop(term_s=timeouts.term_s, drain_s=drain_s,
                                                      gpu_release_s=timeouts.gpu_release_s, unlock=unlock),
                                 None)
 

@@ -133,3 +133,46 @@ def test_the_next_step_after_an_inconclusive_run_is_a_command_that_decides_it(tm
     summary = yaml.safe_load((tmp_path / "runs" / run_id / "summary.json").read_text())
     assert [v["kind"] for v in summary["verdicts"]] == ["healthy"], summary["verdicts"]
     assert summary["verdicts"][0]["comparisons"][-1]["spec_n"] == 55
+
+
+def test_ctrl_c_while_the_speculative_arm_samples_ends_in_seconds_with_the_resume_line(tmp_path):
+    """Ctrl-C while requests are in flight: they are cut, and the server's drain with requests in flight never
+    ends, so the stop waited the whole timeouts.drain_s (30 s measured, 3 times of 3) before its SIGKILL. After an
+    interrupt the drain now gets INTERRUPTED_DRAIN_S (3 s)."""
+    import select
+
+    from mtp_remote.runner import INTERRUPTED_DRAIN_S
+
+    inv = _sim_inventory(tmp_path)
+    doc = yaml.safe_load(inv.read_text())
+    doc["hosts"]["sim-local"]["env"].update(SGLANG_SIM_FAULTS="state_leak", SGLANG_SIM_TIME_SCALE="0.02")
+    inv.write_text(yaml.safe_dump(doc))
+    env = {k: v for k, v in os.environ.items() if k != "MTP_REMOTE_INVENTORY"} | {"PYTHONUNBUFFERED": "1"}
+    p = subprocess.Popen([sys.executable, "-m", "mtp_remote.cli", "diagnose", "-i", str(inv), "-p",
+                          str(ROOT / "playbooks" / "diagnose-mtp.yaml"), "--runs-dir", str(tmp_path / "runs")],
+                         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         preexec_fn=os.setsid)
+    out = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # until the speculative arm is ready and sampling
+            if select.select([p.stdout], [], [], 1)[0]:
+                line = p.stdout.readline()
+                out.append(line)
+                if "mtp: ready in" in line:
+                    break
+        assert "mtp: ready in" in out[-1], "".join(out)
+        time.sleep(0.4)
+        t0 = time.monotonic()
+        os.killpg(p.pid, signal.SIGINT)
+        rest, _ = p.communicate(timeout=90)
+        elapsed = time.monotonic() - t0
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+    text = "".join(out) + rest
+    assert p.returncode == 130, text
+    assert "continue with: mtp-remote diagnose --resume " in text
+    assert elapsed < INTERRUPTED_DRAIN_S + 10, (elapsed, text[-1500:])
+    assert "waiting up to 30 s" in text and "within 30 s" not in text
