@@ -15,7 +15,7 @@ import click
 from rich.markup import escape
 
 from . import __version__
-from .entry import DEFAULT_PLAYBOOK, HISTORY_FILE, make_console
+from .entry import DEFAULT_PLAYBOOK, HISTORY_FILE, make_console, runs_dir_option
 from .entry import api as _api
 from .errors import EXIT_RUN_FAILED, MtpRemoteError
 from .interrupts import Interrupts
@@ -127,7 +127,7 @@ _host_opt = click.option("-H", "--host", default=None, help="Host name from the 
 @click.option("--profile", "profiles", multiple=True, help="Only these profiles (baseline always runs). Repeatable.")
 @click.option("--samples", type=click.IntRange(min=1), default=None, help="Override samples per prompt per temperature.")
 @click.option("--max-tokens", type=click.IntRange(min=1), default=None, help="Override max tokens per request.")
-@click.option("--runs-dir", default="runs", show_default=True, help="Where run directories are written.")
+@runs_dir_option("Where run directories are written.")
 @click.option("--resume", metavar="RUN_ID", default=None, help="Continue a run: stored samples are not requested again.")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout instead of tables.")
 @handle_errors
@@ -323,7 +323,7 @@ def smoke(inventory, host, playbook, prompt, temperature, max_tokens, as_json):
 @_inventory_opt
 @_host_opt
 @click.option("-p", "--playbook", default="playbooks/nightly.yaml", show_default=True, help="Playbook (YAML).")
-@click.option("--runs-dir", default="runs", show_default=True)
+@runs_dir_option()
 @click.option("--history", "history_db", default=None, help="SQLite history file (default RUNS_DIR/history.sqlite).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json (with the regression check) to stdout.")
 @click.option("--metrics-file", default=None, metavar="PATH",
@@ -417,7 +417,7 @@ def _nightly_fleet(console, fleet, *, inventory, playbook, runs_dir, history_db,
 @click.option("-H", "--host", default=None, help="Only runs of this host (default: every host).")
 @click.option("-g", "--group", default=None, help="Only runs of this group's fleet nightlies (the group name, or "
                                                   "the a,b,c list the nightly was given).")
-@click.option("--runs-dir", default="runs", show_default=True, help="Runs directory whose history.sqlite is read.")
+@runs_dir_option("Runs directory whose history.sqlite is read.")
 @click.option("--history", "history_db", default=None, help="SQLite history file (default RUNS_DIR/history.sqlite).")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
@@ -468,7 +468,7 @@ def history_cmd(host, group, runs_dir, history_db, limit, as_json):
 @click.option("--profile", default=None, help="The corrupting speculative profile (default: from --from, else the first).")
 @click.option("--candidate", "only", multiple=True, help="Only these candidates (names as listed). Repeatable.")
 @click.option("--samples", type=click.IntRange(min=1), default=None, help="Per-prompt sample budget per candidate.")
-@click.option("--runs-dir", default="runs", show_default=True)
+@runs_dir_option()
 @click.option("--resume", metavar="RUN_ID", default=None, help="Continue a mitigation run: finished candidates are kept.")
 @click.option("--json", "as_json", is_flag=True, help="Print mitigation.json to stdout instead of the table.")
 @click.option("--spread", is_flag=True, help="With several hosts: each candidate on one host (hosts serving the same "
@@ -514,7 +514,7 @@ def mitigate(inventory, host, playbook, from_run, profile, only, samples, runs_d
 @click.option("--bad", default=None, help="Bad launch flags: a profile name or a flag string (default: the corrupting profile).")
 @click.option("--repeats", type=click.IntRange(min=1), default=None, help="Per-prompt sample budget of each test.")
 @click.option("--from", "from_run", metavar="RUN_ID", default=None, help="Diagnose run: corrupting profile and baseline samples.")
-@click.option("--runs-dir", default="runs", show_default=True)
+@runs_dir_option()
 @click.option("--resume", metavar="RUN_ID", default=None,
               help="Continue bisect run RUN_ID: finished tests are not launched again, the interrupted one continues.")
 @handle_errors
@@ -542,7 +542,7 @@ def bisect_cmd(inventory, host, playbook, good, bad, repeats, from_run, runs_dir
 
 @main.command("bug-report")
 @click.argument("run_id")
-@click.option("--runs-dir", default="runs", show_default=True)
+@runs_dir_option()
 @click.option("-o", "--output", default=None, help="Write the markdown here (default: RUNS_DIR/RUN_ID/bug-report.md).")
 @handle_errors
 def bug_report_cmd(run_id, runs_dir, output):

@@ -11,6 +11,8 @@ import json
 
 import click
 
+from .entry import runs_dir_option
+
 # rich and the report layer are imported inside the commands: importing this module (as ``mtp-remote
 # --help`` does) must stay as light as click itself.
 
@@ -82,7 +84,7 @@ def hosts_cmd(inventory, as_json):
     make_console().print(hosts_table(inv, path))
 
 
-_runs_dir_opt = click.option("--runs-dir", default="runs", show_default=True, help="Where run directories are.")
+_runs_dir_opt = runs_dir_option()
 
 
 @click.command("report")

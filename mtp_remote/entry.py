@@ -18,6 +18,39 @@ DEFAULT_PLAYBOOK = "playbooks/diagnose-mtp.yaml"
 INVENTORY_ENV = "MTP_REMOTE_INVENTORY"
 #: History of every run, inside the runs directory unless ``--history`` says otherwise.
 HISTORY_FILE = "history.sqlite"
+#: Environment variable naming the runs directory when ``--runs-dir`` is not given.
+RUNS_ENV = "MTP_REMOTE_RUNS_DIR"
+#: ``--runs-dir``'s default, as ``--help`` shows it.
+RUNS_DEFAULT_HELP = "$MTP_REMOTE_RUNS_DIR, else runs/ beside the inventory.yaml found here or in a parent"
+
+
+def default_runs_dir(*, cwd: Path | None = None) -> Path:
+    """Where run directories go when ``--runs-dir`` is not given: ``$MTP_REMOTE_RUNS_DIR``, else ``runs/``
+    beside the first ``inventory.yaml`` in the current directory or a parent (the project's root: every
+    subdirectory then shares one ``runs/`` and one history, as it shares the inventory), else ``./runs``."""
+    import os
+
+    env = os.environ.get(RUNS_ENV)
+    if env:
+        return Path(env).expanduser()
+    here = (cwd or Path.cwd()).resolve()
+    for d in (here, *here.parents):
+        if (d / DEFAULT_INVENTORY).is_file():
+            return Path("runs") if d == here else d / "runs"
+    return Path("runs")
+
+
+def _runs_dir_value(ctx, param, value):
+    """click callback of ``--runs-dir``: the value given, else :func:`default_runs_dir`."""
+    return value if value is not None else str(default_runs_dir())
+
+
+def runs_dir_option(help_text: str = "Where run directories are."):
+    """The ``--runs-dir`` option of every click command (default: :func:`default_runs_dir`)."""
+    import click
+
+    return click.option("--runs-dir", default=None, callback=_runs_dir_value, show_default=RUNS_DEFAULT_HELP,
+                        help=help_text)
 
 
 def api():

@@ -12,7 +12,7 @@ from invoke import task
 from invoke.exceptions import Exit
 from rich.markup import escape
 
-from .entry import DEFAULT_PLAYBOOK, make_console
+from .entry import DEFAULT_PLAYBOOK, default_runs_dir, make_console
 from .entry import api as _api
 from .errors import ConfigError, Interrupted, MtpRemoteError
 from .interrupts import Interrupts
@@ -71,11 +71,12 @@ def _fail(e: MtpRemoteError) -> Exit:
             "samples": "override samples per prompt at T > 0",
             "max_tokens": "override max tokens per request",
             "resume": "continue run RUN_ID without re-requesting stored samples",
-            "runs_dir": "where run directories go (default runs/)",
+            "runs_dir": "where run directories go (default: runs/ beside the inventory.yaml found here or in a parent)",
             "json": "print summary.json to stdout (progress goes to stderr)"})
 def diagnose(c, playbook=DEFAULT_PLAYBOOK, inventory=None, profile=None, samples=None,
-             max_tokens=None, resume=None, runs_dir="runs", json=False):
+             max_tokens=None, resume=None, runs_dir=None, json=False):
     """Run the speculative vs baseline experiment on a host and print verdicts (-H NAME from inventory)."""
+    runs_dir = runs_dir or str(default_runs_dir())
     from .report.console import RichHooks, cells_table, print_run_end, verdict_table
     from .runner import Hooks
 
@@ -259,10 +260,11 @@ def _rich_hooks(console):
             "from_run": "diagnose run to start from (its corrupting profile; its baseline samples when they match)",
             "profile": "the corrupting profile (default: from --from-run, else the first speculative one)",
             "candidate": "only these candidates, comma-separated", "samples": "per-prompt budget per candidate",
-            "resume": "continue mitigation run RUN_ID", "runs_dir": "where run directories go (default runs/)"})
+            "resume": "continue mitigation run RUN_ID", "runs_dir": "where run directories go (default: runs/ beside the inventory.yaml found here or in a parent)"})
 def mitigate(c, playbook=DEFAULT_PLAYBOOK, inventory=None, from_run=None, profile=None,
-             candidate=None, samples=None, resume=None, runs_dir="runs"):
+             candidate=None, samples=None, resume=None, runs_dir=None):
     """Try flag changes on a corrupting profile and rank the loop-free ones by speed (-H NAME)."""
+    runs_dir = runs_dir or str(default_runs_dir())
     from .fleet import print_mitigation
     from .mitigate import mitigate as run_mitigate
 
@@ -288,11 +290,12 @@ def mitigate(c, playbook=DEFAULT_PLAYBOOK, inventory=None, from_run=None, profil
 @task(name="bisect", auto_shortflags=False, help={"good": "good flags: profile name or flag string (default: baseline)",
             "bad": "bad flags: profile name or flag string (default: the corrupting profile)",
             "repeats": "per-prompt sample budget of each test", "from_run": "diagnose run to start from",
-            "playbook": "playbook YAML", "inventory": "inventory YAML", "runs_dir": "default runs/",
+            "playbook": "playbook YAML", "inventory": "inventory YAML", "runs_dir": "default: runs/ beside the inventory.yaml found here or in a parent",
             "resume": "continue bisect run RUN_ID (finished tests are not launched again)"})
 def bisect_task(c, good=None, bad=None, repeats=None, from_run=None, playbook=DEFAULT_PLAYBOOK,
-                inventory=None, runs_dir="runs", resume=None):
+                inventory=None, runs_dir=None, resume=None):
     """Find the minimal flag change from a good to a bad launch line that still corrupts output (ddmin)."""
+    runs_dir = runs_dir or str(default_runs_dir())
     from .bisect import bisect as run_bisect
 
     INTERRUPTS.install()
@@ -316,12 +319,13 @@ def bisect_task(c, good=None, bad=None, repeats=None, from_run=None, playbook=DE
 @task(auto_shortflags=False, help={"command": "diagnose, mitigate, preflight, status or stop",
             "hosts": "a,b,c or an inventory group", "playbook": "playbook YAML", "inventory": "inventory YAML",
             "samples": "override samples (diagnose, mitigate)", "workers": "hosts at once (default 8)",
-            "runs_dir": "default runs/"})
+            "runs_dir": "default: runs/ beside the inventory.yaml found here or in a parent"})
 def fleet(c, command, hosts, playbook=DEFAULT_PLAYBOOK, inventory=None, samples=None,
-          workers="8", runs_dir="runs"):
+          workers="8", runs_dir=None):
     """Run a command on many hosts at once; one report with per-host verdicts and the hosts that disagree.
 
     (fab -H a,b,c TASK runs TASK on each host one after the other; this runs them in parallel.)"""
+    runs_dir = runs_dir or str(default_runs_dir())
     from .fleet import fleet_hosts, print_fleet, run_fleet
 
     _refuse_inventory_as_key(c)
@@ -342,16 +346,17 @@ def fleet(c, command, hosts, playbook=DEFAULT_PLAYBOOK, inventory=None, samples=
 @task(auto_shortflags=False, help={"hosts": "a,b,c or an inventory group: every host at once (default: fab -H, else "
                                             "the inventory's default host)",
             "playbook": "playbook YAML (default playbooks/nightly.yaml)", "inventory": _INV_HELP,
-            "runs_dir": "default runs/", "history": "SQLite history file (default RUNS_DIR/history.sqlite)",
+            "runs_dir": "default: runs/ beside the inventory.yaml found here or in a parent", "history": "SQLite history file (default RUNS_DIR/history.sqlite)",
             "metrics_file": "also write metrics.prom here, atomically (node-exporter textfile collector)",
             "workers": "with a group: hosts at once (default 8)", "json": "print summary.json to stdout"})
-def nightly(c, hosts=None, playbook="playbooks/nightly.yaml", inventory=None, runs_dir="runs", history=None,
+def nightly(c, hosts=None, playbook="playbooks/nightly.yaml", inventory=None, runs_dir=None, history=None,
             metrics_file=None, workers="8", json=False):
     """Diagnose, record in the history, test for regressions since the last good run (cron/CI); -H GROUP: all.
 
     Every night leaves runs/RUN_ID/ (summary.json, junit.xml, metrics.prom) and a history row, also when it
     could not be done. With a group (fab -H GROUP nightly, or --hosts a,b,c) every host runs at once with its
     own artefacts and history row (with the group), plus runs/fleet-ID/ with one junit case per host."""
+    runs_dir = runs_dir or str(default_runs_dir())
     from .nightly import fleet_spec, run_nightly, run_nightly_fleet
     from .runner import Hooks
 
