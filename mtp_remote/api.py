@@ -112,6 +112,31 @@ def _prewarm_report_imports() -> None:
     threading.Thread(target=load, name="prewarm-report-imports", daemon=True).start()
 
 
+def refuse_misspelled_flags(pb: Playbook, profiles: list[str], *, playbook_file: str, host: HostConfig) -> None:
+    """Before anything is launched: a flag of a profile's launch line that no SGLang release we have a table
+    for knows, and that is a near miss of one (``--speculative-num-stepz``), makes SGLang refuse to start —
+    found only after the runs before it (minutes on a GPU host). Raises ConfigError naming the playbook, the
+    field (``base_flags`` or ``profiles.NAME.flags``), the flag and the right spelling."""
+    from .lint.lint import misspelled_flags
+    from .remote.commands import server_argv
+
+    for name in profiles:
+        bad = misspelled_flags(server_argv(host, pb, name))
+        if bad:
+            flag, right = bad[0]["flag"], bad[0]["suggestion"]
+            in_base = any(f == flag or f.startswith(flag + "=") for f in pb.base_flags)
+            field = "base_flags" if in_base else f"profiles.{name}.flags"
+            raise ConfigError(f"{flag} is not an SGLang flag (did you mean {right}?): SGLang would refuse the "
+                              f"{name!r} launch line at startup; no release we have a table for "
+                              f"({', '.join(_known_releases())}) knows it", file=playbook_file, field=field)
+
+
+def _known_releases() -> list[str]:
+    from .lint.flag_table import available_versions
+
+    return available_versions()
+
+
 def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path = DEFAULT_PLAYBOOK,
              host: str | None = None, runs_dir: str | Path = "runs", profiles: list[str] | None = None,
              resume: str | None = None, hooks: Hooks | None = None, c=None,
@@ -149,6 +174,7 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
         plan = plan_run(host_cfg, pb, host_cfg.workdir, profiles)
     except ValueError as e:
         raise ConfigError(str(e), file=str(playbook), field="--profile") from None
+    refuse_misspelled_flags(pb, [lp.profile for lp in plan], playbook_file=str(playbook), host=host_cfg)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:

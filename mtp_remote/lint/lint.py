@@ -137,3 +137,30 @@ def _explicit_dests(argv: list[str], flags: dict, version: str | None) -> set[st
         else:
             out.add(head.lstrip("-").replace("-", "_"))
     return {d for d in out if d in flags}
+
+
+def misspelled_flags(argv: list[str]) -> list[dict]:
+    """The flags of an SGLang ``argv`` that no release we have a table for knows, each with the spelling the
+    newest release suggests (``--speculative-num-stepz`` -> ``--speculative-num-steps``). Only near misses
+    count (difflib ratio >= :data:`TYPO_RATIO` to a known flag): a flag unknown everywhere without one may
+    belong to a newer release. Returns ``[{"flag", "suggestion"}]`` in argv order; SGLang refuses such a line
+    at startup."""
+    import difflib
+    import shlex
+
+    from .flag_table import available_versions
+
+    cmd = "python -m sglang.launch_server " + " ".join(shlex.quote(a) for a in argv)
+    unknown: dict[str, str | None] | None = None
+    for version in available_versions():
+        found = {f.flag: f.suggestion for f in lint_command(cmd, sglang_version=version).findings
+                 if f.code == "unknown-flag"}
+        unknown = found if unknown is None else {k: unknown[k] or found[k] for k in unknown if k in found}
+        if not unknown:
+            return []
+    return [{"flag": k, "suggestion": v} for k, v in (unknown or {}).items()
+            if v and difflib.SequenceMatcher(None, k, v).ratio() >= TYPO_RATIO]
+
+
+#: How close an unknown flag must be to a known one to be called a misspelling of it (difflib ratio).
+TYPO_RATIO = 0.85
