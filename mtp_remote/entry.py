@@ -33,11 +33,17 @@ def default_runs_dir(*, cwd: Path | None = None) -> Path:
     env = os.environ.get(RUNS_ENV)
     if env:
         return Path(env).expanduser()
+    return _beside_project_inventory("runs", cwd)
+
+
+def _beside_project_inventory(name: str, cwd: Path | None) -> Path:
+    """``name`` in the first directory, from ``cwd`` up, that holds an ``inventory.yaml`` (as git finds
+    ``.git``): relative when that is ``cwd`` itself; ``name`` relative to ``cwd`` when none does."""
     here = (cwd or Path.cwd()).resolve()
     for d in (here, *here.parents):
         if (d / DEFAULT_INVENTORY).is_file():
-            return Path("runs") if d == here else d / "runs"
-    return Path("runs")
+            return Path(name) if d == here else d / name
+    return Path(name)
 
 
 def _runs_dir_value(ctx, param, value):
@@ -79,8 +85,4 @@ def find_inventory(given: str | Path | None = None, *, cwd: Path | None = None) 
     env = os.environ.get(INVENTORY_ENV)
     if env:
         return Path(env).expanduser()
-    here = (cwd or Path.cwd()).resolve()
-    for d in (here, *here.parents):
-        if (d / DEFAULT_INVENTORY).is_file():
-            return d / DEFAULT_INVENTORY if d != here else Path(DEFAULT_INVENTORY)
-    return Path(DEFAULT_INVENTORY)
+    return _beside_project_inventory(DEFAULT_INVENTORY, cwd)
