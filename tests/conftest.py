@@ -27,6 +27,7 @@ ONE_WORKER = "timed-and-real-engine"
 TIMED_FILES = frozenset({
     "tests/real/test_cpu_tree_ops.py", "tests/real/test_real_diagnose.py", "tests/real/test_real_lifecycle.py",
     "tests/integration/test_mitigate.py", "tests/integration/test_speed_verdicts.py",
+    "tests/integration/test_sampling_occupancy.py",
     "tests/integration/test_force_signal.py", "tests/integration/test_real_behaviour_lifecycle.py",
     "tests/integration/test_wait_ready.py",
     "tests/sim/test_sim_perf.py", "tests/sim/test_sim_mitigation.py", "tests/ssh/test_fleet_ssh.py",
