@@ -104,7 +104,7 @@ def report_cmd(run, runs_dir, open_it):
     doc = load_summary(run_dir)
     console = make_console()
     console.print(verdict_table(doc))
-    print_run_end(console, doc, run_dir, doc.get("exit_code", 0))
+    print_run_end(console, doc, run_dir, doc.get("exit_code", 0), afterwards=True)
     if open_it:
         import webbrowser
 

@@ -104,15 +104,16 @@ def next_step(doc: dict, run_dir) -> str:
     return f"nothing to fix; compare with an earlier run: `mtp-remote compare RUN {run}`"
 
 
-def print_run_end(console: Console, doc: dict, run_dir, exit_code: int) -> None:
+def print_run_end(console: Console, doc: dict, run_dir, exit_code: int, *, afterwards: bool = False) -> None:
     """The closing lines of a run: where the report is (or, for a run that could not be done, its
-    artefacts), the exit code, and the next step."""
+    artefacts), the exit code, and the next step. ``afterwards``: shown again later (``report``), so the code
+    is named as the run's, not this command's."""
+    code = f"the run's exit code was {exit_code}" if afterwards else f"exit code {exit_code}"
     if doc.get("status", "completed") == "completed":
-        console.print(f"report: {run_dir}/report.html (also report.md, summary.json); exit code {exit_code}",
-                      highlight=False)
+        console.print(f"report: {run_dir}/report.html (also report.md, summary.json); {code}", highlight=False)
     else:
         console.print(f"run {doc.get('status')}: {run_dir}/summary.json (cause), junit.xml, metrics.prom; "
-                      f"exit code {exit_code}", highlight=False)
+                      f"{code}", highlight=False)
     console.print(f"next: {next_step(doc, run_dir)}", highlight=False, markup=False)
 
 

@@ -133,6 +133,7 @@ def test_report_last_re_renders_the_newest_run(two_runs):
     html = (newest / "report.html").read_text()
     assert newest.name in html and "spec-corrupts-output" in html
     assert f"report: {newest}/report.html" in r.output
+    assert "the run's exit code was 1" in r.output, "the run's code, not this command's (0)"
     r = CliRunner().invoke(main, ["report", "nosuch", "--runs-dir", str(root / "runs")])
     assert r.exit_code == 2 and "recent runs:" in r.output
 
