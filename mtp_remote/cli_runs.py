@@ -160,6 +160,11 @@ def compare_cmd(run_a, run_b, runs_dir, as_json):
     else:
         console = make_console()
         console.print(compare_table(res))
+        for side in ("a", "b"):
+            if res[side]["status"] != "completed":  # a run that could not be done has no cells to compare
+                console.print(f"run {side.upper()} ({res[side]['run_id']}) {res[side]['status']}: it has no cells, "
+                              f"so its rows show as only in {'B' if side == 'a' else 'A'}; "
+                              f"`mtp-remote report {res[side]['run_id']}` says why", highlight=False, markup=False)
         changed = [v for v in res["verdicts"] if v["a"] != v["b"]]
         for v in changed:
             console.print(f"verdict {v['profile']}: {v['a'] or '–'} → {v['b'] or '–'}", highlight=False)

@@ -155,6 +155,21 @@ def test_compare_tests_the_difference_between_two_runs(two_runs):
     assert r.exit_code == 0 and "0/12 → 0/12" in r.output
 
 
+def test_compare_with_a_run_that_could_not_be_done_says_so(two_runs):
+    import shutil
+
+    root, a, _ = two_runs
+    failed = root / "runs" / "20990101-000000-dead"
+    shutil.copytree(a.run_dir, failed)
+    doc = json.loads((failed / "summary.json").read_text())
+    doc.update(run_id=failed.name, status="failed", cause={"kind": "transport_lost"}, cells=[], verdicts=[])
+    (failed / "summary.json").write_text(json.dumps(doc))
+    r = CliRunner().invoke(main, ["compare", failed.name, a.run_id, "--runs-dir", str(root / "runs")])
+    assert r.exit_code == 0, r.output
+    assert f"run A ({failed.name}) failed: it has no cells, so its rows show as only in B" in r.output
+    assert "only in B" in r.output
+
+
 def test_the_shipped_systemd_units_verify_once_pointed_at_this_checkout(tmp_path):
     import getpass
     import shutil
