@@ -7,30 +7,36 @@ of its speed (a healthy spec arm at 0.69x its baseline in a full run, 2.5x alone
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 
 from mtp_remote import api
 from tests.integration.test_scenarios import write_config
-from tests.ssh.test_diagnose_ssh import _inventory, _playbook
 
 pytestmark = pytest.mark.sim
+
+#: The sim's time scale here. At 0.01 (the other sim tests') a decode step is 0.3 ms of modelled time, less
+#: than the CPU the sim and the client spend per step, so tokens/s measured the CPU each arm got. At 0.1 the
+#: modelled step leads: 1.96x quiet, 2.03x with four CPU hogs on the two cores. (Over SSH the tunnel's CPU
+#: still caps the faster arm under such load, 0.79x, so the SSH test checks loops, not speed.)
+SPEED_SCALE = "0.1"
+
+
+def _scaled(inventory: str) -> str:
+    """``inventory`` with every host's sim at :data:`SPEED_SCALE`."""
+    inv = yaml.safe_load(Path(inventory).read_text())
+    for h in inv["hosts"].values():
+        h.setdefault("env", {})["SGLANG_SIM_TIME_SCALE"] = SPEED_SCALE
+    Path(inventory).write_text(yaml.safe_dump(inv))
+    return inventory
 
 
 def test_a_healthy_sim_is_healthy_with_its_speed_up(tmp_path):
     inv, pb = write_config(tmp_path, None, compare={"margin": 0.2})
-    res = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs")
+    res = api.diagnose(inventory=_scaled(inv), playbook=pb, runs_dir=tmp_path / "runs")
     (v,) = res.summary["verdicts"]
     assert v["kind"] == "healthy", v["evidence"]
     assert res.exit_code == 0
     assert "tokens/s" in v["evidence"] and "x baseline" in v["evidence"]
-
-
-@pytest.mark.ssh
-def test_a_healthy_sim_over_ssh_is_healthy(sshd, tmp_path):
-    res = api.diagnose(inventory=_inventory(tmp_path, sshd), playbook=_playbook(tmp_path), host="sim-ssh-healthy",
-                       runs_dir=tmp_path / "runs")
-    (v,) = res.summary["verdicts"]
-    assert v["profile"] == "mtp" and v["kind"] == "healthy", v["evidence"]
-    assert res.exit_code == 0
-    assert res.summary["host"]["transport"] == "ssh" and res.summary["simulated"] is True
-    assert [p["outcome"]["kind"] for p in res.summary["profiles"]] == ["ready", "ready"]
