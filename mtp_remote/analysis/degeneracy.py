@@ -263,18 +263,20 @@ def think_block(text: str) -> tuple[bool | None, int, int]:
     return None, 0, 0
 
 
-_FENCE_LINE = re.compile(r"^ {0,3}(?:```|~~~)", re.MULTILINE)
-
-
 def _tag_at(text: str, tag: str, start: int = 0) -> int:
     """Offset of the first ``tag`` from ``start`` that is a tag, not a mention of one: a tag written inside
     inline code (an odd number of backticks before it on its line, as in "use the `</think>` tag") or inside
-    a fenced code block is text about tags. -1 when there is none."""
+    a fenced code block (:func:`structured_spans`, found once and only when a tag needs it) is text about
+    tags. -1 when there is none."""
+    spans: list[tuple[int, int]] | None = None
     i = text.find(tag, start)
     while i >= 0:
         line_start = text.rfind("\n", 0, i) + 1
-        if text.count("`", line_start, i) % 2 == 0 and len(_FENCE_LINE.findall(text, 0, line_start)) % 2 == 0:
-            return i
+        if text.count("`", line_start, i) % 2 == 0:
+            if spans is None:
+                spans = structured_spans(text) if ("```" in text or "~~~" in text) else []
+            if not any(a <= i < b for a, b in spans):
+                return i
         i = text.find(tag, i + len(tag))
     return -1
 
