@@ -12,10 +12,12 @@ from invoke import task
 from invoke.exceptions import Exit
 from rich.markup import escape
 
-from .entry import DEFAULT_PLAYBOOK, default_runs_dir, make_console
+from .entry import DEFAULT_PLAYBOOK, RUNS_DEFAULT_HELP, default_runs_dir, make_console
 from .entry import api as _api
 from .errors import ConfigError, Interrupted, MtpRemoteError
 from .interrupts import Interrupts
+
+_RUNS_DIR_HELP = f"where run directories go (default: {RUNS_DEFAULT_HELP})"
 
 # Start-up time: ``fab -l`` imports only invoke and the light modules above. The api layer (scipy, numpy,
 # httpx, pydantic, jinja2: ~1 s) and the rich renderers are imported inside the task that uses them (mtp_remote/entry.py).
@@ -71,7 +73,7 @@ def _fail(e: MtpRemoteError) -> Exit:
             "samples": "override samples per prompt at T > 0",
             "max_tokens": "override max tokens per request",
             "resume": "continue run RUN_ID without re-requesting stored samples",
-            "runs_dir": "where run directories go (default: $MTP_REMOTE_RUNS_DIR, else runs/ beside the inventory.yaml found here or in a parent)",
+            "runs_dir": _RUNS_DIR_HELP,
             "json": "print summary.json to stdout (progress goes to stderr)"})
 def diagnose(c, playbook=DEFAULT_PLAYBOOK, inventory=None, profile=None, samples=None,
              max_tokens=None, resume=None, runs_dir=None, json=False):
@@ -260,7 +262,7 @@ def _rich_hooks(console):
             "from_run": "diagnose run to start from (its corrupting profile; its baseline samples when they match)",
             "profile": "the corrupting profile (default: from --from-run, else the first speculative one)",
             "candidate": "only these candidates, comma-separated", "samples": "per-prompt budget per candidate",
-            "resume": "continue mitigation run RUN_ID", "runs_dir": "where run directories go (default: $MTP_REMOTE_RUNS_DIR, else runs/ beside the inventory.yaml found here or in a parent)"})
+            "resume": "continue mitigation run RUN_ID", "runs_dir": _RUNS_DIR_HELP})
 def mitigate(c, playbook=DEFAULT_PLAYBOOK, inventory=None, from_run=None, profile=None,
              candidate=None, samples=None, resume=None, runs_dir=None):
     """Try flag changes on a corrupting profile and rank the loop-free ones by speed (-H NAME)."""
@@ -290,7 +292,7 @@ def mitigate(c, playbook=DEFAULT_PLAYBOOK, inventory=None, from_run=None, profil
 @task(name="bisect", auto_shortflags=False, help={"good": "good flags: profile name or flag string (default: baseline)",
             "bad": "bad flags: profile name or flag string (default: the corrupting profile)",
             "repeats": "per-prompt sample budget of each test", "from_run": "diagnose run to start from",
-            "playbook": "playbook YAML", "inventory": "inventory YAML", "runs_dir": "default: $MTP_REMOTE_RUNS_DIR, else runs/ beside the inventory.yaml found here or in a parent",
+            "playbook": "playbook YAML", "inventory": "inventory YAML", "runs_dir": _RUNS_DIR_HELP,
             "resume": "continue bisect run RUN_ID (finished tests are not launched again)"})
 def bisect_task(c, good=None, bad=None, repeats=None, from_run=None, playbook=DEFAULT_PLAYBOOK,
                 inventory=None, runs_dir=None, resume=None):
@@ -319,7 +321,7 @@ def bisect_task(c, good=None, bad=None, repeats=None, from_run=None, playbook=DE
 @task(auto_shortflags=False, help={"command": "diagnose, mitigate, preflight, status or stop",
             "hosts": "a,b,c or an inventory group", "playbook": "playbook YAML", "inventory": "inventory YAML",
             "samples": "override samples (diagnose, mitigate)", "workers": "hosts at once (default 8)",
-            "runs_dir": "default: $MTP_REMOTE_RUNS_DIR, else runs/ beside the inventory.yaml found here or in a parent"})
+            "runs_dir": _RUNS_DIR_HELP})
 def fleet(c, command, hosts, playbook=DEFAULT_PLAYBOOK, inventory=None, samples=None,
           workers="8", runs_dir=None):
     """Run a command on many hosts at once; one report with per-host verdicts and the hosts that disagree.
@@ -346,7 +348,7 @@ def fleet(c, command, hosts, playbook=DEFAULT_PLAYBOOK, inventory=None, samples=
 @task(auto_shortflags=False, help={"hosts": "a,b,c or an inventory group: every host at once (default: fab -H, else "
                                             "the inventory's default host)",
             "playbook": "playbook YAML (default playbooks/nightly.yaml)", "inventory": _INV_HELP,
-            "runs_dir": "default: $MTP_REMOTE_RUNS_DIR, else runs/ beside the inventory.yaml found here or in a parent", "history": "SQLite history file (default RUNS_DIR/history.sqlite)",
+            "runs_dir": _RUNS_DIR_HELP, "history": "SQLite history file (default RUNS_DIR/history.sqlite)",
             "metrics_file": "also write metrics.prom here, atomically (node-exporter textfile collector)",
             "workers": "with a group: hosts at once (default 8)", "json": "print summary.json to stdout"})
 def nightly(c, hosts=None, playbook="playbooks/nightly.yaml", inventory=None, runs_dir=None, history=None,
