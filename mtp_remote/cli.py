@@ -17,7 +17,7 @@ from rich.markup import escape
 from . import __version__
 from .entry import DEFAULT_PLAYBOOK, HISTORY_FILE, make_console, runs_dir_option
 from .entry import api as _api
-from .errors import EXIT_RUN_FAILED, MtpRemoteError
+from .errors import EXIT_RUN_FAILED, Interrupted, MtpRemoteError
 from .interrupts import Interrupts
 
 # Start-up time: ``--version``/``--help`` import only click and the light modules above (~0.1 s). The api
@@ -38,6 +38,8 @@ def handle_errors(fn):
         try:
             return fn(*args, **kwargs)
         except MtpRemoteError as e:
+            if isinstance(e, Interrupted):  # unwound by the run: leaving
+                INTERRUPTS.exiting()
             err_console = make_console(stderr=True)  # outside a terminal: no wrapping mid-flag
             err_console.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
             if e.evidence:
@@ -46,6 +48,7 @@ def handle_errors(fn):
         except KeyboardInterrupt:
             from rich.console import Console  # deferred: only an interrupt needs it
 
+            INTERRUPTS.exiting()
             Console(stderr=True, log_path=False).print("[red]interrupted[/]")
             sys.exit(130)
         except Exception as e:  # an SSH failure is a cause (one line, exit 2); anything else is a bug

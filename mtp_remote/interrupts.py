@@ -9,14 +9,29 @@ follows a requested interrupt as that interrupt. One object per process, created
 
 from __future__ import annotations
 
+import os
 import signal
 
 
+#: Printed on the second interrupt, while the first one unwinds the run.
+SECOND_NOTICE = (b"interrupt: still stopping what this run started (servers, tunnels); "
+                 b"press Ctrl-C once more to leave at once and leave them running\n")
+#: Printed on the third, just before the process leaves with exit code 130.
+ABANDON_NOTICE = b"interrupt: left at once; servers this run started may still be running (`mtp-remote status`)\n"
+
+
 class Interrupts:
-    """Install with :meth:`install`; ``requested`` is True once SIGINT or SIGTERM arrived."""
+    """Install with :meth:`install`; ``requested`` is True once SIGINT or SIGTERM arrived.
+
+    Only the first signal raises KeyboardInterrupt: the run unwinds and stops what it started. A second one
+    while that cleanup runs would cut it short (a server left up, or the process killed by SIGINT instead of
+    exiting 130), so it only prints :data:`SECOND_NOTICE`; a third leaves at once (``os._exit(130)``), as
+    Terraform's "Two interrupts received. Exiting immediately". :meth:`exiting` ignores any further signal once
+    the entry point has printed its interrupt line and is leaving."""
 
     def __init__(self) -> None:
         self.requested = False
+        self.count = 0
 
     def install(self) -> Interrupts:
         signal.signal(signal.SIGINT, self._handler)
@@ -25,7 +40,21 @@ class Interrupts:
 
     def _handler(self, signum, frame) -> None:
         self.requested = True
-        raise KeyboardInterrupt
+        self.count += 1
+        if self.count == 1:
+            raise KeyboardInterrupt
+        if self.count == 2:
+            os.write(2, SECOND_NOTICE)
+            return
+        os.write(2, ABANDON_NOTICE)
+        os._exit(130)
+
+    @staticmethod
+    def exiting() -> None:
+        """The entry point is leaving with exit code 130: a Ctrl-C during interpreter shutdown (paramiko's
+        threads joined, files flushed) must not turn that into a death by SIGINT."""
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
     def check(self) -> None:
         """Raise KeyboardInterrupt if an interrupt was requested and swallowed on the way."""

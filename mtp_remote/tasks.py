@@ -60,6 +60,8 @@ def _json_out(data) -> None:
 
 
 def _fail(e: MtpRemoteError) -> Exit:
+    if isinstance(e, Interrupted):
+        INTERRUPTS.exiting()
     console = make_console(stderr=True)  # outside a terminal: never wrapped mid-flag
     console.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
     if e.evidence:
