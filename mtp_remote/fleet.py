@@ -300,7 +300,34 @@ def print_fleet(console, report: FleetReport, runs_dir="runs") -> int:
     where = Path(runs_dir) / f"fleet-{report.run_id}" / "fleet.md"
     console.print(f"report: {where}  (exit code {report.exit_code})" if where.exists() else
                   f"exit code {report.exit_code}")
+    for line in fleet_next_steps(report, runs_dir):
+        console.print(line, highlight=False, markup=False)
     return report.exit_code
+
+
+def fleet_next_steps(report: FleetReport, runs_dir="runs") -> list[str]:
+    """The ``next:`` lines after a fleet diagnose: one per host with something to do (each host's own next step,
+    from its ``summary.json``, as a single-host run prints it; a host that could not be run: its cause and the
+    preflight to run), or one line when no host has anything to fix. Other commands: none."""
+    if report.command != "diagnose":
+        return []
+    from .report.console import next_step
+
+    lines, calm = [], []
+    for h in report.hosts:
+        run_dir = Path(runs_dir) / h.run_id if h.run_id else None
+        summary = run_dir / "summary.json" if run_dir else None
+        if summary is not None and summary.exists():
+            step = next_step(json.loads(summary.read_text()), run_dir)
+        elif h.error:
+            step = f"fix the cause ({h.error}), then check the host: `mtp-remote preflight -H {h.host}`"
+        else:
+            continue
+        (calm if step.startswith("nothing to fix") else lines).append(f"next [{h.host}]: {step}")
+    if not lines and calm:
+        return [f"next: nothing to fix on {len(calm)} host(s); compare each with an earlier run: "
+                f"`mtp-remote compare RUN_A RUN_B`"]
+    return lines
 
 
 def mitigation_table(doc: dict):

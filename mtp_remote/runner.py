@@ -221,8 +221,10 @@ class Runner:
         """``lc.stop`` riding out a drop (it reads the record again); None when the host cannot be reached. After
         an interrupt the drain gets at most :data:`INTERRUPTED_DRAIN_S`."""
         timeouts = self.playbook.timeouts
-        drain_s = min(timeouts.drain_s, INTERRUPTED_DRAIN_S) if self.hooks.interrupted() else timeouts.drain_s
-        return self._riding_out(lc, lambda: lc.stop(term_s=timeouts.term_s, drain_s=drain_s,
+        drain_s, drain_name = timeouts.drain_s, "timeouts.drain_s"
+        if self.hooks.interrupted() and INTERRUPTED_DRAIN_S < timeouts.drain_s:
+            drain_s, drain_name = INTERRUPTED_DRAIN_S, "the drain bound after an interrupt, our requests cut"
+        return self._riding_out(lc, lambda: lc.stop(term_s=timeouts.term_s, drain_s=drain_s, drain_name=drain_name,
                                                      gpu_release_s=timeouts.gpu_release_s, unlock=unlock),
                                 None)
 

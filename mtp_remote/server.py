@@ -252,12 +252,13 @@ class ServerLifecycle:
     # -- stop / launch -------------------------------------------------------------------------------------
 
     def stop(self, *, term_s: float = 60.0, gpu_release_s: float = 120.0,
-             drain_s: float | None = None, unlock: bool = False) -> process.StopResult:
+             drain_s: float | None = None, unlock: bool = False,
+             drain_name: str = "timeouts.drain_s") -> process.StopResult:
         """Stop the server we started on this host (if any); see :func:`process.stop_server`. ``unlock``: also
         release this run's host lock in the same round trip when the stop ends well (``res.unlocked``)."""
         res = process.stop_server(self.c, self.workdir, self.smi, term_s=term_s, gpu_release_s=gpu_release_s,
                                   drain_s=drain_s, on_progress=self.on_progress,
-                                  unlock=self.run_id if unlock else None)
+                                  unlock=self.run_id if unlock else None, drain_name=drain_name)
         if res.found != "none":
             self.on_progress(res.describe())
         return res

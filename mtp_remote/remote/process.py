@@ -209,9 +209,9 @@ def drain_report(log_text: str) -> int | None:
     return int(found[-1]) if found else None
 
 
-def _kill_reason(c, rec: ServerRecord, bound_s: float, drain_s: float | None) -> str:
+def _kill_reason(c, rec: ServerRecord, bound_s: float, drain_s: float | None, drain_name: str) -> str:
     """Say why SIGTERM was not enough: the bound that ran out and what the server's drain reported."""
-    name = "timeouts.drain_s" if drain_s is not None and bound_s == drain_s else "timeouts.term_s"
+    name = drain_name if drain_s is not None and bound_s == drain_s else "timeouts.term_s"
     tail = _run(c, f"tail -c 65536 {shlex.quote(rec.log_path)} 2>/dev/null").stdout
     left = drain_report(tail)
     said = (f"; the server still reported {left} request(s) in flight — SGLang's drain never ends once its "
@@ -221,7 +221,8 @@ def _kill_reason(c, rec: ServerRecord, bound_s: float, drain_s: float | None) ->
 
 def stop_server(c, workdir: str, smi: str, *, term_s: float = 60.0, gpu_release_s: float = 120.0,
                 drain_s: float | None = None, on_progress: Callable[[str], None] | None = None,
-                kill_s: float = 10.0, unlock: str | None = None) -> StopResult:
+                kill_s: float = 10.0, unlock: str | None = None,
+                drain_name: str = "timeouts.drain_s") -> StopResult:
     """Stop the server recorded in ``workdir`` if (and only if) it is ours — one host-side step (stop.sh).
 
     SIGTERM to its process group, wait up to ``min(term_s, drain_s)`` seconds (SGLang's drain has no timeout),
@@ -234,7 +235,9 @@ def stop_server(c, workdir: str, smi: str, *, term_s: float = 60.0, gpu_release_
     scheduler), they are still ours and are stopped and waited for. Progress lines reach ``on_progress`` as
     the host prints them. Raises StopError when the group survives SIGKILL or GPU memory is not released
     (the record is kept, so a retry waits on the same processes). ``unlock``: a run id whose host lock is
-    removed in the same step when the stop ends well (``StopResult.unlocked``)."""
+    removed in the same step when the stop ends well (``StopResult.unlocked``). ``drain_name``: what the kill
+    reason calls ``drain_s`` when that bound ran out (the playbook field, or the shorter bound after an
+    interrupt)."""
     smi_argv = shlex.split(smi) if smi else []
     bound = min(term_s, drain_s) if drain_s is not None else term_s
     r = hostscripts.run_script(c, "stop.sh", [workdir, max(1, math.ceil(bound)), int(kill_s), int(gpu_release_s),
@@ -257,7 +260,7 @@ def stop_server(c, workdir: str, smi: str, *, term_s: float = 60.0, gpu_release_
                      log_path=rec.log_path if rec else None, reason=rep.refused or rep.reason,
                      unlocked=rep.unlocked)
     if rec is not None and "KILL" in rep.signals and "TERM" in rep.signals:
-        res.kill_reason = _kill_reason(c, rec, bound, drain_s)
+        res.kill_reason = _kill_reason(c, rec, bound, drain_s, drain_name)
         if on_progress:
             on_progress(res.kill_reason)
     if rep.error:

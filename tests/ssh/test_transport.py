@@ -195,7 +195,7 @@ def test_closing_the_tunnel_does_not_stall(sshd):
     try:
         with transport.open_tunnel(c, host):
             t0 = time.perf_counter()
-        assert time.perf_counter() - t0 < 0.2  # was 2.0 s: a join on an accept() that closing did not wake
+        assert time.perf_counter() - t0 < 1.0  # was 2.0 s: a join on an accept() that closing did not wake (~10 ms now)
     finally:
         transport.close(c)
 

@@ -39,3 +39,29 @@ def test_a_failed_host_is_reported_but_not_counted_as_a_disagreement():
 def test_hosts_that_agree_give_no_disagreement():
     same = [HostOutcome(f"h{i}", 0, {"mtp": "healthy"}) for i in range(3)]
     assert disagreements(same) == []
+
+
+def test_a_fleet_diagnose_ends_with_each_hosts_next_step(tmp_path):
+    """The single-host run ends with a `next:` line; a fleet run printed none. Each host with something to do
+    gets its own, from its summary.json; a host that could not be run gets its cause and a preflight."""
+    import json
+
+    from mtp_remote.fleet import fleet_next_steps
+
+    hosts = outcomes()
+    for h, kind in (("gpu-1", "healthy"), ("gpu-2", "healthy"), ("gpu-3", "spec-corrupts-output")):
+        out = next(o for o in hosts if o.host == h)
+        out.run_id = f"20261201-0000{h[-1]}-diag"
+        (tmp_path / out.run_id).mkdir()
+        (tmp_path / out.run_id / "summary.json").write_text(json.dumps(
+            {"run_id": out.run_id, "host": {"name": h}, "verdicts": [{"profile": "mtp", "kind": kind}]}))
+    rep = FleetReport("diagnose", "r", hosts, wall_s=12.5, max_workers=8)
+    assert fleet_next_steps(rep, tmp_path) == [
+        "next [gpu-3]: find the cheapest cure: `mtp-remote mitigate --from 20261201-00003-diag -H gpu-3` (then "
+        "`bisect`, `bug-report 20261201-00003-diag`); see docs/runbooks/loops-confirmed.md",
+        "next [gpu-4]: fix the cause (SSH to 10.0.0.4 failed: timed out), then check the host: "
+        "`mtp-remote preflight -H gpu-4`"]
+    calm = FleetReport("diagnose", "r", hosts[:2], wall_s=1, max_workers=8)
+    assert fleet_next_steps(calm, tmp_path) == [
+        "next: nothing to fix on 2 host(s); compare each with an earlier run: `mtp-remote compare RUN_A RUN_B`"]
+    assert fleet_next_steps(FleetReport("status", "r", hosts, wall_s=1, max_workers=8), tmp_path) == []

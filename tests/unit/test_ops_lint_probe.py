@@ -44,7 +44,7 @@ def test_the_lint_probe_reaches_the_host_python_whole_and_answers_in_well_under_
     t0 = time.monotonic()
     good, bad = _remote_real_parser(Context(), python, argvs, ())
     elapsed = time.monotonic() - t0
-    assert elapsed < 1.0, f"{elapsed:.2f} s: stdin went byte by byte"
+    assert elapsed < 5.0, f"{elapsed:.2f} s: stdin went byte by byte"  # 48.5 s then; 0.12 s measured now
     assert (good.source, good.sglang_version) == ("real-parser", "0.5.9")
     assert good.flags["model_path"] == "/models/q" and good.flags["port"] == 30011
     assert [f.code for f in bad.findings] == ["invalid-value"]

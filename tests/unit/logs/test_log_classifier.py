@@ -138,11 +138,11 @@ def test_a_four_megabyte_log_classifies_in_well_under_a_second():
     body = (LOGS / "l13_ready_then_decode_stats.log").read_text()
     decode = body.splitlines()[-1] + "\n"
     text = body + decode * (4_000_000 // len(decode))
-    started = time.perf_counter()
+    started = time.process_time()  # CPU seconds: a loaded CI machine stretches wall time, not this
     result = classify_log(text)
-    elapsed = time.perf_counter() - started
+    elapsed = time.process_time() - started
     assert result.cls == "ready" and len(result.decode) > 10_000
-    assert elapsed < 1.0
+    assert elapsed < 1.0  # ~0.2 s measured
 
 
 def test_a_traceback_seen_only_up_to_its_opening_line_is_not_yet_a_verdict():
