@@ -232,7 +232,9 @@ def status(inventory, host, as_json):
 @_inventory_opt
 @_host_opt
 @click.option("--force", is_flag=True, help="Also stop the SGLang processes we did not start that hold this host's GPU memory or port, each by PID, after listing them (others are listed and left alone).")
-@click.option("--term-timeout", type=float, default=60.0, show_default=True, help="Seconds after SIGTERM before SIGKILL.")
+@click.option("--term-timeout", type=click.FloatRange(min=1), default=30.0, show_default=True,
+              help="Seconds after SIGTERM before SIGKILL (as a run's timeouts.drain_s; SGLang's drain with a request "
+                   "in flight never ends, so longer only waits).")
 @handle_errors
 def stop(inventory, host, force, term_timeout):
     """Stop the server we started (SIGTERM, then SIGKILL) and wait for its GPU memory to be released."""

@@ -495,15 +495,28 @@ def _allowed_fields(model: type[BaseModel], loc: tuple) -> list[str]:
     return list(cur.model_fields) if cur is not None else []
 
 
+def _field_named_by(msg: str, model: type[BaseModel]) -> str:
+    """The field a whole-file check's message is about (its loc is empty): ``default_host 'x' is not a host`` ->
+    ``default_host``; ``group 'g' names unknown hosts`` -> ``groups.g``; ``profile name 'a b' ...`` ->
+    ``profiles.a b``; else ``(file)``."""
+    first = msg.split(" ", 1)[0]
+    if first in model.model_fields:
+        return first
+    if first + "s" in model.model_fields:
+        named = re.match(r"\w+(?: name)? '([^']*)'", msg)
+        return f"{first}s.{named.group(1)}" if named else f"{first}s"
+    return "(file)"
+
+
 def _validation_error(path: Path, err: ValidationError, model: type[BaseModel]) -> ConfigError:
     import difflib
 
     lines = []
     first_field = None
     for e in err.errors():
-        loc = ".".join(str(x) for x in e["loc"]) or "(file)"
-        first_field = first_field or loc
         msg = e["msg"].removeprefix("Value error, ")
+        loc = ".".join(str(x) for x in e["loc"]) or _field_named_by(msg, model)
+        first_field = first_field or loc
         if e["type"] == "extra_forbidden":
             close = difflib.get_close_matches(str(e["loc"][-1]), _allowed_fields(model, e["loc"]), n=1)
             msg = "unknown field" + (f"; did you mean {close[0]!r}?" if close else "")

@@ -245,17 +245,22 @@ def status(c, host: HostConfig, python: str) -> StatusReport:
                                                   rec.children if rec else None))
 
 
-def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float = 60.0,
+#: Seconds ``stop`` gives a SIGTERM before SIGKILL by default: a run's ``timeouts.drain_s`` (30). Longer only
+#: waits: SGLang's drain with a request in flight never ends (its scheduler died with the SIGTERM).
+STOP_TERM_S = 30.0
+
+
+def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float = STOP_TERM_S,
          gpu_release_s: float = 120.0, on_progress: Callable[[str], None] | None = None) -> dict:
     """Stop our server; with ``force`` also the foreign processes that hold this host's GPU memory or its
     port (:func:`force_targets`), each by PID after listing them. Other SGLang-like processes are listed and
-    left alone.
+    left alone. ``term_s``: seconds after SIGTERM before SIGKILL (``--term-timeout``; the kill reason names it).
 
     Returns {"ours": StopResult dict, "foreign": [listed], "targets": [PIDs --force may signal],
     "forced": [PIDs signalled], "killed": [PIDs that needed SIGKILL], "gpu_release_s"}."""
     lc = lifecycle(c, host, python, on_progress=on_progress)
     with held_lock(lc):
-        res = lc.stop(term_s=term_s, gpu_release_s=gpu_release_s)
+        res = lc.stop(term_s=term_s, drain_s=term_s, drain_name="--term-timeout", gpu_release_s=gpu_release_s)
     foreign = foreign_processes(c, host, python, lc.workdir, None)
     targets = force_targets(foreign, host.port)
     out = {"ours": asdict(res), "ours_text": res.describe(), "foreign": [f.to_dict() for f in foreign],

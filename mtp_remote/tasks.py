@@ -59,6 +59,19 @@ def _json_out(data) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
+def _seconds(value, field: str, *, default: float) -> float:
+    """A fab option given in seconds (Invoke passes it as a string): a number >= 1, else ConfigError naming it."""
+    if value is None:
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds >= 1:  # NaN included
+        raise ConfigError(f"must be a number of seconds >= 1, not {value!r}", field=field)
+    return seconds
+
+
 def _fail(e: MtpRemoteError) -> Exit:
     if isinstance(e, Interrupted):
         INTERRUPTS.exiting()
@@ -153,16 +166,18 @@ def status(c, inventory=None, json=False):
 
 
 @task(auto_shortflags=False, help={"force": "also stop the SGLang processes we did not start that hold this host's GPU memory or port, by PID, after listing them (others are left alone)",
+            "term-timeout": "seconds after SIGTERM before SIGKILL (default 30, as a run's timeouts.drain_s)",
             "inventory": _INV_HELP})
-def stop(c, force=False, inventory=None):
+def stop(c, force=False, term_timeout=None, inventory=None):
     """Stop the server we started (SIGTERM, then SIGKILL) and wait until its GPU memory is released."""
     from .ops import stop as run_stop
     from .report.console import print_stop, progress_printer  # deferred: rich renderers
 
     console = make_console()
     try:
+        term_s = _seconds(term_timeout, "--term-timeout", default=30.0)
         with _api().open_host(inventory, _host_name(c)) as (cfg, conn, py):
-            res = run_stop(conn, cfg, py, force=force, on_progress=progress_printer(console))
+            res = run_stop(conn, cfg, py, force=force, term_s=term_s, on_progress=progress_printer(console))
     except MtpRemoteError as e:
         raise _fail(e) from None
     print_stop(console, res)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import sys
 import threading
 import time
 from pathlib import Path
@@ -71,6 +72,29 @@ def test_stop_with_a_request_in_flight_escalates_after_drain_s_says_why_and_free
     log = Path(rec.log_path).read_text()
     assert process.drain_report(log) == 1
     assert not _port_bound(lc.host.port)
+
+
+def test_the_stop_command_gives_the_drain_30_s_by_default_and_names_term_timeout_when_it_runs_out(tmp_path):
+    """`mtp-remote stop` waited 60 s (its --term-timeout) for a drain that never ends, where a run waits its
+    timeouts.drain_s (30 s), and its kill reason named timeouts.term_s, a playbook field the command has not."""
+    from click.testing import CliRunner
+
+    from mtp_remote import ops
+    from mtp_remote.cli import stop as stop_command
+
+    defaults = {o.name: o.default for o in stop_command.params}
+    assert defaults["term_timeout"] == ops.STOP_TERM_S == 30.0
+    lc = lifecycle(sim_host(tmp_path))
+    rec, _ = launch_ready(lc)
+    _request_in_flight(lc.host.port)
+    deadline = time.monotonic() + 10
+    while "#new-seq: 1" not in Path(rec.log_path).read_text().split("fired up")[-1] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    out = ops.stop(lc.c, lc.host, sys.executable, term_s=1.5)
+    assert out["ours"]["signals"] == ["TERM", "KILL"]
+    assert "did not finish within 2 s (--term-timeout)" in out["ours"]["kill_reason"]
+    assert not _port_bound(lc.host.port)
+    assert CliRunner().invoke(stop_command, ["--term-timeout", "0"]).exit_code == 2  # refused before any host
 
 
 def test_an_idle_server_stops_on_sigterm_alone(tmp_path):

@@ -182,3 +182,32 @@ def test_env_values_are_masked_unless_harmless():
                                                       "NCCL_P2P_DISABLE": "1", "ODD": "true"})
     assert h.masked_env() == {"DB_PASSWD": "***", "GH_TOKEN_RO": "***", "CUDA_VISIBLE_DEVICES": "0,1",
                               "SGLANG_SIM_FAULTS": "state_leak", "NCCL_P2P_DISABLE": "1", "ODD": "true"}
+
+
+@pytest.mark.parametrize("text, field, said", [
+    ("default_host: nope\nhosts:\n  a: {transport: local, engine: sim}\n", "default_host",
+     "default_host 'nope' is not a host; choose one of ['a']"),
+    ("default_host: a\nhosts:\n  a: {transport: local, engine: sim}\ngroups:\n  g: [a, zz]\n", "groups.g",
+     "group 'g' names unknown hosts ['zz']; choose from ['a']"),
+    ("default_host: a\nhosts:\n  'a b': {transport: local, engine: sim}\n", "hosts.a b", "host name 'a b' must match"),
+])
+def test_a_whole_file_check_names_the_field_it_is_about(tmp_path, text, field, said):
+    """These checks see the whole file (pydantic gives them no location): the error said `(file)` where the
+    field was plain from the check itself."""
+    f = tmp_path / "inventory.yaml"
+    f.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_inventory(f)
+    assert e.value.field == field and str(e.value).startswith(f"{f}: {field}: {said}"), str(e.value)
+
+
+def test_a_whole_file_playbook_check_names_the_field(tmp_path):
+    import yaml
+
+    pb = yaml.safe_load((ROOT / "playbooks" / "diagnose-mtp.yaml").read_text())
+    pb["baseline"] = "nope"
+    f = tmp_path / "pb.yaml"
+    f.write_text(yaml.safe_dump(pb))
+    with pytest.raises(ConfigError) as e:
+        load_playbook(f)
+    assert e.value.field == "baseline" and ": baseline: baseline 'nope' is not a profile; choose one of" in str(e.value)

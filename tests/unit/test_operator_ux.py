@@ -316,3 +316,17 @@ def test_a_bad_sglang_version_is_named_by_the_option_the_user_typed():
     r = CliRunner().invoke(main, ["lint-command", "--sglang-version", "abc", "python -m sglang.launch_server --tp 2"])
     assert r.exit_code == 2
     assert "--sglang-version: not an SGLang version: 'abc' (expected e.g. 0.5.9)" in r.stderr
+
+
+def test_fab_stop_term_timeout_takes_seconds_and_refuses_anything_else_by_name(tmp_path):
+    """`fab stop --term-timeout` is new (mtp-remote stop had it alone); a float default made Invoke cast the value
+    itself, and `--term-timeout=abc` was a bare ValueError traceback. Checked before the inventory is read."""
+    fab = os.path.join(os.path.dirname(sys.executable), "fab")
+    for bad in ("abc", "0", "nan"):
+        r = subprocess.run([fab, "-r", str(ROOT), "stop", f"--term-timeout={bad}", "--inventory",
+                            str(tmp_path / "missing.yaml")], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2, r
+        assert r.stderr.strip() == f"error: --term-timeout: must be a number of seconds >= 1, not '{bad}'", r.stderr
+    r = subprocess.run([fab, "-r", str(ROOT), "stop", "--term-timeout=5", "--inventory", str(tmp_path / "missing.yaml")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "missing.yaml: file not found" in r.stderr and "Traceback" not in r.stderr
