@@ -14,7 +14,7 @@ import signal
 
 
 #: Printed on the second interrupt, while the first one unwinds the run.
-SECOND_NOTICE = (b"interrupt: still stopping what this run started (servers, tunnels); "
+SECOND_NOTICE = (b"interrupt: already stopping, with what this command started (servers, tunnels); "
                  b"press Ctrl-C once more to leave at once and leave them running\n")
 #: Printed on the third, just before the process leaves with exit code 130.
 ABANDON_NOTICE = b"interrupt: left at once; servers this run started may still be running (`mtp-remote status`)\n"

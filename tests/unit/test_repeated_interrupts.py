@@ -32,7 +32,7 @@ def test_the_first_interrupt_raises_the_second_warns_the_third_leaves_with_130()
     """)
     assert r.returncode == 130, r
     assert r.stdout.splitlines() == ["unwinding True 1", "cleanup finished 2"]
-    assert "still stopping what this run started" in r.stderr and "Ctrl-C once more" in r.stderr
+    assert "already stopping, with what this command started" in r.stderr and "Ctrl-C once more" in r.stderr
     assert "left at once; servers this run started may still be running" in r.stderr
 
 
