@@ -181,7 +181,8 @@ def analyze(as_json, per_row, files):
 
 
 _playbook_opt = click.option("-p", "--playbook", default=DEFAULT_PLAYBOOK, show_default=True,
-                             help="Playbook (YAML): flags and profiles.")
+                             help="Playbook (YAML): flags and profiles. Default: the host's own `playbook:` when the "
+                                  "inventory sets one, else this.")
 
 
 @main.command()
@@ -192,13 +193,12 @@ _playbook_opt = click.option("-p", "--playbook", default=DEFAULT_PLAYBOOK, show_
 @handle_errors
 def preflight(inventory, host, playbook, as_json):
     """Read-only checks: SSH, python/SGLang/torch, GPUs, model, disk, port, foreign processes, flag lint."""
-    from .config import load_playbook
     from .ops import preflight as run_preflight
     from .report.console import checks_table
 
     if _fleet("preflight", inventory, host, playbook=playbook):
         return
-    pb = load_playbook(_api().find_playbook(playbook, inventory))
+    _, _, pb = _api().load_config(inventory, playbook, host)  # the host's own `playbook:` unless -p
     with _api().open_host(inventory, host) as (cfg, c, py):
         checks = run_preflight(c, cfg, pb, py)
     if as_json:
@@ -257,12 +257,11 @@ def stop(inventory, host, force, term_timeout):
 @handle_errors
 def launch(inventory, host, playbook, profile):
     """Launch one profile's server detached and wait until it is ready (it keeps running)."""
-    from .config import load_playbook
     from .ops import launch as run_launch
     from .report.console import progress_printer  # deferred: rich renderers
     from .runner import new_run_id
 
-    pb = load_playbook(_api().find_playbook(playbook, inventory))
+    _, _, pb = _api().load_config(inventory, playbook, host)  # the host's own `playbook:` unless -p
     console = make_console()
     with _api().open_host(inventory, host) as (cfg, c, py):
         outcome = run_launch(c, cfg, pb, profile, py, run_id=new_run_id(), on_progress=progress_printer(console))
@@ -306,14 +305,13 @@ def logs(inventory, host, follow, lines):
 @handle_errors
 def smoke(inventory, host, playbook, prompt, temperature, max_tokens, as_json):
     """Send one prompt to the running server and say whether its output loops (exit 1 if it does)."""
-    from .config import load_playbook
     from .ops import running_api_key
     from .ops import smoke as run_smoke
     from .ops import smoke_lock
     from .remote import connect as transport
     from .report.console import print_smoke  # deferred: rich renderers
 
-    pb = load_playbook(_api().find_playbook(playbook, inventory))
+    _, _, pb = _api().load_config(inventory, playbook, host)  # the host's own `playbook:` unless -p
     with _api().open_host(inventory, host) as (cfg, c, py), smoke_lock(c, cfg, py), transport.tunnel(c, cfg) as url:
         res = run_smoke(url, pb, prompt=prompt, temperature=temperature, max_tokens=max_tokens,
                         api_key=running_api_key(c, cfg, pb))

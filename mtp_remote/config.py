@@ -127,8 +127,9 @@ class HostConfig(_WithEnv):
     port: int = Field(30000, ge=1, le=65535, description="Server HTTP port on the host (bound to 127.0.0.1)")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the server")
     playbook: str | None = Field(
-        None, description="Playbook `diagnose` uses on this host when none is given (e.g. a CPU-only host whose "
-                          "engine needs other flags than the field case's)")
+        None, description="Playbook `diagnose`, `mitigate`, `bisect`, `preflight`, `launch` and `smoke` use on this "
+                          "host when none is given (e.g. a CPU-only host whose engine needs other flags than the "
+                          "field case's)")
 
     @field_validator("address", "user", "key_file", "gateway", "known_hosts", "python", "workdir", "model_path")
     @classmethod

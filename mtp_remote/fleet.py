@@ -113,7 +113,7 @@ def _run_one(command: str, host: str, *, inventory, playbook, runs_dir, on_progr
 
     with api.open_host(inventory, host) as (cfg, c, py):
         if command == "preflight":
-            checks = ops.preflight(c, cfg, load_playbook(api.find_playbook(playbook, inventory)), py)
+            checks = ops.preflight(c, cfg, api.load_config(inventory, playbook, host)[2], py)
             bad = [ch for ch in checks if ch.status != "ok"]
             return HostOutcome(host, EXIT_RUN_FAILED if any(ch.status == "fail" for ch in checks) else 0,
                                {ch.name: ch.status for ch in checks},

@@ -23,6 +23,7 @@ _RUNS_DIR_HELP = f"where run directories go (default: {RUNS_DEFAULT_HELP})"
 # httpx, pydantic, jinja2: ~1 s) and the rich renderers are imported inside the task that uses them (mtp_remote/entry.py).
 
 
+_PB_HELP = "playbook YAML (default: the host's own `playbook:` in the inventory, else playbooks/diagnose-mtp.yaml)"
 _INV_HELP = "inventory YAML (default: $MTP_REMOTE_INVENTORY, else inventory.yaml here or in a parent)"
 
 #: SIGINT/SIGTERM handling for this process (entry point state: one per process).
@@ -126,16 +127,15 @@ def diagnose(c, playbook=DEFAULT_PLAYBOOK, inventory=None, profile=None, samples
         raise Exit(code=res.exit_code)
 
 
-@task(auto_shortflags=False, help={"playbook": "playbook YAML whose profiles are linted", "inventory": _INV_HELP,
+@task(auto_shortflags=False, help={"playbook": "playbook YAML whose profiles are linted (" + _PB_HELP + ")", "inventory": _INV_HELP,
                                    "json": "print the checks as JSON"})
 def preflight(c, playbook=DEFAULT_PLAYBOOK, inventory=None, json=False):
     """Read-only checks: SSH, python/SGLang/torch, GPUs, model, disk, port, foreign processes, flag lint."""
-    from .config import load_playbook
     from .ops import preflight as run_preflight
     from .report.console import checks_table
 
     try:
-        pb = load_playbook(_api().find_playbook(playbook, inventory))
+        _, _, pb = _api().load_config(inventory, playbook, _host_name(c))  # the host's `playbook:` unless given
         with _api().open_host(inventory, _host_name(c)) as (cfg, conn, py):
             checks = run_preflight(conn, cfg, pb, py)
     except MtpRemoteError as e:
@@ -183,11 +183,10 @@ def stop(c, force=False, term_timeout=None, inventory=None):
     print_stop(console, res)
 
 
-@task(auto_shortflags=False, help={"profile": "profile of the playbook to launch (required)", "playbook": "playbook YAML",
+@task(auto_shortflags=False, help={"profile": "profile of the playbook to launch (required)", "playbook": _PB_HELP,
             "inventory": _INV_HELP})
 def launch(c, profile=None, playbook=DEFAULT_PLAYBOOK, inventory=None):
     """Launch one profile's server detached and wait until ready (it keeps running): --profile NAME."""
-    from .config import load_playbook
     from .ops import launch as run_launch
     from .report.console import progress_printer  # deferred: rich renderers
     from .runner import new_run_id
@@ -196,7 +195,7 @@ def launch(c, profile=None, playbook=DEFAULT_PLAYBOOK, inventory=None):
     INTERRUPTS.install()  # SIGTERM too: the wait is interrupted and the server just started is stopped
     console = make_console()
     try:
-        pb = load_playbook(_api().find_playbook(playbook, inventory))
+        _, _, pb = _api().load_config(inventory, playbook, _host_name(c))  # the host's `playbook:` unless given
         if not profile:
             raise ConfigError(f"required; choose one of: {', '.join(pb.profile_order())}",
                               field="--profile")
@@ -236,10 +235,9 @@ def logs(c, follow=False, lines="50", inventory=None):
 
 
 @task(auto_shortflags=False, help={"prompt": "prompt (default: the playbook's first)", "temperature": "default 0.7",
-            "playbook": "playbook YAML", "inventory": _INV_HELP, "json": "print the result as JSON"})
+            "playbook": _PB_HELP, "inventory": _INV_HELP, "json": "print the result as JSON"})
 def smoke(c, prompt=None, temperature="0.7", playbook=DEFAULT_PLAYBOOK, inventory=None, json=False):
     """Send one prompt to the running server and say whether its output loops (exit 1 if it does)."""
-    from .config import load_playbook
     from .ops import running_api_key
     from .ops import smoke as run_smoke
     from .ops import smoke_lock
@@ -251,7 +249,7 @@ def smoke(c, prompt=None, temperature="0.7", playbook=DEFAULT_PLAYBOOK, inventor
             temperature = float(temperature)
         except ValueError:
             raise ConfigError(f"must be a number, not {temperature!r}", field="--temperature") from None
-        pb = load_playbook(_api().find_playbook(playbook, inventory))
+        _, _, pb = _api().load_config(inventory, playbook, _host_name(c))  # the host's `playbook:` unless given
         with (_api().open_host(inventory, _host_name(c)) as (cfg, conn, py), smoke_lock(conn, cfg, py),
               transport.tunnel(conn, cfg) as url):
             res = run_smoke(url, pb, prompt=prompt, temperature=temperature,
@@ -275,7 +273,7 @@ def _rich_hooks(console):
                  interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
 
 
-@task(auto_shortflags=False, help={"playbook": "playbook YAML", "inventory": "inventory YAML",
+@task(auto_shortflags=False, help={"playbook": _PB_HELP, "inventory": "inventory YAML",
             "from_run": "diagnose run to start from (its corrupting profile; its baseline samples when they match)",
             "profile": "the corrupting profile (default: from --from-run, else the first speculative one)",
             "candidate": "only these candidates, comma-separated", "samples": "per-prompt budget per candidate",
@@ -309,7 +307,7 @@ def mitigate(c, playbook=DEFAULT_PLAYBOOK, inventory=None, from_run=None, profil
 @task(name="bisect", auto_shortflags=False, help={"good": "good flags: profile name or flag string (default: baseline)",
             "bad": "bad flags: profile name or flag string (default: the corrupting profile)",
             "repeats": "per-prompt sample budget of each test", "from_run": "diagnose run to start from",
-            "playbook": "playbook YAML", "inventory": "inventory YAML", "runs_dir": _RUNS_DIR_HELP,
+            "playbook": _PB_HELP, "inventory": "inventory YAML", "runs_dir": _RUNS_DIR_HELP,
             "resume": "continue bisect run RUN_ID (finished tests are not launched again)"})
 def bisect_task(c, good=None, bad=None, repeats=None, from_run=None, playbook=DEFAULT_PLAYBOOK,
                 inventory=None, runs_dir=None, resume=None):
@@ -336,7 +334,7 @@ def bisect_task(c, good=None, bad=None, repeats=None, from_run=None, playbook=DE
 
 
 @task(auto_shortflags=False, help={"command": "diagnose, mitigate, preflight, status or stop",
-            "hosts": "a,b,c or an inventory group", "playbook": "playbook YAML", "inventory": "inventory YAML",
+            "hosts": "a,b,c or an inventory group", "playbook": _PB_HELP, "inventory": "inventory YAML",
             "samples": "override samples (diagnose, mitigate)", "workers": "hosts at once (default 8)",
             "runs_dir": _RUNS_DIR_HELP})
 def fleet(c, command, hosts, playbook=DEFAULT_PLAYBOOK, inventory=None, samples=None,
