@@ -70,9 +70,17 @@ def load_config(inventory: str | Path | None, playbook: str | Path | None,
     own ``playbook`` replaces the default one."""
     inv = load_inventory(find_inventory(inventory))
     cfg = inv.get(host)
+    return inv, cfg, load_playbook(host_playbook_file(playbook, inventory, cfg))
+
+
+def host_playbook_file(playbook: str | Path | None, inventory: str | Path | None, cfg: HostConfig) -> Path:
+    """The playbook file a command on host ``cfg`` reads: ``playbook`` as given, except that the default (None
+    or ``playbooks/diagnose-mtp.yaml`` as typed) means the host's own ``playbook:`` when it sets one; found as
+    :func:`find_playbook` says. Decided before the default is resolved to a path, so a command run from a
+    subdirectory of the project still reads the host's own playbook."""
     if (playbook is None or str(playbook) == DEFAULT_PLAYBOOK) and cfg.playbook:
         playbook = cfg.playbook
-    return inv, cfg, load_playbook(find_playbook(playbook, inventory))
+    return find_playbook(playbook, inventory)
 
 
 def opening_line(host: HostConfig, pb: Playbook, run_id: str, *, n_requests: int, n_profiles: int,
@@ -152,10 +160,8 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
     raised error carries ``run_id``/``run_dir``. A run that stored no sample suggests no ``--resume`` and
     leaves no ``run.json``."""
     inventory = find_inventory(inventory)
-    playbook = find_playbook(playbook, inventory)
     _, host_cfg, pb = load_config(inventory, playbook, host)
-    if str(playbook) == DEFAULT_PLAYBOOK and host_cfg.playbook:
-        playbook = host_cfg.playbook  # what load_config read (for the report)
+    playbook = host_playbook_file(playbook, inventory, host_cfg)  # what load_config read (for the report)
     if overrides:
         try:
             pb = Playbook.model_validate({**pb.model_dump(), **overrides})

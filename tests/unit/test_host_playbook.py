@@ -11,9 +11,11 @@ import os
 import subprocess
 import sys
 
+import pytest
 from click.testing import CliRunner
 
 from mtp_remote.cli import main
+from mtp_remote.errors import ConfigError
 from mtp_remote.fleet import run_fleet
 from tests.conftest import ROOT, free_port
 
@@ -74,3 +76,34 @@ def test_fleet_preflight_lints_each_hosts_own_playbook(tmp_path):
     by_host = {h.host: h.verdicts for h in report.hosts}
     assert "lint:standalone" in by_host["cpu-box"] and "lint:mtp" not in by_host["cpu-box"], by_host
     assert "lint:mtp" in by_host["plain"], by_host
+
+
+def test_a_command_run_from_a_subdirectory_still_reads_the_hosts_own_playbook(tmp_path, monkeypatch):
+    """`diagnose` resolved the default playbook to the project's `playbooks/diagnose-mtp.yaml` (a path, no longer
+    the default as typed) before asking the host, so from a subdirectory the host's `playbook:` was skipped."""
+    from mtp_remote import api
+
+    (tmp_path / "playbooks").mkdir()
+    (tmp_path / "playbooks" / "diagnose-mtp.yaml").write_text((ROOT / "playbooks" / "diagnose-mtp.yaml").read_text())
+    (tmp_path / "playbooks" / "own.yaml").write_text(
+        (ROOT / "playbooks" / "diagnose-mtp.yaml").read_text().replace("name: diagnose-mtp", "name: own").replace("\n  mtp:\n", "\n  standalone:\n"))
+    (tmp_path / "inventory.yaml").write_text(f"""default_host: cpu-box
+hosts:
+  cpu-box:
+    transport: local
+    engine: sim
+    workdir: {tmp_path / 'wd'}
+    port: {free_port()}
+    playbook: playbooks/own.yaml
+""")
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    monkeypatch.delenv("MTP_REMOTE_INVENTORY", raising=False)
+    with pytest.raises(ConfigError) as e:  # refused at planning, before anything is launched
+        api.diagnose(inventory=None, runs_dir=tmp_path / "runs", profiles=["nosuch"])
+    assert e.value.file == str(tmp_path / "playbooks" / "own.yaml") and "standalone" in str(e.value), str(e.value)
+    _, cfg, pb = api.load_config(None, "playbooks/diagnose-mtp.yaml", None)
+    assert pb.name == "own"
+    assert api.host_playbook_file("playbooks/diagnose-mtp.yaml", None, cfg) == tmp_path / "playbooks" / "own.yaml"
+    assert api.host_playbook_file("playbooks/diagnose-mtp.yaml", None, cfg.model_copy(update={"playbook": None})) \
+        == tmp_path / "playbooks" / "diagnose-mtp.yaml"
