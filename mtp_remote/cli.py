@@ -113,7 +113,7 @@ def _fleet(command: str, inventory, host, **kw) -> bool:
     report = run_fleet(command, hosts, inventory=inventory, max_workers=kw.pop("max_workers", 8),
                        write=command in ("diagnose", "mitigate"),  # the others leave no run directory
                        on_progress=lambda h, m: console.print(f"[dim]\\[{h}][/] {escape(m)}", highlight=False), **kw)
-    sys.exit(print_fleet(console, report, runs_dir=kw.get("runs_dir", "runs")))
+    sys.exit(print_fleet(console, report, runs_dir=kw.get("runs_dir", "runs"), inventory=inventory))
 
 
 _inventory_opt = click.option("-i", "--inventory", default=None,
@@ -156,7 +156,7 @@ def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir,
     else:
         console.print(cells_table(res.summary))
         console.print(verdict_table(res.summary))
-        print_run_end(console, res.summary, res.run_dir, res.exit_code)
+        print_run_end(console, res.summary, res.run_dir, res.exit_code, inventory=inventory)
     sys.exit(res.exit_code)
 
 
@@ -374,7 +374,7 @@ def nightly(inventory, host, playbook, runs_dir, history_db, as_json, metrics_fi
         if res.error.evidence:
             err_console.print(res.error.evidence, style="dim", highlight=False, markup=False)
         console.print(f"history {res.history_db}", highlight=False)
-        print_run_end(console, doc, res.run_dir, res.exit_code)
+        print_run_end(console, doc, res.run_dir, res.exit_code, inventory=inventory)
         sys.exit(res.exit_code)
     if not as_json:
         console.print(verdict_table(doc))
@@ -388,7 +388,7 @@ def nightly(inventory, host, playbook, runs_dir, history_db, as_json, metrics_fi
         for line in lines:
             console.print(f"  {escape(line)}", highlight=False)
     console.print(f"history {res.history_db}", highlight=False)
-    print_run_end(console, doc, res.run_dir, res.exit_code)
+    print_run_end(console, doc, res.run_dir, res.exit_code, inventory=inventory)
     sys.exit(res.exit_code)
 
 
@@ -405,7 +405,7 @@ def _nightly_fleet(console, fleet, *, inventory, playbook, runs_dir, history_db,
                             on_progress=lambda h, m: console.print(f"[dim]\\[{h}][/] {escape(m)}", highlight=False))
     if as_json:
         click.echo(json.dumps(res.summary, indent=2, default=str))
-    print_fleet(console, res.report, runs_dir=runs_dir)
+    print_fleet(console, res.report, runs_dir=runs_dir, inventory=inventory)
     doc = res.summary
     for h in doc["hosts"]:
         if h["regressed"]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -288,7 +289,7 @@ def fleet_table(report: FleetReport):
     return t
 
 
-def print_fleet(console, report: FleetReport, runs_dir="runs") -> int:
+def print_fleet(console, report: FleetReport, runs_dir="runs", inventory=None) -> int:
     """Print the fleet table, the disagreeing hosts and where the report is; returns the fleet exit code."""
     from rich.markup import escape
 
@@ -300,15 +301,16 @@ def print_fleet(console, report: FleetReport, runs_dir="runs") -> int:
     where = Path(runs_dir) / f"fleet-{report.run_id}" / "fleet.md"
     console.print(f"report: {where}  (exit code {report.exit_code})" if where.exists() else
                   f"exit code {report.exit_code}")
-    for line in fleet_next_steps(report, runs_dir):
+    for line in fleet_next_steps(report, runs_dir, inventory=inventory):
         console.print(line, highlight=False, markup=False)
     return report.exit_code
 
 
-def fleet_next_steps(report: FleetReport, runs_dir="runs") -> list[str]:
+def fleet_next_steps(report: FleetReport, runs_dir="runs", *, inventory=None) -> list[str]:
     """The ``next:`` lines after a fleet diagnose: one per host with something to do (each host's own next step,
     from its ``summary.json``, as a single-host run prints it; a host that could not be run: its cause and the
-    preflight to run), or one line when no host has anything to fix. Other commands: none."""
+    preflight to run), or one line when no host has anything to fix. Other commands: none. ``inventory``: the ``-i``
+    the fleet was given (each command names it)."""
     if report.command != "diagnose":
         return []
     from .report.console import next_step
@@ -318,9 +320,10 @@ def fleet_next_steps(report: FleetReport, runs_dir="runs") -> list[str]:
         run_dir = Path(runs_dir) / h.run_id if h.run_id else None
         summary = run_dir / "summary.json" if run_dir else None
         if summary is not None and summary.exists():
-            step = next_step(json.loads(summary.read_text()), run_dir)
+            step = next_step(json.loads(summary.read_text()), run_dir, inventory=inventory)
         elif h.error:
-            step = f"fix the cause ({h.error}), then check the host: `mtp-remote preflight -H {h.host}`"
+            on = f" -i {shlex.quote(str(inventory))}" if inventory else ""
+            step = f"fix the cause ({h.error}), then check the host: `mtp-remote preflight -H {h.host}{on}`"
         else:
             continue
         (calm if step.startswith("nothing to fix") else lines).append(f"next [{h.host}]: {step}")

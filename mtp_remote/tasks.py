@@ -122,7 +122,7 @@ def diagnose(c, playbook=DEFAULT_PLAYBOOK, inventory=None, profile=None, samples
     else:
         console.print(cells_table(res.summary))
         console.print(verdict_table(res.summary))
-        print_run_end(console, res.summary, res.run_dir, res.exit_code)
+        print_run_end(console, res.summary, res.run_dir, res.exit_code, inventory=inventory)
     if res.exit_code:
         raise Exit(code=res.exit_code)
 
@@ -355,7 +355,7 @@ def fleet(c, command, hosts, playbook=DEFAULT_PLAYBOOK, inventory=None, samples=
         raise _fail(e) from None
     except ValueError as e:
         raise _fail(ConfigError(str(e), field="--command")) from None
-    code = print_fleet(console, report, runs_dir=runs_dir)
+    code = print_fleet(console, report, runs_dir=runs_dir, inventory=inventory)
     if code:
         raise Exit(code=code)
 
@@ -392,7 +392,7 @@ def nightly(c, hosts=None, playbook="playbooks/nightly.yaml", inventory=None, ru
                                     max_workers=int(workers),
                                     on_progress=lambda h, m: console.print(f"[dim]\\[{h}][/] {escape(m)}",
                                                                            highlight=False))
-            print_fleet(console, res.report, runs_dir=runs_dir)
+            print_fleet(console, res.report, runs_dir=runs_dir, inventory=inventory)
             console.print(f"fleet nightly {res.fleet_id}: {res.fleet_dir}/summary.json, junit.xml, metrics.prom")
             doc, code, error = res.summary, res.exit_code, None
         else:
@@ -406,7 +406,7 @@ def nightly(c, hosts=None, playbook="playbooks/nightly.yaml", inventory=None, ru
             doc, code, error = one.summary, one.exit_code, one.error
             if error is None:
                 console.print(verdict_table(doc))
-            print_run_end(console, doc, one.run_dir, code)
+            print_run_end(console, doc, one.run_dir, code, inventory=inventory)
     except MtpRemoteError as e:
         raise _fail(e) from None
     if json:

@@ -70,8 +70,24 @@ RUNBOOK = {"corrupt": "docs/runbooks/mtp-output-looping.md", "launch": "docs/run
            "failed": "docs/runbooks/nightly-run-failed.md"}
 
 
-def next_step(doc: dict, run_dir) -> str:
-    """What to do next after a run, from its summary: one sentence with the command or runbook to use."""
+def _same_files(doc: dict, inventory=None) -> str:
+    """The options that make a printed command read what this run read: ``-i`` for an inventory given on the
+    command line, ``-p`` for a playbook other than the default (a resume or mitigate with another playbook is
+    refused as a different experiment)."""
+    import shlex
+
+    from ..entry import DEFAULT_PLAYBOOK
+
+    opts = f" -i {shlex.quote(str(inventory))}" if inventory else ""
+    file = (doc.get("playbook") or {}).get("file")
+    if file and str(file) != DEFAULT_PLAYBOOK:
+        opts += f" -p {shlex.quote(str(file))}"
+    return opts
+
+
+def next_step(doc: dict, run_dir, *, inventory=None) -> str:
+    """What to do next after a run, from its summary: one sentence with the command or runbook to use.
+    ``inventory``: the ``-i`` the run was given (the command then names it, as it names the host)."""
     kinds = {v["profile"]: v["kind"] for v in doc.get("verdicts", [])}
     run = doc.get("run_id")
     if doc.get("status", "completed") != "completed":
@@ -87,7 +103,7 @@ def next_step(doc: dict, run_dir) -> str:
                 f"see {runbook}")
     # -H: without it, mitigate and --resume act on the inventory's default host, not the one this run was on
     host = (doc.get("host") or {}).get("name")
-    on = f" -H {host}" if host else ""
+    on = (f" -H {host}" if host else "") + _same_files(doc, inventory)
     if corrupt:
         return (f"find the cheapest cure: `mtp-remote mitigate --from {run}{on}` (then `bisect`, `bug-report {run}`); "
                 f"see docs/runbooks/loops-confirmed.md")
@@ -104,7 +120,8 @@ def next_step(doc: dict, run_dir) -> str:
     return f"nothing to fix; compare with an earlier run: `mtp-remote compare RUN {run}`"
 
 
-def print_run_end(console: Console, doc: dict, run_dir, exit_code: int, *, afterwards: bool = False) -> None:
+def print_run_end(console: Console, doc: dict, run_dir, exit_code: int, *, afterwards: bool = False,
+                  inventory=None) -> None:
     """The closing lines of a run: where the report is (or, for a run that could not be done, its
     artefacts), the exit code, and the next step. ``afterwards``: shown again later (``report``), so the code
     is named as the run's, not this command's."""
@@ -114,7 +131,7 @@ def print_run_end(console: Console, doc: dict, run_dir, exit_code: int, *, after
     else:
         console.print(f"run {doc.get('status')}: {run_dir}/summary.json (cause), junit.xml, metrics.prom; "
                       f"{code}", highlight=False)
-    console.print(f"next: {next_step(doc, run_dir)}", highlight=False, markup=False)
+    console.print(f"next: {next_step(doc, run_dir, inventory=inventory)}", highlight=False, markup=False)
 
 
 class RichHooks:
