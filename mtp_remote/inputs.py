@@ -149,7 +149,7 @@ def read_texts(path: str, skipped: list[str] | None = None) -> Iterator[tuple[st
         if skipped is not None:
             skipped.extend(f"{path}: {b}; skipped, the file's other lines analysed" for b in bad)
         yield from stream.texts()
-    else:
+    elif raw.strip():  # an empty text file has no text (the caller says so): an empty output is not "no loop"
         yield path, raw, None
 
 
@@ -191,4 +191,5 @@ def _sniffed(label: str, raw: str) -> Iterator[tuple[str, str, list[int] | None]
         if out:
             yield from out
             return
-    yield label, raw, None
+    if raw.strip():  # empty input has no text, as an empty file
+        yield label, raw, None

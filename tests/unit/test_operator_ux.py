@@ -72,6 +72,18 @@ def test_analyze_says_an_empty_samples_file_has_no_texts_instead_of_printing_not
     assert j.exit_code == 2 and json.loads(j.stdout)["error"].startswith(f"{f}: no texts in it")
 
 
+def test_analyze_refuses_an_empty_text_file_or_stdin_as_the_readme_says_instead_of_calling_it_no_loop(tmp_path):
+    """`curl ... > out.txt` that failed leaves an empty file: it was analysed as a text with no loop (exit 0)."""
+    f = tmp_path / "out.txt"
+    f.write_text("\n")
+    r = CliRunner().invoke(main, ["analyze", str(f)])
+    assert r.exit_code == 2 and f"{f}: no texts in it (empty)" in r.stderr and r.stdout == ""
+    s = CliRunner().invoke(main, ["analyze", "-"], input="")
+    assert s.exit_code == 2 and "-: no texts in it (empty)" in s.stderr
+    ok = CliRunner().invoke(main, ["analyze", "--json", str(f), "-"], input=CALM)
+    assert ok.exit_code == 2 and json.loads(ok.stdout.splitlines()[-1])["file"] == "<stdin>"
+
+
 def _run(runs, run_id: str, doc: dict) -> None:
     (runs / run_id).mkdir(parents=True)
     (runs / run_id / "summary.json").write_text(json.dumps({"run_id": run_id, "host": {"name": "gpu-1"}, **doc}))
