@@ -125,7 +125,10 @@ def _run_one(command: str, host: str, *, inventory, playbook, runs_dir, on_progr
                                f"port {cfg.port} {'in use' if st.port_in_use else 'free'}; "
                                f"{len(st.foreign)} foreign SGLang processes")
         res = ops.stop(c, cfg, py, force=force, on_progress=lambda m: on_progress(host, m))
-        return HostOutcome(host, 0, {"stop": getattr(res, "found", "done")}, res.describe())
+        left = len(res["targets"]) - len(res["forced"])  # ops.stop returns a dict (StopResult as "ours")
+        return HostOutcome(host, 0, {"stop": res["ours"]["found"]}, res["ours_text"]
+                           + (f"; --force signalled PIDs {res['forced']}" if res["forced"] else "")
+                           + (f"; {left} foreign process(es) on its GPUs or port left alone" if left > 0 else ""))
 
 
 def _nightly_one(host: str, *, inventory, playbook, runs_dir, hooks: Hooks, history_db, group: str,
