@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import shlex
 import sys
 
 import click
@@ -70,7 +71,8 @@ failed or regressed, 2 the run could not be done (config, SSH, lock, baseline), 
 (Ctrl-C/SIGTERM: our servers stopped, samples kept, the resume command printed).
 
 \b
-Inventory: -i FILE, else $MTP_REMOTE_INVENTORY, else inventory.yaml here or in a parent directory.
+Inventory: -i FILE after the command (mtp-remote status -i FILE), else $MTP_REMOTE_INVENTORY, else
+inventory.yaml here or in a parent directory.
 Shell completion (bash): eval "$(_MTP_REMOTE_COMPLETE=bash_source mtp-remote)"  (zsh_source, fish_source)
 """
 
@@ -109,10 +111,14 @@ def _fleet(command: str, inventory, host, **kw) -> bool:
     hosts = fleet_hosts(inventory, host)
     if len(hosts) < 2:
         return False
-    console = make_console()
+    as_json = kw.pop("as_json", False)
+    console = make_console(stderr=as_json)  # --json: the report on stdout, progress on stderr
     report = run_fleet(command, hosts, inventory=inventory, max_workers=kw.pop("max_workers", 8),
                        write=command in ("diagnose", "mitigate"),  # the others leave no run directory
                        on_progress=lambda h, m: console.print(f"[dim]\\[{h}][/] {escape(m)}", highlight=False), **kw)
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2, default=str))
+        sys.exit(report.exit_code)
     sys.exit(print_fleet(console, report, runs_dir=kw.get("runs_dir", "runs"), inventory=inventory))
 
 
@@ -141,7 +147,7 @@ def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir,
     from .report.console import RichHooks, cells_table, print_run_end, verdict_table
     from .runner import Hooks
 
-    if _fleet("diagnose", inventory, host, playbook=playbook, runs_dir=runs_dir, samples=samples):
+    if _fleet("diagnose", inventory, host, playbook=playbook, runs_dir=runs_dir, samples=samples, as_json=as_json):
         return
 
     console = make_console(stderr=as_json)
@@ -196,7 +202,7 @@ def preflight(inventory, host, playbook, as_json):
     from .ops import preflight as run_preflight
     from .report.console import checks_table
 
-    if _fleet("preflight", inventory, host, playbook=playbook):
+    if _fleet("preflight", inventory, host, playbook=playbook, as_json=as_json):
         return
     _, _, pb = _api().load_config(inventory, playbook, host)  # the host's own `playbook:` unless -p
     with _api().open_host(inventory, host) as (cfg, c, py):
@@ -218,7 +224,7 @@ def status(inventory, host, as_json):
     from .ops import status as run_status
     from .report.console import status_table
 
-    if _fleet("status", inventory, host):
+    if _fleet("status", inventory, host, as_json=as_json):
         return
     with _api().open_host(inventory, host) as (cfg, c, py):
         st = run_status(c, cfg, py)
@@ -241,7 +247,7 @@ def stop(inventory, host, force, term_timeout):
     from .ops import stop as run_stop
     from .report.console import print_stop, progress_printer  # deferred: rich renderers
 
-    if _fleet("stop", inventory, host, force=force):
+    if _fleet("stop", inventory, host, force=force, term_s=term_timeout):
         return
     console = make_console()
     with _api().open_host(inventory, host) as (cfg, c, py):
@@ -313,8 +319,9 @@ def smoke(inventory, host, playbook, prompt, temperature, max_tokens, as_json):
 
     _, _, pb = _api().load_config(inventory, playbook, host)  # the host's own `playbook:` unless -p
     with _api().open_host(inventory, host) as (cfg, c, py), smoke_lock(c, cfg, py), transport.tunnel(c, cfg) as url:
+        on = f" -H {shlex.quote(cfg.name)}" + (f" -i {shlex.quote(str(inventory))}" if inventory else "")
         res = run_smoke(url, pb, prompt=prompt, temperature=temperature, max_tokens=max_tokens,
-                        api_key=running_api_key(c, cfg, pb))
+                        api_key=running_api_key(c, cfg, pb), launch_hint=f"`mtp-remote launch{on} --profile NAME`")
     if as_json:
         click.echo(json.dumps(res, indent=2))
     else:
@@ -493,7 +500,7 @@ def mitigate(inventory, host, playbook, from_run, profile, only, samples, runs_d
             console.print(f"[yellow]left out {h}:[/] {escape(why)}")
         sys.exit(doc["exit_code"])
     if _fleet("mitigate", inventory, host, playbook=playbook, runs_dir=runs_dir, samples=samples,
-              only=list(only) or None):
+              only=list(only) or None, as_json=as_json):
         return
     from .mitigate import mitigate as run_mitigate
 

@@ -91,7 +91,7 @@ def host_facts(inventory, host: str) -> dict:
 
 def _run_one(command: str, host: str, *, inventory, playbook, runs_dir, on_progress, from_run=None,
              samples=None, force=False, only=None, hooks: Hooks | None = None,
-             nightly: dict | None = None) -> HostOutcome:
+             nightly: dict | None = None, term_s: float | None = None) -> HostOutcome:
     hooks = dataclasses.replace(hooks or Hooks(), on_progress=lambda m: on_progress(host, m))
     if command == "nightly":
         return _nightly_one(host, inventory=inventory, playbook=playbook, runs_dir=runs_dir, hooks=hooks,
@@ -124,7 +124,8 @@ def _run_one(command: str, host: str, *, inventory, playbook, runs_dir, on_progr
             return HostOutcome(host, 0, {"server": st.server_state},
                                f"port {cfg.port} {'in use' if st.port_in_use else 'free'}; "
                                f"{len(st.foreign)} foreign SGLang processes")
-        res = ops.stop(c, cfg, py, force=force, on_progress=lambda m: on_progress(host, m))
+        res = ops.stop(c, cfg, py, force=force, term_s=term_s or ops.STOP_TERM_S,
+                       on_progress=lambda m: on_progress(host, m))
         left = len(res["targets"]) - len(res["forced"])  # ops.stop returns a dict (StopResult as "ours")
         return HostOutcome(host, 0, {"stop": res["ours"]["found"]}, res["ours_text"]
                            + (f"; --force signalled PIDs {res['forced']}" if res["forced"] else "")
@@ -163,7 +164,8 @@ def run_fleet(command: str, hosts: list[str], *, inventory=api.DEFAULT_INVENTORY
               runs_dir="runs", max_workers: int = DEFAULT_WORKERS, from_run: str | None = None,
               samples: int | None = None, force: bool = False, only: list[str] | None = None,
               on_progress: Callable[[str, str], None] = lambda host, msg: None,
-              write: bool = True, hooks: Hooks | None = None, nightly: dict | None = None) -> FleetReport:
+              write: bool = True, hooks: Hooks | None = None, nightly: dict | None = None,
+              term_s: float | None = None) -> FleetReport:
     """Run ``command`` on every host (threads, at most ``max_workers`` at once) and build the fleet report.
 
     Per-host failures (MtpRemoteError, or any other exception: a bug on one host must not hide the others'
@@ -171,7 +173,8 @@ def run_fleet(command: str, hosts: list[str], *, inventory=api.DEFAULT_INVENTORY
     ``hooks``: interrupt hooks shared by the hosts (progress goes to ``on_progress``). ``nightly``:
     ``{"history_db", "group"}`` for ``command="nightly"`` (each host's history row gets the group and
     ``fleet-<run-id>``). A Ctrl-C waits for the hosts to end their runs; it is raised again after, except for
-    ``nightly``, whose hosts' interrupted outcomes (exit 130) are the report."""
+    ``nightly``, whose hosts' interrupted outcomes (exit 130) are the report. ``term_s``: ``stop``'s seconds
+    after SIGTERM before SIGKILL (``--term-timeout``; default :data:`ops.STOP_TERM_S`)."""
     if command not in RUNNABLE:
         raise ValueError(f"fleet command {command!r}; choose one of {COMMANDS}")
     t0 = time.monotonic()
@@ -184,7 +187,7 @@ def run_fleet(command: str, hosts: list[str], *, inventory=api.DEFAULT_INVENTORY
         try:
             out = _run_one(command, host, inventory=inventory, playbook=playbook, runs_dir=runs_dir,
                            on_progress=on_progress, from_run=from_run, samples=samples, force=force, only=only,
-                           hooks=hooks, nightly=nightly)
+                           hooks=hooks, nightly=nightly, term_s=term_s)
         except MtpRemoteError as e:
             out = HostOutcome(host, e.exit_code if e.exit_code else EXIT_RUN_FAILED, error=e.message)
         except Exception as e:  # noqa: BLE001 - one host's bug is that host's outcome, not the fleet's end

@@ -366,9 +366,11 @@ def running_api_key(c, host: HostConfig, playbook: Playbook) -> str | None:
 
 
 def smoke(base_url: str, playbook: Playbook, *, prompt: str | None = None, temperature: float = 0.7,
-          max_tokens: int | None = None, api_key: str | None = None) -> dict:
+          max_tokens: int | None = None, api_key: str | None = None,
+          launch_hint: str = "`mtp-remote launch --profile NAME` (or `fab launch --profile NAME`)") -> dict:
     """One request to a running server, its degeneracy metrics and a quick verdict ("ok" or "loops").
-    ``temperature`` must be finite and >= 0."""
+    ``temperature`` must be finite and >= 0. ``launch_hint``: the command the error names when no server of ours
+    is healthy (the entry point's, with the host and inventory it was given)."""
     import math
 
     if not math.isfinite(temperature) or temperature < 0:
@@ -383,8 +385,7 @@ def smoke(base_url: str, playbook: Playbook, *, prompt: str | None = None, tempe
     async def go():
         async with ServerClient(base_url, timeout_s=playbook.timeouts.request_s, api_key=api_key) as sc:
             if await sc.health() != 200:
-                raise MtpRemoteError("no healthy server of ours is running; start one with "
-                                     "`mtp-remote launch --profile NAME` (or `fab launch --profile NAME`)")
+                raise MtpRemoteError(f"no healthy server of ours is running; start one with {launch_hint}")
             if playbook.api == "generate":
                 return await sc.generate(playbook.prompt_template.replace("{prompt}", text),
                                          temperature=temperature, max_new_tokens=mt, seed=playbook.seed)

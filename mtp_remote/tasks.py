@@ -8,6 +8,8 @@ and the exit code (0 healthy, 1 corrupt or failed profile, 2 run could not be do
 
 from __future__ import annotations
 
+import shlex
+
 from invoke import task
 from invoke.exceptions import Exit
 from rich.markup import escape
@@ -252,8 +254,10 @@ def smoke(c, prompt=None, temperature="0.7", playbook=DEFAULT_PLAYBOOK, inventor
         _, _, pb = _api().load_config(inventory, playbook, _host_name(c))  # the host's `playbook:` unless given
         with (_api().open_host(inventory, _host_name(c)) as (cfg, conn, py), smoke_lock(conn, cfg, py),
               transport.tunnel(conn, cfg) as url):
+            inv = f" --inventory {shlex.quote(str(inventory))}" if inventory else ""
             res = run_smoke(url, pb, prompt=prompt, temperature=temperature,
-                            api_key=running_api_key(conn, cfg, pb))
+                            api_key=running_api_key(conn, cfg, pb),
+                            launch_hint=f"`fab -H {shlex.quote(cfg.name)} launch --profile NAME{inv}`")
     except MtpRemoteError as e:
         raise _fail(e) from None
     if json:
