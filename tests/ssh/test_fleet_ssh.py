@@ -75,9 +75,10 @@ def test_fleet_diagnose_names_the_one_corrupting_host_and_its_driver_and_runs_ho
     assert json.loads((fleet_dir / "fleet.json").read_text())["exit_code"] == 1
     from mtp_remote.fleet import fleet_next_steps
 
-    steps = fleet_next_steps(rep, tmp_path / "runs")  # each host's summary.json, read where the run wrote it
+    steps = fleet_next_steps(rep, tmp_path / "runs", inventory=inv)  # each host's summary.json, where it was written
     cure = [s for s in steps if s.startswith("next [gpu-3]: find the cheapest cure: `mtp-remote mitigate --from ")]
-    assert len(cure) == 1 and cure[0].split("`")[1].endswith(" -H gpu-3"), steps
+    assert len(cure) == 1, steps
+    assert cure[0].split("`")[1].endswith(f" -H gpu-3 -i {inv} -p {_playbook(tmp_path)}"), steps  # runnable as printed
 
 
 def test_an_unreachable_host_is_its_own_outcome_and_the_others_still_report(sshd, tmp_path):
