@@ -15,8 +15,8 @@ from tests.conftest import ROOT, free_port
 pytestmark = pytest.mark.sim
 
 
-def write_config(tmp_path, faults: str | None, **playbook) -> tuple[str, str]:
-    env = {"SGLANG_SIM_TIME_SCALE": "0.01"}
+def write_config(tmp_path, faults: str | None, *, time_scale: str = "0.01", **playbook) -> tuple[str, str]:
+    env = {"SGLANG_SIM_TIME_SCALE": time_scale}
     if faults:
         env["SGLANG_SIM_FAULTS"] = faults
     inv = {"default_host": "sim", "hosts": {"sim": {
