@@ -53,6 +53,10 @@ class _Sink:
         return data
 
 
+#: Seconds ``close`` waits for the tail's PID (the stream's first line) when the stream has only just opened.
+PID_WAIT_S = 5.0
+
+
 class LogStream:
     """Follow the log at ``path`` from byte ``offset`` while process ``pid`` (started ``start_ticks`` clock ticks
     after boot) lives; ``workdir`` is where its record is (``server.children`` is written there at the ready
@@ -179,8 +183,18 @@ class LogStream:
         self._joined = True  # every byte is in: the next read ends the UTF-8 decoding (a cut last character: U+FFFD)
 
     def close(self) -> None:
-        """Stop the tail (by its PID) and wait for the command to end."""
+        """Stop the tail (by its PID) and wait for the command to end.
+
+        The PID is the stream's first line, written once the host side has started its tail: a close right
+        after the stream opened (Ctrl-C/SIGTERM as ``launch`` begins its wait) waits up to :data:`PID_WAIT_S`
+        for it. Before, it found no PID, killed nothing and joined a follow that ends only when the server
+        does -- while the stop of that server waited for this close: a hang (1 in 12 `fab launch` + SIGTERM
+        under load). Should the PID still not come, or the tail outlive its kill, the wait for the command is
+        bounded: the stream ends by itself once the server is stopped."""
         self.read(0)  # the tail's PID is the first line
+        deadline = time.monotonic() + PID_WAIT_S
+        while self._tail_pid is None and not self.ended and time.monotonic() < deadline:
+            self.read(0.05)
         if not self.ended and self._tail_pid and self._tail_pid > 0:
             try:
                 self.c.run(f"kill {self._tail_pid}", hide=True, warn=True, in_stream=False)
@@ -189,4 +203,11 @@ class LogStream:
         deadline = time.monotonic() + 5
         while not self.ended and time.monotonic() < deadline:
             time.sleep(0.01)
-        self._join()
+        if self.ended:
+            self._join()
+            return
+        log.warning("the log stream's tail did not stop (its PID %s); left to end with the server",
+                    self._tail_pid if self._tail_pid else "never came")
+        joiner = threading.Thread(target=self._join, name="logstream-join", daemon=True)
+        joiner.start()
+        joiner.join(1.0)

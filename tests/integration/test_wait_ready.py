@@ -147,3 +147,66 @@ def test_a_log_deleted_on_the_host_is_still_followed_to_the_servers_last_line(tm
     finally:
         p.kill()
         p.wait()
+
+
+def _long_server(tmp_path, log: Path):
+    """A 'server' that lives 60 s (until killed), its record and a lifecycle on it."""
+    p = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    c = Context()
+    info = facts.get_process_info(c, p.pid)
+    rec = process.ServerRecord(pid=p.pid, pgid=p.pid, start_ticks=info.start_ticks, cmdline=list(info.cmdline),
+                               profile="x", port=0, log_path=str(log), run_id="r", started_at=time.time())
+    host = HostConfig(name="x", transport="local", engine="sim", workdir=str(tmp_path))
+    return p, rec, ServerLifecycle(c, host, python=sys.executable, workdir=str(tmp_path), run_id="r")
+
+
+def _closed_within(stream, seconds: float) -> float | None:
+    import threading
+
+    t0 = time.monotonic()
+    t = threading.Thread(target=stream.close, daemon=True)
+    t.start()
+    t.join(seconds)
+    return None if t.is_alive() else time.monotonic() - t0
+
+
+def test_closing_a_stream_the_moment_it_opened_stops_its_tail_and_returns(tmp_path):
+    """`fab launch` + SIGTERM as the wait began hung (1 in 12 runs under load): the stream was closed before its
+    first line (the tail's PID) arrived, so nothing was killed, and the close joined a follow that ends only with
+    the server -- whose stop came after the close. The close now waits for the PID and stops the tail."""
+    log = tmp_path / "s.log"
+    log.write_text("starting\n")
+    p, rec, lc = _long_server(tmp_path, log)
+    try:
+        for _ in range(3):
+            stream = lc.follow(rec)
+            took = _closed_within(stream, 15)  # at once: no read before, as in an interrupted launch
+            assert took is not None and took < 6, took
+            assert stream.ended and p.poll() is None  # the tail stopped; the server was not touched
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_a_stream_whose_tail_never_starts_is_left_to_end_with_the_server_not_waited_on(tmp_path, monkeypatch):
+    """The log never appears (the host side waits for it before starting its tail): no PID ever comes. The close
+    gives up after its bounded waits instead of joining a follow that ends only with the server."""
+    from mtp_remote.remote import follow
+
+    monkeypatch.setattr(follow, "PID_WAIT_S", 0.3)
+    p, rec, lc = _long_server(tmp_path, tmp_path / "never-written.log")
+    try:
+        stream = lc.follow(rec)
+        took = _closed_within(stream, 15)
+        assert took is not None and 5 <= took < 9, took  # 0.3 s for the PID, 5 s for the stream to end, 1 s join
+        assert not stream.ended
+        p.kill()
+        p.wait()
+        deadline = time.monotonic() + 5
+        while not stream.ended and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert stream.ended  # the follow ended by itself once the server was gone
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
