@@ -54,13 +54,19 @@ def _request_in_flight(port: int) -> threading.Thread:
     return t
 
 
-def test_stop_with_a_request_in_flight_escalates_after_drain_s_says_why_and_frees_the_port(tmp_path):
+def _ready_with_a_request_in_flight(tmp_path):
+    """A ready sim server whose log shows one request running: (lifecycle, record)."""
     lc = lifecycle(sim_host(tmp_path))
     rec, _ = launch_ready(lc)
     _request_in_flight(lc.host.port)
     deadline = time.monotonic() + 10
     while "#new-seq: 1" not in Path(rec.log_path).read_text().split("fired up")[-1] and time.monotonic() < deadline:
         time.sleep(0.01)
+    return lc, rec
+
+
+def test_stop_with_a_request_in_flight_escalates_after_drain_s_says_why_and_frees_the_port(tmp_path):
+    lc, rec = _ready_with_a_request_in_flight(tmp_path)
     t0 = time.monotonic()
     res = lc.stop(term_s=60, drain_s=1.5, gpu_release_s=20)
     took = time.monotonic() - t0
@@ -84,12 +90,7 @@ def test_the_stop_command_gives_the_drain_30_s_by_default_and_names_term_timeout
 
     defaults = {o.name: o.default for o in stop_command.params}
     assert defaults["term_timeout"] == ops.STOP_TERM_S == 30.0
-    lc = lifecycle(sim_host(tmp_path))
-    rec, _ = launch_ready(lc)
-    _request_in_flight(lc.host.port)
-    deadline = time.monotonic() + 10
-    while "#new-seq: 1" not in Path(rec.log_path).read_text().split("fired up")[-1] and time.monotonic() < deadline:
-        time.sleep(0.01)
+    lc, rec = _ready_with_a_request_in_flight(tmp_path)
     out = ops.stop(lc.c, lc.host, sys.executable, term_s=1.5)
     assert out["ours"]["signals"] == ["TERM", "KILL"]
     assert "did not finish within 2 s (--term-timeout)" in out["ours"]["kill_reason"]
