@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -23,7 +24,11 @@ from tests.conftest import ROOT, free_port
 def _host_with_its_own_playbook(tmp_path):
     pb = (ROOT / "playbooks" / "diagnose-mtp.yaml").read_text().replace("\n  mtp:\n", "\n  standalone:\n")
     (tmp_path / "own.yaml").write_text(pb)
-    inv = tmp_path / "inv.yaml"
+    return _inventory_of_one_host(tmp_path / "inv.yaml", tmp_path, tmp_path / "own.yaml")
+
+
+def _inventory_of_one_host(inv, tmp_path, playbook) -> Path:
+    """``inv``: one local sim host, cpu-box, whose own ``playbook:`` is ``playbook`` (as written)."""
     inv.write_text(f"""default_host: cpu-box
 hosts:
   cpu-box:
@@ -31,7 +36,7 @@ hosts:
     engine: sim
     workdir: {tmp_path / 'wd'}
     port: {free_port()}
-    playbook: {tmp_path / 'own.yaml'}
+    playbook: {playbook}
 """)
     return inv
 
@@ -87,15 +92,7 @@ def test_a_command_run_from_a_subdirectory_still_reads_the_hosts_own_playbook(tm
     (tmp_path / "playbooks" / "diagnose-mtp.yaml").write_text((ROOT / "playbooks" / "diagnose-mtp.yaml").read_text())
     (tmp_path / "playbooks" / "own.yaml").write_text(
         (ROOT / "playbooks" / "diagnose-mtp.yaml").read_text().replace("name: diagnose-mtp", "name: own").replace("\n  mtp:\n", "\n  standalone:\n"))
-    (tmp_path / "inventory.yaml").write_text(f"""default_host: cpu-box
-hosts:
-  cpu-box:
-    transport: local
-    engine: sim
-    workdir: {tmp_path / 'wd'}
-    port: {free_port()}
-    playbook: playbooks/own.yaml
-""")
+    _inventory_of_one_host(tmp_path / "inventory.yaml", tmp_path, "playbooks/own.yaml")
     (tmp_path / "sub").mkdir()
     monkeypatch.chdir(tmp_path / "sub")
     monkeypatch.delenv("MTP_REMOTE_INVENTORY", raising=False)
