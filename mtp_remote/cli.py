@@ -315,11 +315,11 @@ def smoke(inventory, host, playbook, prompt, temperature, max_tokens, as_json):
     from .ops import smoke as run_smoke
     from .ops import smoke_lock
     from .remote import connect as transport
-    from .report.console import print_smoke  # deferred: rich renderers
+    from .report.console import inventory_option, print_smoke  # deferred: rich renderers
 
     _, _, pb = _api().load_config(inventory, playbook, host)  # the host's own `playbook:` unless -p
     with _api().open_host(inventory, host) as (cfg, c, py), smoke_lock(c, cfg, py), transport.tunnel(c, cfg) as url:
-        on = f" -H {shlex.quote(cfg.name)}" + (f" -i {shlex.quote(str(inventory))}" if inventory else "")
+        on = f" -H {shlex.quote(cfg.name)}{inventory_option(inventory)}"
         res = run_smoke(url, pb, prompt=prompt, temperature=temperature, max_tokens=max_tokens,
                         api_key=running_api_key(c, cfg, pb), launch_hint=f"`mtp-remote launch{on} --profile NAME`")
     if as_json:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shlex
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -319,7 +318,7 @@ def fleet_next_steps(report: FleetReport, runs_dir="runs", *, inventory=None) ->
     the fleet was given (each command names it)."""
     if report.command != "diagnose":
         return []
-    from .report.console import next_step
+    from .report.console import inventory_option, next_step
 
     lines, calm = [], []
     for h in report.hosts:
@@ -328,8 +327,8 @@ def fleet_next_steps(report: FleetReport, runs_dir="runs", *, inventory=None) ->
         if summary is not None and summary.exists():
             step = next_step(json.loads(summary.read_text()), run_dir, inventory=inventory)
         elif h.error:
-            on = f" -i {shlex.quote(str(inventory))}" if inventory else ""
-            step = f"fix the cause ({h.error}), then check the host: `mtp-remote preflight -H {h.host}{on}`"
+            step = (f"fix the cause ({h.error}), then check the host: "
+                    f"`mtp-remote preflight -H {h.host}{inventory_option(inventory)}`")
         else:
             continue
         (calm if step.startswith("nothing to fix") else lines).append(f"next [{h.host}]: {step}")

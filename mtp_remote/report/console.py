@@ -70,6 +70,14 @@ RUNBOOK = {"corrupt": "docs/runbooks/mtp-output-looping.md", "launch": "docs/run
            "failed": "docs/runbooks/nightly-run-failed.md"}
 
 
+def inventory_option(inventory=None) -> str:
+    """`` -i INVENTORY`` (shell-quoted) for a printed command when the inventory was given on the command line,
+    else '' (the command then finds the same inventory as the run did)."""
+    import shlex
+
+    return f" -i {shlex.quote(str(inventory))}" if inventory else ""
+
+
 def _same_files(doc: dict, inventory=None) -> str:
     """The options that make a printed command read what this run read: ``-i`` for an inventory given on the
     command line, ``-p`` for a playbook other than the default (a resume or mitigate with another playbook is
@@ -78,7 +86,7 @@ def _same_files(doc: dict, inventory=None) -> str:
 
     from ..entry import DEFAULT_PLAYBOOK
 
-    opts = f" -i {shlex.quote(str(inventory))}" if inventory else ""
+    opts = inventory_option(inventory)
     file = (doc.get("playbook") or {}).get("file")
     if file and str(file) != DEFAULT_PLAYBOOK:
         opts += f" -p {shlex.quote(str(file))}"
