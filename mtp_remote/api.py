@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -18,7 +17,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from .analysis.verdict import exit_code as verdicts_exit_code
-from .config import HostConfig, Inventory, Playbook, load_inventory, load_playbook
+from .config import HostConfig, Inventory, Playbook, is_name, load_inventory, load_playbook
 from .diagnosis import design_of
 from .diagnosis import diagnose as diagnose_samples
 from .entry import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK, HISTORY_FILE, INVENTORY_ENV, find_inventory  # noqa: F401 (re-exported)
@@ -172,7 +171,7 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
     started = datetime.now(timezone.utc)
     run_id = resume or new_run_id(started)
     run_dir = Path(runs_dir) / run_id
-    if resume and (not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", resume) or ".." in resume):
+    if resume and not is_name(resume):
         raise ConfigError(f"{resume!r} is not a run id (like 20261130-141850-9b44)", field="--resume")
     if resume and not (run_dir / RUN_FILE).exists():
         raise ConfigError(f"no run {resume!r} to resume in {runs_dir}/ (no {RUN_FILE})", field="--resume")

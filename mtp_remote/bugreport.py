@@ -15,6 +15,7 @@ import re
 import shlex
 from pathlib import Path
 
+from .config import is_name
 from .errors import ConfigError
 from .remote.commands import mask_log_secrets
 
@@ -136,7 +137,7 @@ def write_bug_report(run_id: str, *, runs_dir: Path = Path("runs"), output: Path
     """Write the issue body for ``run_id`` (a diagnose run, or a mitigation run started from one); returns the
     path and the text. Raises ConfigError when the run or its summary is missing, when the run did not complete
     (its cause named), or when no profile of it has the spec-corrupts-output verdict (its verdicts named)."""
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", run_id) or ".." in run_id:
+    if not is_name(run_id):
         raise ConfigError(f"{run_id!r} is not a run id", field="RUN_ID")
     run_dir = runs_dir / run_id
     own = _read(run_dir / "mitigation.json") or _read(run_dir / "bisect.json")

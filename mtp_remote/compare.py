@@ -9,12 +9,11 @@ by side, speed by Welch's t-test and the Mann-Whitney U test on the per-sample d
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
+from .config import is_name
 from .errors import ConfigError
 
-_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 def run_dirs(runs_dir: str | Path) -> list[Path]:
@@ -39,7 +38,7 @@ def resolve_run(ref: str | None, runs_dir: str | Path = "runs") -> Path:
         return p.parent
     if (p / "summary.json").is_file():
         return p
-    if _RUN_ID.fullmatch(ref) and ".." not in ref and (Path(runs_dir) / ref / "summary.json").is_file():
+    if is_name(ref) and (Path(runs_dir) / ref / "summary.json").is_file():
         return Path(runs_dir) / ref
     recent = ", ".join(d.name for d in run_dirs(runs_dir)[-5:]) or "none"
     raise ConfigError(f"no run {ref!r} (no summary.json); recent runs: {recent}; or give 'last' or a directory",

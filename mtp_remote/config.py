@@ -18,10 +18,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .errors import ConfigError
 
-#: Host names, profile names and run ids: they become file names and shell words on the host.
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+#: Host, group, profile and mitigation names and run ids: they become file names and shell words on the host.
+#: Applied only through :func:`check_name` (``re.fullmatch``: ``$`` alone also matches before a final ``\n``).
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 #: Environment variable names, as POSIX shells accept them in ``NAME=value`` and ``export NAME``.
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASS)$", re.IGNORECASE)
 #: Environment values shown in logs, records and reports; every other value from the config is masked
 #: (a secret may hide under any name: ``DB_PASSWD``, ``GH_TOKEN_RO``).
@@ -45,12 +46,27 @@ def owned_flag(token: str) -> str | None:
     return next((f for f in OWNED_FLAGS if f.startswith(name)), None)
 
 
+def is_name(value: object, pattern: re.Pattern[str] = NAME) -> bool:
+    """Whether ``value`` is a string that ``pattern`` matches whole (``re.fullmatch``: no trailing newline
+    slips through, as it does past ``re.match(r"^...$")``), with no ``..`` in it.
+
+    The one check for every name that reaches a file name or a shell: host, group, profile, mitigation and
+    environment variable names and run ids (:data:`NAME`, :data:`ENV_NAME`)."""
+    return isinstance(value, str) and pattern.fullmatch(value) is not None and ".." not in value
+
+
+def check_name(value: object, kind: str, pattern: re.Pattern[str] = NAME) -> str:
+    """``value`` if :func:`is_name` holds; raises ValueError naming ``kind`` and the allowed form otherwise."""
+    if not is_name(value, pattern):
+        form = ("letters, digits and '_', not starting with a digit" if pattern is ENV_NAME else
+                "1-64 letters, digits and '._-', starting with a letter or digit, no '..'")
+        raise ValueError(f"{kind} {value!r} must match {pattern.pattern} whole ({form})")
+    return value  # type: ignore[return-value]
+
+
 def check_run_id(run_id: str) -> str:
-    """``run_id`` if it is a safe name (letters, digits, ``._-``, at most 64, not starting with a dot or dash);
-    raises ValueError otherwise."""
-    if not isinstance(run_id, str) or not _NAME.match(run_id):
-        raise ValueError(f"run id {run_id!r} must match {_NAME.pattern}")
-    return run_id
+    """``run_id`` if it is a safe name (:func:`check_name`); raises ValueError otherwise."""
+    return check_name(run_id, "run id")
 
 
 def _check_path(v: str | None) -> str | None:
@@ -61,8 +77,7 @@ def _check_path(v: str | None) -> str | None:
 
 def _check_env(env: dict[str, str]) -> dict[str, str]:
     for k, v in env.items():
-        if not ENV_NAME.match(k):
-            raise ValueError(f"environment variable name {k!r} must match {ENV_NAME.pattern}")
+        check_name(k, "environment variable name", ENV_NAME)
         if "\0" in v:
             raise ValueError(f"the value of {k} contains a NUL byte")
     return env
@@ -180,7 +195,7 @@ _HARMLESS_VALUE = re.compile(r"^(-?[0-9]+(\.[0-9]+)?|true|false|yes|no|on|off)$"
 def env_value_shown(name: str, value: str) -> bool:
     """True when an environment value may appear in logs, records and reports: its name is in
     :data:`SHOWN_ENV`, or the value is a number or a boolean word. Everything else counts as a secret."""
-    return bool(SHOWN_ENV.match(name) or _HARMLESS_VALUE.match(value))
+    return bool(SHOWN_ENV.fullmatch(name) or _HARMLESS_VALUE.fullmatch(value))
 
 
 def masked_env(env: dict[str, str]) -> dict[str, str]:
@@ -210,12 +225,12 @@ class Inventory(_Strict):
     @model_validator(mode="after")
     def _names(self) -> Inventory:
         for name, host in self.hosts.items():
-            if not _NAME.match(name):
-                raise ValueError(f"host name {name!r} must match {_NAME.pattern}")
+            check_name(name, "host name")
             host.name = name
         for group, members in self.groups.items():
-            if not _NAME.match(group) or group in self.hosts:
-                raise ValueError(f"group name {group!r} must match {_NAME.pattern} and differ from every host name")
+            check_name(group, "group name")
+            if group in self.hosts:
+                raise ValueError(f"group name {group!r} must differ from every host name")
             unknown = [m for m in members if m not in self.hosts]
             if unknown or not members:
                 raise ValueError(f"group {group!r} names unknown hosts {unknown}; choose from {sorted(self.hosts)}"
@@ -305,9 +320,7 @@ class MitigationConfig(_WithFlags):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not _NAME.match(v):
-            raise ValueError(f"mitigation name {v!r} must match {_NAME.pattern}")
-        return v
+        return check_name(v, "mitigation name")
 
 
 class Prompt(_Strict):
@@ -402,8 +415,7 @@ class Playbook(_Strict):
         if self.profiles[self.baseline].speculative:
             raise ValueError(f"baseline profile {self.baseline!r} must not have --speculative-* flags")
         for name in self.profiles:
-            if not _NAME.match(name):
-                raise ValueError(f"profile name {name!r} must match {_NAME.pattern}")
+            check_name(name, "profile name")
         if self.kl_probe and self.api != "generate":
             raise ValueError("kl_probe needs api: generate (chat responses carry no token logprobs here)")
         if "{prompt}" not in self.prompt_template:

@@ -12,7 +12,6 @@ which candidates are done — ``resume`` continues from it — and the ranked re
 from __future__ import annotations
 
 import json
-import re
 import shlex
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -23,7 +22,7 @@ from pydantic import ValidationError
 from .analysis.speed import LogSpeed
 from .api import RUN_FILE, experiment_fingerprint, latest_samples, load_config, remote_python
 from .candidates import Candidate, plan_candidates
-from .config import HostConfig, Playbook, ProfileConfig
+from .config import HostConfig, Playbook, ProfileConfig, is_name
 from .envfacts import EnvFacts, get_environment
 from .errors import ConfigError, Interrupted, MtpRemoteError
 from .ranking import (
@@ -246,7 +245,7 @@ def copy_reused(from_dir: Path, run_dir: Path, profiles: tuple[str, ...]) -> int
 
 
 def _check_run_id(run_id: str, field: str) -> None:
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", run_id) or ".." in run_id:
+    if not is_name(run_id):
         raise ConfigError(f"{run_id!r} is not a run id (like 20261130-141850-9b44)", field=field)
 
 

@@ -12,13 +12,14 @@ server's environment travels on the script's standard input (see :func:`env_file
 from __future__ import annotations
 
 import io
+import json
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from ..config import ENV_NAME
+from ..config import ENV_NAME, is_name
 
 SCRIPT_DIR = Path(__file__).parent / "scripts"
 
@@ -40,16 +41,16 @@ def script_command(name: str, args: Sequence[object]) -> str:
 
 
 def env_file_text(env: Mapping[str, str]) -> str:
-    """The server's environment as lines a POSIX shell sources (``NAME='value'``), values quoted.
+    """The server's environment as one JSON object (``{"NAME": "value"}``): data that ``launch.sh``'s loader
+    (the host's python, before it execs the server) reads with ``json.load``; no shell ever sources it.
 
-    Raises ValueError for a name that is not a shell name (config validation refuses them earlier; this is
-    defence in depth, since the file is sourced)."""
-    out = []
+    Raises ValueError for a name that is not a whole shell name (:func:`~mtp_remote.config.is_name` with
+    ``ENV_NAME``; config validation refuses them earlier, the loader once more on the host) or a value with a
+    NUL byte (no environment can hold one)."""
     for k, v in env.items():
-        if not ENV_NAME.match(k) or "\0" in v:
-            raise ValueError(f"environment variable {k!r} cannot be passed to a shell")
-        out.append(f"{k}={shlex.quote(v)}\n")
-    return "".join(out)
+        if not is_name(k, ENV_NAME) or "\0" in v:
+            raise ValueError(f"environment variable {k!r} cannot be passed to the server")
+    return json.dumps(dict(env)) + "\n"
 
 
 class WholeStdin(io.StringIO):

@@ -11,6 +11,7 @@ per test, no deadline; the case counts are asserted (>= 1,000 in all).
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -32,9 +33,14 @@ _HOSTILE = ["a", "Z", "_", "0", "9", "-", ".", "=", ";", "|", "&", "$", "`", "'"
             "`touch pwned`", "; touch pwned;", "&& touch pwned", "> pwned", "$HOME", "${IFS}", "'\"'\"'",
             "--port=1", "--host", "--model-p", "--config", "--api-ke", "\r"]
 hostile = st.lists(st.sampled_from(_HOSTILE), min_size=1, max_size=6).map("".join)
-env_names = st.one_of(st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,12}", fullmatch=True), hostile)
+#: A valid-looking name with a line break after it or inside it: ``re.match(r"^...$")`` let "pwned\n" through.
+_shell_name = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,12}", fullmatch=True)
+_broken = st.sampled_from(["\n", "\r\n", "\r", "\n\n", "\nreboot", "\n$(touch pwned)"])
+env_names = st.one_of(_shell_name, hostile, st.tuples(_shell_name, _broken).map("".join),
+                      st.tuples(_shell_name, _broken, _shell_name).map("".join))
 env_values = st.one_of(st.text(max_size=16), hostile)
-names = st.one_of(st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,10}", fullmatch=True), hostile)
+_file_name = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,10}", fullmatch=True)
+names = st.one_of(_file_name, hostile, st.tuples(_file_name, _broken).map("".join))
 flag_tokens = st.one_of(
     st.sampled_from(["--tp-size", "2", "--api-key", "sk-secret", "--mem-fraction-static", "0.8", "--port=1",
                      "--po", "--host", "--ho=0.0.0.0", "--model-path", "--model", "--model-p=/x", "--config",
@@ -44,9 +50,11 @@ flags = st.lists(flag_tokens, max_size=6)
 paths = st.one_of(st.sampled_from(["/tmp/wd", "/models/Qwen 3", "./m", "~/w"]), hostile.map(lambda s: "/x/" + s),
                   hostile)
 
-#: Prints its argv (NUL-terminated words), a 0x01, then sources stdin as launch.sh does and prints the env.
+#: launch.sh's own environment loader (the JSON file in, os.environ out, then exec), as the host runs it.
+ENVLOAD = re.search(r"^envload='([^']*)'$", hostscripts.script_text("launch.sh"), re.MULTILINE).group(1)
+#: Prints its argv (NUL-terminated words), a 0x01, then loads stdin with launch.sh's loader and prints the env.
 CHECKER = ('for a in "$@"; do printf "%s\\0" "$a"; done; printf "\\001"; e=$(mktemp); cat > "$e"; '
-           '( set -a; . "$e"; env -0 ); rm -f "$e"')
+           f'python3 -c {shlex.quote(ENVLOAD)} "$e" /usr/bin/env -0')
 
 
 def _expect_named_error(e: ConfigError, path: Path) -> None:
@@ -90,7 +98,7 @@ def _check(inv_data: dict, pb_data: dict, counts: dict, monkeypatch) -> None:
         counts["refused"] += 1
         return
     for k in list(host.env) + [k for p in pb.profiles.values() for k in p.env]:
-        assert ENV_NAME.match(k)
+        assert ENV_NAME.fullmatch(k)
     profile = pb.baseline
     argv = server_argv(host, pb, profile)
     env = server_env(host, pb, profile, host.workdir)

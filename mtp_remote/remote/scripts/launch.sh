@@ -2,8 +2,10 @@
 #
 # usage: sh -c "$(cat lib.sh launch.sh)" sh WORKDIR LOG PORT WAIT_S PYTHON MODULE [ARG...]
 # stdin: line 1 = the record's static fields as one JSON object (no secrets: argv already masked);
-#        the rest = the server's environment as shell assignments (NAME='value'), kept in a 0600 file
-#        that only the server's launching subshell reads, removed before the server runs.
+#        the rest = the server's environment as one JSON object {"NAME": "value"}, kept in a 0600 file.
+#        The file is data, never shell: no line of it is sourced or evaluated. $envload (below), run by the
+#        host's python as the server's first image, reads it, removes it, sets the variables and execs the
+#        server in place (same PID, so the identity below is the server's).
 # stdout: "key value" lines, last "result ok|<error>"; parsed by mtp_remote/remote/hostscripts.py (parse_launch).
 # lib.sh is prepended.
 # The record (server.ident, then server.json, server.pid) is written before the script ends; if it cannot
@@ -27,9 +29,20 @@ fi
 printf x > "$wd/server.ident.tmp.$$" 2>/dev/null || fail "cannot-write-record"
 rm -f "$wd/server.ident.tmp.$$"
 t0=$(up)
+# the environment loader: JSON in, os.environ out (names checked again: a shell name, whole), then exec
+envload='import json, os, re, sys
+path = sys.argv[1]
+with open(path) as f:
+    env = json.load(f)
+os.unlink(path)
+for name, value in env.items():
+    if not re.fullmatch("[A-Za-z_][A-Za-z0-9_]*", name) or not isinstance(value, str) or "\0" in value:
+        sys.exit("mtp-remote: refused environment variable %r" % name)
+    os.environ[name] = value
+os.execv(sys.argv[2], sys.argv[2:])'
 # one simple background command: a subshell that reads the environment, removes the file and becomes the
 # server by exec (setsid -> nohup -> python), so $! is the server's PID and, after setsid, its process group
-( set -a; . "$envf"; set +a; rm -f "$envf"; exec setsid nohup "$py" -m "$mod" "$@" > "$log" 2>&1 < /dev/null ) &
+( exec setsid nohup "$py" -c "$envload" "$envf" "$py" -m "$mod" "$@" > "$log" 2>&1 < /dev/null ) &
 pid=$!
 say "pid $pid"
 # identity: read after exec, once stat before and after the command line agree on group and start time
