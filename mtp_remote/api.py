@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from .analysis.verdict import exit_code as verdicts_exit_code
 from .config import HostConfig, Inventory, Playbook, is_name, load_inventory, load_playbook
-from .diagnosis import design_of
+from .diagnosis import design_of, record_design
 from .diagnosis import diagnose as diagnose_samples
 from .entry import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK, HISTORY_FILE, INVENTORY_ENV, find_inventory  # noqa: F401 (re-exported)
 from .errors import EXIT_RUN_FAILED, ConfigError, Interrupted, MtpRemoteError
@@ -185,13 +185,16 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
     except OSError as e:
         raise ConfigError(f"cannot create the run directory: {e.strerror}", file=str(run_dir),
                           field="--runs-dir") from None
-    started = _check_or_write_run_file(run_dir, host_cfg, pb, run_id, started, resume=bool(resume))
+    n_spec = sum(1 for lp in plan if lp.speculative)
+    started, recorded = _check_or_write_run_file(run_dir, host_cfg, pb, run_id, started, resume=bool(resume),
+                                                 design=record_design(pb, n_spec))
     hooks = hooks or Hooks()
+    pb, plan = _at_a_look(pb, plan, recorded, host_cfg, profiles, hooks)
     history_db = Path(history) if history is not None else Path(runs_dir) / HISTORY_FILE
     hooks.on_progress(opening_line(host_cfg, pb, run_id, n_requests=sum(len(lp.requests) for lp in plan),
                                    n_profiles=len(plan), playbook_file=playbook, resumed=bool(resume)))
     runner = Runner(host_cfg, pb, run_dir, run_id=run_id, python=remote_python(host_cfg), profiles=profiles,
-                    hooks=hooks, c=c)
+                    hooks=hooks, c=c, design=recorded)
     resume_cmd = _resume_command(run_id, inventory, host_cfg.name, playbook, runs_dir, overrides, profiles)
     _prewarm_report_imports()
     try:
@@ -238,12 +241,14 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
     failures = {pr.profile: (pr.cause or "unknown", pr.hint or "",
                              pr.crashed is not None and pr.crashed.get("cause") != "requests_failed")
                 for pr in profile_runs if not pr.launched and (pr.outcome or {}).get("kind") != "skipped"}
+    design = design_of(pb, sum(1 for p in spec if p not in (pb.baseline, aa)), recorded=recorded)
     diag = diagnose_samples(baseline=pb.baseline, profiles=spec, samples=samples, launch_failures=failures,
-                            design=design_of(pb, sum(1 for p in spec if p not in (pb.baseline, aa))),
-                            calibration_profile=aa)
+                            design=design, calibration_profile=aa,
+                            expected={p.id: p.expected for p in pb.prompts if p.expected is not None})
     code = verdicts_exit_code(diag.verdicts)
     doc = build_summary(run_id=run_id, host=host_cfg, playbook=pb, profile_runs=profile_runs, diagnosis=diag,
                         exit_code=code, started_at=started, n_samples=len(samples), playbook_file=str(playbook))
+    doc["design"] = {**recorded, "rounds": design.rounds, "looks_reached": list(design.looks())}
     save_summary(doc, run_dir)
     write_markdown(doc, samples, run_dir)
     write_html(doc, samples, run_dir)
@@ -269,9 +274,11 @@ def experiment_fingerprint(host: HostConfig, pb: Playbook) -> dict:
 
 
 def _check_or_write_run_file(run_dir: Path, host: HostConfig, pb: Playbook, run_id: str, started: datetime,
-                             *, resume: bool) -> datetime:
-    """Write run.json for a new run; on resume, refuse a different host or experiment (ConfigError naming
-    what differs) and return the original start time."""
+                             *, resume: bool, design: dict) -> tuple[datetime, dict]:
+    """Write run.json for a new run, with its ``design`` (``diagnosis.record_design``: the looks and alpha
+    spending every resume continues); on resume, refuse a different host or experiment (ConfigError naming
+    what differs) and return the original start time and the recorded design (a run recorded before designs
+    were: the first run's rounds are taken as this design's, with no resume look)."""
     import json
 
     path = run_dir / RUN_FILE
@@ -287,10 +294,26 @@ def _check_or_write_run_file(run_dir: Path, host: HostConfig, pb: Playbook, run_
             raise ConfigError(f"run {run_id} was made with a different {'; '.join(diffs)}; resume it with the same "
                               f"host, inventory settings and playbook (stored in {path}), or start a new run",
                               field="--resume")
-        return datetime.fromisoformat(stored["started_at"])
-    path.write_text(json.dumps({"run_id": run_id, "started_at": started.isoformat(), "fingerprint": fp},
-                               indent=2) + "\n")
-    return started
+        return datetime.fromisoformat(stored["started_at"]), stored.get("design") or {**design, "resumes": 0}
+    path.write_text(json.dumps({"run_id": run_id, "started_at": started.isoformat(), "fingerprint": fp,
+                                "design": design}, indent=2) + "\n")
+    return started, design
+
+
+def _at_a_look(pb: Playbook, plan, recorded: dict, host: HostConfig, profiles, hooks):
+    """A resume samples to a look of the recorded design: ``samples`` between two looks is raised to the next
+    one (said in a progress line), past the last allowed look lowered to it. Returns (playbook, plan)."""
+    first = recorded.get("first_rounds") or pb.samples
+    looks = [first * 2 ** s for s in range(int(recorded.get("resumes") or 0) + 1)]
+    want = pb.samples
+    if want <= first or want in looks:
+        return pb, plan
+    at = next((j for j in looks if j >= want), looks[-1])
+    why = "the next look of this run's design" if at >= want else "the design's last look (compare.resumes)"
+    hooks.on_progress(f"--samples {want} is not a look of this run's design (looks at {', '.join(map(str, looks))} "
+                      f"samples per prompt, fixed at its first run): sampling to {at}, {why}")
+    pb = pb.model_copy(update={"samples": at})
+    return pb, plan_run(host, pb, host.workdir, profiles)
 
 
 def latest_samples(samples: list[dict]) -> list[dict]:

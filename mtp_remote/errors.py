@@ -25,6 +25,16 @@ from __future__ import annotations
 EXIT_HEALTHY = 0
 EXIT_CORRUPT = 1  # a speculative profile corrupts output, or failed to launch
 EXIT_RUN_FAILED = 2  # the run could not be done (config, SSH, baseline launch, ...)
+EXIT_INCONCLUSIVE = 3  # no profile corrupts output, but one is inconclusive: no evidence either way (CI fails)
+
+#: Exit codes from least to most severe, for combining several outcomes (fleet, nightly) into one.
+EXIT_SEVERITY = (EXIT_HEALTHY, EXIT_INCONCLUSIVE, EXIT_CORRUPT, EXIT_RUN_FAILED)
+
+
+def worst_exit(codes) -> int:
+    """The most severe of ``codes`` (:data:`EXIT_SEVERITY`; an unknown code, e.g. 130, is worse than all)."""
+    rank = {c: i for i, c in enumerate(EXIT_SEVERITY)}
+    return max(codes, key=lambda c: rank.get(c, len(rank)), default=EXIT_HEALTHY)
 
 
 class MtpRemoteError(Exception):

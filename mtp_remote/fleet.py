@@ -26,7 +26,7 @@ from pathlib import Path
 from . import api
 from .config import load_inventory, load_playbook
 from .envfacts import get_environment
-from .errors import EXIT_RUN_FAILED, MtpRemoteError
+from .errors import EXIT_RUN_FAILED, MtpRemoteError, worst_exit
 from .runner import Hooks, new_run_id
 
 COMMANDS = ("diagnose", "mitigate", "preflight", "status", "stop")
@@ -61,7 +61,7 @@ class FleetReport:
 
     @property
     def exit_code(self) -> int:
-        return max((h.exit_code for h in self.hosts), default=0)
+        return worst_exit(h.exit_code for h in self.hosts)
 
     def to_dict(self) -> dict:
         d = asdict(self)

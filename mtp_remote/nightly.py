@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import __version__, api, store
-from .errors import EXIT_CORRUPT, ConfigError, MtpRemoteError
+from .errors import EXIT_CORRUPT, ConfigError, MtpRemoteError, worst_exit
 from .records import failed_summary, record_history, write_failed_run
 from .regression import RegressionReport, check_regressions
 from .report.ci import write_ci_outputs
@@ -144,7 +144,7 @@ def _run(inventory, host, playbook, runs_dir, history_db, hooks, fleet=None) -> 
     earlier = store.good_runs(db, host=doc["host"]["name"], playbook=doc["playbook"]["name"], before_run=res.run_id)
     rep = check_regressions(doc, earlier)
     doc["regression"] = rep.to_dict()
-    code = max(res.exit_code, EXIT_CORRUPT if rep.regressed else 0)
+    code = worst_exit([res.exit_code, EXIT_CORRUPT if rep.regressed else 0])
     doc["exit_code"] = code
     save_summary(doc, res.run_dir)
     write_ci_outputs(doc, res.run_dir)

@@ -142,8 +142,9 @@ class Runner:
     launch)."""
 
     def __init__(self, host: HostConfig, playbook: Playbook, run_dir: Path, *, run_id: str, python: str,
-                 profiles: list[str] | None = None, hooks: Hooks | None = None, c=None):
+                 profiles: list[str] | None = None, hooks: Hooks | None = None, c=None, design: dict | None = None):
         self.host = host
+        self.design = design  # the design the run's first launch recorded (diagnosis.record_design)
         self.playbook = playbook
         self.run_dir = run_dir
         self.run_id = run_id
@@ -183,12 +184,13 @@ class Runner:
         return self.profile_runs
 
     def _calibration_plan(self, lp: LaunchPlan) -> LaunchPlan:
-        """The A/A arm: the baseline's launch and requests under :func:`calibration_profile`'s name, sampled at
-        another concurrency (``compare.calibration_concurrency``, default half the baseline's, or 2)."""
+        """The A/A arm: the baseline's launch and requests under :func:`calibration_profile`'s name, sampled like
+        the baseline (same concurrency unless ``compare.calibration_concurrency`` says otherwise), so what
+        differs between the two is the launch alone."""
         pb = self.playbook
         name = calibration_profile(pb)
-        limit = pb.concurrency or pb.max_running_requests()
-        self._concurrency[name] = pb.compare.calibration_concurrency or (limit // 2 if limit > 1 else 2)
+        if pb.compare.calibration_concurrency:
+            self._concurrency[name] = pb.compare.calibration_concurrency
         return replace(lp, profile=name, requests=[replace(r, profile=name) for r in lp.requests])
 
     def _stop_leftover(self, lc: ServerLifecycle) -> None:
@@ -651,8 +653,13 @@ class Runner:
 
         pb = self.playbook
         n_spec = sum(1 for p in pb.profile_order() if p != pb.baseline and (not self.profiles or p in self.profiles))
-        design = design_of(pb, n_spec, temperature)
-        if temperature == 0:  # greedy cells are evidence, not a test: sampled in full
-            design = replace(design, sequential=False)
-        return cell_decision(records, profile=lp.profile, baseline=pb.baseline, temperature=temperature,
-                             design=design)
+        design = design_of(pb, n_spec, temperature, recorded=self.design)
+        if temperature == 0:  # greedy cells are lossless evidence, not a loop test: sampled in full, no p-value
+            return {"settled": False, "outcome": "continue", "reason": "greedy: compared with the baseline's output",
+                    "n": sum(1 for r in records if r["profile"] == lp.profile), "budget": design.rounds,
+                    "p": None, "bound": None}
+        d = cell_decision(records, profile=lp.profile, baseline=pb.baseline, temperature=temperature, design=design)
+        if pb.kl_probe and d["settled"] and d["outcome"] != "spec-loops-more":
+            # the KL probe's test needs the whole budget of probed samples (on the baseline too: its floor)
+            d = {**d, "settled": False, "reason": d["reason"] + "; sampling on for the KL probe"}
+        return d

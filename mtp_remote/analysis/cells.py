@@ -23,6 +23,8 @@ class SampleObs:
     ``output_ids``/``text``: the output, used for the greedy comparison at T=0 (ids preferred).
     ``kl_k3``: the sample's KL probe (``divergence.kl_probe(...).mean_k3``, nats/token) when measured;
     ``top2_margins``: per output token, logprob(top-1) - logprob(top-2), for the near-tie rule at T=0.
+    ``answer_ok``: whether the answer contains the prompt's expected answer (``lossless.check_answer``), None
+    when the prompt has none.
     """
 
     profile: str
@@ -40,6 +42,7 @@ class SampleObs:
     text: str | None = None
     kl_k3: float | None = None
     top2_margins: list[float] | None = None
+    answer_ok: bool | None = None
 
     @property
     def ok(self) -> bool:
