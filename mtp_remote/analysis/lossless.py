@@ -41,7 +41,7 @@ from .stats import fisher_loops
 #: The floor's quantile the KL exceedance test counts speculative samples above.
 KL_FLOOR_QUANTILE = 0.95
 #: Absolute bound (nats/token, mean k3 over the arm's samples) a KL violation must also exceed ...
-KL_ABS_BOUND = 5e-4
+KL_ABS_BOUND = 2e-4
 #: ... and this multiple of the floor's mean (a host whose floor is already high needs a larger gap).
 KL_REL_BOUND = 2.0
 

@@ -259,7 +259,7 @@ def test_a_harmless_kernel_difference_under_the_absolute_bound_is_a_warning_not_
     bs = samples("baseline", 0.7, 0, 80, spec=False)
     for i, (s, b) in enumerate(zip(ss, bs)):
         b.kl_k3 = 8e-5 * (1 + (i % 7) / 10)
-        s.kl_k3 = 1.25 * 8e-5 * (1 + ((i + 3) % 7) / 10)  # 1.25x the floor: significant, far under 5e-4
+        s.kl_k3 = 1.25 * 8e-5 * (1 + ((i + 3) % 7) / 10)  # 1.25x the floor: significant, under 2e-4
     v = judge("mtp", [summarize_cell("mtp", 0.7, True, ss)], [summarize_cell("baseline", 0.7, False, bs)],
               spec_samples=ss, base_samples=bs)
     assert v.kind == "healthy", v.evidence

@@ -1,0 +1,165 @@
+"""The operating characteristic of the verdict rule (issue 20), measured over the real code path.
+
+Every row plays whole runs as the runner drives them (``mtp_remote.analysis.montecarlo``: baseline first,
+rounds of one sample per prompt, the runner's early-stopping call after each round, ``verdict.judge_all``)
+on the nightly design (5 prompts, budget 12 per prompt, early stopping, alpha 0.05, margin 5 points,
+``compare.resumes`` 3). Tables (markdown, for ``docs/metrics.md``):
+
+1. family-wise false ``spec-corrupts-output`` over a chain of up to 3 resumes, each following the tool's
+   ``next:`` advice while the verdict is inconclusive — this design vs re-planning every resume;
+2. P(healthy) when the loop excess is at (or above) the margin, single run and chain;
+3. power at 5/10/20 points of loop excess;
+4. the KL test's false alarm and power: per-sample k3 decoded by the sim in process (``bench/sim_pools``),
+   healthy with numeric noise, a harmless 1.25x kernel difference, state_leak at 1 and 3 speculative steps;
+5. the nightly bar: state_leak at ``--speculative-num-steps 1`` decoded by the sim in process, nightly
+   playbook (KL probe and expected answers on): how often it is ``healthy``.
+
+    PYTHONPATH=. .venv/bin/python bench/bench_verdicts.py [--trials 400] [--sim-trials 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from mtp_remote.analysis.degeneracy import analyze_text
+from mtp_remote.analysis.montecarlo import _CLEAN_TEXT, error_rates, simulate_chain, simulate_run
+from mtp_remote.analysis.stopping import Design
+
+NIGHTLY = Design(rounds=12, family=1, sequential=True, resumes=3)
+NIGHTLY_LOSSLESS = Design(rounds=12, family=2, sequential=True, resumes=3)  # + the lossless member
+
+
+def chain_fwer(trials: int, seed: int) -> None:
+    print("\n**Family-wise false alarm over a chain of resumes** (equal loop rates; share of chains in which some "
+          f"run called the profile `spec-corrupts-output`; {trials} chains per cell, seed {seed})\n")
+    print("| base = spec | rule | first run | ≤ 1 resume | ≤ 2 resumes | ≤ 3 resumes |")
+    print("|---:|---|---:|---:|---:|---:|")
+    for rate in (0.05, 0.10, 0.20):
+        for replan in (True, False):
+            cells = [error_rates({"baseline": rate, "mtp": rate}, NIGHTLY, trials=trials, seed=seed, resumes=r,
+                                 replan=replan).any_corrupt for r in range(4)]
+            name = "re-planned each resume (before)" if replan else "fixed design (now)"
+            print(f"| {rate:.0%} | {name} | " + " | ".join(f"{c:.1%}" for c in cells) + " |", flush=True)
+
+
+def healthy_at_margin(trials: int, seed: int) -> None:
+    print(f"\n**P(healthy) with the excess at or above the margin** ({trials} runs / chains per row, seed {seed})\n")
+    print("| base | spec | excess | healthy, first run | healthy anywhere in a chain of ≤ 3 resumes |")
+    print("|---:|---:|---:|---:|---:|")
+    for base, spec in ((0.0, 0.05), (0.05, 0.10), (0.0, 0.07), (0.0, 0.10)):
+        one = error_rates({"baseline": base, "mtp": spec}, NIGHTLY, trials=trials, seed=seed)
+        chain = error_rates({"baseline": base, "mtp": spec}, NIGHTLY, trials=trials, seed=seed, resumes=3)
+        print(f"| {base:.0%} | {spec:.0%} | {spec - base:.0%} | {one.kinds['mtp'].get('healthy', 0):.1%} | "
+              f"{chain.healthy_any:.1%} |", flush=True)
+
+
+def power(trials: int, seed: int) -> None:
+    print(f"\n**Power** (share called `spec-corrupts-output`; {trials} runs / chains per row, seed {seed})\n")
+    print("| base | spec | first run | after ≤ 3 resumes | samples/arm, first run | family |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for design in (NIGHTLY, NIGHTLY_LOSSLESS):
+        for spec in (0.05, 0.10, 0.20):
+            one = error_rates({"baseline": 0.0, "mtp": spec}, design, trials=trials, seed=seed)
+            chain = error_rates({"baseline": 0.0, "mtp": spec}, design, trials=trials, seed=seed, resumes=3)
+            print(f"| 0% | {spec:.0%} | {one.kinds['mtp'].get('spec-corrupts-output', 0):.1%} | "
+                  f"{chain.any_corrupt:.1%} | {one.mean_samples['mtp']:.1f} | {design.family} |", flush=True)
+
+
+def kl_rows(pool_n: int, trials: int, seed: int) -> None:
+    from bench.sim_pools import Arm, SimDecoder
+
+    dec = SimDecoder(max_new=2048)
+    arms = {"baseline (noise 0.02)": Arm(0, False, 0.02), "healthy MTP 3 steps (noise 0.02)": Arm(3, False, 0.02),
+            "state_leak, 1 step": Arm(1, True, 0.02), "state_leak, 3 steps": Arm(3, True, 0.02)}
+    t0 = time.perf_counter()
+    pools = {name: np.array([dec.k3(j, arm, 5000 + i) for i in range(pool_n) for j in range(5)])
+             for name, arm in arms.items()}
+    pools["harmless 1.25x kernel difference"] = 1.25 * pools["healthy MTP 3 steps (noise 0.02)"]
+    rng = np.random.default_rng(seed)
+    clean = analyze_text(_CLEAN_TEXT)
+    print(f"\n**KL test** (per-sample k3 at T = 1, 2048 tokens max, decoded by the sim in process: "
+          f"{pool_n * 5} samples per arm, resampled; {trials} tests per cell through `verdict.judge_all`, "
+          f"alpha 0.05, seed {seed}; {time.perf_counter() - t0:.0f} s to decode)\n")
+    print("| speculative arm | mean k3 (nats/token) | flagged, 20 per arm | flagged, 60 per arm |")
+    print("|---|---:|---:|---:|")
+    from mtp_remote.analysis.verdict import SampleObs, judge_all, summarize_cell
+
+    for name, pool in pools.items():
+        if name.startswith("baseline"):
+            continue
+        shares = []
+        for n in (20, 60):
+            hits = 0
+            for _ in range(trials):
+                def obs(profile, values):
+                    return [SampleObs(profile, 0.7, f"p{i % 5}", i // 5, i, clean, "stop", 200, 1.0, None,
+                                      kl_k3=float(v)) for i, v in enumerate(values)]
+                b = obs("baseline", rng.choice(pools["baseline (noise 0.02)"], n))
+                s = obs("mtp", rng.choice(pool, n))
+                v = judge_all({"mtp": ([summarize_cell("mtp", 0.7, True, s)], s)},
+                              [summarize_cell("baseline", 0.7, False, b)], b, design=Design(rounds=n // 5))["mtp"]
+                hits += bool(v.kl_probe and v.kl_probe["flagged"])
+            shares.append(hits / trials)
+        print(f"| {name} | {pool.mean():.2g} | {shares[0]:.1%} | {shares[1]:.1%} |", flush=True)
+
+
+def nightly_bar(trials: int, seed: int) -> None:
+    from bench.sim_pools import Arm, SimDecoder
+
+    dec = SimDecoder(max_new=2048)
+    arms = {"baseline": Arm(0, False, 0.02), "mtp": Arm(1, True, 0.02)}
+    cache: dict = {}
+
+    def draw(profile, j, i, rng):
+        key = (profile, j, i, int(rng.integers(1 << 30)))
+        if key not in cache:
+            cache[key] = dec.sample(j, arms[profile], key[3])
+        return cache[key]
+
+    t0 = time.perf_counter()
+    kinds: dict[str, int] = {}
+    used = []
+    rng = np.random.default_rng(seed)
+    for _ in range(trials):
+        out = simulate_run({"baseline": None, "mtp": None}, NIGHTLY_LOSSLESS, rng=rng, draw=draw)
+        kinds[out.verdicts["mtp"]] = kinds.get(out.verdicts["mtp"], 0) + 1
+        used.append(out.samples["mtp"])
+    print(f"\n**Nightly bar**: state_leak at `--speculative-num-steps 1` (numeric_noise 0.02), nightly playbook "
+          f"with the KL probe and expected answers, decoded by the sim in process: {trials} runs, seed {seed}, "
+          f"{time.perf_counter() - t0:.0f} s\n")
+    print("| verdict | runs |")
+    print("|---|---:|")
+    for k, v in sorted(kinds.items()):
+        print(f"| {k} | {v}/{trials} |")
+    print(f"\n(samples per arm: mean {np.mean(used):.1f})")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=400)
+    ap.add_argument("--kl-trials", type=int, default=400)
+    ap.add_argument("--sim-trials", type=int, default=20)
+    ap.add_argument("--pool", type=int, default=40, help="sim samples per prompt and arm for the KL table")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--only", default="fwer,healthy,power,kl,nightly")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    parts = args.only.split(",")
+    if "fwer" in parts:
+        chain_fwer(args.trials, args.seed)
+    if "healthy" in parts:
+        healthy_at_margin(args.trials, args.seed)
+    if "power" in parts:
+        power(args.trials, args.seed)
+    if "kl" in parts:
+        kl_rows(args.pool, args.kl_trials, args.seed)
+    if "nightly" in parts:
+        nightly_bar(args.sim_trials, args.seed)
+    print(f"\n({time.perf_counter() - t0:.0f} s on this machine)")
+
+
+if __name__ == "__main__":
+    main()
