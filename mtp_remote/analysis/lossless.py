@@ -11,7 +11,7 @@ the baseline and its A/A relaunch when ``compare.calibration`` measured one):
   the near-tie margin is then the whole model of numerical noise.
 - **kl** (decode vs prefill): per-sample k3 (``divergence.kl_probe``) of the speculative arm against the
   floor's per-sample k3 by an exceedance (placement) test: x = speculative samples strictly above the
-  floor's r-th largest value (r = ceil((1 - :data:`KL_FLOOR_QUANTILE`) m), the floor's high quantile); under
+  floor's r-th largest value (r = max(1, ceil((1 - :data:`KL_FLOOR_QUANTILE`) m)): the maximum); under
   exchangeability the pooled ranks are uniform, so ``P(X >= x)`` is hypergeometric (exact, conservative
   with ties). It only counts as a violation when the arm's mean k3 also clears an absolute bound,
   ``max(KL_ABS_BOUND, KL_REL_BOUND x floor mean)`` nats/token (like SGLang's own MTP tests bound the
@@ -38,8 +38,10 @@ from scipy import stats
 from .degeneracy import tokenize
 from .stats import fisher_loops
 
-#: The floor's quantile the KL exceedance test counts speculative samples above.
-KL_FLOOR_QUANTILE = 0.95
+#: The floor's quantile the KL exceedance test counts speculative samples above: its maximum. A state_leak at
+#: one speculative step lifts only the upper ~10 % of samples (the bulk sits on the floor): on the sim, 60
+#: probed samples per arm find it 83 % of the time above the floor's maximum, 43 % above its 95 % quantile.
+KL_FLOOR_QUANTILE = 1.0
 #: Absolute bound (nats/token, mean k3 over the arm's samples) a KL violation must also exceed ...
 KL_ABS_BOUND = 2e-4
 #: ... and this multiple of the floor's mean (a host whose floor is already high needs a larger gap).
@@ -93,9 +95,9 @@ def kl_test(spec_k3: Sequence[float], floor_k3: Sequence[float], *, source: str 
     mean, floor_mean = float(np.mean(spec_k3)), float(np.mean(floor_k3))
     bound = max(abs_bound, rel_bound * floor_mean)
     ok = mean > bound
-    q = f"{KL_FLOOR_QUANTILE:.0%}"
+    q = "maximum" if r == 1 else f"{r}th largest value"
     ev = (f"decode vs prefill logprobs: {x}/{len(spec_k3)} speculative samples above the {source} floor's "
-          f"{q} quantile ({thr:.2g} nats/token, {len(floor_k3)} samples; exceedance p={p:.2g}), mean k3 "
+          f"{q} ({thr:.2g} nats/token, {len(floor_k3)} samples; exceedance p={p:.2g}), mean k3 "
           f"{mean:.2g} {'>' if ok else '<='} bound {bound:.2g}")
     return LosslessTest("kl", p if ok else 1.0, p, ok, ev,
                         {"above": x, "n": len(spec_k3), "floor_n": len(floor_k3), "floor_quantile": thr,
