@@ -208,9 +208,9 @@ def test_an_aa_arm_calibrates_a_noisy_host_and_the_kl_probe_still_catches_state_
         found[faults] = res.summary
     noisy = found["numeric_noise=0.3"]
     (v,) = noisy["verdicts"]  # the A/A arm is measured, not judged
-    assert v["kind"] != "spec-corrupts-output" and not any(w.startswith("KL probe") for w in v["warnings"])
+    assert v["kind"] != "spec-corrupts-output" and not v["kl_probe"]["flagged"]
     cal = noisy["calibration"]
     assert cal["greedy_pairs"] == 4 and cal["kl_floor_n"] == 32 and cal["kl_floor_mean"] > 1e-3
     assert "baseline-aa" in {p["profile"] for p in noisy["profiles"]}
     (leak,) = found["state_leak,numeric_noise=0.02"]["verdicts"]
-    assert leak["kind"] == "spec-corrupts-output" and any(w.startswith("KL probe") for w in leak["warnings"])
+    assert leak["kind"] == "spec-corrupts-output" and leak["kl_probe"]["flagged"]
