@@ -21,51 +21,67 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import replace
 
 import numpy as np
 
 from mtp_remote.analysis.degeneracy import analyze_text
-from mtp_remote.analysis.montecarlo import _CLEAN_TEXT, error_rates, simulate_chain, simulate_run
+from mtp_remote.analysis.montecarlo import _CLEAN_TEXT, _LOOP_TEXT, simulate_chain, simulate_run
 from mtp_remote.analysis.stopping import Design
 
 NIGHTLY = Design(rounds=12, family=1, sequential=True, resumes=3)
-NIGHTLY_LOSSLESS = Design(rounds=12, family=2, sequential=True, resumes=3)  # + the lossless member
+NIGHTLY_LOSSLESS = replace(NIGHTLY, family=2)  # + the lossless member (KL probe, answers)
+
+
+def chains(rates: dict, trials: int, seed: int, *, replan: bool = False, design: Design = NIGHTLY) -> list[list]:
+    """``trials`` chains of up to 3 resumes (each stops once nothing is inconclusive), one seeded generator."""
+    rng = np.random.default_rng(seed)
+    metrics = (analyze_text(_LOOP_TEXT), analyze_text(_CLEAN_TEXT))
+    return [simulate_chain(rates, design, resumes=3, rng=rng, metrics=metrics, replan=replan)
+            for _ in range(trials)]
+
+
+def upto(chain_list: list[list], kind: str, stages: int) -> float:
+    """Share of chains in which some run among the first ``stages`` called the profile ``kind``."""
+    return float(np.mean([any(o.verdicts["mtp"] == kind for o in c[:stages]) for c in chain_list]))
 
 
 def chain_fwer(trials: int, seed: int) -> None:
     print("\n**Family-wise false alarm over a chain of resumes** (equal loop rates; share of chains in which some "
-          f"run called the profile `spec-corrupts-output`; {trials} chains per cell, seed {seed})\n")
-    print("| base = spec | rule | first run | ≤ 1 resume | ≤ 2 resumes | ≤ 3 resumes |")
-    print("|---:|---|---:|---:|---:|---:|")
+          f"run called the profile `spec-corrupts-output`; {trials} chains per row, each resumed to the design's "
+          f"next look while inconclusive, seed {seed})\n")
+    print("| base = spec | rule | first run | ≤ 1 resume | ≤ 2 resumes | ≤ 3 resumes | runs per chain |")
+    print("|---:|---|---:|---:|---:|---:|---:|")
     for rate in (0.05, 0.10, 0.20):
         for replan in (True, False):
-            cells = [error_rates({"baseline": rate, "mtp": rate}, NIGHTLY, trials=trials, seed=seed, resumes=r,
-                                 replan=replan).any_corrupt for r in range(4)]
+            cs = chains({"baseline": rate, "mtp": rate}, trials, seed, replan=replan)
             name = "re-planned each resume (before)" if replan else "fixed design (now)"
-            print(f"| {rate:.0%} | {name} | " + " | ".join(f"{c:.1%}" for c in cells) + " |", flush=True)
+            print(f"| {rate:.0%} | {name} | " + " | ".join(f"{upto(cs, 'spec-corrupts-output', s):.1%}"
+                                                         for s in range(1, 5))
+                  + f" | {np.mean([len(c) for c in cs]):.2f} |", flush=True)
 
 
 def healthy_at_margin(trials: int, seed: int) -> None:
-    print(f"\n**P(healthy) with the excess at or above the margin** ({trials} runs / chains per row, seed {seed})\n")
-    print("| base | spec | excess | healthy, first run | healthy anywhere in a chain of ≤ 3 resumes |")
+    print(f"\n**P(healthy) with the loop excess at or above the margin** ({trials} chains per row, seed {seed})\n")
+    print("| base | spec | excess | healthy, first run | healthy in a chain of ≤ 3 resumes |")
     print("|---:|---:|---:|---:|---:|")
     for base, spec in ((0.0, 0.05), (0.05, 0.10), (0.0, 0.07), (0.0, 0.10)):
-        one = error_rates({"baseline": base, "mtp": spec}, NIGHTLY, trials=trials, seed=seed)
-        chain = error_rates({"baseline": base, "mtp": spec}, NIGHTLY, trials=trials, seed=seed, resumes=3)
-        print(f"| {base:.0%} | {spec:.0%} | {spec - base:.0%} | {one.kinds['mtp'].get('healthy', 0):.1%} | "
-              f"{chain.healthy_any:.1%} |", flush=True)
+        cs = chains({"baseline": base, "mtp": spec}, trials, seed)
+        print(f"| {base:.0%} | {spec:.0%} | {spec - base:.0%} | {upto(cs, 'healthy', 1):.1%} | "
+              f"{upto(cs, 'healthy', 4):.1%} |", flush=True)
 
 
 def power(trials: int, seed: int) -> None:
-    print(f"\n**Power** (share called `spec-corrupts-output`; {trials} runs / chains per row, seed {seed})\n")
-    print("| base | spec | first run | after ≤ 3 resumes | samples/arm, first run | family |")
+    print(f"\n**Power** (share of chains called `spec-corrupts-output`; {trials} chains per row, seed {seed}; "
+          "family 1: loop test alone, 2: with the lossless member of a playbook with T = 0, KL or answers)\n")
+    print("| base | spec | family | first run | after ≤ 3 resumes | samples/arm, first run |")
     print("|---:|---:|---:|---:|---:|---:|")
-    for design in (NIGHTLY, NIGHTLY_LOSSLESS):
+    for family in (1, 2):
         for spec in (0.05, 0.10, 0.20):
-            one = error_rates({"baseline": 0.0, "mtp": spec}, design, trials=trials, seed=seed)
-            chain = error_rates({"baseline": 0.0, "mtp": spec}, design, trials=trials, seed=seed, resumes=3)
-            print(f"| 0% | {spec:.0%} | {one.kinds['mtp'].get('spec-corrupts-output', 0):.1%} | "
-                  f"{chain.any_corrupt:.1%} | {one.mean_samples['mtp']:.1f} | {design.family} |", flush=True)
+            cs = chains({"baseline": 0.0, "mtp": spec}, trials, seed, design=replace(NIGHTLY, family=family))
+            n1 = np.mean([c[0].samples["mtp"] for c in cs])
+            print(f"| 0% | {spec:.0%} | {family} | {upto(cs, 'spec-corrupts-output', 1):.1%} | "
+                  f"{upto(cs, 'spec-corrupts-output', 4):.1%} | {n1:.1f} |", flush=True)
 
 
 def kl_rows(pool_n: int, trials: int, seed: int) -> None:

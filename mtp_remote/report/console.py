@@ -119,9 +119,19 @@ def next_step(doc: dict, run_dir, *, inventory=None) -> str:
         need = [c["samples_needed"] for v in doc.get("verdicts", []) if v.get("kind") == "inconclusive"
                 for c in v.get("comparisons") or [] if c.get("samples_needed")]
         prompts = len((doc.get("playbook") or {}).get("prompts") or [])
+        design = doc.get("design") or {}
+        first = design.get("first_rounds")
+        stages = [first * 2 ** s for s in range(int(design.get("resumes") or 0) + 1)] if first else []
+        later = [j for j in stages if j > int(design.get("rounds") or first or 0)]
+        if design and not later:
+            return (f"this run's design has no look left (compare.resumes, fixed at its first run): start a new run "
+                    f"with more samples, e.g. `mtp-remote diagnose{on} --samples N`")
         if need and prompts:  # --samples is per prompt at T > 0; the evidence counts samples per arm
-            per = -(-max(need) // prompts)
-            return (f"add samples: `mtp-remote diagnose --resume {run}{on} --samples {per}` ({per} per prompt x "
+            want = -(-max(need) // prompts)
+            per = next((j for j in later if j >= want), later[-1]) if later else want
+            look = " (the design's next look that gets there)" if later and per >= want else \
+                " (the design's last look)" if later else ""
+            return (f"add samples: `mtp-remote diagnose --resume {run}{on} --samples {per}`{look} ({per} per prompt x "
                     f"{prompts} prompts = {per * prompts} per arm at each T > 0; the evidence asks for about "
                     f"{max(need)})")
         return f"add samples: `mtp-remote diagnose --resume {run}{on} --samples N` (N per prompt; the evidence says how many per arm)"
