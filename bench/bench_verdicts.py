@@ -11,7 +11,8 @@ on the nightly design (5 prompts, budget 12 per prompt, early stopping, alpha 0.
 3. power at 5/10/20 points of loop excess;
 4. the KL test's false alarm and power: per-sample k3 decoded by the sim in process (``bench/sim_pools``),
    healthy with numeric noise, a harmless 1.25x kernel difference, state_leak at 1 and 3 speculative steps;
-5. the nightly bar: state_leak at ``--speculative-num-steps 1`` decoded by the sim in process, nightly
+5. what the rule assumes: the false alarm under a per-launch log-odds effect;
+6. the nightly bar: state_leak at ``--speculative-num-steps 1`` decoded by the sim in process, nightly
    playbook (KL probe and expected answers on): how often it is ``healthy``.
 
     PYTHONPATH=. .venv/bin/python bench/bench_verdicts.py [--trials 400] [--sim-trials 20]
@@ -33,12 +34,24 @@ NIGHTLY = Design(rounds=12, family=1, sequential=True, resumes=3)
 NIGHTLY_LOSSLESS = replace(NIGHTLY, family=2)  # + the lossless member (KL probe, answers)
 
 
-def chains(rates: dict, trials: int, seed: int, *, replan: bool = False, design: Design = NIGHTLY) -> list[list]:
+def chains(rates: dict, trials: int, seed: int, *, replan: bool = False, design: Design = NIGHTLY,
+           launch_sd: float = 0.0) -> list[list]:
     """``trials`` chains of up to 3 resumes (each stops once nothing is inconclusive), one seeded generator."""
     rng = np.random.default_rng(seed)
     metrics = (analyze_text(_LOOP_TEXT), analyze_text(_CLEAN_TEXT))
-    return [simulate_chain(rates, design, resumes=3, rng=rng, metrics=metrics, replan=replan)
+    return [simulate_chain(rates, design, resumes=3, rng=rng, metrics=metrics, replan=replan, launch_sd=launch_sd)
             for _ in range(trials)]
+
+
+def launch_effect(trials: int, seed: int) -> None:
+    print(f"\n**What the rule assumes: no launch effect** (equal loop rates 10 %, each run relaunches every arm with "
+          f"a log-odds effect ~ N(0, sd); {trials} chains per row, seed {seed})\n")
+    print("| launch sd | false corrupt, first run | ≤ 3 resumes |")
+    print("|---:|---:|---:|")
+    for sd in (0.0, 0.25, 0.5):
+        cs = chains({"baseline": 0.10, "mtp": 0.10}, trials, seed, launch_sd=sd)
+        print(f"| {sd:g} | {upto(cs, 'spec-corrupts-output', 1):.1%} | {upto(cs, 'spec-corrupts-output', 4):.1%} |",
+              flush=True)
 
 
 def upto(chain_list: list[list], kind: str, stages: int) -> float:
@@ -160,7 +173,7 @@ def main() -> None:
     ap.add_argument("--sim-trials", type=int, default=20)
     ap.add_argument("--pool", type=int, default=40, help="sim samples per prompt and arm for the KL table")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--only", default="fwer,healthy,power,kl,nightly")
+    ap.add_argument("--only", default="fwer,healthy,power,launch,kl,nightly")
     args = ap.parse_args()
     t0 = time.perf_counter()
     parts = args.only.split(",")
@@ -170,6 +183,8 @@ def main() -> None:
         healthy_at_margin(args.trials, args.seed)
     if "power" in parts:
         power(args.trials, args.seed)
+    if "launch" in parts:
+        launch_effect(args.trials, args.seed)
     if "kl" in parts:
         kl_rows(args.pool, args.kl_trials, args.seed)
     if "nightly" in parts:

@@ -59,13 +59,24 @@ class _Run:
     next_round: dict[str, int] = field(default_factory=dict)
 
 
+def _launched(rates: np.ndarray, sd: float, rng: np.random.Generator) -> np.ndarray:
+    """Degenerate rates of one launch: each shifted by one log-odds effect ~ N(0, ``sd``) for the launch (0 and 1
+    stay put)."""
+    if sd <= 0:
+        return rates
+    with np.errstate(divide="ignore"):
+        logit = np.log(rates) - np.log1p(-rates)
+    return 1 / (1 + np.exp(-(logit + rng.normal(0.0, sd))))
+
+
 def _sample(run: _Run, rates, design: Design, *, baseline: str, prompts: int, temperature: float,
-            rng: np.random.Generator, metrics: tuple, draw: Draw | None) -> None:
+            rng: np.random.Generator, metrics: tuple, draw: Draw | None, launch_sd: float = 0.0) -> None:
     """Sample every arm up to ``design.rounds`` (baseline first), stopping each cell as the runner does:
-    a cell settled by what is stored gets no new sample (a resume's ``settle_stored``)."""
+    a cell settled by what is stored gets no new sample (a resume's ``settle_stored``). Each call is one
+    launch per arm: with ``launch_sd`` its rates move by a per-launch log-odds effect."""
     loop_m, clean_m = metrics
     for name in run.names:
-        per_prompt = None if draw else np.asarray(_rates(rates[name], prompts))
+        per_prompt = None if draw else _launched(np.asarray(_rates(rates[name], prompts)), launch_sd, rng)
         obs = run.obs.setdefault(name, [])
         start = run.next_round.get(name, 0)
         if start and design.sequential and cell_decision(run.records, profile=name, baseline=baseline,
@@ -115,12 +126,13 @@ def simulate_run(rates: Mapping[str, float | Sequence[float] | None], design: De
 def simulate_chain(rates: Mapping[str, float | Sequence[float] | None], design: Design, *, resumes: int,
                    baseline: str = "baseline", prompts: int = 5, temperature: float = 0.7,
                    rng: np.random.Generator, metrics: tuple | None = None, draw: Draw | None = None,
-                   until_decided: bool = True, replan: bool = False) -> list[RunOutcome]:
+                   until_decided: bool = True, replan: bool = False, launch_sd: float = 0.0) -> list[RunOutcome]:
     """A first run and up to ``resumes`` resumes, each following the tool's own ``next:`` advice: while some
     profile is ``inconclusive`` (``until_decided``; else always), ``--resume --samples`` the design's next
     look (2x, 4x, ... the first run's rounds: ``Design.stage_ends``). Stored samples are kept, cells settled
     by them get no new sample. ``replan``: each resume a new design spending the whole alpha again (the
-    rule before issue 20, for comparison). Returns the outcome after each run of the chain."""
+    rule before issue 20, for comparison). ``launch_sd``: a per-launch log-odds effect on every arm's rates
+    (each run relaunches every arm), which the rule assumes is 0. Returns the outcome after each run."""
     metrics = metrics or (analyze_text(_LOOP_TEXT), analyze_text(_CLEAN_TEXT))
     names = [baseline] + [p for p in rates if p != baseline]
     run = _Run(names)
@@ -129,7 +141,7 @@ def simulate_chain(rates: Mapping[str, float | Sequence[float] | None], design: 
         d = replace(design, rounds=end, first_rounds=None, resumes=0) if replan else \
             replace(design, rounds=end, first_rounds=design.k0)
         _sample(run, rates, d, baseline=baseline, prompts=prompts, temperature=temperature, rng=rng,
-                metrics=metrics, draw=draw)
+                metrics=metrics, draw=draw, launch_sd=launch_sd)
         out.append(_judge(run, d, baseline=baseline, temperature=temperature))
         if until_decided and "inconclusive" not in out[-1].verdicts.values():
             break

@@ -127,6 +127,13 @@ class Design:
         """The bound's error rate at this run's last look (``1 -`` it is the confidence the evidence states)."""
         return self.alpha * (self.bound_share(self.looks()[-1]) or 1.0)
 
+    @property
+    def next_bound_alpha(self) -> float:
+        """The bound's error rate at the design's next look after this run (a resume's), this run's when none is
+        left: what more samples would be judged at (``stats.samples_needed``)."""
+        later = [e for e in self.stage_ends() if e > self.looks()[-1]]
+        return self.alpha * self.bound_share(later[0]) if later else self.alpha_bound
+
     def to_dict(self) -> dict:
         """The design as recorded in ``summary.json``: its looks and the alpha each spends."""
         w = self.weights()

@@ -148,7 +148,7 @@ def _rows(spec_cells, base_cells, spec_samples, design: Design, base_samples=())
             row.update(p=test.p_value, p_look=test.look, bound=test.bound, bound_look=test.bound_look,
                        bound_confidence=1 - design.alpha_bound,
                        samples_needed=samples_needed(sc.loops, sc.n, bc.loops, bc.n, alpha=design.alpha_cell,
-                                                     margin=design.margin, bound_alpha=design.alpha_bound))
+                                                     margin=design.margin, bound_alpha=design.next_bound_alpha))
         else:  # greedy: loop counts reported, not tested (the greedy lossless test judges T = 0)
             row.update(p=None, p_look=None, bound=None, bound_look=None, samples_needed=None)
         rows.append(row)
@@ -323,7 +323,7 @@ def _judge_one(profile, spec_cells, base_cells, spec_samples, base_samples, rows
     if not fam:
         return verdict("inconclusive", f"no temperature above 0 was compared: loop rates cannot be bounded{tail}")
     gate = _lossless_pass(lossless, design.alpha, greedy_detail)
-    conf = f"{1 - design.alpha_bound:.0%}"
+    conf = f"{(1 - design.alpha_bound) * 100:.4g}%"
     open_ = [r for r in fam if r["bound"] >= design.margin]
     worst = max(open_, key=lambda r: r["bound"]) if open_ else None
     degenerate = [r for r in fam if r["base_loops"] >= 2 and r["base_loop_rate"] >= BASE_DEGENERATE_RATE]
