@@ -22,7 +22,8 @@ the baseline and its A/A relaunch when ``compare.calibration`` measured one):
   more often"), over all T > 0 samples (both arms sample the same prompts round by round).
 
 :func:`lossless_member` folds a profile's tests into one p-value (Bonferroni over the tests present) that
-joins the Holm family of the loop tests (``verdict.judge_all``). Pure.
+joins the Holm family of the loop tests (``verdict.judge_all``); :func:`lossless_tests` runs them on a
+profile's samples and :func:`measure_calibration` measures the floors from an A/A arm. Pure.
 """
 
 from __future__ import annotations
@@ -30,12 +31,15 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 from scipy import stats
 
+from .cells import SampleObs, mean_of
 from .degeneracy import tokenize
+from .divergence import NEAR_TIE_MARGIN, Calibration, calibrate, kl_gap
+from .pairing import greedy_report
 from .stats import fisher_loops
 
 #: The floor's quantile the KL exceedance test counts speculative samples above: its maximum. A state_leak at
@@ -169,6 +173,69 @@ def accuracy_test(spec_correct: Sequence[bool], base_correct: Sequence[bool]) ->
     ev = f"expected answers: spec {ks}/{n} right vs baseline {kb}/{nb} (p={p:.2g})"
     return LosslessTest("accuracy", p, p, True, ev, {"spec_right": ks, "spec_n": n, "base_right": kb,
                                                      "base_n": nb})
+
+
+def lossless_tests(spec_samples, base_samples, calibration: Calibration | None,
+                   near_tie: float) -> tuple[list[LosslessTest], dict | None]:
+    """A profile's lossless tests (greedy, kl, accuracy: those with data) from its samples and the baseline's
+    (``cells.SampleObs``), and the KL probe summary for ``Verdict.kl_probe`` (mean k3 ± SE against the floor,
+    the test's figures; ``flagged`` is set by the verdict). ``near_tie``: the near-tie margin (nats)."""
+    tests: list[LosslessTest] = []
+    pairs = greedy_report(spec_samples, base_samples, near_tie)
+    floor = (calibration.greedy_hard, calibration.greedy_pairs) if calibration else None
+    g = greedy_test(pairs, floor)
+    if g is not None:
+        tests.append(g)
+    spec = [s.kl_k3 for s in spec_samples if s.ok and s.kl_k3 is not None]
+    calibrated = bool(calibration and calibration.kl_floor)
+    floor = list(calibration.kl_floor) if calibrated else [s.kl_k3 for s in base_samples
+                                                              if s.ok and s.kl_k3 is not None]
+    source = "A/A" if calibrated else "baseline"
+    k = kl_test(spec, floor, source=source)
+    probe = None
+    if k is not None:
+        tests.append(k)
+        gap = kl_gap(spec, floor)
+        probe = {**asdict(gap), "floor_source": "calibration" if calibrated else "baseline",
+                 "threshold": k.counts["bound"], "above": k.counts["above"], "floor_quantile":
+                 k.counts["floor_quantile"], "p": k.raw_p, "flagged": False}
+    right = [bool(s.answer_ok) for s in spec_samples if s.ok and s.answer_ok is not None and s.temperature > 0]
+    base_right = [bool(s.answer_ok) for s in base_samples if s.ok and s.answer_ok is not None and s.temperature > 0]
+    a = accuracy_test(right, base_right)
+    if a is not None:
+        tests.append(a)
+    return tests, probe
+
+
+def measure_calibration(base_samples: Sequence[SampleObs], aa_samples: Sequence[SampleObs]) -> Calibration:
+    """This host's noise floors from the baseline and its A/A relaunch (``compare.calibration``): greedy
+    pairs that diverge and the baseline's top-2 margins where they flip, the A/A pairs still beyond a near
+    tie at the calibrated margin (the greedy test's floor), per-sample k3 of both arms, the A/A over
+    baseline tokens/s ratio over non-degenerate samples (``divergence.calibrate``), and per temperature > 0
+    the A/A arm's loop counts against the baseline's (two-sided Fisher: the launch effect the loop test
+    assumes away)."""
+    from scipy.stats import fisher_exact
+
+    pairs = greedy_report(aa_samples, base_samples, NEAR_TIE_MARGIN)
+    diverged = [g for g in pairs if not g.divergence.identical]
+    flips = [g.margin for g in diverged if g.margin is not None]
+    kl = [s.kl_k3 for s in [*base_samples, *aa_samples] if s.ok and s.kl_k3 is not None]
+
+    def speed(samples):
+        return mean_of(s.tokens_per_s for s in samples if s.ok and not s.is_degenerate)
+
+    aa_speed, base_speed = speed(aa_samples), speed(base_samples)
+    ratio = aa_speed / base_speed if aa_speed is not None and base_speed else None
+    cal = calibrate(flips, len(pairs), len(diverged), kl, ratio)
+    hard = sum(is_hard_divergence(g) for g in greedy_report(aa_samples, base_samples, cal.near_tie_margin))
+    loops = {}
+    for t in sorted({float(s.temperature) for s in aa_samples if s.temperature > 0}):
+        a = [s.is_degenerate for s in aa_samples if s.ok and float(s.temperature) == t]
+        b = [s.is_degenerate for s in base_samples if s.ok and float(s.temperature) == t]
+        if a and b:
+            p = float(fisher_exact([[sum(a), len(a) - sum(a)], [sum(b), len(b) - sum(b)]]).pvalue)
+            loops[t] = {"aa": [sum(a), len(a)], "base": [sum(b), len(b)], "p": p}
+    return replace(cal, greedy_hard=hard, aa_loops=loops)
 
 
 def lossless_member(tests: Sequence[LosslessTest]) -> float | None:

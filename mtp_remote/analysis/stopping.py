@@ -4,29 +4,31 @@ One rule decides both when sampling stops and what the verdict says, so a differ
 settled stays settled in the report:
 
 - **Looks** at planned sample counts: a round is one sample per prompt (sample index ``j - 1`` of every
-  prompt), ``rounds`` = K planned per arm. A sequential design looks after rounds 1, 2, 4, ... and K; the
-  data at the look after round j are the samples with ``sample_index < j``. A fixed design looks once, at
-  all samples.
-- **Alpha spending**: look j gets the share ``w_j = (a(t_j) - a(t_{j-1})) / alpha`` of the error rate, with
-  ``a`` a Lan-DeMets spending function (O'Brien-Fleming-like by default, Pocock-like as an option) at the
-  information fraction ``t_j = j / K``. The shares sum to 1 and are combined by Bonferroni over looks, which
-  is valid whatever the correlation between looks.
-- **Excess test** (``spec-corrupts-output``): unpaired one-sided Fisher exact p_j of "spec loops more" on
-  all samples of each arm at look j; the sequential p-value is ``min_j p_j / w_j`` (capped at 1). It is a
-  valid p-value for the whole sequence (union bound), so Holm's adjustment over the family of (speculative
-  profile, temperature > 0) cells applies to it. The runner stops a cell for efficacy when it is below
-  ``alpha / family`` — the smallest Holm threshold, so Holm then rejects it at the verdict too.
+  prompt). The design is fixed at the run's first launch (:class:`Design`: K0 rounds, R resume looks at
+  K0·2, K0·4, ...): a sequential design looks after rounds 1, 2, 4, ... and K0, then once per resume; the
+  data at the look after round j are the samples with ``sample_index < j``, the baseline's those of the
+  look's stage (:func:`stage_counts`). A fixed design looks at K0 and at each resume look.
+- **Alpha spending**: the first run's looks share ``1 - reserve`` of alpha by a Lan-DeMets spending
+  function (O'Brien-Fleming-like by default, Pocock-like as an option) at ``t_j = j / K0``, each resume look
+  ``reserve / R``. The shares sum to 1 and are combined by Bonferroni over looks, which is valid whatever the
+  correlation between looks and whatever made the user resume: a chain of resumes keeps the family-wise
+  error at alpha.
+- **Excess test** (``spec-corrupts-output``): unpaired one-sided Fisher exact p_j of "spec loops more" at
+  look j; the sequential p-value is ``min_j p_j / w_j`` (capped at 1). It is a valid p-value for the whole
+  sequence (union bound), so Holm's adjustment over the family (loop cells and lossless members) applies to
+  it. The runner stops a cell for efficacy when it is below ``alpha / family`` — the smallest Holm
+  threshold, so Holm then rejects it at the verdict too.
 - **Bound** (``healthy``/``base-model-degenerates`` need it): the one-sided Newcombe upper bound U of the
-  loop-rate excess spec - base at confidence ``1 - alpha``, at the last look only (spending the bound's
-  alpha over early looks would cost a 5-point margin a third more samples, and a clean arm has nothing to
-  stop early for). At the last look the runner reports **no-excess** when it is below ``margin``; the
-  verdict needs it below ``margin`` in every temperature > 0 cell of a profile (an intersection-union test
-  at ``alpha``).
+  loop-rate excess spec - base at the run's last look, at confidence ``1 - alpha x`` its stage's share
+  (``Design.bound_share``: ``1 - reserve`` for the first run, ``reserve / R`` for a resume), not spent over
+  a stage's early looks (a clean arm has nothing to stop early for). At the last look the runner reports
+  **no-excess** when it is below ``margin``; the verdict needs it below ``margin`` in every temperature > 0
+  cell of a profile (an intersection-union test).
 
 Arms run one after another (one server per profile, baseline first): the baseline stops on its own once its
 loop rate is clearly below half the margin (:func:`baseline_settled`) or at its budget, then each speculative
-arm is compared with all the baseline's samples. ``docs/metrics.md`` has the measured error rates
-(``bench/bench_verdict_mc.py``). Pure.
+arm is compared with the baseline's samples of each look's stage. ``docs/metrics.md`` has the measured error
+rates (``bench/bench_verdict_mc.py``, ``bench/bench_verdicts.py``). Pure.
 """
 
 from __future__ import annotations
@@ -96,9 +98,7 @@ class Design:
 
     def looks(self) -> tuple[int, ...]:
         """The looks this run can reach: those at or below ``rounds`` (at least the first run's last)."""
-        k = max(1, self.rounds)
-        inside = tuple(j for j in self.all_looks() if j <= max(k, self.k0))
-        return inside
+        return tuple(j for j in self.all_looks() if j <= max(self.rounds, self.k0))
 
     def stage_end(self, look: int) -> int:
         """The last round of the stage ``look`` belongs to (the baseline counts up to it)."""

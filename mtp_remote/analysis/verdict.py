@@ -6,23 +6,24 @@ speculative profile against the baseline with the group-sequential rule of ``sto
 runner's early stopping calls) and returns one :class:`Verdict` each. A sample counts as *degenerate* when it
 loops, or when it was cut at ``max_tokens`` inside a near loop. Rules, first match wins (``docs/metrics.md``):
 
-1. ``spec-corrupts-output``: a temperature > 0 cell whose sequential p-value (unpaired one-sided Fisher on all
-   samples of each arm, alpha spent over the looks), Holm-adjusted over every (speculative profile,
-   temperature > 0) cell of the run, is below ``alpha``. A cell the stop rule settled as "spec loops more"
-   always ends here.
+1. ``spec-corrupts-output``: a temperature > 0 cell whose sequential p-value (unpaired one-sided Fisher,
+   alpha spent over the looks and resumes), Holm-adjusted over the run's family — every (speculative profile,
+   temperature > 0) cell plus one lossless member per profile (``lossless.py``: greedy, KL, accuracy vs the
+   host's floor) — is below ``alpha``; or the profile's lossless member is, loops or not. A cell the stop
+   rule settled as "spec loops more" always ends here.
 2. ``base-model-degenerates``: the baseline loops in at least :data:`BASE_DEGENERATE_RATE` of a T > 0 cell (and
-   at least 2 samples) *and* the speculative excess is bounded below the margin in every T > 0 cell.
-3. ``inconclusive``: the excess is not bounded below the margin ("no large excess detected; up to X % not
-   ruled out"), no temperature above 0 was compared, or the greedy gate (T = 0) failed; the evidence gives
-   the samples per arm that would decide (``stats.samples_needed`` at the adjusted alpha).
+   at least 2 samples), the speculative excess is bounded below the margin in every T > 0 cell and the
+   lossless checks pass.
+3. ``inconclusive``: the excess is not bounded below the margin ("no large excess detected; loop excess up to
+   X % not ruled out"), no temperature above 0 was compared, or a lossless check did not pass; the evidence
+   gives the samples per arm that would decide (``stats.samples_needed``, power 0.8). Exits 3.
 4. ``spec-ineffective``: acceptance length (non-degenerate samples) at most :data:`INEFFECTIVE_ACCEPT`.
 5. ``spec-slower``: the bootstrap interval of the non-degenerate tokens/s ratio lies below 1 (below the host's
    run-to-run spread when calibrated); without samples, a point ratio below :data:`SLOWER_RATIO`.
-6. ``healthy`` otherwise: every T > 0 excess bounded below the margin and the greedy gate passed.
+6. ``healthy`` otherwise: every T > 0 excess bounded below the margin (said rounded up, :func:`bound_up`)
+   and every lossless check passed.
 
-T = 0 is gatekeeping evidence outside the Holm family: a greedy output that loops where the baseline's does
-not, or diverges from it where the baseline's top-2 margin is not a near tie, keeps a profile from
-``healthy``. A server that crashed or hung after it was ready is ``crashed:<cause>`` / ``hung:<cause>``.
+A server that crashed or hung after it was ready is ``crashed:<cause>`` / ``hung:<cause>``.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from dataclasses import asdict, dataclass, field, replace
 
 from ..errors import EXIT_CORRUPT, EXIT_HEALTHY, EXIT_INCONCLUSIVE
 from .cells import CellSummary, SampleObs, mean_of, summarize_cell
-from .divergence import NEAR_TIE_MARGIN, Calibration, calibrate, kl_gap
-from .lossless import LosslessTest, accuracy_test, greedy_test, is_hard_divergence, kl_test, lossless_member
+from .divergence import NEAR_TIE_MARGIN, Calibration
+from .lossless import LosslessTest, lossless_member, lossless_tests, measure_calibration
 from .pairing import greedy_report
 from .stats import holm, ratio_ci, samples_needed
 from .stopping import Design, look_counts, sequential_test, stage_counts
@@ -58,11 +59,12 @@ FAILURE_PREFIXES = ("launch-failed", "crashed", "hung")
 class Verdict:
     """The verdict on one speculative profile; ``kind`` is one of :data:`KINDS`.
 
-    ``p_value``/``temperature``: the deciding comparison (Holm-adjusted sequential p). ``comparisons``: one
-    dict per temperature (spec/base degenerate counts and n, p, adjusted p, excess bound, samples needed,
-    speed ratio, acceptance, greedy divergence). ``kl_probe``: the KL probe against its floor when both
-    sides had two probed samples (``divergence.KlGap`` as a dict, plus ``floor_source``: ``"calibration"``
-    for the A/A arm's floor, ``"baseline"`` otherwise).
+    ``p_value``/``temperature``: the deciding comparison (Holm-adjusted p). ``comparisons``: one dict per
+    temperature (spec/base degenerate counts and n, p, adjusted p, excess bound and its confidence, samples
+    needed, speed ratio, acceptance, greedy divergence). ``kl_probe``: the KL probe against its floor when
+    both sides had two probed samples (``divergence.KlGap`` as a dict, plus ``floor_source``:
+    ``"calibration"`` or ``"baseline"``, and the KL test's ``above``, ``p``, ``threshold`` — its absolute
+    bound — and ``flagged``). ``lossless``: every lossless test (``lossless.LosslessTest.to_dict``).
     """
 
     profile: str
@@ -201,36 +203,6 @@ def _warnings(spec_cells, rows) -> list[str]:
             out.append(f"T={_fmt_t(r['temperature'])}: tokens/s ratio {r['speed_ratio']:.2f} is inflated by "
                        f"loops; non-looping samples: {r['speed_ratio_nonloop']:.2f}")
     return out
-
-
-def _lossless(spec_samples, base_samples, calibration, near_tie: float) -> tuple[list[LosslessTest], dict | None]:
-    """The profile's lossless tests (``lossless.py``: greedy, kl, accuracy; those with data) and the KL probe
-    summary for ``Verdict.kl_probe`` (mean k3 ± SE against the floor, the test's figures and its flag)."""
-    tests: list[LosslessTest] = []
-    pairs = greedy_report(spec_samples, base_samples, near_tie)
-    floor = (calibration.greedy_hard, calibration.greedy_pairs) if calibration else None
-    g = greedy_test(pairs, floor)
-    if g is not None:
-        tests.append(g)
-    spec = [s.kl_k3 for s in spec_samples if s.ok and s.kl_k3 is not None]
-    calibrated = bool(calibration and calibration.kl_floor)
-    floor = list(calibration.kl_floor) if calibrated else [s.kl_k3 for s in base_samples
-                                                              if s.ok and s.kl_k3 is not None]
-    source = "A/A" if calibrated else "baseline"
-    k = kl_test(spec, floor, source=source)
-    probe = None
-    if k is not None:
-        tests.append(k)
-        gap = kl_gap(spec, floor)
-        probe = {**asdict(gap), "floor_source": "calibration" if calibrated else "baseline",
-                 "threshold": k.counts["bound"], "above": k.counts["above"], "floor_quantile":
-                 k.counts["floor_quantile"], "p": k.raw_p, "flagged": False}
-    right = [bool(s.answer_ok) for s in spec_samples if s.ok and s.answer_ok is not None and s.temperature > 0]
-    base_right = [bool(s.answer_ok) for s in base_samples if s.ok and s.answer_ok is not None and s.temperature > 0]
-    a = accuracy_test(right, base_right)
-    if a is not None:
-        tests.append(a)
-    return tests, probe
 
 
 def _speed(spec_cells, base_cells, spec_samples, base_samples) -> tuple[float | None, tuple | None]:
@@ -392,7 +364,7 @@ def judge_all(spec: Mapping[str, tuple[Sequence[CellSummary], Sequence[SampleObs
     floors (A/A arm)."""
     design = design or Design()
     near_tie = calibration.near_tie_margin if calibration else NEAR_TIE_MARGIN
-    checks = {name: _lossless(list(samples), list(base_samples), calibration, near_tie)
+    checks = {name: lossless_tests(list(samples), list(base_samples), calibration, near_tie)
               for name, (_, samples) in spec.items()}
     members = {name: lossless_member(tests) for name, (tests, _) in checks.items()}
     base_t = {float(c.temperature) for c in base_cells}
@@ -412,35 +384,6 @@ def judge_all(spec: Mapping[str, tuple[Sequence[CellSummary], Sequence[SampleObs
     return {name: _judge_one(name, list(spec[name][0]), list(base_cells), list(spec[name][1]), base_samples,
                              per[name], design, calibration, checks[name][0], lossless_rows.get(name),
                              checks[name][1]) for name in spec}
-
-
-def measure_calibration(base_samples: Sequence[SampleObs], aa_samples: Sequence[SampleObs]) -> Calibration:
-    """This host's noise floors from the baseline and its A/A relaunch (``compare.calibration``): greedy
-    pairs that diverge and the baseline's top-2 margins where they flip, the A/A pairs still beyond a near
-    tie at the calibrated margin (the greedy test's floor), per-sample k3 of both arms, the A/A over
-    baseline tokens/s ratio over non-degenerate samples (``divergence.calibrate``), and per temperature > 0
-    the A/A arm's loop counts against the baseline's (two-sided Fisher: the launch effect the loop test
-    assumes away)."""
-    from scipy.stats import fisher_exact
-
-    pairs = greedy_report(aa_samples, base_samples, NEAR_TIE_MARGIN)
-    diverged = [g for g in pairs if not g.divergence.identical]
-    flips = [g.margin for g in diverged if g.margin is not None]
-    kl = [s.kl_k3 for s in [*base_samples, *aa_samples] if s.ok and s.kl_k3 is not None]
-
-    def speed(samples):
-        return mean_of(s.tokens_per_s for s in samples if s.ok and not s.is_degenerate)
-
-    cal = calibrate(flips, len(pairs), len(diverged), kl, _ratio(speed(aa_samples), speed(base_samples)))
-    hard = sum(is_hard_divergence(g) for g in greedy_report(aa_samples, base_samples, cal.near_tie_margin))
-    loops = {}
-    for t in sorted({float(s.temperature) for s in aa_samples if s.temperature > 0}):
-        a = [s.is_degenerate for s in aa_samples if s.ok and float(s.temperature) == t]
-        b = [s.is_degenerate for s in base_samples if s.ok and float(s.temperature) == t]
-        if a and b:
-            p = float(fisher_exact([[sum(a), len(a) - sum(a)], [sum(b), len(b) - sum(b)]]).pvalue)
-            loops[t] = {"aa": [sum(a), len(a)], "base": [sum(b), len(b)], "p": p}
-    return replace(cal, greedy_hard=hard, aa_loops=loops)
 
 
 def judge(profile: str, spec_cells: Sequence[CellSummary], base_cells: Sequence[CellSummary], *,
