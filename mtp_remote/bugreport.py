@@ -116,8 +116,9 @@ def render_bug_report(doc: dict, samples_path: Path, mitigation: dict | None, bi
         for r in v.get("comparisons", []):
             acc = r.get("accept_length_nonloop") or r.get("accept_length")
             sr = r.get("speed_ratio_nonloop")
+            p = r.get("p_adjusted")  # None at T = 0: greedy cells are judged by the lossless test, not by loops
             lines.append(f"| {v['profile']} | {r['temperature']:g} | {r['spec_loops']}/{r['spec_n']} | "
-                         f"{r['base_loops']}/{r['base_n']} | {r['p_adjusted']:.2g} | "
+                         f"{r['base_loops']}/{r['base_n']} | {'–' if p is None else f'{p:.2g}'} | "
                          f"{'–' if acc is None else f'{acc:.2f}'} | {'–' if sr is None else f'{sr:.2f}x'} |")
     excerpt = looping_excerpt(samples_path, profile) if profile else None
     if excerpt:

@@ -134,7 +134,8 @@ def judge_profile(baseline: str, name: str, samples: list[dict], launch_failure,
             "n": sum(r["spec_n"] for r in rows) if rows else None,
             "base_loops": sum(r["base_loops"] for r in rows) if rows else None,
             "base_n": sum(r["base_n"] for r in rows) if rows else None,
-            "p": v.p_value if v.p_value is not None else (min((r["p_adjusted"] for r in rows), default=None)),
+            "p": v.p_value if v.p_value is not None else min(
+                (r["p_adjusted"] for r in rows if r.get("p_adjusted") is not None), default=None),
             "accept_length": acc, "tokens_per_s": tps,
             "log_speed": ls.to_dict() if ls else None, "base_log_speed": bls.to_dict() if bls else None,
             **speed_fields(ls, bls)}
