@@ -104,7 +104,7 @@ def kl_rows(pool_n: int, trials: int, seed: int) -> None:
     arms = {"baseline (noise 0.02)": Arm(0, False, 0.02), "healthy MTP 3 steps (noise 0.02)": Arm(3, False, 0.02),
             "state_leak, 1 step": Arm(1, True, 0.02), "state_leak, 3 steps": Arm(3, True, 0.02)}
     t0 = time.perf_counter()
-    pools = {name: np.array([dec.k3(j, arm, 5000 + i) for i in range(pool_n) for j in range(5)])
+    pools = {name: np.array([dec.probe(j, arm, 5000 + i) for i in range(pool_n) for j in range(5)])
              for name, arm in arms.items()}
     pools["harmless 1.25x kernel difference"] = 1.25 * pools["healthy MTP 3 steps (noise 0.02)"]
     rng = np.random.default_rng(seed)
@@ -116,6 +116,11 @@ def kl_rows(pool_n: int, trials: int, seed: int) -> None:
     print("|---|---:|---:|---:|")
     from mtp_remote.analysis.verdict import SampleObs, judge_all, summarize_cell
 
+    def obs(profile, rows):
+        return [SampleObs(profile, 0.7, f"p{i % 5}", i // 5, i, clean, "stop", 200, 1.0, None,
+                          kl_k3=float(m), kl_max_k3=float(x)) for i, (m, x) in enumerate(rows)]
+
+    floor = pools["baseline (noise 0.02)"]
     for name, pool in pools.items():
         if name.startswith("baseline"):
             continue
@@ -123,16 +128,13 @@ def kl_rows(pool_n: int, trials: int, seed: int) -> None:
         for n in (20, 60):
             hits = 0
             for _ in range(trials):
-                def obs(profile, values):
-                    return [SampleObs(profile, 0.7, f"p{i % 5}", i // 5, i, clean, "stop", 200, 1.0, None,
-                                      kl_k3=float(v)) for i, v in enumerate(values)]
-                b = obs("baseline", rng.choice(pools["baseline (noise 0.02)"], n))
-                s = obs("mtp", rng.choice(pool, n))
+                b = obs("baseline", floor[rng.integers(len(floor), size=n)])
+                s = obs("mtp", pool[rng.integers(len(pool), size=n)])
                 v = judge_all({"mtp": ([summarize_cell("mtp", 0.7, True, s)], s)},
                               [summarize_cell("baseline", 0.7, False, b)], b, design=Design(rounds=n // 5))["mtp"]
                 hits += bool(v.kl_probe and v.kl_probe["flagged"])
             shares.append(hits / trials)
-        print(f"| {name} | {pool.mean():.2g} | {shares[0]:.1%} | {shares[1]:.1%} |", flush=True)
+        print(f"| {name} | {pool[:, 0].mean():.2g} | {shares[0]:.1%} | {shares[1]:.1%} |", flush=True)
 
 
 def nightly_bar(trials: int, seed: int) -> None:

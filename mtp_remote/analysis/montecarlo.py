@@ -90,7 +90,8 @@ def _sample(run: _Run, rates, design: Design, *, baseline: str, prompts: int, te
             for j, (m, finish, *more) in enumerate(outs):
                 extra = more[0] if more else {}
                 o = SampleObs(name, temperature, f"p{j}", i, 1000 + i, m, finish, 200, 0.0, None,
-                              kl_k3=extra.get("kl_k3"), answer_ok=extra.get("answer_ok"))
+                              kl_k3=extra.get("kl_k3"), answer_ok=extra.get("answer_ok"),
+                              kl_max_k3=extra.get("kl_max_k3"))
                 run.records.append({"profile": name, "temperature": temperature, "prompt_id": f"p{j}",
                                     "sample_index": i, "error": None, "finish_reason": finish,
                                     "metrics": {"loop": {"period": 6} if m.is_loop else None,

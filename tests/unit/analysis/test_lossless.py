@@ -33,6 +33,13 @@ def test_a_floor_of_zeros_with_every_spec_sample_nonzero_is_flagged_and_a_small_
     assert small.raw_p < 1e-6 and small.p_value == 1.0 and not small.effect_ok
 
 
+def test_the_exceedance_test_runs_on_the_largest_per_token_k3_when_both_sides_have_it():
+    # a leak spikes at rejected drafts: the sample's mean stays on the floor, its largest per-token k3 does not
+    t = kl_test([3e-4] * 10, [1e-4] * 20, spec_max=[0.5] * 10, floor_max=[0.003] * 20)
+    assert t.counts["statistic"] == "max_k3" and t.counts["above"] == 10 and t.p_value < 1e-6
+    assert "with a largest per-token k3 above the baseline floor's maximum" in t.evidence
+
+
 @pytest.mark.parametrize("text, expected, ok", [
     ("<think>\nhmm\n</think>\nThe answer is 2+2 = 4.", "4", True),
     ("<think>\nis it 4?\n</think>\nThe answer is 5.", "4", False),  # the reasoning does not count

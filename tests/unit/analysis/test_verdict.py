@@ -245,8 +245,8 @@ def test_decode_logprobs_off_prefill_beyond_the_floor_and_the_bound_corrupt_outp
     v = judge("mtp", [summarize_cell("mtp", 0.7, True, ss)], [summarize_cell("baseline", 0.7, False, bs)],
               spec_samples=ss, base_samples=bs)
     assert v.kind == "spec-corrupts-output" and v.kl_probe["flagged"], v.evidence
-    assert v.evidence.startswith("lossless: decode vs prefill logprobs: 8/8 speculative samples above the "
-                                 "baseline floor's maximum"), v.evidence
+    assert v.evidence.startswith("lossless: decode vs prefill logprobs: 8/8 speculative samples with a mean k3 "
+                                 "above the baseline floor's maximum"), v.evidence
     for s, b in zip(ss, bs):  # a noisy floor as large: no flag
         b.kl_k3 = s.kl_k3 + (0.002 if b.sample_index % 2 else -0.002)
     v = judge("mtp", [summarize_cell("mtp", 0.7, True, ss)], [summarize_cell("baseline", 0.7, False, bs)],
