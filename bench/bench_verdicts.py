@@ -106,19 +106,21 @@ def kl_rows(pool_n: int, trials: int, seed: int) -> None:
     t0 = time.perf_counter()
     pools = {name: np.array([dec.probe(j, arm, 5000 + i) for i in range(pool_n) for j in range(5)])
              for name, arm in arms.items()}
-    pools["harmless 1.25x kernel difference"] = 1.25 * pools["healthy MTP 3 steps (noise 0.02)"]
+    harmless = pools["healthy MTP 3 steps (noise 0.02)"].copy()
+    harmless[:, :2] *= 1.25
+    pools["harmless 1.25x kernel difference"] = harmless
     rng = np.random.default_rng(seed)
     clean = analyze_text(_CLEAN_TEXT)
     print(f"\n**KL test** (per-sample k3 at T = 1, 2048 tokens max, decoded by the sim in process: "
           f"{pool_n * 5} samples per arm, resampled; {trials} tests per cell through `verdict.judge_all`, "
           f"alpha 0.05, seed {seed}; {time.perf_counter() - t0:.0f} s to decode)\n")
-    print("| speculative arm | mean k3 (nats/token) | flagged, 20 per arm | flagged, 60 per arm |")
+    print("| speculative arm | mean k3 over all tokens (nats/token) | flagged, 20 per arm | flagged, 60 per arm |")
     print("|---|---:|---:|---:|")
     from mtp_remote.analysis.verdict import SampleObs, judge_all, summarize_cell
 
     def obs(profile, rows):
         return [SampleObs(profile, 0.7, f"p{i % 5}", i // 5, i, clean, "stop", 200, 1.0, None,
-                          kl_k3=float(m), kl_max_k3=float(x)) for i, (m, x) in enumerate(rows)]
+                          kl_k3=float(m), kl_max_k3=float(x), kl_tokens=int(t)) for i, (m, x, t) in enumerate(rows)]
 
     floor = pools["baseline (noise 0.02)"]
     for name, pool in pools.items():
@@ -134,7 +136,8 @@ def kl_rows(pool_n: int, trials: int, seed: int) -> None:
                               [summarize_cell("baseline", 0.7, False, b)], b, design=Design(rounds=n // 5))["mtp"]
                 hits += bool(v.kl_probe and v.kl_probe["flagged"])
             shares.append(hits / trials)
-        print(f"| {name} | {pool[:, 0].mean():.2g} | {shares[0]:.1%} | {shares[1]:.1%} |", flush=True)
+        tw = float((pool[:, 0] * pool[:, 2]).sum() / pool[:, 2].sum())
+        print(f"| {name} | {tw:.2g} | {shares[0]:.1%} | {shares[1]:.1%} |", flush=True)
 
 
 def nightly_bar(trials: int, seed: int) -> None:

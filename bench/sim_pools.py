@@ -55,13 +55,13 @@ class SimDecoder:
             seq.step()
         return seq
 
-    def probe(self, j: int, arm: Arm, seed: int) -> tuple[float, float]:
-        """The KL probe of one request: a T = 1 generation re-scored by prefill, (mean, max) k3 (nats)."""
+    def probe(self, j: int, arm: Arm, seed: int) -> tuple[float, float, int]:
+        """The KL probe of one request: a T = 1 generation re-scored by prefill, (mean k3, max k3, tokens)."""
         model, replay = self._prompts[j]
         seq = self._decode(j, arm, 1.0, seed)
         pre = score_tokens(model, list(replay) + seq.output_ids, arm.noise)[len(replay):]
         k = k3_estimates(pre, seq.logprobs)
-        return (float(k.mean()), float(k.max())) if k.size else (0.0, 0.0)
+        return (float(k.mean()), float(k.max()), int(k.size)) if k.size else (0.0, 0.0, 0)
 
     def k3(self, j: int, arm: Arm, seed: int) -> float:
         """The KL probe's mean k3 of one request (nats/token)."""
@@ -72,6 +72,7 @@ class SimDecoder:
         seq = self._decode(j, arm, temperature, seed)
         text = "<think>\n" + self.vocab.decode([t for t in seq.output_ids if t != IM_END])
         expected = PROMPTS[j][1]
-        mean, top = self.probe(j, arm, seed) if kl else (None, None)
-        extra = {"kl_k3": mean, "kl_max_k3": top, "answer_ok": check_answer(text, expected) if expected else None}
+        mean, top, n = self.probe(j, arm, seed) if kl else (None, None, None)
+        extra = {"kl_k3": mean, "kl_max_k3": top, "kl_tokens": n,
+                 "answer_ok": check_answer(text, expected) if expected else None}
         return analyze_text(text), seq.finish_reason["type"], extra

@@ -53,7 +53,8 @@ def to_obs(s: dict, expected: str | None = None) -> SampleObs:
                      latency_s=float(s.get("latency_s") or 0.0), spec_verify_ct=s.get("spec_verify_ct"),
                      output_ids=s.get("output_ids"), error=s.get("error"), text=s.get("text"),
                      kl_k3=(s.get("kl") or {}).get("mean_k3"), top2_margins=s.get("top2_margins"),
-                     answer_ok=answer_ok, kl_max_k3=(s.get("kl") or {}).get("max_k3"))
+                     answer_ok=answer_ok, kl_max_k3=(s.get("kl") or {}).get("max_k3"),
+                     kl_tokens=(s.get("kl") or {}).get("n_tokens"))
 
 
 def design_of(playbook, n_spec_profiles: int, temperature: float | None = None,

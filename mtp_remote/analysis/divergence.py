@@ -201,7 +201,8 @@ class Calibration:
     ``near_tie_margin``: the top-2 margin (nats) under which a greedy flip counts as a near tie — the default
     :data:`NEAR_TIE_MARGIN`, raised to just above the largest margin at which the A/A arm flipped;
     ``kl_floor``: per-sample mean k3 of the baseline and A/A arms (the floor the KL test compares with),
-    ``kl_floor_max`` their per-sample largest per-token k3 (empty when not recorded);
+    ``kl_floor_max`` their per-sample largest per-token k3 and ``kl_floor_tokens`` the tokens probed per
+    sample (empty when not recorded);
     ``speed_ratio``: A/A over baseline tokens/s (1 on a perfectly repeatable host), ``speed_spread``:
     ``|log speed_ratio|``, the run-to-run spread a speed verdict must exceed; ``greedy_hard``: A/A pairs
     that diverge beyond a near tie at the calibrated margin (``lossless.is_hard_divergence``: the greedy
@@ -219,6 +220,7 @@ class Calibration:
     greedy_hard: int = 0
     aa_loops: dict = field(default_factory=dict)
     kl_floor_max: tuple[float, ...] = ()
+    kl_floor_tokens: tuple[int, ...] = ()
 
     def to_dict(self) -> dict:
         return {"greedy_pairs": self.greedy_pairs, "greedy_diverged": self.greedy_diverged,

@@ -91,7 +91,7 @@ def _sample(run: _Run, rates, design: Design, *, baseline: str, prompts: int, te
                 extra = more[0] if more else {}
                 o = SampleObs(name, temperature, f"p{j}", i, 1000 + i, m, finish, 200, 0.0, None,
                               kl_k3=extra.get("kl_k3"), answer_ok=extra.get("answer_ok"),
-                              kl_max_k3=extra.get("kl_max_k3"))
+                              kl_max_k3=extra.get("kl_max_k3"), kl_tokens=extra.get("kl_tokens"))
                 run.records.append({"profile": name, "temperature": temperature, "prompt_id": f"p{j}",
                                     "sample_index": i, "error": None, "finish_reason": finish,
                                     "metrics": {"loop": {"period": 6} if m.is_loop else None,
