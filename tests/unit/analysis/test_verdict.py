@@ -281,3 +281,14 @@ def test_an_aa_arm_sets_the_near_tie_margin_kl_floor_and_speed_spread():
     assert (cal.greedy_pairs, cal.greedy_diverged) == (4, 1) and cal.near_tie_margin == pytest.approx(0.6)
     assert len(cal.kl_floor) == 24 and cal.speed_ratio == pytest.approx(0.8)
     assert cal.speed_spread == pytest.approx(0.223, abs=1e-3) and cal.to_dict()["kl_floor_n"] == 24
+
+
+def test_a_mean_k3_above_the_absolute_bound_keeps_a_profile_from_healthy_even_when_not_significant():
+    ss = samples("mtp", 0.7, 0, 80, spec=True)
+    bs = samples("baseline", 0.7, 0, 80, spec=False)
+    for i, (s, b) in enumerate(zip(ss, bs)):
+        b.kl_k3 = 8e-5
+        s.kl_k3 = 8e-5 if i else 0.05  # one sample far off: the arm's mean 7e-4 > 2e-4, one exceedance only
+    v = judge("mtp", [summarize_cell("mtp", 0.7, True, ss)], [summarize_cell("baseline", 0.7, False, bs)],
+              spec_samples=ss, base_samples=bs)
+    assert v.kind == "inconclusive" and "lossless check not passed: decode vs prefill" in v.evidence, v.evidence
