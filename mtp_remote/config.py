@@ -333,16 +333,18 @@ class Prompt(_Strict):
 
 
 class CompareConfig(_Strict):
-    alpha: float = Field(0.05, gt=0, lt=1, description="Family-wise error rate for the loop-rate tests")
+    alpha: float = Field(0.05, gt=0, lt=1, description="Family-wise error rate of `spec-corrupts-output` (loop and "
+                                                        "lossless tests, over the first run and its resumes)")
     margin: float = Field(
         0.05, gt=0, lt=1, description="Loop-rate excess (absolute, spec - baseline) that matters: `healthy` needs "
                                       "the upper confidence bound of the excess below it at every temperature > 0")
     spending: Literal["obrien-fleming", "pocock"] = Field(
         "obrien-fleming", description="Alpha spending over the looks of early stopping (analysis.stopping)")
     calibration: bool = Field(
-        False, description="Relaunch the baseline as an A/A arm (profile `<baseline>-aa`, another concurrency) to "
-                           "measure this host's greedy divergence, KL floor and run-to-run speed spread; the "
-                           "near-tie margin, KL flag and speed verdict then use them")
+        False, description="Relaunch the baseline as an A/A arm (profile `<baseline>-aa`, sampled like the baseline) "
+                           "to measure this host's greedy divergence, KL floor, run-to-run speed spread and launch "
+                           "effect on the loop rate; the near-tie margin, lossless tests and speed verdict then use "
+                           "them")
     calibration_concurrency: int | None = Field(
         None, ge=1, description="Requests in flight for the A/A arm; default the baseline's (the A/A arm is run like "
                                 "the baseline, so it measures the launch, not a concurrency change)")

@@ -195,7 +195,7 @@ def kl_gap_flag(spec_k3: Sequence[float], base_k3: Sequence[float], n_se: float 
 
 @dataclass(frozen=True)
 class Calibration:
-    """This host's noise floors, measured by an A/A arm (the baseline relaunched at another concurrency).
+    """This host's noise floors, measured by an A/A arm (the baseline relaunched and sampled like it).
 
     ``greedy_pairs``/``greedy_diverged``: baseline vs A/A greedy outputs compared and how many differ;
     ``near_tie_margin``: the top-2 margin (nats) under which a greedy flip counts as a near tie — the default

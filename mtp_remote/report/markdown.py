@@ -27,7 +27,7 @@ def sig(x, digits: int = 3) -> str:
 
 
 #: One line on what the A/A arm is, shared by report.md and report.html.
-AA_EXPLAINED = ("An A/A arm relaunches the baseline unchanged (at another concurrency): whatever differs between "
+AA_EXPLAINED = ("An A/A arm relaunches the baseline unchanged and samples it the same way: whatever differs between "
                 "the two is this host's run-to-run noise, not speculative decoding, so it is measured, not judged, "
                 "and sets the floors the verdicts must clear.")
 
