@@ -3,5 +3,16 @@
 Thin shim: every task lives in :mod:`mtp_remote.tasks`.
 """
 
-from mtp_remote.tasks import diagnose, launch, logs, preflight, smoke, status, stop  # noqa: F401
-from mtp_remote.tasks import bisect_task, fleet, mitigate, nightly  # noqa: F401,E402  (issue 12: after the verdict)
+from mtp_remote.cli.tasks import (  # noqa: F401  # noqa: F401,E402  (issue 12: after the verdict)
+    bisect_task,
+    diagnose,
+    fleet,
+    launch,
+    logs,
+    mitigate,
+    nightly,
+    preflight,
+    smoke,
+    status,
+    stop,
+)

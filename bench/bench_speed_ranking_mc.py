@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from mtp_remote.ranking import ranking_error_rates
+from mtp_remote.search.ranking_mc import ranking_error_rates
 
 #: true speed over the baseline of candidates A, B, C: 4 % apart, 13 % apart, equal
 CASES = [(1.30, 1.25, 1.00), (1.30, 1.15, 1.00), (1.30, 1.30, 1.00)]

@@ -1,7 +1,7 @@
 """Cells to verdicts: one verdict per speculative profile, with its evidence, by the rule that stopped sampling.
 
 The runner hands one :class:`SampleObs` per request; :func:`summarize_cell` pools a (profile, temperature)
-cell into a :class:`CellSummary` (both in ``cells.py``, re-exported here); :func:`judge_all` judges every
+cell into a :class:`CellSummary` (both in ``cells.py``); :func:`judge_all` judges every
 speculative profile against the baseline with the group-sequential rule of ``stopping.py`` (the same code the
 runner's early stopping calls) and returns one :class:`Verdict` each. A sample counts as *degenerate* when it
 loops, or when it was cut at ``max_tokens`` inside a near loop. Rules, first match wins (``docs/metrics.md``):

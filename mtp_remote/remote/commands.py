@@ -12,7 +12,8 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..config import HostConfig, Playbook, env_value_shown, secret_env_values
+from ..config.inventory import HostConfig, env_value_shown, secret_env_values
+from ..config.playbook import Playbook
 
 #: Flags whose value is a secret and is masked in anything logged (and any prefix of them that argparse
 #: would expand: ``--api-ke X`` sets ``--api-key``).

@@ -25,8 +25,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..config import HostConfig
+from ..config.inventory import HostConfig
 from ..errors import ConnectError, TransportLost
+from .ssh import HostConnection, trust_known_hosts
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,6 @@ def reconnect_bound_s(host: HostConfig) -> float:
 def _connection(host: HostConfig, *, address: str, user: str | None, port: int, gateway=None):
     from fabric import Config
 
-    from .ssh import HostConnection, trust_known_hosts
 
     banner_s = min(host.connect_timeout, BANNER_TIMEOUT_S)
     connect_kwargs: dict = {"banner_timeout": banner_s}

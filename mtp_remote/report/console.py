@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ..config.paths import DEFAULT_PLAYBOOK
 from .markdown import arm_counts, num, pct
 
 _STYLE = {"healthy": "green", "spec-corrupts-output": "bold red", "base-model-degenerates": "yellow",
@@ -84,7 +85,6 @@ def _same_files(doc: dict, inventory=None) -> str:
     refused as a different experiment)."""
     import shlex
 
-    from ..entry import DEFAULT_PLAYBOOK
 
     opts = inventory_option(inventory)
     file = (doc.get("playbook") or {}).get("file")

@@ -13,8 +13,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import __version__
-from ..config import HostConfig, Playbook
-from ..diagnosis import Diagnosis
+from ..analysis.diagnosis import Diagnosis
+from ..config.inventory import HostConfig
+from ..config.playbook import Playbook
 from ..errors import ConfigError
 from ..remote.commands import mask_secrets, playbook_secrets
 

@@ -12,7 +12,8 @@ from xml.etree import ElementTree as ET
 
 import yaml
 
-from mtp_remote import api, store
+from mtp_remote.experiment import diagnose as api
+from mtp_remote.report import history as store
 from tests.conftest import ROOT, free_port
 
 
@@ -47,7 +48,7 @@ def test_fab_nightly_over_a_group_of_unreachable_hosts_records_every_host(tmp_pa
 def test_both_entry_points_document_the_nightly_over_a_group():
     from click.testing import CliRunner
 
-    from mtp_remote.cli import main
+    from mtp_remote.cli.main import main
 
     r = CliRunner().invoke(main, ["nightly", "--help"])
     assert r.exit_code == 0 and "-H GROUP" in r.output and "--workers" in r.output, r.output

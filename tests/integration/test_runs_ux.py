@@ -16,8 +16,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from mtp_remote import api, store
-from mtp_remote.cli import main
+from mtp_remote.cli.main import main
+from mtp_remote.experiment import diagnose as api
+from mtp_remote.report import history as store
 from tests.conftest import ROOT, free_port
 
 pytestmark = pytest.mark.sim
@@ -192,7 +193,7 @@ def test_the_shipped_systemd_units_verify_once_pointed_at_this_checkout(tmp_path
 
 def test_an_interrupt_before_any_sample_is_recorded_and_offers_no_resume(tmp_path):
     from mtp_remote.errors import Interrupted
-    from mtp_remote.runner import Hooks
+    from mtp_remote.experiment.runner import Hooks
 
     def interrupt():
         raise KeyboardInterrupt

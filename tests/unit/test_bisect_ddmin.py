@@ -3,7 +3,7 @@ treats unresolved tests as not failing, and launches no configuration twice."""
 
 from __future__ import annotations
 
-from mtp_remote.bisect import apply_changes, ddmin, describe, flag_changes
+from mtp_remote.search.bisect import apply_changes, ddmin, describe, flag_changes
 
 GOOD = ["--max-running-requests", "16"]
 BAD = ["--max-running-requests", "16", "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",

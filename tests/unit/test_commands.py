@@ -6,9 +6,15 @@ import shlex
 
 import pytest
 
-from mtp_remote.config import HostConfig, Playbook
-from mtp_remote.remote.commands import (launch_command, mask_argv, server_argv, server_env,
-                                        signal_group_command)
+from mtp_remote.config.inventory import HostConfig
+from mtp_remote.config.playbook import Playbook
+from mtp_remote.remote.commands import (
+    launch_command,
+    mask_argv,
+    server_argv,
+    server_env,
+    signal_group_command,
+)
 
 
 def _playbook(**kw) -> Playbook:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mtp_remote.config import load_inventory, load_playbook
+from mtp_remote.config.loading import load_inventory, load_playbook
 from mtp_remote.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -166,7 +166,7 @@ def test_a_config_path_that_never_ends_is_not_read_whole(tmp_path):
 
 
 def test_run_ids_are_checked_like_names():
-    from mtp_remote.config import check_run_id
+    from mtp_remote.config.inventory import check_run_id
 
     assert check_run_id("20261130-141850-9b44") == "20261130-141850-9b44"
     for bad in ("../x", "a;b", "", "-x", "a/b"):
@@ -175,7 +175,7 @@ def test_run_ids_are_checked_like_names():
 
 
 def test_env_values_are_masked_unless_harmless():
-    from mtp_remote.config import HostConfig
+    from mtp_remote.config.inventory import HostConfig
 
     h = HostConfig(name="h", transport="local", env={"DB_PASSWD": "hunter22", "GH_TOKEN_RO": "ghp_x",
                                                       "CUDA_VISIBLE_DEVICES": "0,1", "SGLANG_SIM_FAULTS": "state_leak",

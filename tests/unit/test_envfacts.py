@@ -6,8 +6,8 @@ import sys
 
 from invoke import Context
 
-from mtp_remote.config import HostConfig
-from mtp_remote.envfacts import environment_command, parse_environment
+from mtp_remote.config.inventory import HostConfig
+from mtp_remote.remote.envfacts import environment_command, parse_environment
 
 OUTPUT = """=== mtp-remote:versions
 sglang 0.5.9

@@ -58,7 +58,7 @@ def test_tilde_paths_resolve_against_the_remote_home():
 
 
 def test_sim_hosts_use_the_nvidia_smi_stand_in():
-    from mtp_remote.config import HostConfig
+    from mtp_remote.config.inventory import HostConfig
 
     sim = HostConfig(name="s", transport="local", engine="sim")
     real = HostConfig(name="r", address="gpu", engine="sglang")

@@ -4,7 +4,7 @@ has no attribute 'describe'`, exit 2, even when the stop itself was done."""
 
 from __future__ import annotations
 
-from mtp_remote.fleet import run_fleet
+from mtp_remote.fleet.fleet import run_fleet
 from tests.conftest import free_port
 
 
@@ -32,8 +32,8 @@ def test_a_fleet_stop_passes_term_timeout_to_every_host(tmp_path, monkeypatch):
     """`stop -H a,b --term-timeout 5` waited the default 30 s on each host: the option was not passed on."""
     from click.testing import CliRunner
 
-    from mtp_remote import ops
-    from mtp_remote.cli import main
+    from mtp_remote.cli.main import main
+    from mtp_remote.host import ops
 
     seen = []
     real = ops.stop
@@ -52,7 +52,7 @@ def test_fleet_status_and_preflight_honour_json(tmp_path):
 
     from click.testing import CliRunner
 
-    from mtp_remote.cli import main
+    from mtp_remote.cli.main import main
 
     r = CliRunner().invoke(main, ["status", "-i", str(_two_hosts(tmp_path)), "-H", "a,b", "--json"])
     assert r.exit_code == 0, r.output
@@ -70,7 +70,7 @@ def test_smoke_without_a_server_names_the_launch_for_this_host_and_inventory(tmp
 
     from click.testing import CliRunner
 
-    from mtp_remote.cli import main
+    from mtp_remote.cli.main import main
     from tests.conftest import ROOT
 
     inv = _two_hosts(tmp_path)

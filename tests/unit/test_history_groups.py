@@ -7,8 +7,8 @@ from __future__ import annotations
 import sqlite3
 import threading
 
-from mtp_remote import store
-from mtp_remote.regression import check_regressions
+from mtp_remote.fleet.regression import check_regressions
+from mtp_remote.report import history as store
 
 
 def doc(run_id: str, host: str, *, started: str, loops: int = 0, fleet: dict | None = None,

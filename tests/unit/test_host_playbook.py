@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from mtp_remote.cli import main
+from mtp_remote.cli.main import main
 from mtp_remote.errors import ConfigError
-from mtp_remote.fleet import run_fleet
+from mtp_remote.fleet.fleet import run_fleet
 from tests.conftest import ROOT, free_port
 
 
@@ -86,7 +86,7 @@ def test_fleet_preflight_lints_each_hosts_own_playbook(tmp_path):
 def test_a_command_run_from_a_subdirectory_still_reads_the_hosts_own_playbook(tmp_path, monkeypatch):
     """`diagnose` resolved the default playbook to the project's `playbooks/diagnose-mtp.yaml` (a path, no longer
     the default as typed) before asking the host, so from a subdirectory the host's `playbook:` was skipped."""
-    from mtp_remote import api
+    from mtp_remote.experiment import diagnose as api
 
     (tmp_path / "playbooks").mkdir()
     (tmp_path / "playbooks" / "diagnose-mtp.yaml").write_text((ROOT / "playbooks" / "diagnose-mtp.yaml").read_text())

@@ -64,7 +64,7 @@ def test_a_polls_log_bytes_decode_the_same_from_base64_and_from_ods_hex(encoder)
     log's bytes back, a bad byte counted as one byte and a cut character left for the next poll."""
     import subprocess
 
-    from mtp_remote.server import _parse_poll
+    from mtp_remote.experiment.server import _parse_poll
 
     data = b"ok \xff caf\xc3\xa9 \xe2\x80\x94 end \xe2\x80"
     enc = subprocess.run(encoder, input=data, capture_output=True, check=True).stdout.decode()

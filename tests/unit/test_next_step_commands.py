@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import shlex
 
-from mtp_remote.fleet import FleetReport, HostOutcome, fleet_next_steps
+from mtp_remote.fleet.fleet import FleetReport, HostOutcome, fleet_next_steps
 from mtp_remote.report.console import next_step
 
 

@@ -12,8 +12,8 @@ import sys
 
 from click.testing import CliRunner
 
-from mtp_remote import store
-from mtp_remote.cli import main
+from mtp_remote.cli.main import main
+from mtp_remote.report import history as store
 from tests.conftest import ROOT, free_port
 
 LOOP = "The user's question is 2+2. " * 60
@@ -228,7 +228,7 @@ def test_mitigate_from_a_run_that_failed_refuses_before_touching_the_host(tmp_pa
     import pytest
 
     from mtp_remote.errors import ConfigError
-    from mtp_remote.mitigate import mitigate
+    from mtp_remote.search.mitigate import mitigate
 
     runs = tmp_path / "runs"
     _run(runs, "r-failed", {"status": "failed", "verdicts": [],
@@ -244,8 +244,8 @@ def test_mitigate_from_a_run_that_failed_refuses_before_touching_the_host(tmp_pa
 
 
 def test_the_reason_nothing_is_reused_reads_as_a_sentence(tmp_path):
-    from mtp_remote.config import load_inventory, load_playbook
-    from mtp_remote.mitigate import _reuse_check
+    from mtp_remote.config.loading import load_inventory, load_playbook
+    from mtp_remote.search.mitigate import _reuse_check
 
     host = load_inventory(ROOT / "inventory.yaml").get("sim-local")
     pb = load_playbook(ROOT / "playbooks" / "diagnose-mtp.yaml")
@@ -269,7 +269,7 @@ def test_fab_refuses_an_inventory_given_to_its_own_ssh_key_option():
 
 
 def test_a_group_given_to_a_one_host_command_is_named_a_group_with_the_ways_to_run_it_on_all():
-    from mtp_remote.config import load_inventory
+    from mtp_remote.config.loading import load_inventory
     from mtp_remote.errors import ConfigError
 
     inv = load_inventory(ROOT / "inventory.yaml")
@@ -303,7 +303,7 @@ def test_publishing_metrics_into_a_vanished_directory_names_the_file_and_the_kep
     import pytest
 
     from mtp_remote.errors import ConfigError
-    from mtp_remote.nightly import publish_metrics
+    from mtp_remote.fleet.nightly import publish_metrics
 
     src = tmp_path / "metrics.prom"
     src.write_text("mtp_remote_up 1\n")

@@ -10,8 +10,8 @@ import time
 
 from invoke import Context
 
+from mtp_remote.host.ops import _remote_real_parser
 from mtp_remote.lint.probe import probe_source
-from mtp_remote.ops import _remote_real_parser
 
 SERVER_ARGS = '''
 class ServerArgs:

@@ -9,8 +9,8 @@ import sys
 import pytest
 import yaml
 
-from mtp_remote import api
 from mtp_remote.errors import ConfigError
+from mtp_remote.experiment import diagnose as api
 from mtp_remote.lint.lint import misspelled_flags
 from tests.conftest import ROOT
 

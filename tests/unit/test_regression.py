@@ -8,9 +8,10 @@ import sqlite3
 
 import pytest
 
-from mtp_remote import api, store
 from mtp_remote.analysis.runstats import loop_diff, speed_diff, speed_vs_history
-from mtp_remote.regression import check_regressions, describe
+from mtp_remote.experiment import diagnose as api
+from mtp_remote.fleet.regression import check_regressions, describe
+from mtp_remote.report import history as store
 
 
 def doc(run_id: str, cells: dict, *, started: str, verdicts=None, status="completed") -> dict:

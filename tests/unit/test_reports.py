@@ -9,14 +9,15 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from mtp_remote import store
-from mtp_remote.config import HostConfig, Playbook
-from mtp_remote.diagnosis import diagnose
+from mtp_remote.analysis.diagnosis import diagnose
+from mtp_remote.config.inventory import HostConfig
+from mtp_remote.config.playbook import Playbook
+from mtp_remote.experiment.runner import ProfileRun
+from mtp_remote.report import history as store
 from mtp_remote.report.ci import render_junit, render_prometheus
 from mtp_remote.report.document import build_summary, load_summary, save_summary
 from mtp_remote.report.html import render_html
 from mtp_remote.report.markdown import render_markdown
-from mtp_remote.runner import ProfileRun
 
 HEALTHY = ("<think>\nThe user asks for 2+2. Adding two and two gives four. I will answer briefly.\n</think>\n\n"
            "2 + 2 = 4.")

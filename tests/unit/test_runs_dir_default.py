@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mtp_remote.entry import RUNS_ENV, default_runs_dir
+from mtp_remote.config.paths import RUNS_ENV, default_runs_dir
 
 
 def test_runs_go_beside_the_inventory_found_upward_else_here(tmp_path, monkeypatch):
@@ -29,7 +29,7 @@ def test_history_from_a_subdirectory_reads_the_projects_runs(tmp_path):
     import json
     import os
 
-    from mtp_remote.store import record_run
+    from mtp_remote.report.history import record_run
 
     project = tmp_path / "proj"
     (project / "docs").mkdir(parents=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from mtp_remote.runner import load_samples
-from mtp_remote.store import open_samples_for_append
+from mtp_remote.experiment.sampling import load_samples
+from mtp_remote.report.history import open_samples_for_append
 
 
 def test_a_truncated_last_line_does_not_swallow_the_next_record(tmp_path):

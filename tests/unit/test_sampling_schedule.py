@@ -7,10 +7,11 @@ from collections import deque
 
 import yaml
 
-from mtp_remote.config import HostConfig, Playbook
-from mtp_remote.plan import plan_run
-from mtp_remote.runner import Runner
-from mtp_remote.sampling import send_order
+from mtp_remote.config.inventory import HostConfig
+from mtp_remote.config.playbook import Playbook
+from mtp_remote.experiment.plan import plan_run
+from mtp_remote.experiment.runner import Runner
+from mtp_remote.experiment.sampling import send_order
 from tests.conftest import ROOT
 
 

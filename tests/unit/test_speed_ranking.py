@@ -11,15 +11,9 @@ import pytest
 from scipy import stats
 
 from mtp_remote.analysis.speed import LogSpeed, log_contrast
-from mtp_remote.mitigate import CandidateResult, render_markdown, table_rows
-from mtp_remote.ranking import (
-    flag_changes,
-    pick_best,
-    rank_results,
-    ranking_error_rates,
-    recommendation,
-    speed_fields,
-)
+from mtp_remote.search.mitigate import CandidateResult, render_markdown, table_rows
+from mtp_remote.search.ranking import flag_changes, pick_best, rank_results, recommendation, speed_fields
+from mtp_remote.search.ranking_mc import ranking_error_rates
 
 
 def test_the_log_ratio_interval_is_scipys_welch_interval_on_log_speeds():
@@ -122,7 +116,7 @@ def test_monte_carlo_coverage_is_near_95_percent_and_a_wrong_untied_winner_is_ra
     ("crashed:scheduler_died", 1, "crashed"), ("hung:stalled", 0, "crashed"), (None, None, "pending"),
 ])
 def test_a_candidate_whose_server_crashed_while_sampling_is_a_crash_not_undecided(verdict, loops, status):
-    from mtp_remote.mitigate import status_of
+    from mtp_remote.search.mitigate import status_of
 
     assert status_of(verdict, loops) == status
 

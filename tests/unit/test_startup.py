@@ -36,7 +36,8 @@ def test_fabric_task_list_imports_no_heavy_module_beyond_fabric():
 
 
 def test_deferred_api_still_exposes_the_defaults():
-    from mtp_remote import api, entry
+    from mtp_remote.config import paths as entry
+    from mtp_remote.experiment import diagnose as api
 
     assert entry.api() is api
     assert api.DEFAULT_INVENTORY == entry.DEFAULT_INVENTORY == "inventory.yaml"
