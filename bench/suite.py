@@ -57,7 +57,7 @@ from mtp_remote.remote import connect, facts, process
 
 ROWS = ("cli", "analyze", "ready", "stop", "cycle", "occupancy")
 BIN = Path(sys.executable).parent
-MTP = [sys.executable, "-c", "import sys; from mtp_remote.cli import main; sys.argv[0] = 'mtp-remote'; main()"] \
+MTP = [sys.executable, "-c", "import sys; from mtp_remote.cli.main import main; sys.argv[0] = 'mtp-remote'; main()"] \
     if SRC else [str(BIN / "mtp-remote")]
 
 
@@ -344,7 +344,7 @@ class HolderWatch(Poller):
 
 
 def _launch_sim(c, host, pb_path: str, wd: Path):
-    from mtp_remote.config.loading import load_playbook
+    from mtp_remote.config.playbook import load_playbook
     from mtp_remote.experiment.plan import plan_run
 
     pb = load_playbook(pb_path)

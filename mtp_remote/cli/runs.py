@@ -72,7 +72,7 @@ def host_dict(name: str, h, default: str) -> dict:
 @click.option("--json", "as_json", is_flag=True, help="Print the hosts as JSON.")
 def hosts_cmd(inventory, as_json):
     """List the hosts of the inventory: how each is reached, engine, GPUs, port, model."""
-    from ..config.loading import load_inventory
+    from ..config.inventory import load_inventory
     from ..config.paths import find_inventory  # not .api: listing hosts needs no scipy (~1 s)
 
     path = find_inventory(inventory)

@@ -1,117 +1,17 @@
-"""Configuration: the inventory of hosts (:class:`HostConfig`, :class:`Inventory`), the name and flag checks and
-the strict base models the playbook models (``playbook.py``) share, validated once at the edge.
-
-``loading.load_inventory`` and ``loading.load_playbook`` turn YAML files into pydantic models that forbid unknown
-fields; any problem becomes a :class:`~mtp_remote.errors.ConfigError` naming the file, the field and what is
-allowed. Inside the package only these typed objects travel.
-"""
+"""Inventory models: the hosts an operator lists in ``inventory.yaml`` (:class:`HostConfig`: address, transport,
+engine, python, workdir, model, port, GPUs, env), their groups and default (:class:`Inventory`), and
+:func:`load_inventory`."""
 
 from __future__ import annotations
 
 import os
-import re
-import shlex
-from typing import Any, Literal
+from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from ..errors import ConfigError
-
-#: Host, group, profile and mitigation names and run ids: they become file names and shell words on the host.
-#: Applied only through :func:`check_name` (``re.fullmatch``: ``$`` alone also matches before a final ``\n``).
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-#: Environment variable names, as POSIX shells accept them in ``NAME=value`` and ``export NAME``.
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASS)$", re.IGNORECASE)
-#: Environment values shown in logs, records and reports; every other value from the config is masked
-#: (a secret may hide under any name: ``DB_PASSWD``, ``GH_TOKEN_RO``).
-SHOWN_ENV = re.compile(r"^(SGLANG_SIM_[A-Z0-9_]*|CUDA_VISIBLE_DEVICES|HF_HUB_OFFLINE|TRANSFORMERS_OFFLINE|"
-                       r"NCCL_DEBUG|PYTHONUNBUFFERED|SGLANG_SIM_STATE_DIR|TORCH_CUDA_ARCH_LIST)$")
-#: SGLang options mtp-remote sets itself (``--model-path`` from the host, ``--host``/``--port`` bound to
-#: loopback) or that could set them behind its back (``--config`` reads a YAML of options). A playbook token
-#: naming one of them, or a prefix of one (argparse accepts unique abbreviations: ``--po 1``,
-#: ``--model-p=/x``), is refused.
-OWNED_FLAGS = ("--host", "--port", "--model-path", "--model", "--config")
-MAX_CONFIG_BYTES = 4 << 20
-MAX_SAMPLES = 100_000
-
-
-def owned_flag(token: str) -> str | None:
-    """The SGLang option this argv token would set among :data:`OWNED_FLAGS` (exact, ``--opt=value``, or a
-    prefix argparse may expand), or None."""
-    if not token.startswith("--") or len(token) <= 2:
-        return None
-    name = token.split("=", 1)[0]
-    return next((f for f in OWNED_FLAGS if f.startswith(name)), None)
-
-
-def is_name(value: object, pattern: re.Pattern[str] = NAME) -> bool:
-    """Whether ``value`` is a string that ``pattern`` matches whole (``re.fullmatch``: no trailing newline
-    slips through, as it does past ``re.match(r"^...$")``), with no ``..`` in it.
-
-    The one check for every name that reaches a file name or a shell: host, group, profile, mitigation and
-    environment variable names and run ids (:data:`NAME`, :data:`ENV_NAME`)."""
-    return isinstance(value, str) and pattern.fullmatch(value) is not None and ".." not in value
-
-
-def check_name(value: object, kind: str, pattern: re.Pattern[str] = NAME) -> str:
-    """``value`` if :func:`is_name` holds; raises ValueError naming ``kind`` and the allowed form otherwise."""
-    if not is_name(value, pattern):
-        form = ("letters, digits and '_', not starting with a digit" if pattern is ENV_NAME else
-                "1-64 letters, digits and '._-', starting with a letter or digit, no '..'")
-        raise ValueError(f"{kind} {value!r} must match {pattern.pattern} whole ({form})")
-    return value  # type: ignore[return-value]
-
-
-def check_run_id(run_id: str) -> str:
-    """``run_id`` if it is a safe name (:func:`check_name`); raises ValueError otherwise."""
-    return check_name(run_id, "run id")
-
-
-def _check_path(v: str | None) -> str | None:
-    if v is not None and ("\0" in v or "\n" in v or "\r" in v):
-        raise ValueError("must not contain NUL or line breaks")
-    return v
-
-
-def _check_env(env: dict[str, str]) -> dict[str, str]:
-    for k, v in env.items():
-        check_name(k, "environment variable name", ENV_NAME)
-        if "\0" in v:
-            raise ValueError(f"the value of {k} contains a NUL byte")
-    return env
-
-
-def _check_flags(flags: list[str]) -> list[str]:
-    for f in flags:
-        if "\0" in f:
-            raise ValueError(f"flag {f!r} contains a NUL byte")
-        owned = owned_flag(f)
-        if owned is not None:
-            raise ValueError(f"{f.split('=', 1)[0]} (as {owned}) is set by mtp-remote from the inventory "
-                             f"(--model-path: host model_path; --host/--port: loopback and host port; --config "
-                             f"would override them); remove it from the playbook")
-    return flags
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-
-class _WithEnv(_Strict):
-    """A model with an ``env`` field: values as strings, names that a shell takes as names."""
-
-    @field_validator("env", mode="before", check_fields=False)
-    @classmethod
-    def _env_to_str(cls, v: Any) -> Any:
-        if isinstance(v, dict):
-            return {str(k): _env_value(val) for k, val in v.items()}
-        return v
-
-    @field_validator("env", check_fields=False)
-    @classmethod
-    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
-        return _check_env(v)
+from .validation import _check_path, _load, _Strict, _WithEnv, check_name, masked_env
 
 
 class HostConfig(_WithEnv):
@@ -188,31 +88,6 @@ class HostConfig(_WithEnv):
         return masked_env(self.env)
 
 
-_HARMLESS_VALUE = re.compile(r"^(-?[0-9]+(\.[0-9]+)?|true|false|yes|no|on|off)$", re.IGNORECASE)
-
-
-def env_value_shown(name: str, value: str) -> bool:
-    """True when an environment value may appear in logs, records and reports: its name is in
-    :data:`SHOWN_ENV`, or the value is a number or a boolean word. Everything else counts as a secret."""
-    return bool(SHOWN_ENV.fullmatch(name) or _HARMLESS_VALUE.fullmatch(value))
-
-
-def masked_env(env: dict[str, str]) -> dict[str, str]:
-    """``env`` with every value not :func:`env_value_shown` replaced by ``***``."""
-    return {k: (v if env_value_shown(k, v) else "***") for k, v in env.items()}
-
-
-def secret_env_values(env: dict[str, str]) -> list[str]:
-    """The values of ``env`` that must never be shown (see :func:`env_value_shown`)."""
-    return [v for k, v in env.items() if not env_value_shown(k, v)]
-
-
-def _env_value(val: Any) -> str:
-    if isinstance(val, bool):
-        return "1" if val else "0"
-    return str(val)
-
-
 class Inventory(_Strict):
     """All hosts, by name, and the default one."""
 
@@ -270,26 +145,6 @@ class Inventory(_Strict):
         return self.hosts[key]
 
 
-def _split_flags(v: Any) -> Any:
-    if v is None:
-        return []
-    if isinstance(v, str):
-        return shlex.split(v)
-    if isinstance(v, list):
-        return [str(x) for x in v]
-    return v
-
-
-class _WithFlags(_Strict):
-    """A model with a ``flags`` field: a string or a list, split as a shell would; flags the tool sets itself
-    (``--host``/``--port``/``--model-path``, any spelling) refused."""
-
-    @field_validator("flags", mode="before", check_fields=False)
-    @classmethod
-    def _split(cls, v: Any) -> Any:
-        return _split_flags(v)
-
-    @field_validator("flags", check_fields=False)
-    @classmethod
-    def _owned(cls, v: list[str]) -> list[str]:
-        return _check_flags(v)
+def load_inventory(path: str | Path) -> Inventory:
+    """Read ``inventory.yaml``. Raises ConfigError with file and field on any problem."""
+    return _load(path, Inventory, "default_host, hosts")

@@ -1,13 +1,14 @@
 """Playbook models: the experiment an operator writes in ``playbooks/*.yaml`` (profiles, prompts, sampling, compare,
-timeouts, mitigations), validated at the edge by :func:`~mtp_remote.config.loading.load_playbook`."""
+timeouts, mitigations), validated at the edge by :func:`load_playbook`."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .inventory import MAX_SAMPLES, _check_flags, _split_flags, _Strict, _WithEnv, _WithFlags, check_name
+from .validation import _load, MAX_SAMPLES, _check_flags, _split_flags, _Strict, _WithEnv, _WithFlags, check_name
 
 
 class ProfileConfig(_WithEnv, _WithFlags):
@@ -163,3 +164,8 @@ class Playbook(_Strict):
             if f.startswith("--max-running-requests="):
                 return int(f.split("=", 1)[1])
         return 16
+
+
+def load_playbook(path: str | Path) -> Playbook:
+    """Read a playbook YAML. Raises ConfigError with file and field on any problem."""
+    return _load(path, Playbook, "name, profiles, prompts, ...")

@@ -19,10 +19,10 @@ from pydantic import ValidationError
 from ..analysis.diagnosis import design_of
 from ..analysis.diagnosis import diagnose as diagnose_samples
 from ..analysis.verdict import exit_code as verdicts_exit_code
-from ..config.inventory import HostConfig, Inventory, is_name
-from ..config.loading import load_inventory, load_playbook
+from ..config.inventory import HostConfig, Inventory, load_inventory
 from ..config.paths import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK, HISTORY_FILE, find_inventory
-from ..config.playbook import Playbook
+from ..config.playbook import Playbook, load_playbook
+from ..config.validation import is_name
 from ..errors import EXIT_RUN_FAILED, ConfigError, Interrupted, MtpRemoteError, TransportLost
 from ..lint.flag_table import available_versions
 from ..lint.lint import misspelled_flags

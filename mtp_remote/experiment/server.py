@@ -20,7 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from ..config.inventory import HostConfig, check_run_id
+from ..config.inventory import HostConfig
+from ..config.validation import check_run_id
 from ..errors import ConfigError, LaunchError, LockError, RemoteError
 from ..remote import facts, hostscripts, process
 from ..remote.commands import Command, mask_argv, mask_log_secrets

@@ -23,8 +23,9 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..config.loading import load_inventory, load_playbook
+from ..config.inventory import load_inventory
 from ..config.paths import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK, find_inventory
+from ..config.playbook import load_playbook
 from ..errors import EXIT_RUN_FAILED, MtpRemoteError
 from ..experiment import diagnose as api
 from ..experiment.runner import Hooks, new_run_id

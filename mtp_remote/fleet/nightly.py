@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..config.loading import load_inventory, load_playbook
+from ..config.inventory import load_inventory
 from ..config.paths import HISTORY_FILE, find_inventory
+from ..config.playbook import load_playbook
 from ..errors import EXIT_CORRUPT, ConfigError, MtpRemoteError
 from ..experiment import diagnose as api
 from ..experiment.runner import Hooks, new_run_id

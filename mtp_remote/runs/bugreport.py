@@ -15,7 +15,7 @@ import re
 import shlex
 from pathlib import Path
 
-from ..config.inventory import is_name
+from ..config.validation import is_name
 from ..errors import ConfigError
 from ..remote.commands import mask_log_secrets
 from ..report.records import cause_line

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..analysis.runstats import loop_diff, speed_diff
-from ..config.inventory import is_name
+from ..config.validation import is_name
 from ..errors import ConfigError
 from ..experiment.diagnose import latest_samples
 from ..experiment.sampling import load_samples

@@ -22,8 +22,9 @@ from pydantic import ValidationError
 from ..analysis.diagnosis import diagnose as diagnose_samples
 from ..analysis.diagnosis import to_obs
 from ..analysis.speed import LogSpeed
-from ..config.inventory import HostConfig, is_name
+from ..config.inventory import HostConfig
 from ..config.playbook import Playbook, ProfileConfig
+from ..config.validation import is_name
 from ..errors import ConfigError, Interrupted, MtpRemoteError
 from ..experiment.diagnose import RUN_FILE, experiment_fingerprint, latest_samples, load_config, remote_python
 from ..experiment.runner import Hooks, Runner, new_run_id

@@ -21,7 +21,7 @@ import yaml
 from click.testing import CliRunner
 
 from mtp_remote.cli.main import main
-from mtp_remote.config.loading import load_inventory
+from mtp_remote.config.inventory import load_inventory
 from mtp_remote.host.ops import lifecycle
 from mtp_remote.remote import connect as transport
 from tests.conftest import ROOT, free_port

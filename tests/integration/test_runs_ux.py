@@ -17,6 +17,7 @@ import yaml
 from click.testing import CliRunner
 
 from mtp_remote.cli.main import main
+from mtp_remote.config import paths
 from mtp_remote.experiment import diagnose as api
 from mtp_remote.report import history as store
 from tests.conftest import ROOT, free_port
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.sim
 
 def cli(*args, cwd, env=None):
     """Run ``mtp-remote`` as a real process (stdout/stderr are pipes, not a terminal)."""
-    full_env = {k: v for k, v in os.environ.items() if k != api.INVENTORY_ENV}
+    full_env = {k: v for k, v in os.environ.items() if k != paths.INVENTORY_ENV}
     full_env.update(COLUMNS="80", **(env or {}))
     return subprocess.run([sys.executable, "-m", "mtp_remote.cli", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=240, env=full_env, check=False)

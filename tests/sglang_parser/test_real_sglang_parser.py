@@ -150,7 +150,7 @@ def test_preflight_over_ssh_lints_with_the_hosts_own_sglang_parser(sglang_python
     import yaml
 
     from mtp_remote.config.inventory import HostConfig
-    from mtp_remote.config.loading import load_playbook
+    from mtp_remote.config.playbook import load_playbook
     from mtp_remote.host.ops import preflight
     from mtp_remote.remote import connect
 

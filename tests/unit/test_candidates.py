@@ -3,8 +3,7 @@ no-op candidates are listed as skipped with the reason, never launched."""
 
 from __future__ import annotations
 
-from mtp_remote.config.loading import load_playbook
-from mtp_remote.config.playbook import MitigationConfig
+from mtp_remote.config.playbook import MitigationConfig, load_playbook
 from mtp_remote.search.candidates import effective_settings, parse_flags, plan_candidates, with_flags
 from tests.conftest import ROOT
 

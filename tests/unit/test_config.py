@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from mtp_remote.config.loading import load_inventory, load_playbook
+from mtp_remote.config.inventory import load_inventory
+from mtp_remote.config.playbook import load_playbook
 from mtp_remote.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -166,7 +167,7 @@ def test_a_config_path_that_never_ends_is_not_read_whole(tmp_path):
 
 
 def test_run_ids_are_checked_like_names():
-    from mtp_remote.config.inventory import check_run_id
+    from mtp_remote.config.validation import check_run_id
 
     assert check_run_id("20261130-141850-9b44") == "20261130-141850-9b44"
     for bad in ("../x", "a;b", "", "-x", "a/b"):

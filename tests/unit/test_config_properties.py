@@ -20,8 +20,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mtp_remote.config.inventory import ENV_NAME
-from mtp_remote.config.loading import load_inventory, load_playbook
+from mtp_remote.config.inventory import load_inventory
+from mtp_remote.config.playbook import load_playbook
+from mtp_remote.config.validation import ENV_NAME
 from mtp_remote.errors import ConfigError
 from mtp_remote.remote import hostscripts
 from mtp_remote.remote.commands import server_argv, server_env

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from mtp_remote.config.loading import load_inventory
+from mtp_remote.config.inventory import load_inventory
 from mtp_remote.errors import ConfigError
 
 

@@ -132,13 +132,13 @@ def test_hosts_and_history_do_not_import_the_api_layer_or_scipy(tmp_path):
                       "started_at": "2026-11-02T00:00:00", "exit_code": 0, "simulated": True, "verdicts": []},
                      tmp_path / "runs" / "a")
     for argv in (["hosts", "-i", str(ROOT / "inventory.yaml")], ["history", "--runs-dir", str(tmp_path / "runs")]):
-        probe = ("from mtp_remote.cli import main\n"
+        probe = ("from mtp_remote.cli.main import main\n"
                  f"try:\n    main({argv!r}, standalone_mode=False)\nexcept SystemExit:\n    pass\n"
                  "import sys, json\nprint(json.dumps(sorted(sys.modules)))")
         out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
         mods = set(json.loads(out.strip().splitlines()[-1]))
         assert "sim-local" in out or "h " in out or "│ a" in out, out
-        assert not {"scipy", "mtp_remote.api", "numpy"} & mods, (argv, sorted({"scipy", "mtp_remote.api"} & mods))
+        assert not {"scipy", "mtp_remote.experiment.diagnose", "numpy"} & mods, (argv, sorted({"scipy", "mtp_remote.experiment.diagnose"} & mods))
 
 
 def _interrupt_inside_a_task(run) -> tuple[bool, str]:
@@ -244,7 +244,8 @@ def test_mitigate_from_a_run_that_failed_refuses_before_touching_the_host(tmp_pa
 
 
 def test_the_reason_nothing_is_reused_reads_as_a_sentence(tmp_path):
-    from mtp_remote.config.loading import load_inventory, load_playbook
+    from mtp_remote.config.inventory import load_inventory
+    from mtp_remote.config.playbook import load_playbook
     from mtp_remote.search.mitigate import _reuse_check
 
     host = load_inventory(ROOT / "inventory.yaml").get("sim-local")
@@ -269,7 +270,7 @@ def test_fab_refuses_an_inventory_given_to_its_own_ssh_key_option():
 
 
 def test_a_group_given_to_a_one_host_command_is_named_a_group_with_the_ways_to_run_it_on_all():
-    from mtp_remote.config.loading import load_inventory
+    from mtp_remote.config.inventory import load_inventory
     from mtp_remote.errors import ConfigError
 
     inv = load_inventory(ROOT / "inventory.yaml")

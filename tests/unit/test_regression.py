@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 from mtp_remote.analysis.runstats import loop_diff, speed_diff, speed_vs_history
-from mtp_remote.experiment import diagnose as api
+from mtp_remote.config import paths
 from mtp_remote.fleet.regression import check_regressions, describe
 from mtp_remote.report import history as store
 
@@ -86,11 +86,11 @@ def test_the_inventory_is_found_from_the_environment_or_a_parent_directory(tmp_p
     (tmp_path / "inventory.yaml").write_text("x")
     deep = tmp_path / "a" / "b"
     deep.mkdir(parents=True)
-    monkeypatch.delenv(api.INVENTORY_ENV, raising=False)
-    assert api.find_inventory(None, cwd=deep) == tmp_path / "inventory.yaml"
-    monkeypatch.setenv(api.INVENTORY_ENV, str(tmp_path / "elsewhere.yaml"))
-    assert api.find_inventory(None, cwd=deep) == tmp_path / "elsewhere.yaml"
-    assert api.find_inventory("given.yaml", cwd=deep).name == "given.yaml"
+    monkeypatch.delenv(paths.INVENTORY_ENV, raising=False)
+    assert paths.find_inventory(None, cwd=deep) == tmp_path / "inventory.yaml"
+    monkeypatch.setenv(paths.INVENTORY_ENV, str(tmp_path / "elsewhere.yaml"))
+    assert paths.find_inventory(None, cwd=deep) == tmp_path / "elsewhere.yaml"
+    assert paths.find_inventory("given.yaml", cwd=deep).name == "given.yaml"
 
 
 def test_a_profile_that_launched_last_time_and_no_longer_starts_is_a_regression():

@@ -7,8 +7,8 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("scipy", "numpy", "httpx", "pydantic", "jinja2", "matplotlib", "paramiko", "mtp_remote.api",
-         "mtp_remote.runner", "rich.progress")
+HEAVY = ("scipy", "numpy", "httpx", "pydantic", "jinja2", "matplotlib", "paramiko", "mtp_remote.experiment.diagnose",
+         "mtp_remote.experiment.runner", "rich.progress")
 
 
 def _modules_after(code: str) -> set[str]:
@@ -24,20 +24,21 @@ def _heavy(mods: set[str]) -> list[str]:
 def test_cli_help_and_version_import_no_heavy_module():
     for argv in (["--version"], ["--help"], ["analyze", "--help"], ["diagnose", "--help"]):
         mods = _modules_after(
-            "from mtp_remote.cli import main\n"
+            "from mtp_remote.cli.main import main\n"
             f"try:\n    main({argv!r}, standalone_mode=False)\nexcept SystemExit:\n    pass")
         assert _heavy(mods) == [], argv
 
 
 def test_fabric_task_list_imports_no_heavy_module_beyond_fabric():
-    mods = _modules_after("import mtp_remote.tasks")
+    mods = _modules_after("import mtp_remote.cli.tasks")
     assert _heavy(mods) == []
     assert "invoke" in mods
 
 
 def test_deferred_api_still_exposes_the_defaults():
-    from mtp_remote.config import paths as entry
+    from mtp_remote.cli import options as entry
+    from mtp_remote.config import paths
     from mtp_remote.experiment import diagnose as api
 
     assert entry.api() is api
-    assert api.DEFAULT_INVENTORY == entry.DEFAULT_INVENTORY == "inventory.yaml"
+    assert api.DEFAULT_INVENTORY == paths.DEFAULT_INVENTORY == "inventory.yaml"
