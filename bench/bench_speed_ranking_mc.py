@@ -2,7 +2,7 @@
 
 Each trial draws per-sample tokens/s for a baseline and three loop-free candidates with known true speed
 ratios and runs them through ``ranking.speed_fields``, ``ranking.rank_results`` and ``ranking.pick_best``
-(:func:`mtp_remote.ranking.ranking_error_rates`). Prints the markdown table that ``docs/metrics.md`` shows.
+(:func:`mtp_remote.search.ranking_mc.ranking_error_rates`). Prints the markdown table that ``docs/metrics.md`` shows.
 
     .venv/bin/python bench/bench_speed_ranking_mc.py [--trials 2000] [--seed 1]
 """

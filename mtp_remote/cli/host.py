@@ -11,8 +11,9 @@ import click
 from rich.markup import escape
 
 from ..errors import EXIT_RUN_FAILED
-from .options import INTERRUPTS, _fleet, _host_opt, _inventory_opt, _playbook_opt, handle_errors, make_console
-from .options import api as _api
+from .lazy import api as _api
+from .lazy import make_console
+from .options import INTERRUPTS, _fleet, _host_opt, _inventory_opt, _playbook_opt, handle_errors
 
 
 @click.command()
@@ -23,8 +24,8 @@ from .options import api as _api
 @handle_errors
 def preflight(inventory, host, playbook, as_json):
     """Read-only checks: SSH, python/SGLang/torch, GPUs, model, disk, port, foreign processes, flag lint."""
-    from ..host.ops import preflight as run_preflight
-    from ..report.console import checks_table
+    from ..host.ops import preflight as run_preflight  # deferred: keeps --version/--help fast
+    from ..report.console import checks_table  # deferred: keeps --version/--help fast
 
     if _fleet("preflight", inventory, host, playbook=playbook, as_json=as_json):
         return
@@ -45,8 +46,8 @@ def preflight(inventory, host, playbook, as_json):
 @handle_errors
 def status(inventory, host, as_json):
     """Our server (if any), the port, GPU memory and SGLang processes we did not start."""
-    from ..host.ops import status as run_status
-    from ..report.console import status_table
+    from ..host.ops import status as run_status  # deferred: keeps --version/--help fast
+    from ..report.console import status_table  # deferred: keeps --version/--help fast
 
     if _fleet("status", inventory, host, as_json=as_json):
         return
@@ -68,7 +69,7 @@ def status(inventory, host, as_json):
 @handle_errors
 def stop(inventory, host, force, term_timeout):
     """Stop the server we started (SIGTERM, then SIGKILL) and wait for its GPU memory to be released."""
-    from ..host.ops import stop as run_stop
+    from ..host.ops import stop as run_stop  # deferred: keeps --version/--help fast
     from ..report.console import print_stop, progress_printer  # deferred: rich renderers
 
     if _fleet("stop", inventory, host, force=force, term_s=term_timeout):
@@ -87,8 +88,8 @@ def stop(inventory, host, force, term_timeout):
 @handle_errors
 def launch(inventory, host, playbook, profile):
     """Launch one profile's server detached and wait until it is ready (it keeps running)."""
-    from ..experiment.runner import new_run_id
-    from ..host.ops import launch as run_launch
+    from ..experiment.runner import new_run_id  # deferred: keeps --version/--help fast
+    from ..host.ops import launch as run_launch  # deferred: keeps --version/--help fast
     from ..report.console import progress_printer  # deferred: rich renderers
 
     _, _, pb = _api().load_config(inventory, playbook, host)  # the host's own `playbook:` unless -p
@@ -96,7 +97,7 @@ def launch(inventory, host, playbook, profile):
     with _api().open_host(inventory, host) as (cfg, c, py):
         outcome = run_launch(c, cfg, pb, profile, py, run_id=new_run_id(), on_progress=progress_printer(console))
     if not outcome.ok:
-        from ..experiment.server import raise_for_outcome
+        from ..experiment.server import raise_for_outcome  # deferred: keeps --version/--help fast
 
         raise_for_outcome(outcome)
     console.print(f"[green]{escape(outcome.describe())}[/]; server on {escape(cfg.name)} 127.0.0.1:{cfg.port}")
@@ -110,7 +111,7 @@ def launch(inventory, host, playbook, profile):
 @handle_errors
 def logs(inventory, host, follow, lines):
     """Show the log of our server (or the newest one), optionally following it."""
-    from ..host.ops import current_log, follow_log, server_alive
+    from ..host.ops import current_log, follow_log, server_alive  # deferred: keeps --version/--help fast
 
     with _api().open_host(inventory, host) as (cfg, c, _py):
         path, pid = current_log(c, cfg)
@@ -135,9 +136,9 @@ def logs(inventory, host, follow, lines):
 @handle_errors
 def smoke(inventory, host, playbook, prompt, temperature, max_tokens, as_json):
     """Send one prompt to the running server and say whether its output loops (exit 1 if it does)."""
-    from ..host.ops import running_api_key, smoke_lock
-    from ..host.ops import smoke as run_smoke
-    from ..remote import connect as transport
+    from ..host.ops import running_api_key, smoke_lock  # deferred: keeps --version/--help fast
+    from ..host.ops import smoke as run_smoke  # deferred: keeps --version/--help fast
+    from ..remote import connect as transport  # deferred: keeps --version/--help fast
     from ..report.console import inventory_option, print_smoke  # deferred: rich renderers
 
     _, _, pb = _api().load_config(inventory, playbook, host)  # the host's own `playbook:` unless -p

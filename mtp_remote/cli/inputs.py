@@ -113,7 +113,7 @@ def read_texts(path: str, skipped: list[str] | None = None) -> Iterator[tuple[st
     list), a JSON line that does not parse is described there and skipped instead, as long as another line
     of the file parses and the bad one is a record cut short (it opens with ``{``): a run killed mid-write
     leaves one in samples.jsonl, and ``--resume`` keeps it in the middle of the file
-    (:func:`mtp_remote.store.open_samples_for_append`). A line that is not JSON at all still fails the file."""
+    (:func:`mtp_remote.report.history.open_samples_for_append`). A line that is not JSON at all still fails the file."""
     if path == "-":
         yield from _sniffed("<stdin>", sys.stdin.read())
         return

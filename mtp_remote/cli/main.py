@@ -1,4 +1,4 @@
-"""The ``mtp-remote`` command line (click). Thin: parse options, call :mod:`mtp_remote.api`, render.
+"""The ``mtp-remote`` command line (click). Thin: parse options, call :mod:`mtp_remote.experiment.diagnose`, render.
 
 This is one of the two places that catch broad errors: an expected :class:`MtpRemoteError` becomes one red
 line (plus its evidence) and its exit code; anything else is a bug and keeps its traceback.
@@ -16,6 +16,8 @@ from rich.markup import escape
 from .. import __version__
 from ..config.paths import DEFAULT_PLAYBOOK, HISTORY_FILE
 from .host import launch, logs, preflight, smoke, status, stop
+from .lazy import api as _api
+from .lazy import make_console
 from .options import (
     INTERRUPTS,
     _console_hooks,
@@ -24,12 +26,12 @@ from .options import (
     _inventory_opt,
     _playbook_opt,
     handle_errors,
-    make_console,
     runs_dir_option,
 )
-from .options import api as _api
+from .runs import compare_cmd, hosts_cmd, report_cmd
+from .tools import classify_log_cmd, lint_command_cmd
 
-# Start-up time: ``--version``/``--help`` import only click and the light modules above (~0.1 s). The api
+# Start-up time: ``--version``/``--help`` import only click and the light modules above (~0.1 s). The experiment
 # layer (scipy, numpy, httpx, pydantic, jinja2: ~1 s) and the rich renderers are imported inside the command
 # that uses them ("deferred" below), so a command pays only for what it runs.
 
@@ -77,8 +79,13 @@ def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir,
     """Run the speculative vs baseline experiment on a host and give verdicts.
 
     -H a,b,c or an inventory group runs it on every host at once (fleet report, disagreeing hosts named)."""
-    from ..experiment.runner import Hooks
-    from ..report.console import RichHooks, cells_table, print_run_end, verdict_table
+    from ..experiment.runner import Hooks  # deferred: keeps --version/--help fast
+    from ..report.console import (  # deferred: keeps --version/--help fast
+        RichHooks,
+        cells_table,
+        print_run_end,
+        verdict_table,
+    )
 
     if _fleet("diagnose", inventory, host, playbook=playbook, runs_dir=runs_dir, samples=samples, as_json=as_json):
         return
@@ -114,7 +121,7 @@ def analyze(as_json, per_row, files):
     read is reported ({"file", "error"} with --json) and the others are still analysed. Many texts (a
     samples.jsonl) print a summary and the looping ones; --rows prints every row. Exits 2 when any
     file failed, else 1 when any text loops, else 0."""
-    from .tools import run_analyze
+    from .tools import run_analyze  # deferred: keeps --version/--help fast
 
     sys.exit(run_analyze(files, as_json=as_json, per_row=per_row))
 
@@ -147,9 +154,9 @@ def nightly(inventory, host, playbook, runs_dir, history_db, as_json, metrics_fi
     runs/fleet-ID/ with summary.json (each host's verdict, the hosts that
     disagree), junit.xml (one case per host) and metrics.prom (every host,
     labelled with the group). Exit code: the largest of the hosts'."""
-    from ..experiment.runner import Hooks
-    from ..fleet.nightly import fleet_spec, run_nightly
-    from ..fleet.regression import describe
+    from ..experiment.runner import Hooks  # deferred: keeps --version/--help fast
+    from ..fleet.nightly import fleet_spec, run_nightly  # deferred: keeps --version/--help fast
+    from ..fleet.regression import describe  # deferred: keeps --version/--help fast
     from ..report.console import RichHooks, print_run_end, verdict_table  # deferred: rich renderers
 
     console = make_console(stderr=as_json)
@@ -191,9 +198,9 @@ def nightly(inventory, host, playbook, runs_dir, history_db, as_json, metrics_fi
 
 def _nightly_fleet(console, fleet, *, inventory, playbook, runs_dir, history_db, as_json, metrics_file, workers):
     """The nightly over a group: run it, print the fleet table and where the artefacts are, exit."""
-    from ..experiment.runner import Hooks
-    from ..fleet.fleet import print_fleet
-    from ..fleet.nightly_fleet import run_nightly_fleet
+    from ..experiment.runner import Hooks  # deferred: keeps --version/--help fast
+    from ..fleet.fleet import print_fleet  # deferred: keeps --version/--help fast
+    from ..fleet.nightly_fleet import run_nightly_fleet  # deferred: keeps --version/--help fast
 
     hosts, group = fleet
     hooks = Hooks(interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
@@ -226,10 +233,10 @@ def history_cmd(host, group, runs_dir, history_db, limit, as_json):
     """List recorded runs (newest first): every diagnose and nightly, completed or failed, with verdicts.
 
     A fleet nightly (nightly -H GROUP) records one row per host with its group; --group lists them."""
-    from rich.table import Table
+    from rich.table import Table  # deferred: keeps --version/--help fast
 
-    from ..errors import ConfigError
-    from ..report import history as store
+    from ..errors import ConfigError  # deferred: keeps --version/--help fast
+    from ..report import history as store  # deferred: keeps --version/--help fast
 
     history_db = str(history_db or f"{runs_dir}/{HISTORY_FILE}")
     if not store.check_history_path(history_db).exists():
@@ -278,7 +285,11 @@ def mitigate(inventory, host, playbook, from_run, profile, only, samples, runs_d
     """Try flag changes on a corrupting profile; rank the loop-free ones by speed (exit 1: none is loop-free).
 
     -H a,b,c or a group runs it on every host (fleet); with --spread the candidates are shared out instead."""
-    from ..fleet.fleet import fleet_hosts, print_mitigation, spread_mitigate
+    from ..fleet.fleet import (  # deferred: keeps --version/--help fast
+        fleet_hosts,
+        print_mitigation,
+        spread_mitigate,
+    )
 
     if spread and len(hosts := fleet_hosts(inventory, host)) > 1:
         console = make_console()
@@ -292,7 +303,7 @@ def mitigate(inventory, host, playbook, from_run, profile, only, samples, runs_d
     if _fleet("mitigate", inventory, host, playbook=playbook, runs_dir=runs_dir, samples=samples,
               only=list(only) or None, as_json=as_json):
         return
-    from ..search.mitigate import mitigate as run_mitigate
+    from ..search.mitigate import mitigate as run_mitigate  # deferred: keeps --version/--help fast
 
     console = make_console(stderr=as_json)
     hooks = _console_hooks(console)
@@ -322,7 +333,7 @@ def bisect_cmd(inventory, host, playbook, good, bad, repeats, from_run, runs_dir
     """Find the minimal flag change from a good to a bad launch line that still corrupts output (ddmin).
 
     Each test's result is stored as it completes; Ctrl-C prints the --resume command."""
-    from ..search.bisect import bisect as run_bisect
+    from ..search.bisect import bisect as run_bisect  # deferred: keeps --version/--help fast
 
     console = make_console()
     hooks = _console_hooks(console)
@@ -348,9 +359,9 @@ def bisect_cmd(inventory, host, playbook, good, bad, repeats, from_run, runs_dir
 def bug_report_cmd(run_id, runs_dir, output):
     """Write an upstream issue body (markdown) for a diagnose run: environment, minimal command, evidence,
     an excerpt of a looping output, mitigations; secrets and host names masked. Prints it too."""
-    from pathlib import Path
+    from pathlib import Path  # deferred: keeps --version/--help fast
 
-    from ..runs.bugreport import write_bug_report
+    from ..runs.bugreport import write_bug_report  # deferred: keeps --version/--help fast
 
     path, text = write_bug_report(run_id, runs_dir=Path(runs_dir), output=Path(output) if output else None)
     click.echo(text)
@@ -358,21 +369,11 @@ def bug_report_cmd(run_id, runs_dir, output):
 
 
 def _register_ops() -> None:
-    try:
-        from .tools import classify_log_cmd
-    except ImportError:  # pragma: no cover - module under construction
-        return
     main.add_command(classify_log_cmd, "classify-log")
-    try:
-        from .tools import lint_command_cmd
-    except ImportError:  # pragma: no cover
-        return
     main.add_command(lint_command_cmd, "lint-command")
 
 
 def _register_runs() -> None:
-    from .runs import compare_cmd, hosts_cmd, report_cmd
-
     for cmd in (hosts_cmd, report_cmd, compare_cmd):
         main.add_command(handle_errors_cmd(cmd))
 

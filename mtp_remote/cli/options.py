@@ -1,10 +1,6 @@
-"""What both entry points (``cli/main.py``, ``cli/tasks.py``) share at start-up: the ``--runs-dir`` option and the
-heavy layers, imported on first use.
-
-Start-up time is the reason this module exists: ``mtp-remote --version``/``--help`` and ``fab -l`` must not
-pay for the experiment layer (scipy, numpy, httpx, pydantic, jinja2: ~1 s on a 2-core VM) or the rich renderers;
-each command imports them through :func:`api` / :func:`make_console` when it runs. ``bench/`` times this.
-"""
+"""What the click commands (``cli/main.py``, ``cli/host.py``, ``cli/runs.py``) share: the ``-i``/``-H``/``-p`` and
+``--runs-dir`` options, :func:`handle_errors` (one red line and the exit code), the Ctrl-C handling and the fleet
+fan-out of ``-H a,b,c``."""
 
 from __future__ import annotations
 
@@ -18,6 +14,7 @@ from rich.markup import escape
 from ..config.paths import DEFAULT_PLAYBOOK, RUNS_DEFAULT_HELP, default_runs_dir
 from ..errors import Interrupted, MtpRemoteError
 from ..interrupts import Interrupts
+from .lazy import make_console
 
 
 def _runs_dir_value(ctx, param, value):
@@ -29,22 +26,6 @@ def runs_dir_option(help_text: str = "Where run directories are."):
     """The ``--runs-dir`` option of every click command (default: :func:`default_runs_dir`)."""
     return click.option("--runs-dir", default=None, callback=_runs_dir_value, show_default=RUNS_DEFAULT_HELP,
                         help=help_text)
-
-
-def api():
-    """The :mod:`mtp_remote.experiment.diagnose` module (deferred: it pulls scipy/numpy/httpx/pydantic, ~1 s)."""
-    from ..experiment import (
-        diagnose as module,  # deferred: keeps --version/--help fast (scipy, numpy, httpx: ~1 s)
-    )
-
-    return module
-
-
-def make_console(*args, **kwargs):
-    """:func:`mtp_remote.report.console.make_console` (deferred: rich tables/progress and jinja2)."""
-    from ..report.console import make_console as make  # deferred: keeps --version/--help fast (rich, jinja2)
-
-    return make(*args, **kwargs)
 
 
 #: SIGINT/SIGTERM handling for this process (entry point state: one per process).
@@ -74,7 +55,7 @@ def handle_errors(fn):
             Console(stderr=True, log_path=False).print("[red]interrupted[/]")
             sys.exit(130)
         except Exception as e:  # an SSH failure is a cause (one line, exit 2); anything else is a bug
-            from ..remote.connect import as_connect_error
+            from ..remote.connect import as_connect_error  # deferred: keeps --version/--help fast
 
             ssh = as_connect_error(e)
             if ssh is None:
@@ -88,8 +69,8 @@ def handle_errors(fn):
 
 def _console_hooks(console):
     """Runner hooks that print progress on ``console`` and honour Ctrl-C (mitigate, bisect)."""
-    from ..experiment.runner import Hooks
-    from ..report.console import RichHooks
+    from ..experiment.runner import Hooks  # deferred: keeps --version/--help fast
+    from ..report.console import RichHooks  # deferred: keeps --version/--help fast
 
     rh = RichHooks(console)
     return Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample,
@@ -99,7 +80,7 @@ def _console_hooks(console):
 def _fleet(command: str, inventory, host, **kw) -> bool:
     """When ``-H`` names several hosts (``a,b,c`` or a group), run ``command`` on all of them at once, print
     the fleet report and exit with its code; False for a single host (the caller goes on)."""
-    from ..fleet.fleet import fleet_hosts, print_fleet, run_fleet
+    from ..fleet.fleet import fleet_hosts, print_fleet, run_fleet  # deferred: keeps --version/--help fast
 
     hosts = fleet_hosts(inventory, host)
     if len(hosts) < 2:

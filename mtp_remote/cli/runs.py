@@ -1,6 +1,6 @@
 """CLI commands over the inventory and the runs on disk: ``hosts``, ``report``, ``compare``.
 
-Thin click commands (registered by :mod:`mtp_remote.cli`) over :mod:`mtp_remote.compare` and the inventory;
+Thin click commands (registered by :mod:`mtp_remote.cli.main`) over :mod:`mtp_remote.runs.compare` and the inventory;
 no network. ``--json`` prints the same data for scripts. Errors are MtpRemoteError, turned into one red line
 and exit 2 by the CLI's ``handle_errors``.
 """
@@ -8,24 +8,19 @@ and exit 2 by the CLI's ``handle_errors``.
 from __future__ import annotations
 
 import json
+import sys
 
 import click
 
+from .lazy import make_console
 from .options import runs_dir_option
 
 # rich and the report layer are imported inside the commands: importing this module (as ``mtp-remote
 # --help`` does) must stay as light as click itself.
 
 
-def make_console(*args, **kwargs):
-    """:func:`mtp_remote.report.console.make_console`, imported on first use."""
-    from ..report.console import make_console as make
-
-    return make(*args, **kwargs)
-
-
 def escape(text: str) -> str:
-    from rich.markup import escape as esc
+    from rich.markup import escape as esc  # deferred: keeps --version/--help fast
 
     return esc(text)
 
@@ -41,7 +36,7 @@ def _num(x: float | None, digits: int = 2) -> str:
 def hosts_table(inv, path):
     """One row per inventory host (a rich Table): name (* default), how it is reached, engine, GPUs ("all" when
     ``gpus`` is unset: the server sees every GPU, not none), port, model, faults."""
-    from rich.table import Table
+    from rich.table import Table  # deferred: keeps --version/--help fast
 
     t = Table(title=f"Hosts — {path}", title_justify="left")
     for col in ("host", "transport", "address", "engine", "GPUs", "port", "model", "faults injected"):
@@ -72,7 +67,7 @@ def host_dict(name: str, h, default: str) -> dict:
 @click.option("--json", "as_json", is_flag=True, help="Print the hosts as JSON.")
 def hosts_cmd(inventory, as_json):
     """List the hosts of the inventory: how each is reached, engine, GPUs, port, model."""
-    from ..config.inventory import load_inventory
+    from ..config.inventory import load_inventory  # deferred: keeps --version/--help fast
     from ..config.paths import find_inventory  # not .api: listing hosts needs no scipy (~1 s)
 
     path = find_inventory(inventory)
@@ -95,9 +90,9 @@ def report_cmd(run, runs_dir, open_it):
     """Re-render a run's report.md and report.html from its summary.json (default: the last run).
 
     A run that could not be done has no report: its status and cause are printed (exit 2)."""
-    from ..report.console import print_run_end, verdict_table
-    from ..report.document import load_summary
-    from ..runs.compare import rerender, resolve_run
+    from ..report.console import print_run_end, verdict_table  # deferred: keeps --version/--help fast
+    from ..report.document import load_summary  # deferred: keeps --version/--help fast
+    from ..runs.compare import rerender, resolve_run  # deferred: keeps --version/--help fast
 
     run_dir = resolve_run(run, runs_dir)
     paths = rerender(run_dir)
@@ -106,15 +101,15 @@ def report_cmd(run, runs_dir, open_it):
     console.print(verdict_table(doc))
     print_run_end(console, doc, run_dir, doc.get("exit_code", 0), afterwards=True)
     if open_it:
-        import webbrowser
+        import webbrowser  # deferred: keeps --version/--help fast
 
         if not webbrowser.open(paths["html"].resolve().as_uri()):
             click.echo(f"no browser found; open {paths['html']} by hand", err=True)
 
 
 def compare_table(res: dict):
-    """The comparison of :func:`mtp_remote.compare.compare_runs` as a rich Table, one row per cell."""
-    from rich.table import Table
+    """The comparison of :func:`mtp_remote.runs.compare.compare_runs` as a rich Table, one row per cell."""
+    from rich.table import Table  # deferred: keeps --version/--help fast
 
     a, b = res["a"], res["b"]
     t = Table(title=f"Compare — A {a['run_id']} ({a['host']}, {a['playbook']}) vs B {b['run_id']} "
@@ -150,9 +145,7 @@ def compare_cmd(run_a, run_b, runs_dir, as_json):
 
     RUN_A is the reference, RUN_B (default: last) the run under test; each is a run id, 'last' or a
     directory. Exit 1 when a cell of B loops significantly more than in A (one-sided p < 0.05)."""
-    import sys
-
-    from ..runs.compare import compare_runs, resolve_run
+    from ..runs.compare import compare_runs, resolve_run  # deferred: keeps --version/--help fast
 
     res = compare_runs(resolve_run(run_a, runs_dir), resolve_run(run_b, runs_dir))
     if as_json:

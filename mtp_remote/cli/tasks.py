@@ -1,4 +1,4 @@
-"""Fabric tasks (``fab -l`` lists them). Thin wrappers over :mod:`mtp_remote.api`, like the click CLI.
+"""Fabric tasks (``fab -l`` lists them). Thin wrappers over :mod:`mtp_remote.experiment.diagnose`, like the click CLI.
 
 ``fab -H NAME diagnose`` reads NAME as a host of ``inventory.yaml`` (Fabric hands the task an unopened
 ``Connection`` whose ``.host`` is that name; mtp-remote opens its own, with the inventory's SSH settings and
@@ -8,7 +8,9 @@ and the exit code (0 healthy, 1 corrupt or failed profile, 2 run could not be do
 
 from __future__ import annotations
 
+import json
 import shlex
+import sys
 
 from invoke import task
 from invoke.exceptions import Exit
@@ -17,13 +19,13 @@ from rich.markup import escape
 from ..config.paths import DEFAULT_PLAYBOOK, RUNS_DEFAULT_HELP, default_runs_dir
 from ..errors import ConfigError, Interrupted, MtpRemoteError
 from ..interrupts import Interrupts
-from .options import api as _api
-from .options import make_console
+from .lazy import api as _api
+from .lazy import make_console
 
 _RUNS_DIR_HELP = f"where run directories go (default: {RUNS_DEFAULT_HELP})"
 
 # Start-up time: ``fab -l`` imports only invoke and the light modules above. The api layer (scipy, numpy,
-# httpx, pydantic, jinja2: ~1 s) and the rich renderers are imported inside the task that uses them (mtp_remote/entry.py).
+# httpx, pydantic, jinja2: ~1 s) and the rich renderers are imported inside the task that uses them (mtp_remote/cli/options.py).
 
 
 _PB_HELP = "playbook YAML (default: the host's own `playbook:` in the inventory, else playbooks/diagnose-mtp.yaml)"
@@ -57,9 +59,6 @@ def _refuse_inventory_as_key(c) -> None:
 
 def _json_out(data) -> None:
     """``--json``: the result as JSON on stdout (progress and errors go to stderr)."""
-    import json
-    import sys
-
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
@@ -98,8 +97,13 @@ def diagnose(c, playbook=DEFAULT_PLAYBOOK, inventory=None, profile=None, samples
              max_tokens=None, resume=None, runs_dir=None, json=False):
     """Run the speculative vs baseline experiment on a host and print verdicts (-H NAME from inventory)."""
     runs_dir = runs_dir or str(default_runs_dir())
-    from ..experiment.runner import Hooks
-    from ..report.console import RichHooks, cells_table, print_run_end, verdict_table
+    from ..experiment.runner import Hooks  # deferred: keeps --version/--help fast
+    from ..report.console import (  # deferred: keeps --version/--help fast
+        RichHooks,
+        cells_table,
+        print_run_end,
+        verdict_table,
+    )
 
     INTERRUPTS.install()
     console = make_console(stderr=json)
@@ -134,8 +138,8 @@ def diagnose(c, playbook=DEFAULT_PLAYBOOK, inventory=None, profile=None, samples
                                    "json": "print the checks as JSON"})
 def preflight(c, playbook=DEFAULT_PLAYBOOK, inventory=None, json=False):
     """Read-only checks: SSH, python/SGLang/torch, GPUs, model, disk, port, foreign processes, flag lint."""
-    from ..host.ops import preflight as run_preflight
-    from ..report.console import checks_table
+    from ..host.ops import preflight as run_preflight  # deferred: keeps --version/--help fast
+    from ..report.console import checks_table  # deferred: keeps --version/--help fast
 
     try:
         _, _, pb = _api().load_config(inventory, playbook, _host_name(c))  # the host's `playbook:` unless given
@@ -154,8 +158,8 @@ def preflight(c, playbook=DEFAULT_PLAYBOOK, inventory=None, json=False):
 @task(auto_shortflags=False, help={"inventory": _INV_HELP, "json": "print the status as JSON"})
 def status(c, inventory=None, json=False):
     """Show our server, the port, GPU memory and SGLang processes we did not start."""
-    from ..host.ops import status as run_status
-    from ..report.console import status_table
+    from ..host.ops import status as run_status  # deferred: keeps --version/--help fast
+    from ..report.console import status_table  # deferred: keeps --version/--help fast
 
     try:
         with _api().open_host(inventory, _host_name(c)) as (cfg, conn, py):
@@ -173,7 +177,7 @@ def status(c, inventory=None, json=False):
             "inventory": _INV_HELP})
 def stop(c, force=False, term_timeout=None, inventory=None):
     """Stop the server we started (SIGTERM, then SIGKILL) and wait until its GPU memory is released."""
-    from ..host.ops import stop as run_stop
+    from ..host.ops import stop as run_stop  # deferred: keeps --version/--help fast
     from ..report.console import print_stop, progress_printer  # deferred: rich renderers
 
     console = make_console()
@@ -190,9 +194,9 @@ def stop(c, force=False, term_timeout=None, inventory=None):
             "inventory": _INV_HELP})
 def launch(c, profile=None, playbook=DEFAULT_PLAYBOOK, inventory=None):
     """Launch one profile's server detached and wait until ready (it keeps running): --profile NAME."""
-    from ..experiment.runner import new_run_id
-    from ..experiment.server import raise_for_outcome
-    from ..host.ops import launch as run_launch
+    from ..experiment.runner import new_run_id  # deferred: keeps --version/--help fast
+    from ..experiment.server import raise_for_outcome  # deferred: keeps --version/--help fast
+    from ..host.ops import launch as run_launch  # deferred: keeps --version/--help fast
     from ..report.console import progress_printer  # deferred: rich renderers
 
     INTERRUPTS.install()  # SIGTERM too: the wait is interrupted and the server just started is stopped
@@ -216,7 +220,7 @@ def launch(c, profile=None, playbook=DEFAULT_PLAYBOOK, inventory=None):
             "inventory": _INV_HELP})
 def logs(c, follow=False, lines="50", inventory=None):
     """Show the log of our server (or the newest one); --follow keeps printing."""
-    from ..host.ops import current_log, follow_log, server_alive
+    from ..host.ops import current_log, follow_log, server_alive  # deferred: keeps --version/--help fast
 
     INTERRUPTS.install()  # Invoke swallows a Ctrl-C that lands in one of the loop's short commands
     try:
@@ -241,9 +245,9 @@ def logs(c, follow=False, lines="50", inventory=None):
             "playbook": _PB_HELP, "inventory": _INV_HELP, "json": "print the result as JSON"})
 def smoke(c, prompt=None, temperature="0.7", playbook=DEFAULT_PLAYBOOK, inventory=None, json=False):
     """Send one prompt to the running server and say whether its output loops (exit 1 if it does)."""
-    from ..host.ops import running_api_key, smoke_lock
-    from ..host.ops import smoke as run_smoke
-    from ..remote import connect as transport
+    from ..host.ops import running_api_key, smoke_lock  # deferred: keeps --version/--help fast
+    from ..host.ops import smoke as run_smoke  # deferred: keeps --version/--help fast
+    from ..remote import connect as transport  # deferred: keeps --version/--help fast
     from ..report.console import print_smoke  # deferred: rich renderers
 
     try:
@@ -269,8 +273,8 @@ def smoke(c, prompt=None, temperature="0.7", playbook=DEFAULT_PLAYBOOK, inventor
 
 
 def _rich_hooks(console):
-    from ..experiment.runner import Hooks
-    from ..report.console import RichHooks
+    from ..experiment.runner import Hooks  # deferred: keeps --version/--help fast
+    from ..report.console import RichHooks  # deferred: keeps --version/--help fast
 
     rh = RichHooks(console)
     return Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample,
@@ -286,8 +290,8 @@ def mitigate(c, playbook=DEFAULT_PLAYBOOK, inventory=None, from_run=None, profil
              candidate=None, samples=None, resume=None, runs_dir=None):
     """Try flag changes on a corrupting profile and rank the loop-free ones by speed (-H NAME)."""
     runs_dir = runs_dir or str(default_runs_dir())
-    from ..fleet.fleet import print_mitigation
-    from ..search.mitigate import mitigate as run_mitigate
+    from ..fleet.fleet import print_mitigation  # deferred: keeps --version/--help fast
+    from ..search.mitigate import mitigate as run_mitigate  # deferred: keeps --version/--help fast
 
     INTERRUPTS.install()
     console = make_console()
@@ -317,7 +321,7 @@ def bisect_task(c, good=None, bad=None, repeats=None, from_run=None, playbook=DE
                 inventory=None, runs_dir=None, resume=None):
     """Find the minimal flag change from a good to a bad launch line that still corrupts output (ddmin)."""
     runs_dir = runs_dir or str(default_runs_dir())
-    from ..search.bisect import bisect as run_bisect
+    from ..search.bisect import bisect as run_bisect  # deferred: keeps --version/--help fast
 
     INTERRUPTS.install()
     console = make_console()
@@ -347,7 +351,7 @@ def fleet(c, command, hosts, playbook=DEFAULT_PLAYBOOK, inventory=None, samples=
 
     (fab -H a,b,c TASK runs TASK on each host one after the other; this runs them in parallel.)"""
     runs_dir = runs_dir or str(default_runs_dir())
-    from ..fleet.fleet import fleet_hosts, print_fleet, run_fleet
+    from ..fleet.fleet import fleet_hosts, print_fleet, run_fleet  # deferred: keeps --version/--help fast
 
     _refuse_inventory_as_key(c)
     console = make_console()
@@ -378,9 +382,9 @@ def nightly(c, hosts=None, playbook="playbooks/nightly.yaml", inventory=None, ru
     could not be done. With a group (fab -H GROUP nightly, or --hosts a,b,c) every host runs at once with its
     own artefacts and history row (with the group), plus runs/fleet-ID/ with one junit case per host."""
     runs_dir = runs_dir or str(default_runs_dir())
-    from ..experiment.runner import Hooks
-    from ..fleet.nightly import fleet_spec, run_nightly
-    from ..fleet.nightly_fleet import run_nightly_fleet
+    from ..experiment.runner import Hooks  # deferred: keeps --version/--help fast
+    from ..fleet.nightly import fleet_spec, run_nightly  # deferred: keeps --version/--help fast
+    from ..fleet.nightly_fleet import run_nightly_fleet  # deferred: keeps --version/--help fast
 
     INTERRUPTS.install()
     console = make_console(stderr=json)
@@ -390,7 +394,7 @@ def nightly(c, hosts=None, playbook="playbooks/nightly.yaml", inventory=None, ru
     fleet = fleet_spec(inventory, spec)
     try:
         if fleet is not None:
-            from ..fleet.fleet import print_fleet
+            from ..fleet.fleet import print_fleet  # deferred: keeps --version/--help fast
 
             res = run_nightly_fleet(fleet[0], group=fleet[1], inventory=inventory, playbook=playbook,
                                     runs_dir=runs_dir, history_db=history, hooks=hooks, metrics_file=metrics_file,
@@ -401,7 +405,11 @@ def nightly(c, hosts=None, playbook="playbooks/nightly.yaml", inventory=None, ru
             console.print(f"fleet nightly {res.fleet_id}: {res.fleet_dir}/summary.json, junit.xml, metrics.prom")
             doc, code, error = res.summary, res.exit_code, None
         else:
-            from ..report.console import RichHooks, print_run_end, verdict_table
+            from ..report.console import (  # deferred: keeps --version/--help fast
+                RichHooks,
+                print_run_end,
+                verdict_table,
+            )
 
             rh = RichHooks(console)
             hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample,

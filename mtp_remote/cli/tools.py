@@ -9,6 +9,8 @@ read is a :class:`click.ClickException` naming it, except for ``analyze``, which
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -17,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from mtp_remote.cli.options import make_console
+from mtp_remote.cli.lazy import make_console
 from mtp_remote.errors import AnalysisInputError, MtpRemoteError
 
 _STYLE = {"ok": "green", "warning": "yellow", "fatal": "red"}
@@ -31,7 +33,7 @@ class UsageError(click.ClickException):
 
 def _read_text(path: str) -> str:
     from mtp_remote.cli.inputs import (
-        read_text_file,  # inputs imports the HTTP client: only when reading files
+        read_text_file,  # deferred: inputs imports the HTTP client, --help stays fast
     )
 
     if path == "-":
@@ -84,9 +86,7 @@ def classify_log_cmd(as_json: bool, files: tuple[str, ...]) -> None:
 
 def _line_secrets(command_line: str) -> list[str]:
     """The secret values (``--api-key`` and its prefixes) in a command line, to mask them in the output."""
-    import shlex
-
-    from mtp_remote.remote.commands import secrets_of
+    from mtp_remote.remote.commands import secrets_of  # deferred: keeps --version/--help fast
 
     try:
         return secrets_of(shlex.split(command_line), {})
@@ -142,13 +142,13 @@ def lint_command_cmd(as_json: bool, sglang_version: str | None, with_defaults: b
 
 
 def run_analyze(files: tuple[str, ...], *, as_json: bool, per_row: bool | None = None) -> int:
-    """Analyse every text of ``files`` (see :mod:`mtp_remote.inputs` for the kinds) and print the metrics.
+    """Analyse every text of ``files`` (see :mod:`mtp_remote.cli.inputs` for the kinds) and print the metrics.
 
     A file that cannot be read or parsed is reported -- ``{"file", "error"}`` as one JSON line with
     ``as_json``, a red line on stderr otherwise -- and the other files are still analysed. Returns the exit
     code: 2 when any file failed, else 1 when any text loops, else 0.
     """
-    from mtp_remote.cli.inputs import SHAPES, read_texts
+    from mtp_remote.cli.inputs import SHAPES, read_texts  # deferred: keeps --version/--help fast
 
     rows: list[dict] = []
     failed = 0
@@ -184,7 +184,7 @@ PARALLEL_MIN_TEXTS = 200
 
 
 def _analyze_one(item: tuple) -> dict:
-    from mtp_remote.analysis.degeneracy import analyze_text
+    from mtp_remote.analysis.degeneracy import analyze_text  # deferred: keeps --version/--help fast
 
     label, text, ids = item
     return {"file": label, **analyze_text(text, ids).to_dict()}
@@ -194,15 +194,12 @@ def _analyzed(texts: list[tuple]):
     """Rows of ``texts`` (``(label, text, token ids)``) in order: on Linux with several cores and at least
     :data:`PARALLEL_MIN_TEXTS` texts, computed by forked worker processes (one per core, at most 8) in chunks;
     otherwise here, one by one. The metrics are the same either way (pure functions of the text)."""
-    import os
-    import sys
-
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if len(texts) < PARALLEL_MIN_TEXTS or cores < 2 or not sys.platform.startswith("linux"):
         yield from map(_analyze_one, texts)
         return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    import multiprocessing  # deferred: only a large analyze forks workers
+    from concurrent.futures import ProcessPoolExecutor  # deferred: only a large analyze forks workers
 
     workers = min(cores, 8)
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:

@@ -1,4 +1,4 @@
-"""The operations behind both entry points (``cli.py`` and ``tasks.py``), so the two stay thin and alike.
+"""The operations behind both entry points (``cli/main.py`` and ``cli/tasks.py``), so the two stay thin and alike.
 
 ``diagnose`` runs a playbook on a host and writes ``runs/<run-id>/``; ``analyze_files`` measures texts.
 Errors are :class:`~mtp_remote.errors.MtpRemoteError` subclasses; nothing here prints except through the
@@ -157,7 +157,7 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
     speculative profile corrupts output or failed to launch). Raises MtpRemoteError when the run cannot be
     done; the samples stored so far are kept. Every run that got as far as the host — completed, failed or
     interrupted — is recorded in ``history`` (default ``RUNS_DIR/history.sqlite``); one that failed also
-    leaves summary.json (status, cause), junit.xml and metrics.prom (:mod:`mtp_remote.records`), and the
+    leaves summary.json (status, cause), junit.xml and metrics.prom (:mod:`mtp_remote.report.records`), and the
     raised error carries ``run_id``/``run_dir``. A run that stored no sample suggests no ``--resume`` and
     leaves no ``run.json``."""
     inventory = find_inventory(inventory)

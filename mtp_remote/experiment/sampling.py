@@ -1,7 +1,7 @@
 """What is sent and what is kept while sampling one profile: the queue's order, the early-stopping bookkeeping
 of its cells, the requests-in-flight meter, and one sample's record in ``samples.jsonl``.
 
-Pure bookkeeping (no I/O but reading ``samples.jsonl``): the runner (:mod:`mtp_remote.runner`) drives the
+Pure bookkeeping (no I/O but reading ``samples.jsonl``): the runner (:mod:`mtp_remote.experiment.runner`) drives the
 server and the HTTP client and calls these.
 """
 

@@ -3,12 +3,12 @@
 ``-H a,b,c`` or an inventory group (``groups:`` in ``inventory.yaml``) names the hosts. Each host runs in its
 own thread (at most ``max_workers`` at a time) with its own connection, exactly as a single-host command
 would; one host's failure is recorded as that host's outcome (Fabric's ``GroupResult`` habit) and never stops
-the others. Each host's environment facts (:mod:`mtp_remote.envfacts`, plus its inventory env and model path)
+the others. Each host's environment facts (:mod:`mtp_remote.remote.envfacts`, plus its inventory env and model path)
 are collected alongside, so the fleet report can single out the hosts whose verdict differs from the majority
 and say in which facts they differ ("corrupts on gpu-3 only: driver 550.54 vs 560.35"). The report is
 written to ``runs/fleet-<run-id>/fleet.json`` and ``fleet.md``. ``nightly`` runs here too (per host exactly
 the single-host nightly, recorded in the history with the group and the fleet id); its fleet-level summary,
-junit and metrics are written by :func:`mtp_remote.nightly.run_nightly_fleet`. This module also renders the
+junit and metrics are written by :func:`mtp_remote.fleet.nightly_fleet.run_nightly_fleet`. This module also renders the
 mitigation table for the console (rich).
 """
 

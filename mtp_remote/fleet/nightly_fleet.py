@@ -24,7 +24,7 @@ from .nightly import DEFAULT_NIGHTLY_PLAYBOOK, check_metrics_file, publish_metri
 @dataclass
 class FleetNightlyResult:
     """``summary``: the fleet document (:func:`fleet_summary`); ``report``: the per-host outcomes
-    (:class:`mtp_remote.fleet.FleetReport`); ``fleet_dir``: ``RUNS_DIR/fleet-<id>/``."""
+    (:class:`mtp_remote.fleet.fleet.FleetReport`); ``fleet_dir``: ``RUNS_DIR/fleet-<id>/``."""
 
     fleet_id: str
     fleet_dir: Path
@@ -85,7 +85,7 @@ def fleet_summary(report, *, group: str, host_docs: dict[str, dict], started_at:
                   runs_dir: Path) -> dict:
     """The fleet nightly's document: per host its status, exit code, run id and directory, verdicts, the
     profiles that corrupt (or did not launch), its regressions and the cause when it could not run; the
-    hosts that disagree (:func:`mtp_remote.fleet.disagreements`, with the facts they differ in), the hosts
+    hosts that disagree (:func:`mtp_remote.fleet.fleet.disagreements`, with the facts they differ in), the hosts
     that could not run and those that corrupt. JSON-able."""
     finished = datetime.now(timezone.utc)
     hosts = []

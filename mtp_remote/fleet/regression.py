@@ -9,7 +9,7 @@ A regression is a *tested* change, not a changed label:
   reported as "not tested"), Holm-adjusted;
 - a profile that launched in the last good run and failed tonight (did not start, crashed, hung).
 
-Input: the summary document and :func:`mtp_remote.store.good_runs` rows; output: a
+Input: the summary document and :func:`mtp_remote.report.history.good_runs` rows; output: a
 :class:`RegressionReport` (JSON-able). Pure apart from the deferred scipy import in ``analysis.runstats``.
 """
 
@@ -53,7 +53,7 @@ def _label(c: dict) -> str:
 
 def check_regressions(doc: dict, earlier: list[dict], *, alpha: float | None = None) -> RegressionReport:
     """Compare the completed run ``doc`` (summary.json) with ``earlier`` good runs (newest first, as
-    :func:`mtp_remote.store.good_runs` returns them). ``alpha`` defaults to the playbook's."""
+    :func:`mtp_remote.report.history.good_runs` returns them). ``alpha`` defaults to the playbook's."""
     alpha = alpha if alpha is not None else float(doc.get("playbook", {}).get("alpha") or 0.05)
     if not earlier:
         return RegressionReport(None, alpha)

@@ -2,7 +2,7 @@
 
 Each takes a transport ``c`` and typed config and returns data (``Check`` lists, ``StatusReport``, …); the
 entry points render them. They change the host only where their name says so (``stop``, ``launch``), and
-then only through :class:`~mtp_remote.server.ServerLifecycle` — our process group, never by name.
+then only through :class:`~mtp_remote.experiment.server.ServerLifecycle` — our process group, never by name.
 """
 
 from __future__ import annotations

@@ -218,7 +218,7 @@ def progress_printer(console: Console):
 
 
 def print_stop(console: Console, res: dict) -> None:
-    """Render :func:`mtp_remote.ops.stop`'s result: our server (unless already shown as progress), every
+    """Render :func:`mtp_remote.host.ops.stop`'s result: our server (unless already shown as progress), every
     foreign process with what was done to it, and the forced stop."""
     if res["ours"]["found"] in ("none", "not-ours", "gone"):
         console.print(escape(res["ours_text"]))  # a real stop was already reported as progress
@@ -237,7 +237,7 @@ def print_stop(console: Console, res: dict) -> None:
 
 
 def print_smoke(console: Console, res: dict) -> None:
-    """Render :func:`mtp_remote.ops.smoke`'s result: verdict line, then the end of the output."""
+    """Render :func:`mtp_remote.host.ops.smoke`'s result: verdict line, then the end of the output."""
     m = res["metrics"]
     style = "red" if res["verdict"] == "loops" else "green"
     accept = "–" if res["accept_length"] is None else f"{res['accept_length']:.2f}"

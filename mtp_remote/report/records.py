@@ -3,7 +3,7 @@
 A failed or interrupted run writes, in its run directory: ``summary.json`` with ``status`` (``failed`` or
 ``interrupted``) and ``cause`` (the error's one line, its type and evidence tail), ``junit.xml`` (one failing
 test case ``run`` with the cause), ``metrics.prom`` (``mtp_remote_up 0``, ``mtp_remote_run_failed 1`` and the
-timestamp) and a row in the history (:mod:`mtp_remote.store`). A completed run's artefacts are written by
+timestamp) and a row in the history (:mod:`mtp_remote.report.history`). A completed run's artefacts are written by
 ``api.diagnose``; both kinds go into the same history.
 
 A run directory without ``run.json`` cannot be resumed: a failure before any sample leaves only these

@@ -2,7 +2,7 @@
 
 Delta debugging (Zeller & Hildebrandt 2002, *ddmin*) over the changes that turn the good profile's flags into
 the bad one's (set a flag, change its value, remove it). One test applies a subset of the changes to the good
-flags, launches that server once (:class:`~mtp_remote.runner.Runner`, early stopping with ``repeats`` samples
+flags, launches that server once (:class:`~mtp_remote.experiment.runner.Runner`, early stopping with ``repeats`` samples
 per prompt as the budget: a test is statistical) and asks the decision rule (:func:`mitigate._judge`) whether
 it corrupts output against the baseline: ``fail`` (spec-corrupts-output), ``pass`` (no loop excess) or
 ``unresolved`` (anything else — ddmin treats it as not failing). Results are cached by flag set, so a

@@ -1,6 +1,6 @@
 """``mitigate``: from a corrupting speculative profile, try candidate flag changes and rank the loop-free ones.
 
-One launch per candidate (:class:`~mtp_remote.runner.Runner`, the same lifecycle as ``diagnose``), sampled in
+One launch per candidate (:class:`~mtp_remote.experiment.runner.Runner`, the same lifecycle as ``diagnose``), sampled in
 rounds with early stopping (``analysis.stopping``: a candidate is dropped as soon as it is settled bad), each
 judged against the baseline with the same statistics and rule as ``diagnose`` (through :func:`_judge`, the one
 place that calls the decision rule). The baseline's samples (and the corrupting profile's, shown as the
@@ -64,7 +64,7 @@ class CandidateResult:
     means with ``speed_ci`` its 95 % Welch interval [low, high]; ``speed_cost`` 1 - the same ratio over the
     reference's (what the change costs of the speed-up; None without such samples) with ``speed_cost_ci``;
     ``flag_changes`` flags added, removed or changed against the as-deployed profile; ``tied_with`` the #1's
-    name when the samples cannot separate this row's speed from #1's (see :mod:`mtp_remote.ranking`)."""
+    name when the samples cannot separate this row's speed from #1's (see :mod:`mtp_remote.search.ranking`)."""
 
     name: str
     change: str
@@ -404,7 +404,7 @@ def _run_all(c, host: HostConfig, pb: Playbook, run_dir: Path, run_id: str, pyth
 
 def build_document(state: dict, pb: Playbook, run_dir: Path, candidates: list[Candidate], profile: str) -> dict:
     """The mitigation.json document: the state plus the ranked rows (speeds with 95 % intervals, ties with
-    #1 marked), the recommended candidate (``best``, :func:`~mtp_remote.ranking.pick_best`), the
+    #1 marked), the recommended candidate (``best``, :func:`~mtp_remote.search.ranking.pick_best`), the
     ``recommendation`` sentence and the exit code."""
     samples = latest_samples(load_samples(run_dir / "samples.jsonl"))
     failures = {k: tuple(v) for k, v in state.get("launch_failures", {}).items()}

@@ -68,7 +68,7 @@ def rank_results(rows: list, by: str = "speed_vs_baseline", confidence: float = 
     the same order as tokens/s, across hosts the only comparable figure), numbered; a loop-free row whose
     speed the samples cannot separate from #1's (:func:`versus_top` contains 1, or has too few samples to
     tell) gets ``tied_with`` = #1's name. Then undecided, corrupting, failed and skipped rows; the reference
-    row last. Rows are :class:`~mtp_remote.mitigate.CandidateResult`; returns them sorted."""
+    row last. Rows are :class:`~mtp_remote.search.mitigate.CandidateResult`; returns them sorted."""
     out = sorted(rows, key=lambda r: (_ORDER.get(r.status, 9), -(getattr(r, by) or 0.0)))
     free = [x for x in out if x.status == "loop-free"]
     for i, r in enumerate(free):

@@ -25,7 +25,7 @@ from mtp_remote.config.inventory import load_inventory
 from mtp_remote.host.ops import lifecycle
 from mtp_remote.remote import connect as transport
 from tests.conftest import ROOT, free_port
-from tests.unit.test_operator_ux import _sim_inventory
+from tests.unit.cli.test_operator_ux import _sim_inventory
 
 pytestmark = pytest.mark.sim
 

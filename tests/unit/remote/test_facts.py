@@ -1,4 +1,4 @@
-"""Fact and host-script parsers against recorded outputs (tests/unit/facts/*.json: fact, args, output, expected)."""
+"""Fact and host-script parsers against recorded outputs (tests/unit/remote/facts/*.json: fact, args, output, expected)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from mtp_remote.config.inventory import load_inventory
 from mtp_remote.config.playbook import load_playbook
 from mtp_remote.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_the_shipped_inventory_and_field_playbook_load():

@@ -36,7 +36,7 @@ def test_fabric_task_list_imports_no_heavy_module_beyond_fabric():
 
 
 def test_deferred_api_still_exposes_the_defaults():
-    from mtp_remote.cli import options as entry
+    from mtp_remote.cli import lazy as entry
     from mtp_remote.config import paths
     from mtp_remote.experiment import diagnose as api
 
