@@ -32,14 +32,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
 from ..errors import EXIT_CORRUPT, EXIT_HEALTHY
-from .cells import CellSummary, SampleObs, mean_of, summarize_cell
+from .cells import CellSummary, SampleObs, mean_of
 from .divergence import NEAR_TIE_MARGIN, Calibration, calibrate, kl_gap
 from .pairing import greedy_report
 from .stats import fisher_loops, holm, ratio_ci, samples_needed
 from .stopping import Design, look_counts, sequential_test
 
-__all__ = ["FAILURE_PREFIXES", "KINDS", "CellSummary", "SampleObs", "Verdict", "exit_code", "is_failure",
-           "judge", "judge_all", "launch_failed", "measure_calibration", "summarize_cell"]
+__all__ = ["FAILURE_PREFIXES", "KINDS", "Verdict", "exit_code", "is_failure", "judge", "judge_all", "launch_failed",
+           "measure_calibration"]
 
 BASE_DEGENERATE_RATE = 0.25
 INEFFECTIVE_ACCEPT = 1.2

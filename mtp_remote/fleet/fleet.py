@@ -38,11 +38,10 @@ from ..search.mitigate import (
     CandidateResult,
     corrupting_profile,
     mitigate,
-    rank_results,
     render_markdown,
     table_rows,
 )
-from ..search.ranking import pick_best, recommendation
+from ..search.ranking import pick_best, rank_results, recommendation
 from .nightly import run_nightly
 from .regression import describe
 

@@ -45,7 +45,7 @@ from .ranking import (
     speed_fields,
 )
 
-__all__ = ["CandidateResult", "MitigateResult", "mitigate", "rank_results", "render_markdown", "table_rows"]
+__all__ = ["CandidateResult", "MitigateResult", "mitigate", "render_markdown", "table_rows"]
 
 MITIGATION_FILE = "mitigation.json"
 #: Verdicts under which a candidate no longer loops more than the baseline.
