@@ -8,7 +8,16 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .validation import _load, MAX_SAMPLES, _check_flags, _split_flags, _Strict, _WithEnv, _WithFlags, check_name
+from .validation import (
+    MAX_SAMPLES,
+    _check_flags,
+    _load,
+    _split_flags,
+    _Strict,
+    _WithEnv,
+    _WithFlags,
+    check_name,
+)
 
 
 class ProfileConfig(_WithEnv, _WithFlags):

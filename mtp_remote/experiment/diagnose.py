@@ -8,7 +8,9 @@ hooks given.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
+import shlex
 import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -271,8 +273,6 @@ def _check_or_write_run_file(run_dir: Path, host: HostConfig, pb: Playbook, run_
                              *, resume: bool) -> datetime:
     """Write run.json for a new run; on resume, refuse a different host or experiment (ConfigError naming
     what differs) and return the original start time."""
-    import json
-
     path = run_dir / RUN_FILE
     fp = mask_secrets(experiment_fingerprint(host, pb), playbook_secrets(pb, host))
     if resume:
@@ -305,8 +305,6 @@ def latest_samples(samples: list[dict]) -> list[dict]:
 
 def _resume_command(run_id: str, inventory, host: str, playbook, runs_dir, overrides: dict | None,
                     profiles: list[str] | None) -> str:
-    import shlex
-
     cmd = (f"mtp-remote diagnose --resume {run_id} -i {shlex.quote(str(inventory))} -H {shlex.quote(host)} "
            f"-p {shlex.quote(str(playbook))} --runs-dir {shlex.quote(str(runs_dir))}")
     for key, value in (overrides or {}).items():
@@ -317,8 +315,6 @@ def _resume_command(run_id: str, inventory, host: str, playbook, runs_dir, overr
 
 
 def _stop_command(inventory, host: str) -> str:
-    import shlex
-
     return f"mtp-remote stop -i {shlex.quote(str(inventory))} -H {shlex.quote(host)}"
 
 
@@ -327,9 +323,6 @@ def _write_partial(run_dir: Path, runner: Runner, resume_cmd: str | None, *, err
     """Keep a note of how far an aborted run got (samples.jsonl is already on disk); returns the number of
     samples stored. With ``error``: its cause (``transport_lost`` for a dropped SSH connection) and message; with
     ``stop_cmd``: what was left on the unreachable host and the command that stops it."""
-    import json
-
-
     n = len(load_samples(run_dir / "samples.jsonl"))
     note = {"aborted": True, "profiles": [pr.profile for pr in runner.profile_runs], "samples": n,
             "exit_code": EXIT_RUN_FAILED, "resume": resume_cmd}

@@ -17,7 +17,6 @@ def cell_decision(pb: Playbook, profiles: list[str] | None, lp: LaunchPlan, temp
     baseline's, and this profile's whole rounds only; see :class:`~mtp_remote.experiment.sampling.Cells`): the decision rule of the
     verdict (analysis.stopping.cell_decision with diagnosis.design_of — one rule from first sample to
     verdict)."""
-
     n_spec = sum(1 for p in pb.profile_order() if p != pb.baseline and (not profiles or p in profiles))
     design = design_of(pb, n_spec, temperature)
     if temperature == 0:  # greedy cells are evidence, not a test: sampled in full

@@ -111,9 +111,9 @@ async def probe_completion(sc: ServerClient, host: HostConfig, playbook: Playboo
     return await sc.generate(text, temperature=1.0, max_new_tokens=playbook.max_tokens,
                              top_p=playbook.top_p, seed=req.seed, return_logprob=True)
 
+
 async def kl_probe_of(sc: ServerClient, comp: Completion) -> dict | None:
     """Re-score the generated tokens by prefill; mean/max k3 of prefill vs decode logprobs."""
-
     if comp.error or not comp.prompt_ids or not comp.output_ids or not comp.output_logprobs:
         return None
     prefill = await sc.score(comp.prompt_ids + comp.output_ids, len(comp.prompt_ids))

@@ -23,6 +23,9 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from rich.markup import escape
+from rich.table import Table
+
 from ..config.inventory import load_inventory
 from ..config.paths import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK, find_inventory
 from ..config.playbook import load_playbook
@@ -293,8 +296,6 @@ def render_fleet_markdown(report: FleetReport) -> str:
 # -- console rendering -----------------------------------------------------------------------------------
 
 def fleet_table(report: FleetReport):
-    from rich.table import Table
-
     t = Table(title=f"Fleet {report.command}: {len(report.hosts)} hosts, wall {report.wall_s:.1f} s")
     for col in ("host", "exit", "verdicts", "time", "detail"):
         t.add_column(col, overflow="fold")
@@ -306,8 +307,6 @@ def fleet_table(report: FleetReport):
 
 def print_fleet(console, report: FleetReport, runs_dir="runs", inventory=None) -> int:
     """Print the fleet table, the disagreeing hosts and where the report is; returns the fleet exit code."""
-    from rich.markup import escape
-
     console.print(fleet_table(report))
     for d in report.disagreements:
         console.print(f"[bold yellow]disagree:[/] {escape(describe_disagreement(d))}")
@@ -349,9 +348,6 @@ def fleet_next_steps(report: FleetReport, runs_dir="runs", *, inventory=None) ->
 
 def mitigation_table(doc: dict):
     """The ranked mitigation table (rich); skipped rows say only "skipped" (:func:`print_mitigation` lists why)."""
-    from rich.table import Table
-
-
     sim = " [simulated host]" if doc.get("simulated") else ""
     t = Table(title=f"Mitigation of {doc['profile']} on {doc['host']}{sim} — loop-free candidates ranked by "
                     f"speed over the baseline (non-looping samples; [95% CI]; =#1: not distinguishable from #1)",
@@ -367,9 +363,6 @@ def mitigation_table(doc: dict):
 
 def print_mitigation(console, doc: dict) -> None:
     """The table, then one line per skipped candidate with the reason."""
-    from rich.markup import escape
-
-
     console.print(mitigation_table(doc))
     console.print(escape(recommendation(doc)).replace("**", ""))
     for r in doc["rows"]:

@@ -17,6 +17,7 @@ label, plus fleet counts), beside the fleet report's ``fleet.json``/``fleet.md``
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -86,8 +87,6 @@ def check_metrics_file(path: str | Path) -> Path:
     """``--metrics-file`` checked before a night runs (a night can take hours; finding out after it, with a
     traceback, lost the metrics): its directory exists and is writable, and the path is not a directory.
     Raises ConfigError naming the file and what is wrong."""
-    import os
-
     p = Path(path)
     parent = p.parent if str(p.parent) else Path(".")
     problem = ("is a directory; give a file name (e.g. mtp_remote.prom)" if p.is_dir()
@@ -102,8 +101,6 @@ def check_metrics_file(path: str | Path) -> Path:
 def publish_metrics(src: Path, dest: Path) -> None:
     """Copy ``src`` to ``dest`` through a temporary file in the same directory and a rename. Raises ConfigError
     naming ``dest`` when it cannot be written (the run's own artefacts are on disk already)."""
-    import os
-
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     try:
         tmp.write_bytes(src.read_bytes())

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import getpass
 import json
+import math
 import shlex
 import socket
 import time
@@ -372,8 +373,6 @@ def smoke(base_url: str, playbook: Playbook, *, prompt: str | None = None, tempe
     """One request to a running server, its degeneracy metrics and a quick verdict ("ok" or "loops").
     ``temperature`` must be finite and >= 0. ``launch_hint``: the command the error names when no server of ours
     is healthy (the entry point's, with the host and inventory it was given)."""
-    import math
-
     if not math.isfinite(temperature) or temperature < 0:
         raise ConfigError(f"temperature must be a finite number >= 0, not {temperature}", field="--temperature")
 

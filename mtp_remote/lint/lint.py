@@ -150,7 +150,6 @@ def misspelled_flags(argv: list[str]) -> list[dict]:
     import difflib
     import shlex
 
-
     cmd = "python -m sglang.launch_server " + " ".join(shlex.quote(a) for a in argv)
     unknown: dict[str, str | None] | None = None
     for version in available_versions():

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 
 from ..config.inventory import HostConfig
 from ..errors import ConnectError, TransportLost
-from .ssh import HostConnection, trust_known_hosts
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +53,7 @@ def reconnect_bound_s(host: HostConfig) -> float:
 def _connection(host: HostConfig, *, address: str, user: str | None, port: int, gateway=None):
     from fabric import Config
 
+    from .ssh import HostConnection, trust_known_hosts  # deferred with fabric: paramiko only for ssh hosts
 
     banner_s = min(host.connect_timeout, BANNER_TIMEOUT_S)
     connect_kwargs: dict = {"banner_timeout": banner_s}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 import time
 
@@ -74,8 +75,6 @@ RUNBOOK = {"corrupt": "docs/runbooks/mtp-output-looping.md", "launch": "docs/run
 def inventory_option(inventory=None) -> str:
     """`` -i INVENTORY`` (shell-quoted) for a printed command when the inventory was given on the command line,
     else '' (the command then finds the same inventory as the run did)."""
-    import shlex
-
     return f" -i {shlex.quote(str(inventory))}" if inventory else ""
 
 
@@ -83,9 +82,6 @@ def _same_files(doc: dict, inventory=None) -> str:
     """The options that make a printed command read what this run read: ``-i`` for an inventory given on the
     command line, ``-p`` for a playbook other than the default (a resume or mitigate with another playbook is
     refused as a different experiment)."""
-    import shlex
-
-
     opts = inventory_option(inventory)
     file = (doc.get("playbook") or {}).get("file")
     if file and str(file) != DEFAULT_PLAYBOOK:
