@@ -25,7 +25,7 @@ from .lazy import make_console
 _RUNS_DIR_HELP = f"where run directories go (default: {RUNS_DEFAULT_HELP})"
 
 # Start-up time: ``fab -l`` imports only invoke and the light modules above. The api layer (scipy, numpy,
-# httpx, pydantic, jinja2: ~1 s) and the rich renderers are imported inside the task that uses them (mtp_remote/cli/options.py).
+# httpx, pydantic, jinja2: ~1 s) and the rich renderers are imported inside the task that uses them (cli/lazy.py).
 
 
 _PB_HELP = "playbook YAML (default: the host's own `playbook:` in the inventory, else playbooks/diagnose-mtp.yaml)"
