@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from mtp_remote import api
+from mtp_remote.experiment import diagnose as api
 from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -41,8 +41,7 @@ from functools import lru_cache
 from .stats import diff_upper_bound, fisher_loops, spending, wilson_interval
 
 __all__ = ["RESUME_RESERVE", "Design", "SequentialTest", "StopDecision", "baseline_settled", "cell_decision",
-           "diff_upper_bound", "is_degenerate_record", "look_counts", "samples_saved", "sequential_test",
-           "stage_counts", "stop_decision"]
+           "is_degenerate_record", "look_counts", "samples_saved", "sequential_test", "stage_counts", "stop_decision"]
 
 SPENDING = ("obrien-fleming", "pocock")
 

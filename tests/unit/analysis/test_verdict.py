@@ -9,10 +9,11 @@ import dataclasses
 
 import pytest
 
+from mtp_remote.analysis.cells import SampleObs, summarize_cell
 from mtp_remote.analysis.degeneracy import analyze_text
 from mtp_remote.analysis.divergence import Calibration
 from mtp_remote.analysis.stopping import Design
-from mtp_remote.analysis.verdict import SampleObs, exit_code, judge, judge_all, launch_failed, summarize_cell
+from mtp_remote.analysis.verdict import exit_code, judge, judge_all, launch_failed
 
 LOOP = analyze_text("<think>\nThe question is 2+2." + " The user's question is 2+2." * 40)
 CLEAN = analyze_text("<think>\nTwo plus two is four.\n</think>\nThe answer is 4.")
@@ -267,7 +268,7 @@ def test_a_harmless_kernel_difference_under_the_absolute_bound_is_a_warning_not_
 
 
 def test_an_aa_arm_sets_the_near_tie_margin_kl_floor_and_speed_spread():
-    from mtp_remote.analysis.verdict import measure_calibration
+    from mtp_remote.analysis.lossless import measure_calibration
 
     _, bs = cells("baseline", {0.0: (0, 4), 0.7: (0, 8)}, spec=False, latency=2.0)
     _, aa = cells("baseline-aa", {0.0: (0, 4), 0.7: (0, 8)}, spec=False, latency=2.5)

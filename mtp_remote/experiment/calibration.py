@@ -1,0 +1,24 @@
+"""Calibration: the A/A arm, the baseline relaunched under another name (``compare.calibration``) and sampled like
+it, so the verdict can tell a noisy host (and a launch effect) from a speculative profile that corrupts output."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..config.playbook import Playbook
+from .plan import LaunchPlan
+
+
+def calibration_profile(playbook: Playbook) -> str:
+    """Name of the A/A arm (the baseline relaunched, ``compare.calibration``): ``<baseline>-aa``."""
+    return f"{playbook.baseline}-aa"
+
+
+def calibration_plan(pb: Playbook, lp: LaunchPlan) -> tuple[LaunchPlan, int | None]:
+    """The A/A arm of the baseline's plan ``lp``: its launch and requests under :func:`calibration_profile`'s
+    name, and the concurrency it is sampled at: ``compare.calibration_concurrency``, else None — the
+    baseline's. At half concurrency (the old default) its "run-to-run spread" measured the concurrency change
+    (±12-57 %) and disabled ``spec-slower``; run like the baseline, what differs is the launch alone."""
+    name = calibration_profile(pb)
+    return replace(lp, profile=name, requests=[replace(r, profile=name) for r in lp.requests]), \
+        pb.compare.calibration_concurrency
