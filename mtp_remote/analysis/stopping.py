@@ -194,7 +194,7 @@ def look_counts(outcomes: Iterable[tuple[int, bool]], design: Design) -> dict[in
 
     A look after round j is reached when some sample has index ``j - 1`` or more (the round was sampled);
     its counts are the samples with index below j; the run's last look counts all its samples (a resume
-    samples to a look of the design, ``api._at_a_look``). The last look of a fixed design is always reached
+    samples to a look of the design, ``experiment.diagnose._at_a_look``). The last look of a fixed design is always reached
     (with what was sampled)."""
     rows = list(outcomes)
     if not rows:
