@@ -38,7 +38,8 @@ from .tools import classify_log_cmd, lint_command_cmd
 
 _EPILOG = """\b
 Exit codes: 0 healthy (or a finding that is not corruption), 1 a speculative profile corrupts output,
-failed or regressed, 2 the run could not be done (config, SSH, lock, baseline), 130 interrupted
+failed or regressed, 2 the run could not be done (config, SSH, lock, baseline), 3 inconclusive (no evidence
+either way: resume as the next line says), 130 interrupted
 (Ctrl-C/SIGTERM: our servers stopped, samples kept, the resume command printed).
 
 \b

@@ -156,7 +156,7 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
 
     ``resume`` continues an earlier run id (stored samples are not requested again); ``overrides`` updates
     playbook fields (e.g. ``{"samples": 2}``). Returns the summary and the exit code (0 healthy, 1 a
-    speculative profile corrupts output or failed to launch). Raises MtpRemoteError when the run cannot be
+    speculative profile corrupts output or failed to launch, 3 inconclusive: ``analysis.verdict.exit_code``). Raises MtpRemoteError when the run cannot be
     done; the samples stored so far are kept. Every run that got as far as the host — completed, failed or
     interrupted — is recorded in ``history`` (default ``RUNS_DIR/history.sqlite``); one that failed also
     leaves summary.json (status, cause), junit.xml and metrics.prom (:mod:`mtp_remote.report.records`), and the
