@@ -139,9 +139,9 @@ def test_sshd_gone_during_a_nightly_ends_it_as_transport_lost_exit_2_then_stop_a
     assert not _servers_on(port)
     code, out, err = _cli("diagnose", "-i", inv, "-p", pb, "-H", "gpu", "--runs-dir", str(runs),
                           "--resume", run_dir.name, "--json")
-    assert code == 0, (out[-2000:], err[-2000:])
     summary = json.loads(out)
-    assert [v["kind"] for v in summary["verdicts"]] in NOT_CORRUPT
+    kinds = [v["kind"] for v in summary["verdicts"]]
+    assert kinds in NOT_CORRUPT and code == (3 if kinds == ["inconclusive"] else 0), (out[-2000:], err[-2000:])
     assert len({(s["profile"], s["temperature"], s["prompt_id"], s["sample_index"]) for s in _stored(runs)}) \
         == 2 * PER_PROFILE
     assert not (run_dir / "partial.json").exists()
