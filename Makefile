@@ -44,8 +44,8 @@ test: $(STAMP) system-deps
 	$(BIN)/python -m pytest -q -ra $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 
 ## real-setup: real SGLang 0.5.9 for this CPU + a tiny local Qwen3, cached once per machine outside the clone
-## (~/.cache/mtp-remote/sglang-0.5.9-cpu-v1/; test scaffolding: tests/support/real_sglang.py). Then
-## `fab -H real-cpu diagnose` runs against the real engine.
+## (~/.cache/mtp-remote/sglang-0.5.9-cpu-v2/; test scaffolding: tests/support/real_sglang.py, real_hybrid.py).
+## Then `fab -H real-cpu diagnose` (dense, STANDALONE) and `fab -H real-hybrid diagnose` (hybrid, NEXTN) run against it.
 real-setup: $(STAMP)
 	$(BIN)/python -m tests.support.real_sglang
 
