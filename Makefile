@@ -35,7 +35,8 @@ system-deps:
 	fi
 
 ## test: all tests (unit, integration against the sim, ssh against a real sshd on 127.0.0.1, and real SGLang
-## 0.5.9 on the CPU: one lifecycle over ssh and a baseline diagnose; the first run builds the real-setup cache).
+## 0.5.9 on the CPU: one lifecycle over ssh, a baseline diagnose, a NEXTN lifecycle on the hybrid model and one
+## healthy/leaking NEXTN pair; the first run builds the real-setup cache).
 ## TEST_WORKERS pytest-xdist processes (default 2; 1 = serial), one test file per worker at a time (--dist
 ## loadfile): the tests of a file share its module fixtures, and no two tests of one file run at once; the
 ## real-engine files and those that assert a measured speed or duration run on one worker (tests/conftest.py).
@@ -49,7 +50,8 @@ test: $(STAMP) system-deps
 real-setup: $(STAMP)
 	$(BIN)/python -m tests.support.real_sglang
 
-## test-real: the real-engine tests in full, baseline vs STANDALONE speculative decoding included
+## test-real: the real-engine tests in full: baseline vs STANDALONE (real-cpu), diagnose on every real-hybrid*
+## host (NEXTN, healthy and two injected real faults), both real hosts against transformers' reference
 test-real: $(STAMP) system-deps real-setup
 	MTP_REMOTE_REAL_FULL=1 $(BIN)/python -m pytest -q -ra -s tests/real
 
