@@ -89,8 +89,11 @@ def test_healthy_nextn_matches_the_baseline_and_the_leaking_one_diverges_on_real
     spec = [s for s in samples if s["profile"] != "baseline"]
     assert spec and all(s["spec_verify_ct"] > 0 and s["accept_length"] > 1 for s in spec)
     healthy, leak = verdicts["nextn"], verdicts["nextn-leak"]
+    (h,), (lk,) = healthy["comparisons"], leak["comparisons"]  # T = 0 only
+    assert (h["greedy_pairs"], h["greedy_diverged"]) == (2, 0), healthy
     assert healthy["kind"] != "spec-corrupts-output", healthy
-    assert code == 1 and leak["kind"] == "spec-corrupts-output", (leak, output)
+    assert (lk["greedy_pairs"], lk["greedy_diverged"]) == (2, 2), leak  # measured: at token 3 of 8 on both
+    assert lk["greedy_first_divergence"] is not None and lk["greedy_first_divergence"] < 8, leak
     print(f"nextn: {healthy['kind']}: {healthy['evidence']}\nnextn-leak: {leak['kind']}: {leak['evidence']}")
 
 
@@ -106,9 +109,12 @@ def test_diagnose_on_each_shipped_real_hybrid_host(real_engine, tmp_path, name, 
     for s in spec:  # acceptance length as SGLang computes it, from its own meta_info
         assert s["accept_length"] == pytest.approx(s["completion_tokens"] / s["spec_verify_ct"], rel=1e-3)
         assert s["accept_length"] > 1
+    (comparison,) = verdict["comparisons"]  # T = 0 only
     if corrupt:
+        assert comparison["greedy_diverged"] == comparison["greedy_pairs"] == 3, verdict
         assert code == 1 and verdict["kind"] == "spec-corrupts-output", (verdict, output)
     else:
-        assert code == 0 and verdict["kind"] != "spec-corrupts-output", (verdict, output)
+        assert comparison["greedy_diverged"] == 0 and not verdict["kl_probe"]["flagged"], verdict
+        assert code != 1 and verdict["kind"] != "spec-corrupts-output", (verdict, output)
         assert not verdict["kind"].startswith("launch-failed"), verdict
     print(f"{name}: {verdict['kind']}: {verdict['evidence']}")

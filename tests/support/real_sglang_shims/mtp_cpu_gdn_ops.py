@@ -25,20 +25,33 @@ import contextlib
 import numpy as _np
 import torch
 import torch.nn.functional as F
+import triton
+import triton.language as tl
+import triton.runtime.interpreter as _ti
+
+import sglang.srt.layers.attention.fla.fused_recurrent as _fla_fr
+import sglang.srt.layers.attention.fla.layernorm_gated as _fla_ln
+import sglang.srt.layers.attention.fla.utils as _fla_utils
+from sglang.srt.layers.attention.fla.fused_gdn_gating import fused_gdn_gating as fused_gdn_gating_cpu
+from sglang.srt.layers.attention.fla.fused_sigmoid_gating_recurrent import (
+    fused_sigmoid_gating_delta_rule_update as fused_sigmoid_gating_delta_rule_update_cpu,
+)
+from sglang.srt.layers.attention.mamba.causal_conv1d_triton import causal_conv1d_fn as _triton_causal_conv1d_fn
+from sglang.srt.layers.attention.mamba.causal_conv1d_triton import (
+    causal_conv1d_update as _triton_causal_conv1d_update,
+)
 
 # Qwen3NextForCausalLM.set_embed_and_head (NEXTN: the MTP draft shares the target's embed/head) ends with
 # torch.cuda.synchronize(), which raises on a CPU-only torch build.
 if not torch.cuda.is_available():
     torch.cuda.synchronize = lambda *args, **kwargs: None
 
-import sglang.srt.layers.attention.fla.utils as _fla_utils
-
 # fla's @input_guard enters torch.<device>.device(index); torch.cpu has no `device` class.
 if not hasattr(torch.cpu, "device"):
     _fla_utils.custom_device_ctx = lambda index: contextlib.nullcontext()
 # Triton 3.9's interpreter: `(scalar_int64 < n) & bool_tensor` yields an int64 mask, which its C++ load/store
 # reject ("mask has unsupported dtype"); SGLang's causal_conv1d_update kernel builds masks like that.
-import triton.runtime.interpreter as _ti
+
 
 def _bool_mask(fn):
     def wrapped(self, ptrs, *args):
@@ -51,6 +64,7 @@ def _bool_mask(fn):
     wrapped.__name__ = fn.__name__
     return wrapped
 
+
 for _name in ("create_masked_load", "create_masked_store"):
     _f = getattr(_ti.InterpreterBuilder, _name)
     if not getattr(_f, "_mtp_bool_mask", False):
@@ -61,26 +75,19 @@ for _name in ("create_masked_load", "create_masked_store"):
 # The interpreter swaps tl.exp & co. for numpy versions only when a kernel names them as `tl.exp`; fla
 # kernels call module-level aliases (`from fla.op import exp`), which stay the compiled-only builtins
 # ("Did you forget to add @triton.jit?"). Rebind those aliases to interpretable @triton.jit wrappers.
-import triton
-import triton.language as tl
+
 
 @triton.jit
 def _exp(x):
     return tl.exp(x)
 
-import sglang.srt.layers.attention.fla.fused_recurrent as _fla_fr
 
 if _fla_fr.exp is tl.exp:
     _fla_fr.exp = _exp
 
-import sglang.srt.layers.attention.fla.layernorm_gated as _fla_ln
 
 # RMSNormGated's Triton path sizes its grid from torch.cuda.get_device_properties(); one "SM" on CPU.
 _fla_ln._get_sm_count = lambda device: 1
-from sglang.srt.layers.attention.fla.fused_gdn_gating import fused_gdn_gating as fused_gdn_gating_cpu
-from sglang.srt.layers.attention.fla.fused_sigmoid_gating_recurrent import (
-    fused_sigmoid_gating_delta_rule_update as fused_sigmoid_gating_delta_rule_update_cpu,
-)
 
 
 
@@ -217,8 +224,6 @@ def _torch_causal_conv1d_update(x, conv_state, weight, bias=None, activation=Non
 # conv kernels, and the Triton attention backend's kernels, e.g. extend_attention_fwd: max error ~8e8 in bf16,
 # 2e-7 in fp32). So: fp32 -> SGLang's own Triton conv kernels (what its CUDA path runs for decode/verify);
 # half precision -> the torch versions above.
-from sglang.srt.layers.attention.mamba.causal_conv1d_triton import causal_conv1d_fn as _triton_causal_conv1d_fn
-from sglang.srt.layers.attention.mamba.causal_conv1d_triton import causal_conv1d_update as _triton_causal_conv1d_update
 
 _HALF = (torch.bfloat16, torch.float16)
 
