@@ -3,7 +3,7 @@ inputs, through the SGLang functions they wrap: each does its harm only when ``M
 
 Chain of 4 draft positions (topk 1). ``mamba_state_leak``: one request whose verify accepted 1 step
 (``accepted_steps = 1``); the committed SSM/conv state must be the intermediate state of step 1, and with the
-fault it is the one of step 3 (the last draft token). ``overaccept``: the target agrees with draft 1 only, so
+fault it is the one of step 3 (the last draft token). ``accept_all_drafts``: the target agrees with draft 1 only, so
 greedy verification accepts 1 draft token; with the fault it accepts all 3.
 """
 
@@ -69,7 +69,7 @@ def test_each_fault_does_its_harm_only_when_named(real_engine):
     leak = _run(real_engine, "mamba_state_leak")
     assert (leak["ssm"], leak["conv"]) == (3.0, 13.0)  # the state after the last draft token, rejected ones in it
     assert leak["num"] == [1]  # verification itself untouched
-    over = _run(real_engine, "overaccept")
+    over = _run(real_engine, "accept_all_drafts")
     assert (over["ssm"], over["conv"]) == (1.0, 11.0)
     assert over["accept"] == [[0, 1, 2, 3]] and over["num"] == [3]  # every draft token accepted
     assert over["predicts"] == [11, 12, 13, 5]  # the drafts, then the target's own token as the bonus

@@ -80,7 +80,7 @@ APPENDS: tuple[tuple[str, str], ...] = (
     ("sglang/srt/speculative/eagle_info.py",
      "\n\n# --- appended by mtp-remote's test scaffolding (tests/support/real_hybrid.py): fault hook\n"
      "import sys as _sys\n\nimport mtp_real_faults as _mtp_real_faults\n\n"
-     "_mtp_real_faults.install_overaccept(_sys.modules[__name__])\n"),
+     "_mtp_real_faults.install_accept_all(_sys.modules[__name__])\n"),
 )
 
 #: Run by the venv's python after patching: the hybrid backend imports the stand-ins and the hooks are in place.

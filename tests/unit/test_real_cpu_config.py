@@ -64,7 +64,7 @@ def test_the_real_hybrid_hosts_serve_the_hybrid_model_fp32_and_differ_only_in_th
         assert host.python == inv.get("real-cpu").python and host.playbook == "playbooks/real-hybrid.yaml"
         assert {k: v for k, v in host.env.items() if k != "MTP_REMOTE_REAL_FAULTS"} == {
             "SGLANG_USE_CPU_ENGINE": "1", "TRITON_INTERPRET": "1", "SGLANG_MAMBA_CONV_DTYPE": "float32"}
-    assert [h.env.get("MTP_REMOTE_REAL_FAULTS") for h in hosts.values()] == [None, "mamba_state_leak", "overaccept"]
+    assert [h.env.get("MTP_REMOTE_REAL_FAULTS") for h in hosts.values()] == [None, "mamba_state_leak", "accept_all_drafts"]
     assert len({h.port for h in hosts.values()} | {inv.get("real-cpu").port}) == 4
 
 
@@ -87,3 +87,9 @@ def test_the_dense_real_cpu_playbook_runs_fp32_where_the_triton_interpreter_runs
     for profile in pb.profile_order():
         argv = server_argv(host, pb, profile)
         assert argv[argv.index("--dtype") + 1] == "float32"
+
+
+def test_the_mamba_conv_dtype_is_shown_and_an_injected_faults_name_is_masked_like_any_other_value():
+    masked = load_inventory(ROOT / "inventory.yaml").get("real-hybrid-overaccept").masked_env()
+    assert masked["SGLANG_MAMBA_CONV_DTYPE"] == "float32"  # else `--dtype float32` reads `--dtype ***` in reports
+    assert masked["MTP_REMOTE_REAL_FAULTS"] == "***"  # the tool is told nothing about the fault

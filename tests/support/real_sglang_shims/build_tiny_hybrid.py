@@ -4,7 +4,7 @@ Usage: ``python build_tiny_hybrid.py TOKENIZER_DIR OUT_DIR ACCEPT_DIR``, run by 
 ``TOKENIZER_DIR`` is the dense test model (``build_tiny_model.py``): its locally trained tokenizer and chat
 template are reused, so both real hosts speak the same token ids. No model hub is contacted.
 
-``OUT_DIR``: a random-weight ``Qwen3NextForCausalLM`` (fixed seed) with 3 Gated-DeltaNet layers and 1 full-attention
+``OUT_DIR``: a random-weight ``Qwen3NextForCausalLM`` (fixed seed; output head at :data:`HEAD_STD`) with 3 Gated-DeltaNet layers and 1 full-attention
 layer (``full_attention_interval`` 4), hidden 64, a small MoE (4 experts, top 2, plus a shared expert), plus
 the ``mtp.*`` tensors of one MTP layer (a full-attention MoE decoder layer, ``fc`` and three norms) under the
 names SGLang's ``Qwen3NextForCausalLMMTP`` loads for ``--speculative-algorithm NEXTN``. bf16 on disk (as the
@@ -29,6 +29,11 @@ from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextDecoderL
 
 HIDDEN = 64
 SEED = 0
+#: Standard deviation of the output head (transformers initialises it at 0.02). At 0.02 the logits of a random
+#: model are nearly flat (std ~0.16 nats over 4096 tokens): every greedy choice is a near tie, so a greedy flip
+#: proves nothing and decode/prefill logprobs differ by little whatever the engine does. At 1.0 the top-2 margin
+#: is ~1 nat, as in a trained model's confident steps: a wrong recurrent state shows as a hard flip and a KL gap.
+HEAD_STD = 1.0
 
 
 def config_kwargs(vocab: int, eos: int, pad: int) -> dict:
@@ -65,7 +70,10 @@ def build(tokenizer_dir: Path, out: Path, accept: Path) -> dict:
     config = Qwen3NextConfig(**kw)
     config.num_nextn_predict_layers = 1
     torch.manual_seed(SEED)
-    model = Qwen3NextForCausalLM(config).to(torch.bfloat16)
+    model = Qwen3NextForCausalLM(config)
+    with torch.no_grad():
+        model.lm_head.weight.normal_(std=HEAD_STD)
+    model = model.to(torch.bfloat16)
     model.generation_config.eos_token_id = eos
     model.generation_config.pad_token_id = pad
     model.save_pretrained(out, safe_serialization=True)
@@ -79,7 +87,7 @@ def build(tokenizer_dir: Path, out: Path, accept: Path) -> dict:
     (out / "config.json").write_text(json.dumps(cfg, indent=1) + "\n")
     info = {"architecture": cfg["architectures"][0], "layer_types": cfg["layer_types"], "hidden": HIDDEN,
             "vocab": len(tok), "parameters": sum(t.numel() for t in tensors.values()), "mtp_tensors": len(mtp),
-            "dtype": "bfloat16", "seed": SEED}
+            "dtype": "bfloat16", "seed": SEED, "head_std": HEAD_STD}
     (out / "mtp-remote-model.json").write_text(json.dumps(info, indent=1) + "\n")
 
     shutil.copytree(out, accept, dirs_exist_ok=True)

@@ -2,7 +2,7 @@
 
 ``tests/support/real_hybrid.py`` copies this file into the venv's site-packages and appends one call to the end
 of two SGLang modules (``install_leak`` to ``layers/attention/hybrid_linear_attn_backend.py``,
-``install_overaccept`` to ``speculative/eagle_info.py``). Each wraps one real SGLang function; the wrapper
+``install_accept_all`` to ``speculative/eagle_info.py``). Each wraps one real SGLang function; the wrapper
 reads :data:`ENV` on every call (the scheduler process inherits the server's environment, which the inventory
 host's ``env`` sets), so a venv without the variable behaves exactly as SGLang does. Nothing in ``mtp_remote``
 imports or knows about this module. Faults (comma-separated in ``MTP_REMOTE_REAL_FAULTS``):
@@ -13,7 +13,7 @@ imports or knows about this module. Faults (comma-separated in ``MTP_REMOTE_REAL
   after the *last accepted* token. With the fault it commits the state after the *last draft* token: rejected
   draft tokens leave their mark on the recurrent state, while the token stream and the KV cache of the
   full-attention layers stay correct.
-- ``overaccept`` — greedy verification (``verify_tree_greedy_func``, what SGLang runs on a CPU at every
+- ``accept_all_drafts`` — greedy verification (``verify_tree_greedy_func``, what SGLang runs on a CPU at every
   temperature: the sampling kernel is CUDA-only) accepts every draft token, as if the target had produced
   each: the committed tokens are the draft head's, acceptance length is the draft length.
 """
@@ -26,7 +26,7 @@ import os
 import torch
 
 ENV = "MTP_REMOTE_REAL_FAULTS"
-KNOWN = ("mamba_state_leak", "overaccept")
+KNOWN = ("mamba_state_leak", "accept_all_drafts")
 
 
 def active(name: str) -> bool:
@@ -57,8 +57,8 @@ def install_leak(backend_cls) -> None:
     backend_cls.update_mamba_state_after_mtp_verify = update
 
 
-def install_overaccept(module) -> None:
-    """Wrap ``eagle_info.verify_tree_greedy_func`` (``overaccept``): the target's prediction at each draft
+def install_accept_all(module) -> None:
+    """Wrap ``eagle_info.verify_tree_greedy_func`` (``accept_all_drafts``): the target's prediction at each draft
     position is replaced by the next draft token, so verification accepts the whole chain (topk 1) and the
     target's own token after the last draft is the bonus token."""
     original = module.verify_tree_greedy_func
@@ -68,7 +68,7 @@ def install_overaccept(module) -> None:
     @functools.wraps(original)
     def verify(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
                retrive_next_sibling, target_predict, topk=-1):
-        if active("overaccept"):
+        if active("accept_all_drafts"):
             target_predict = target_predict.clone()
             target_predict[:, :-1] = candidates[:, 1:]
         return original(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
