@@ -20,8 +20,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from mtp_remote.cli import main
-from mtp_remote.config import load_playbook
+from mtp_remote.cli.main import main
+from mtp_remote.config.playbook import load_playbook
 from tests.real.conftest import READY_S
 from tests.support.real_hosts import ROOT, generate_ids, local_host, serving, shipped_host, write_inventory
 

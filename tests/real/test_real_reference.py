@@ -15,7 +15,7 @@ import os
 
 import pytest
 
-from mtp_remote.config import load_playbook
+from mtp_remote.config.playbook import load_playbook
 from tests.real.conftest import READY_S
 from tests.support.real_hosts import CHAT, ROOT, generate_ids, hf_reference, local_host, serving
 

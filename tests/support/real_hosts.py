@@ -20,9 +20,10 @@ import httpx
 import yaml
 from invoke import Context
 
-from mtp_remote.config import HostConfig, Playbook, load_playbook
+from mtp_remote.config.inventory import HostConfig
+from mtp_remote.config.playbook import Playbook, load_playbook
 from mtp_remote.remote.commands import server_argv, server_env
-from mtp_remote.server import ServerLifecycle
+from mtp_remote.experiment.server import ServerLifecycle
 from tests.support.ports import free_port
 from tests.support.real_sglang import SHIMS, RealEngine
 
