@@ -1,6 +1,6 @@
 """Build the tiny hybrid Qwen3-Next model (and its accept-all variant) that real SGLang serves in the tests.
 
-Usage: ``python build_tiny_hybrid.py TOKENIZER_DIR OUT_DIR ACCEPT_DIR``, run by the real venv's python.
+Usage: ``python build_tiny_hybrid.py TOKENIZER_DIR OUT_DIR ACCEPT_DIR [SEED]``, run by the real venv's python.
 ``TOKENIZER_DIR`` is the dense test model (``build_tiny_model.py``): its locally trained tokenizer and chat
 template are reused, so both real hosts speak the same token ids. No model hub is contacted.
 
@@ -61,7 +61,7 @@ def mtp_tensors(kw: dict) -> dict[str, torch.Tensor]:
     return mtp
 
 
-def build(tokenizer_dir: Path, out: Path, accept: Path) -> dict:
+def build(tokenizer_dir: Path, out: Path, accept: Path, seed: int = SEED) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     tok = PreTrainedTokenizerFast.from_pretrained(tokenizer_dir)
     tok.save_pretrained(out)
@@ -69,7 +69,7 @@ def build(tokenizer_dir: Path, out: Path, accept: Path) -> dict:
     kw = config_kwargs(len(tok), eos, pad)
     config = Qwen3NextConfig(**kw)
     config.num_nextn_predict_layers = 1
-    torch.manual_seed(SEED)
+    torch.manual_seed(seed)
     model = Qwen3NextForCausalLM(config)
     with torch.no_grad():
         model.lm_head.weight.normal_(std=HEAD_STD)
@@ -87,7 +87,7 @@ def build(tokenizer_dir: Path, out: Path, accept: Path) -> dict:
     (out / "config.json").write_text(json.dumps(cfg, indent=1) + "\n")
     info = {"architecture": cfg["architectures"][0], "layer_types": cfg["layer_types"], "hidden": HIDDEN,
             "vocab": len(tok), "parameters": sum(t.numel() for t in tensors.values()), "mtp_tensors": len(mtp),
-            "dtype": "bfloat16", "seed": SEED, "head_std": HEAD_STD}
+            "dtype": "bfloat16", "seed": seed, "head_std": HEAD_STD}
     (out / "mtp-remote-model.json").write_text(json.dumps(info, indent=1) + "\n")
 
     shutil.copytree(out, accept, dirs_exist_ok=True)
@@ -100,4 +100,5 @@ def build(tokenizer_dir: Path, out: Path, accept: Path) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(build(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]))))
+    print(json.dumps(build(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]),
+                           int(sys.argv[4]) if len(sys.argv) > 4 else SEED)))
