@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -32,9 +33,17 @@ PLAYBOOK = ROOT / "playbooks" / "real-hybrid.yaml"
 FAULT_ENV = "MTP_REMOTE_REAL_FAULTS"
 
 
-def _port_bound(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
+def _port_freed(port: int, within_s: float = 15.0) -> bool:
+    """Whether nothing accepts on ``port`` within ``within_s`` (the stop returns once our process group is
+    gone; a listening socket has been seen to linger a moment after that on a loaded machine)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) != 0:
+                return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
 
 
 def test_nextn_on_the_real_hybrid_model_accepts_every_draft_of_the_accept_all_variant(real_engine, tmp_path):
@@ -48,7 +57,7 @@ def test_nextn_on_the_real_hybrid_model_accepts_every_draft_of_the_accept_all_va
     assert out["output_ids"] == [0] * 16  # the variant's target and draft both always pick token 0
     assert meta["completion_tokens"] == 16 and meta["spec_verify_ct"] == 4
     assert meta["spec_accept_length"] == pytest.approx(4.0)  # bonus token included, as SGLang computes it
-    assert not _port_bound(host["port"])
+    assert _port_freed(host["port"])
 
 
 def _small_pair_playbook(tmp_path: Path) -> str:
@@ -92,7 +101,7 @@ def test_healthy_nextn_matches_the_baseline_and_the_leaking_one_diverges_on_real
     (h,), (lk,) = healthy["comparisons"], leak["comparisons"]  # T = 0 only
     assert (h["greedy_pairs"], h["greedy_diverged"]) == (2, 0), healthy
     assert healthy["kind"] != "spec-corrupts-output", healthy
-    assert (lk["greedy_pairs"], lk["greedy_diverged"]) == (2, 2), leak  # measured: at token 3 of 8 on both
+    assert (lk["greedy_pairs"], lk["greedy_diverged"]) == (2, 2), leak  # measured: at tokens 5 and 3
     assert lk["greedy_first_divergence"] is not None and lk["greedy_first_divergence"] < 8, leak
     print(f"nextn: {healthy['kind']}: {healthy['evidence']}\nnextn-leak: {leak['kind']}: {leak['evidence']}")
 
