@@ -28,7 +28,7 @@ SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASS)$", re.IGNORECASE)
 #: Environment values shown in logs, records and reports; every other value from the config is masked
 #: (a secret may hide under any name: ``DB_PASSWD``, ``GH_TOKEN_RO``).
 SHOWN_ENV = re.compile(r"^(SGLANG_SIM_[A-Z0-9_]*|CUDA_VISIBLE_DEVICES|HF_HUB_OFFLINE|TRANSFORMERS_OFFLINE|"
-                       r"NCCL_DEBUG|PYTHONUNBUFFERED|SGLANG_SIM_STATE_DIR|TORCH_CUDA_ARCH_LIST)$")
+                       r"NCCL_DEBUG|PYTHONUNBUFFERED|SGLANG_SIM_STATE_DIR|TORCH_CUDA_ARCH_LIST|SGLANG_MAMBA_CONV_DTYPE)$")
 #: SGLang options mtp-remote sets itself (``--model-path`` from the host, ``--host``/``--port`` bound to
 #: loopback) or that could set them behind its back (``--config`` reads a YAML of options). A playbook token
 #: naming one of them, or a prefix of one (argparse accepts unique abbreviations: ``--po 1``,
