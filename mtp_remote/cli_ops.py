@@ -134,7 +134,8 @@ def lint_command_cmd(as_json: bool, sglang_version: str | None, with_defaults: b
         click.echo(mask_text(json.dumps(result.to_dict(with_defaults=with_defaults), default=repr), secrets))
     else:
         console = make_console()  # outside a terminal a finding stays on one line (a flag to copy is never split)
-        console.print(f"SGLang {result.sglang_version} flag table: "
+        which = "" if result.requested_version else " (the newest: no --sglang-version given)"
+        console.print(f"SGLang {result.sglang_version} flag table{which}: "
                       + ("[green]no findings[/]" if result.ok else f"[red]{len(result.findings)} finding(s)[/]"))
         for f in result.findings:
             target = f" {f.flag}" if f.flag else ""
