@@ -472,7 +472,7 @@ def history_cmd(host, group, runs_dir, history_db, limit, as_json):
 @_inventory_opt
 @_host_opt
 @_playbook_opt
-@click.option("--from", "from_run", metavar="RUN_ID", default=None,
+@click.option("--from", "--from-run", "from_run", metavar="RUN_ID", default=None,
               help="The diagnose run to start from: its corrupting profile, and its baseline samples when host and "
                    "experiment match.")
 @click.option("--profile", default=None, help="The corrupting speculative profile (default: from --from, else the first).")
@@ -523,7 +523,7 @@ def mitigate(inventory, host, playbook, from_run, profile, only, samples, runs_d
 @click.option("--good", default=None, help="Good launch flags: a profile name or a flag string (default: the baseline).")
 @click.option("--bad", default=None, help="Bad launch flags: a profile name or a flag string (default: the corrupting profile).")
 @click.option("--repeats", type=click.IntRange(min=1), default=None, help="Per-prompt sample budget of each test.")
-@click.option("--from", "from_run", metavar="RUN_ID", default=None, help="Diagnose run: corrupting profile and baseline samples.")
+@click.option("--from", "--from-run", "from_run", metavar="RUN_ID", default=None, help="Diagnose run: corrupting profile and baseline samples.")
 @runs_dir_option()
 @click.option("--resume", metavar="RUN_ID", default=None,
               help="Continue bisect run RUN_ID: finished tests are not launched again, the interrupted one continues.")
