@@ -181,7 +181,7 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
     foreign = foreign_processes(c, host, python, workdir, rec.pgid if rec else None,
                                 rec.children if rec else None)
     checks.append(Check("foreign-processes", "warn" if foreign else "ok",
-                        "; ".join(f.describe() for f in foreign) if foreign else "no SGLang process we did not start"))
+                        "\n".join(f.describe() for f in foreign) if foreign else "no SGLang process we did not start"))
     if playbook is not None:
         checks.extend(_lint_checks(c, host, playbook, python, sglang_version, architectures))
     return checks
