@@ -29,7 +29,9 @@ Loop definition (``corpus/README.md``):
   word tokens (the placeholder is not a word). A counter ("Step 12:", "Attempt #7", "(check 3)") hides an
   otherwise exact loop; counting lists and number tables (few distinct words) are not near loops. Reported
   with the unit's length, repeats, start token and character offset and the fraction of the text inside it;
-  always computed on the text (digits are a text notion), even when token ids are given.
+  always computed on the text (digits are a text notion), even when token ids are given. A loop is a near
+  loop too (an exact copy is the closest of near copies): ``"Hi. " * 100`` has too few distinct words for
+  the counter rule, and it is still a near loop, reported with the loop's figures.
 - The unit is the *smallest* period of the repeated stretch ("!!!!" has n = 1, not n = 3), and the loop
   starts where the maximal repeated stretch starts. A tail loop is reported in preference to escaped ones;
   among escaped loops, the one covering most tokens.
@@ -214,7 +216,8 @@ class TextMetrics:
 
     @property
     def near_loop(self) -> bool:
-        """True when the text ends in a near loop (module docstring): an exact loop hidden by a counter."""
+        """True when the text has a near loop (module docstring): an exact loop hidden by a counter, or any
+        loop (a loop implies a near loop)."""
         return self.near is not None
 
     @property
@@ -487,6 +490,10 @@ def analyze_text(text: str, token_ids: Sequence[int] | None = None) -> TextMetri
         near = LoopMetrics(kind="near", unit_tokens=near_run.period, repeats=near_run.repeats,
                            start_token=near_run.start, start_char=_char_offset(raw, toks, near_run.start),
                            end_token=near_run.end, fraction=near_run.length / max(len(toks), 1))
+    elif loop is not None:  # an exact loop is a near loop with nothing hidden
+        near = LoopMetrics(kind="near", unit_tokens=loop.unit_tokens, repeats=loop.repeats,
+                           start_token=loop.start_token, start_char=loop.start_char, end_token=loop.end_token,
+                           fraction=loop.fraction)
 
     closed, reasoning_tokens, answer_tokens = _think_counts(text, len(toks))
 
