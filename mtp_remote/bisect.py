@@ -24,13 +24,14 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .api import experiment_fingerprint, latest_samples, load_config, remote_python
+from .api import experiment_fingerprint, latest_samples, load_config, opening_line, remote_python
 from .candidates import parse_flags, unparse_flags
 from .config import Playbook, ProfileConfig
 from .errors import ConfigError, Interrupted, MtpRemoteError
 from .mitigate import _check_run_id, _judge, _load_from, _reuse_check, copy_reused, only_profiles
 from .remote import connect as transport
 from .remote.commands import mask_argv, mask_secrets, playbook_secrets, server_argv
+from .plan import plan_requests
 from .runner import Hooks, Runner, load_samples, new_run_id
 
 BISECT_FILE = "bisect.json"
@@ -186,8 +187,7 @@ def bisect(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yaml"
                       profiles=[name], hooks=hooks, c=conn).run()
         doc["pending"] = None
         pr = next((r for r in runs if r.profile == name), None)
-        failure = (pr.cause or "unknown", pr.hint or "") if pr and not pr.launched and \
-            (pr.outcome or {}).get("kind") != "skipped" else None
+        failure = pr.failure() if pr else None
         verdict, _ = _judge(base.baseline, name, latest_samples(load_samples(run_dir / "samples.jsonl")), failure, base.compare.alpha)
         outcome = {"spec-corrupts-output": "fail"}.get(verdict.kind) or (
             "pass" if verdict.kind in ("healthy", "spec-slower", "spec-ineffective") else "unresolved")
@@ -199,6 +199,14 @@ def bisect(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yaml"
         return outcome
 
     conn = None
+    per_test = len(plan_requests(base, base.baseline))
+    good_name = good or pb.baseline
+    hooks.on_progress(opening_line(
+        host_cfg, base, run_id, n_requests=per_test, n_profiles=0, playbook_file=playbook, resumed=bool(resume),
+        command="bisect run",
+        planned=(f"{len(changes)} flag difference(s) from {good_name} (good) to {bad or bad_name} (bad); up to "
+                 f"{per_test} requests per test launch (budget; early stopping), one launch per test; "
+                 f"{len(doc['tests'])} test(s) stored")))
     try:
         save()
         conn = c or transport.connect(host_cfg)
