@@ -136,7 +136,6 @@ def bisect(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yaml"
         if (doc["good"], doc["bad"]) != (good_flags, bad_flags):
             raise ConfigError(f"run {resume}'s good/bad lines no longer read the same from the playbook; resume "
                               "it with the playbook it was made with", field="--resume")
-        hooks.on_progress(f"resuming bisect {run_id}: {len(doc['tests'])} tests stored, not launched again")
     else:
         run_dir.mkdir(parents=True)
         reused = None
@@ -206,7 +205,7 @@ def bisect(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yaml"
         command="bisect run",
         planned=(f"{len(changes)} flag difference(s) from {good_name} (good) to {bad or bad_name} (bad); up to "
                  f"{per_test} requests per test launch (budget; early stopping), one launch per test; "
-                 f"{len(doc['tests'])} test(s) stored")))
+                 f"{len(doc['tests'])} test(s) stored" + (", not launched again" if resume else ""))))
     try:
         save()
         conn = c or transport.connect(host_cfg)

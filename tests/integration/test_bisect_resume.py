@@ -67,7 +67,7 @@ def test_an_interrupted_bisect_resumes_without_relaunching_finished_tests(tmp_pa
     with pytest.raises(Interrupted):
         bisect(**args, resume=run_dir.name, hooks=second.hooks())
     assert second.launched == ["t3"] and second.finished == []
-    assert second.messages[0].startswith(f"bisect run {run_dir.name} (resumed): ") and "2 test(s) stored" in second.messages[0]
+    assert second.messages[0].startswith(f"bisect run {run_dir.name} (resumed): ") and "2 test(s) stored, not launched again" in second.messages[0]
     pending = json.loads((run_dir / "bisect.json").read_text())["pending"]
     t3_before = _keys(run_dir, "t3")
     assert pending["name"] == "t3"
