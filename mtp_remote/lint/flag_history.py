@@ -64,7 +64,9 @@ def _successor(old: FlagSpec, before: FlagTable, after: FlagTable) -> tuple[str 
 
 def explain_unknown(flag: str, table: FlagTable) -> FlagHistory | None:
     """The history of ``flag`` (a long option ``table`` does not know) in the other tables, or None when no
-    table knows it (then it is a misspelling: the caller's difflib suggestion stands)."""
+    table knows it (then it is a misspelling: the caller's difflib suggestion stands). Both directions: an old
+    name on a newer release (renamed to ..., ``renamed_to`` the new name) and a new name on an older release
+    (``renamed_to`` the old name, the one that release spells)."""
     if not flag.startswith("--"):
         return None
     versions = available_versions()
@@ -89,9 +91,19 @@ def explain_unknown(flag: str, table: FlagTable) -> FlagHistory | None:
         return FlagHistory(flag, tuple(known), succ if certain else None, msg, succ)
     first = known[0]
     if version_key(first) > here:
+        prev = [v for v in versions if version_key(v) < version_key(first)]
+        new_spec = _spec_in(load_flag_table(first), flag)
+        old, certain = (_successor(new_spec, load_flag_table(first), load_flag_table(prev[-1]))
+                        if prev and new_spec else (None, False))
+        if old is not None and old in table.by_option and certain:  # the new name of a flag this release has
+            return FlagHistory(flag, tuple(known), old,
+                               f"{flag} is the name from SGLang {first} on of {old} (renamed after "
+                               f"{prev[-1]}); {table.sglang_version} spells it {old}", old)
         return FlagHistory(flag, tuple(known), None,
                            f"{flag} is a flag from SGLang {first} on"
                            + (f" ({_span(known)})" if len(known) > 1 else "")
-                           + f"; {table.sglang_version} does not have it yet")
+                           + f"; {table.sglang_version} does not have it yet"
+                           + (f" (the nearest flag of its kind here: {old})" if old in table.by_option else ""),
+                           old if old in table.by_option else None)
     return FlagHistory(flag, tuple(known), None,
                        f"{flag} is a flag in SGLang {', '.join(known)}, not in {table.sglang_version}")

@@ -51,7 +51,7 @@ def test_without_a_release_it_says_which_table_it_used_and_names_a_renamed_flag_
     assert "SGLang 0.5.23 flag table (the newest: no --sglang-version given)" in plain.stdout
 
 
-def test_on_a_release_that_has_the_flag_it_is_valid_and_a_newer_flag_is_named_as_not_yet_there():
+def test_on_a_release_that_has_the_flag_it_is_valid_and_its_newer_name_is_named_as_such():
     old = CliRunner().invoke(lint_command_cmd, ["--json", "--sglang-version", "0.5.13",
                                                 "python -m sglang.launch_server --model-path /m "
                                                 "--mamba-scheduler-strategy extra_buffer"])
@@ -60,5 +60,11 @@ def test_on_a_release_that_has_the_flag_it_is_valid_and_a_newer_flag_is_named_as
                                                 "python -m sglang.launch_server --model-path /m "
                                                 "--mamba-radix-cache-strategy extra_buffer"])
     (f,) = json.loads(new.stdout)["findings"]
-    assert f["code"] == "unknown-flag" and "from SGLang 0.5.23 on" in f["message"]
-    assert "0.5.9 does not have it yet" in f["message"]
+    assert (f["code"], f["suggestion"]) == ("unknown-flag", "--mamba-scheduler-strategy")
+    assert "is the name from SGLang 0.5.23 on of --mamba-scheduler-strategy" in f["message"]
+    assert "0.5.9 spells it --mamba-scheduler-strategy" in f["message"]
+    later = CliRunner().invoke(lint_command_cmd, ["--json", "--sglang-version", "0.5.9",
+                                                  "python -m sglang.launch_server --model-path /m "
+                                                  "--enable-mamba-cache-stochastic-rounding"])
+    (f,) = json.loads(later.stdout)["findings"]
+    assert "is a flag from SGLang 0.5.23 on; 0.5.9 does not have it yet" in f["message"]
