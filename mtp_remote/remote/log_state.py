@@ -171,7 +171,7 @@ class StateScan:
 
     def _describe(self, sig: Signature, m: re.Match) -> dict:
         groups = {k: v for k, v in m.groupdict().items() if v is not None}
-        for key in [k for k in groups if k.endswith("2")]:  # a second spelling of a group in one pattern
+        for key in [k for k in groups if k[-1:] in ("2", "3")]:  # another spelling of a group in one pattern
             groups.setdefault(key[:-1], groups.pop(key))
         line = line_at(self.text, m.start())
         cls, hint = sig.cls, sig.hint

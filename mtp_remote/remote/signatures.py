@@ -129,10 +129,12 @@ SIGNATURES: tuple[Signature, ...] = (
     # before model_not_found: a template under /models/ is still a template.
     _S("config_error", "fatal",
        r"(?P<kind>Chat|Completion) template (?P<value>.{0,300}?) is not a built-in template name"
-       r"|(?:FileNotFoundError|OSError|TemplateNotFound)\b.{0,200}?(?P<value2>'[^'\n]*\.jinja'|\S*\.jinja\b)",
+       r"|(?:FileNotFoundError|OSError|TemplateNotFound)\b.{0,200}?(?P<value2>'[^'\n]*(?:\.jinja|template)[^'\n]*'"
+       r"|\S*\.jinja\b)"
+       r"|(?i:(?:chat|completion)[ _-]template)\S*:? (?:file )?(?:not found|does not exist)(?::? (?P<value3>\S+))?",
        "--chat-template (or --completion-template) {value} is neither a built-in template name nor a file on the "
        "host: fix the path (the server reads it on the host, relative to its working directory) or give a "
-       "built-in name", phase="launch", needs=("template name", ".jinja")),
+       "built-in name", phase="launch", needs=("template name", ".jinja", "template", "Template")),
     _S("unsupported_architecture", "fatal",
        r"Model architectures? .{0,200}?(?:are|is) not supported"
        r"|does not recognize this architecture"
@@ -240,9 +242,9 @@ SIGNATURES: tuple[Signature, ...] = (
        "the server stopped answering (detokenizer/scheduler heartbeat lost): restart it and read the "
        "lines above for the scheduler's error"),
     _S("warmup_failed", "fatal",
-       r"Initialization failed\. warmup error|[Ww]armup (?:request )?(?:failed|error)",
+       r"Initialization failed\. warmup error|[Ww]arm[ -]?up (?:request )?(?:failed|error)|[Ff]ailed to warm[ -]?up",
        "the warmup request failed: read the traceback above it; try --skip-server-warmup only to debug",
-       before_ready=True, needs=("armup",)),
+       before_ready=True, needs=("armup", "arm up", "arm-up")),
     _S("config_error", "fatal",
        r"^(?:ValueError|AssertionError|NotImplementedError|TypeError)(?:: .+|\s*$)",  # a bare `assert` has no text
        "SGLang rejected the server arguments: fix the flag combination named in the message", phase="launch"),
