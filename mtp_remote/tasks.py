@@ -474,7 +474,10 @@ def nightly(c, hosts=None, playbook="playbooks/nightly.yaml", inventory=None, ru
     INTERRUPTS.install()
     console = make_console(stderr=json)
     hooks = Hooks(interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
-    spec = hosts or _host_name(c)
+    given = None if hosts else _fab_hosts_given()  # fab -H a,b: Fabric calls this once per host; the first runs all
+    if given and "," in given and _host_name(c) != given.split(",")[0].strip():
+        return
+    spec = hosts or given or _host_name(c)
     _refuse_inventory_as_key(c)  # also with --hosts given
     fleet = fleet_spec(inventory, spec)
     try:

@@ -63,3 +63,17 @@ def test_fab_and_mtp_remote_both_take_from_and_from_run():
         assert "--from=STRING" in r.stdout and "--from-run=STRING" in r.stdout, r.stdout
         out = CliRunner().invoke(main, [task, "--help"]).output
         assert "--from, --from-run RUN_ID" in out, out
+
+
+def test_fab_nightly_with_two_hosts_is_one_fleet_nightly_not_two_in_a_row(tmp_path):
+    """Both hosts are unreachable SSH hosts (a closed port): each night fails at once, and the fleet's own
+    summary shows that fab ran them as one fleet nightly."""
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("default_host: a\nhosts:\n" + "".join(
+        f"  {h}: {{transport: ssh, address: 127.0.0.1, ssh_port: {free_port()}, connect_timeout: 5}}\n" for h in "ab"))
+    r = fab("-H", "a,b", "nightly", "--inventory", str(inv), "--runs-dir", str(tmp_path / "runs"),
+            "--playbook", str(ROOT / "playbooks" / "nightly.yaml"), cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    fleets = list((tmp_path / "runs").glob("fleet-*/summary.json"))
+    assert len(fleets) == 1, r.stdout
+    assert json.loads(fleets[0].read_text())["hosts_planned"] == ["a", "b"]
