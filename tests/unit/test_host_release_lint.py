@@ -43,3 +43,22 @@ def test_a_sim_host_that_imitates_a_newer_release_gets_that_releases_table_and_n
     assert "imitating SGLang 0.5.23" in sglang["detail"]
     assert not any("0.5.9" in r["detail"] for r in rows)
     assert any("SGLang 0.5.23 flag table, the host's release" in r["detail"] for r in rows)
+
+
+def test_preflight_lists_each_foreign_process_on_its_own_line_with_whole_arguments_and_its_port(tmp_path):
+    from tests.support.fake_server import spawn_fake_server
+
+    port = free_port()
+    long_args = ("--model-path", "/models/" + "qwen3-next-80b-a3b-instruct-" * 4, "--tp-size", "4",
+                 *[w for i in range(12) for w in (f"--flag-number-{i}", str(i))])
+    p = spawn_fake_server(port, args=long_args)
+    try:
+        r = CliRunner().invoke(main, ["preflight", "-i", str(_inventory(tmp_path, None)), "--json"])
+    finally:
+        p.kill()
+        p.wait()
+    detail = next(ch for ch in json.loads(r.stdout) if ch["name"] == "foreign-processes")["detail"]
+    lines = detail.split("\n")
+    assert all(ln.startswith("PID ") for ln in lines), lines  # one process a line, not one "; "-joined blob
+    mine = next(ln for ln in lines if ln.startswith(f"PID {p.pid} "))
+    assert f"--port {port}" in mine and "--model-path /models/qwen3" in mine and "more argument" in mine
