@@ -350,7 +350,6 @@ def mitigate(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yam
                     state["reused"] = f"{n} samples of {pb.baseline} and {profile} from {from_run}"
                 else:
                     state["reused"] = f"nothing reused from {from_run}: {why_not}"
-                hooks.on_progress(state["reused"])
             _save(run_dir, state)
         dpb = derived_playbook(pb, profile, candidates, samples=samples)
         launched = [profile] + [x.name for x in candidates if x.skipped is None]
@@ -360,6 +359,8 @@ def mitigate(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yam
             resumed=bool(resume), command="mitigate run",
             planned=(f"{n_req} requests planned (budget; early stopping) over the baseline, {profile} as deployed "
                      f"and {len(launched) - 1} candidate(s) ({sum(1 for x in candidates if x.skipped)} skipped)")))
+        if state.get("reused") and not resume:
+            hooks.on_progress(state["reused"])
         _run_all(conn, host_cfg, dpb, run_dir, run_id, python, profile, candidates, state, hooks)
     except KeyboardInterrupt:
         raise Interrupted(f"interrupted; the servers we started were stopped and the samples are kept — continue "
