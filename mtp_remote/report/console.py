@@ -110,7 +110,9 @@ def next_step(doc: dict, run_dir, *, inventory=None) -> str:
     if failed:
         first = kinds[failed[0]]
         runbook = RUNBOOK["launch"] if first.startswith("launch-failed") else RUNBOOK["crashed"]
-        return (f"{', '.join(failed)} failed: `mtp-remote classify-log {run_dir}/logs/{failed[0]}.log`; "
+        report = ("" if first.startswith("launch-failed") else
+                  f"; a server that fails while serving is a bug worth reporting: `mtp-remote bug-report {run}`")
+        return (f"{', '.join(failed)} failed: `mtp-remote classify-log {run_dir}/logs/{failed[0]}.log`{report}; "
                 f"see {runbook}")
     # -H: without it, mitigate and --resume act on the inventory's default host, not the one this run was on
     host = (doc.get("host") or {}).get("name")
