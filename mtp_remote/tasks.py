@@ -95,6 +95,16 @@ def _as_fleet(c, command: str, inventory, *, as_json: bool = False, **kw) -> int
     return print_fleet(console, report, runs_dir=kw.get("runs_dir", "runs"), inventory=inventory)
 
 
+def _whole(value, field: str) -> int | None:
+    """A fab option that must be a whole number >= 1 (Invoke passes a string), or None; ends the task (exit 2)
+    naming the option otherwise."""
+    if value is None:
+        return None
+    if not str(value).isdigit() or int(value) < 1:
+        raise _fail(ConfigError(f"must be a whole number >= 1, not {value!r}", field=field))
+    return int(value)
+
+
 def _end(code: int) -> None:
     """End a task that ran as a fleet with the fleet's exit code."""
     if code:
@@ -163,7 +173,7 @@ def diagnose(c, playbook=DEFAULT_PLAYBOOK, inventory=None, profile=None, samples
 
     INTERRUPTS.install()
     if (code := _as_fleet(c, "diagnose", inventory, as_json=json, playbook=playbook, runs_dir=runs_dir,
-                          samples=int(samples) if samples and str(samples).isdigit() else None)) is not None:
+                          samples=_whole(samples, "--samples"))) is not None:
         return _end(code)
     console = make_console(stderr=json)
     rh = RichHooks(console)
@@ -366,7 +376,7 @@ def mitigate(c, playbook=DEFAULT_PLAYBOOK, inventory=None, from_=None, from_run=
     from_run = from_ or from_run
     INTERRUPTS.install()
     if (code := _as_fleet(c, "mitigate", inventory, playbook=playbook, runs_dir=runs_dir, from_run=from_run,
-                          samples=int(samples) if samples and str(samples).isdigit() else None,
+                          samples=_whole(samples, "--samples"),
                           only=[x for x in (candidate or "").split(",") if x] or None)) is not None:
         return _end(code)
     console = make_console()
