@@ -363,7 +363,7 @@ def _rich_hooks(console):
 @task(auto_shortflags=False, help={"playbook": _PB_HELP, "inventory": "inventory YAML",
             "from_": "diagnose run to start from (its corrupting profile; its baseline samples when they match)",
             "from_run": "the same as --from (mtp-remote mitigate spells it --from too)",
-            "profile": "the corrupting profile (default: from --from-run, else the first speculative one)",
+            "profile": "the corrupting profile (default: from --from, else the first speculative one)",
             "candidate": "only these candidates, comma-separated", "samples": "per-prompt budget per candidate",
             "resume": "continue mitigation run RUN_ID", "runs_dir": _RUNS_DIR_HELP})
 def mitigate(c, playbook=DEFAULT_PLAYBOOK, inventory=None, from_=None, from_run=None, profile=None,
