@@ -27,6 +27,7 @@ from .envfacts import EnvFacts, get_environment
 from .errors import ConfigError, Interrupted, MtpRemoteError
 from .ranking import (
     SPEED_CONFIDENCE,
+    beats_baseline,
     flag_changes,
     fmt_cost_ci,
     fmt_ratio_ci,
@@ -532,7 +533,9 @@ def render_markdown(doc: dict) -> str:
         lines += ["", ("`=#1`: tied with #1 (not distinguishable at these samples): the 95 % Welch interval of "
                        "its tokens/s over #1's contains 1.")]
     if best:
-        lines += ["", "Profile flags: `" + " ".join(shlex.quote(f) for f in best["flags"]) + "`"]
+        keep = not any(r["status"] == "baseline" for r in doc["rows"]) or beats_baseline(best)
+        label = "Profile flags" if keep else f"{best['name']}'s profile flags, if speculation must stay on"
+        lines += ["", f"{label}: `" + " ".join(shlex.quote(f) for f in best["flags"]) + "`"]
     lines += ["", ("Speeds over non-looping samples: ratio of geometric-mean tokens/s with a 95 % Welch t interval "
                    "on ln(tokens/s) (docs/metrics.md, \"Speed intervals in mitigate\").")]
     return "\n".join(lines) + "\n"

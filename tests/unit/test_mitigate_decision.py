@@ -84,3 +84,15 @@ def test_a_profile_that_crashed_after_ready_is_a_crash_for_every_workflow():
     assert never.failure() == ("cuda_oom", "", False)
     ok = ProfileRun(profile="mtp", speculative=True, argv_masked=[], outcome={"kind": "ready"})
     assert ok.failure() is None
+
+
+def test_mitigation_md_offers_the_cures_flags_only_as_the_fallback_when_speculation_off_wins():
+    from mtp_remote.mitigate import render_markdown
+
+    doc = _doc([_cure("no-overlap", 89), _base()])
+    doc.update(simulated=False, facts={}, reused=None, flags=None)
+    for r in doc["rows"]:
+        r.setdefault("flags", [])
+    md = render_markdown({**doc, "profile": "mtp", "host": "h"})
+    assert "run without speculation" in md
+    assert "no-overlap's profile flags, if speculation must stay on: `" in md
