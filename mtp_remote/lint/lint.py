@@ -20,6 +20,7 @@ from mtp_remote.lint.probe import run_probe
 from mtp_remote.lint.rules import LintContext, apply_rules, release_notes, unexpanded_variables
 from mtp_remote.lint.secrets import mask_result, secret_values
 
+
 log = logging.getLogger(__name__)
 
 
@@ -170,8 +171,6 @@ def misspelled_flags(argv: list[str]) -> list[dict]:
     at startup."""
     import difflib
     import shlex
-
-    from .flag_table import available_versions
 
     cmd = "python -m sglang.launch_server " + " ".join(shlex.quote(a) for a in argv)
     unknown: dict[str, str | None] | None = None

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from mtp_remote import api
-from mtp_remote.cli import main
+from mtp_remote.experiment import diagnose as api
+from mtp_remote.cli.main import main
 from tests.conftest import ROOT, free_port
 
 pytestmark = pytest.mark.sim
