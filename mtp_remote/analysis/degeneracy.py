@@ -33,7 +33,9 @@ Loop definition (``corpus/README.md``):
   already occurred earlier in those 400, with at least 16 distinct 4-grams and 3 distinct words among
   them (a few sentences said again in varying order, not one short unit). Reported
   with the unit's length, repeats, start token and character offset and the fraction of the text inside it;
-  always computed on the text (digits are a text notion), even when token ids are given.
+  always computed on the text (digits are a text notion), even when token ids are given. A loop is a near
+  loop too (an exact copy is the closest of near copies): ``"Hi. " * 100`` has too few distinct words for
+  the counter rule, and it is still a near loop, reported with the loop's figures.
 - The unit is the *smallest* period of the repeated stretch ("!!!!" has n = 1, not n = 3), and the loop
   starts where the maximal repeated stretch starts. A tail loop is reported in preference to escaped ones;
   among escaped loops, the one covering most tokens.
@@ -222,7 +224,8 @@ class TextMetrics:
 
     @property
     def near_loop(self) -> bool:
-        """True when the text ends in a near loop (module docstring): an exact loop hidden by a counter."""
+        """True when the text has a near loop (module docstring): an exact loop hidden by a counter, or any
+        loop (a loop implies a near loop)."""
         return self.near is not None
 
     @property
@@ -518,6 +521,10 @@ def analyze_text(text: str, token_ids: Sequence[int] | None = None) -> TextMetri
         near = LoopMetrics(kind="near", unit_tokens=near_run.period, repeats=near_run.repeats,
                            start_token=near_run.start, start_char=_char_offset(raw, toks, near_run.start),
                            end_token=near_run.end, fraction=near_run.length / max(len(toks), 1))
+    elif loop is not None:  # an exact loop is a near loop with nothing hidden
+        near = LoopMetrics(kind="near", unit_tokens=loop.unit_tokens, repeats=loop.repeats,
+                           start_token=loop.start_token, start_char=loop.start_char, end_token=loop.end_token,
+                           fraction=loop.fraction)
 
     closed, reasoning_tokens, answer_tokens = _think_counts(text, len(toks))
 

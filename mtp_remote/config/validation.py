@@ -205,7 +205,21 @@ def _read_yaml(path: Path) -> Any:
     try:
         return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: no arbitrary objects
     except yaml.YAMLError as e:
-        raise ConfigError(f"not valid YAML: {e}", file=str(path)) from None
+        raise ConfigError(yaml_problem(e), file=str(path)) from None
+
+
+def yaml_problem(err: yaml.YAMLError) -> str:
+    """A YAML parser error as one line that points into the file: ``line 3, column 4: not valid YAML: expected
+    ',' or ']', but got ':' (while parsing a flow sequence at line 2, column 11)``. PyYAML's own text names the
+    stream ``"<unicode string>"`` and spreads over several lines, which hides the file the caller names."""
+    mark = getattr(err, "problem_mark", None)
+    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    context, cmark = getattr(err, "context", None), getattr(err, "context_mark", None)
+    ctx = ""
+    if context:
+        ctx = f" ({context}" + (f" at line {cmark.line + 1}, column {cmark.column + 1}" if cmark is not None else "") + ")"
+    return f"{where}not valid YAML: {problem}{ctx}"
 
 
 def _allowed_fields(model: type[BaseModel], loc: tuple) -> list[str]:

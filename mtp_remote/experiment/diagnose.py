@@ -92,9 +92,12 @@ def host_playbook_file(playbook: str | Path | None, inventory: str | Path | None
 
 
 def opening_line(host: HostConfig, pb: Playbook, run_id: str, *, n_requests: int, n_profiles: int,
-                 playbook_file: str | Path, resumed: bool = False) -> str:
+                 playbook_file: str | Path, resumed: bool = False, command: str = "run",
+                 planned: str | None = None) -> str:
     """The one line a run opens with: host, engine, simulated or real, playbook, run id, requests planned
-    (the budget under early stopping) and the faults injected (simulated hosts; none on a real engine)."""
+    (the budget under early stopping) and the faults injected (simulated hosts; none on a real engine).
+    ``command``: what the run is (``run`` for diagnose/nightly, ``mitigate run``, ``bisect run``);
+    ``planned``: what is planned, when it is not "N requests over P profiles" (bisect: tests not known yet)."""
     faults = []
     if host.is_sim:
         if host.env.get("SGLANG_SIM_FAULTS"):
@@ -103,9 +106,10 @@ def opening_line(host: HostConfig, pb: Playbook, run_id: str, *, n_requests: int
                    if p.env.get("SGLANG_SIM_FAULTS")]
     kind = "simulated" if host.is_sim else "real"
     budget = " (budget; early stopping)" if pb.early_stop else ""
-    return (f"run {run_id}{' (resumed)' if resumed else ''}: host {host.name} [{host.transport}], engine "
-            f"{host.engine} ({kind}); playbook {pb.name} ({playbook_file}); {n_requests} requests planned "
-            f"over {n_profiles} profiles{budget}; faults injected: {', '.join(faults) or 'none'}")
+    planned = planned or f"{n_requests} requests planned over {n_profiles} profiles{budget}"
+    return (f"{command} {run_id}{' (resumed)' if resumed else ''}: host {host.name} [{host.transport}], engine "
+            f"{host.engine} ({kind}); playbook {pb.name} ({playbook_file}); {planned}; faults injected: "
+            f"{', '.join(faults) or 'none'}")
 
 
 def _prewarm_report_imports() -> None:
@@ -240,9 +244,7 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
     samples = latest_samples(load_samples(run_dir / "samples.jsonl"))
     spec = {pr.profile: pr.speculative for pr in profile_runs}
     aa = calibration_profile(pb)
-    failures = {pr.profile: (pr.cause or "unknown", pr.hint or "",
-                             pr.crashed is not None and pr.crashed.get("cause") != "requests_failed")
-                for pr in profile_runs if not pr.launched and (pr.outcome or {}).get("kind") != "skipped"}
+    failures = {pr.profile: pr.failure() for pr in profile_runs if pr.failure() is not None}
     design = design_of(pb, sum(1 for p in spec if p not in (pb.baseline, aa)), recorded=recorded)
     diag = diagnose_samples(baseline=pb.baseline, profiles=spec, samples=samples, launch_failures=failures,
                             design=design, calibration_profile=aa,

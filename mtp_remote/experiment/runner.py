@@ -80,6 +80,16 @@ class ProfileRun:
         """Ready, and did not die while sampling."""
         return self.outcome is not None and self.outcome.get("kind") == "ready" and self.crashed is None
 
+    def failure(self) -> tuple[str, str, bool] | None:
+        """``(cause, hint, after_ready)`` when the profile failed -- never ready (``launch-failed:<cause>``),
+        or ready and then crashed or hung while sampling (``after_ready``: ``crashed:<cause>``/``hung:<cause>``;
+        every request failing is not a crash) -- None when it ran or was skipped. The one reading of a
+        profile's failure that diagnose, mitigate and bisect hand to the verdict."""
+        if self.launched or (self.outcome or {}).get("kind") == "skipped":
+            return None
+        after_ready = self.crashed is not None and self.crashed.get("cause") != "requests_failed"
+        return self.cause or "unknown", self.hint or "", after_ready
+
 
 @dataclass
 class Hooks:

@@ -40,6 +40,7 @@ def sample_record(req: RequestSpec, comp: Completion, *, speculative: bool, api:
         "accept_length": round(accept, 4) if accept else None, "output_ids": comp.output_ids,
         "error": comp.error, "metrics": metrics, "kl": kl, "think_opened_by_prompt": think_opened_by_prompt,
         "top2_margins": comp.top2_margins if req.temperature == 0 else None,
+        "request": comp.request,  # {"endpoint", "body"}: what was sent, exactly (bug-report replays it)
     }
 
 

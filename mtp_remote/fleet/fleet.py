@@ -355,7 +355,8 @@ def mitigation_table(doc: dict):
     for h in HEADERS:
         t.add_column(h, overflow="fold", no_wrap=h in ("rank", "candidate", "tok/s", "vs base", "verdict"))
     for row in table_rows(doc):
-        style = "green" if row[0] else ("red" if "corrupts" in row[-1] else None)
+        style = ("cyan" if row[-1].startswith("baseline") else "green" if row[0] else
+                 "red" if "corrupts" in row[-1] else None)
         t.add_row(*row[:-1], row[-1].split(":")[0] if row[-1].startswith(("skipped", "pending")) else row[-1],
                   style=style)
     return t
@@ -424,8 +425,8 @@ def spread_mitigate(hosts: list[str], *, inventory=DEFAULT_INVENTORY, playbook=D
             continue
         runs[host] = doc["run_id"]
         for r in doc["rows"]:
-            if r["status"] == "skipped" and host != same[0]:
-                continue
+            if r["status"] in ("skipped", "baseline") and host != same[0]:
+                continue  # one row of each (every host's own baseline is the 1.00x of its rows)
             if r["status"] == "reference" and r.get("n") is None:
                 continue
             rows.append(CandidateResult(**{**{k: v for k, v in r.items() if k != "rank"},

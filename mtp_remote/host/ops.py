@@ -25,10 +25,12 @@ from ..config.playbook import Playbook
 from ..errors import ConfigError, LaunchError, MtpRemoteError
 from ..experiment.server import ServerLifecycle
 from ..interrupts import run_async
+from ..lint.flag_table import version_key
 from ..lint.lint import _result_from_answer, lint_command
 from ..lint.probe import parse_probe_output, probe_command, probe_source
 from ..remote import facts, hostscripts, process
 from ..remote.commands import api_key_of, mask_log_secrets, server_argv, server_env
+from ..remote.envfacts import sim_version_command
 from ..remote.foreign import ForeignProcess, find_foreign, force_targets
 
 MIN_FREE_DISK_MIB = 2048
@@ -132,7 +134,10 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
                         f"{python} {r.stdout.strip()}" if r.exited == 0 else f"{python} not runnable: {r.stderr.strip()[:200]}"))
     sglang_version = None
     if host.is_sim:
-        checks.append(Check("sglang", "ok", "simulated engine (mtp_remote.sim)"))
+        r = _run(c, sim_version_command(host, python))
+        sglang_version = r.stdout.strip() if r.exited == 0 and r.stdout.strip() else None
+        checks.append(Check("sglang", "ok", f"simulated engine (mtp_remote.sim), imitating SGLang "
+                                            f"{sglang_version or '(unknown)'}"))
     else:
         for pkg in ("sglang", "torch"):
             r = _run(c, _py_version_command(python, pkg))
@@ -183,7 +188,7 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
     foreign = foreign_processes(c, host, python, workdir, rec.pgid if rec else None,
                                 rec.children if rec else None)
     checks.append(Check("foreign-processes", "warn" if foreign else "ok",
-                        "; ".join(f.describe() for f in foreign) if foreign else "no SGLang process we did not start"))
+                        "\n".join(f.describe() for f in foreign) if foreign else "no SGLang process we did not start"))
     if playbook is not None:
         checks.extend(_lint_checks(c, host, playbook, python, sglang_version, architectures))
     return checks
@@ -211,10 +216,15 @@ def _lint_checks(c, host: HostConfig, playbook: Playbook, python: str, sglang_ve
     names = playbook.profile_order()
     argvs = [server_argv(host, playbook, n) for n in names]
     results = None if host.is_sim or sglang_version is None else _remote_real_parser(c, python, argvs, architectures)
-    source = "host's SGLang parser" if results else f"flag table for SGLang {sglang_version or 'newest'}"
+    source = "host's SGLang parser"
     if results is None:
         results = [lint_command("python -m sglang.launch_server " + " ".join(shlex.quote(a) for a in argv),
                                 sglang_version=sglang_version, architectures=architectures) for argv in argvs]
+        used = results[0].sglang_version if results else None
+        source = (f"SGLang {used} flag table, the host's release" if sglang_version and used and
+                  version_key(used)[:3] == version_key(sglang_version)[:3] else
+                  f"SGLang {used} flag table, for the host's {sglang_version}" if sglang_version else
+                  f"SGLang {used} flag table, the newest: the host's release is unknown")
     out = []
     for name, res in zip(names, results):
         findings = res.to_dict()["findings"]

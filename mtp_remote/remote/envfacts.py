@@ -43,8 +43,7 @@ def environment_command(host: HostConfig, python: str, workdir: str) -> str:
     """One script printing the facts between ``=== mtp-remote:NAME`` markers (``workdir`` resolved)."""
     py = shlex.quote(python)
     if host.is_sim:
-        ver = "".join(f"{k}={shlex.quote(host.env[k])} " for k in ("SGLANG_SIM_VERSION",) if k in host.env)
-        versions = f"echo sglang $(env {ver}{py} -m mtp_remote.sim.version); echo torch -"
+        versions = f"echo sglang $({sim_version_command(host, python)}); echo torch -"
         model = "echo '{\"architectures\": []}'"
     else:
         versions = f"{py} -c {shlex.quote(_VERSIONS)}"
@@ -53,6 +52,13 @@ def environment_command(host: HostConfig, python: str, workdir: str) -> str:
     parts = [("versions", versions), ("gpus", f"{smi} --query-gpu=name,driver_version --format=csv,noheader"),
              ("model", model)]
     return "; ".join(f"echo '{_MARK}{name}'; {cmd} 2>/dev/null" for name, cmd in parts)
+
+
+def sim_version_command(host: HostConfig, python: str) -> str:
+    """The command that prints the SGLang release a sim host imitates (its ``SGLANG_SIM_VERSION``, else the
+    sim's default): every check that lints or chooses by release reads a sim host's release from it."""
+    ver = "".join(f"{k}={shlex.quote(host.env[k])} " for k in ("SGLANG_SIM_VERSION",) if k in host.env)
+    return f"env {ver}{shlex.quote(python)} -m mtp_remote.sim.version"
 
 
 def parse_environment(output: str, *, simulated: bool = False) -> EnvFacts:

@@ -54,13 +54,16 @@ def verdict_table(doc: dict) -> Table:
     return t
 
 
-#: Width of tables when the output is not a terminal (logs, CI, pipes).
-PIPE_WIDTH = 160
+#: Width of the console when the output is not a terminal (logs, CI, pipes, a file): wider than any table, so a
+#: table keeps every cell on one line at its natural width instead of squeezing a column until a flag or a
+#: path breaks mid-word (a file has no right margin; a reader's pager or editor scrolls).
+PIPE_WIDTH = 100_000
 
 
 def make_console(stderr: bool = False) -> Console:
-    """A rich console. Outside a terminal (logs, CI, pipes): tables 160 columns wide, and lines are never
-    wrapped (``soft_wrap``), so a flag or a command to copy is never split across lines; no colour codes."""
+    """A rich console. Outside a terminal (logs, CI, pipes, files): tables at their natural width (each cell on
+    one line, :data:`PIPE_WIDTH`), and lines are never wrapped (``soft_wrap``), so a flag, a path or a command
+    to copy is never split across lines; no colour codes."""
     stream = sys.stderr if stderr else sys.stdout
     tty = stream.isatty()
     return Console(stderr=stderr, width=None if tty else PIPE_WIDTH, soft_wrap=not tty, log_path=False)
@@ -103,7 +106,9 @@ def next_step(doc: dict, run_dir, *, inventory=None) -> str:
     if failed:
         first = kinds[failed[0]]
         runbook = RUNBOOK["launch"] if first.startswith("launch-failed") else RUNBOOK["crashed"]
-        return (f"{', '.join(failed)} failed: `mtp-remote classify-log {run_dir}/logs/{failed[0]}.log`; "
+        report = ("" if first.startswith("launch-failed") else
+                  f"; a server that fails while serving is a bug worth reporting: `mtp-remote bug-report {run}`")
+        return (f"{', '.join(failed)} failed: `mtp-remote classify-log {run_dir}/logs/{failed[0]}.log`{report}; "
                 f"see {runbook}")
     # -H: without it, mitigate and --resume act on the inventory's default host, not the one this run was on
     host = (doc.get("host") or {}).get("name")

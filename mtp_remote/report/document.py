@@ -65,6 +65,7 @@ def build_summary(*, run_id: str, host: HostConfig, playbook: Playbook, profile_
             "profiles": {n: {"flags": p.flags, "speculative": p.speculative} for n, p in playbook.profiles.items()},
             "prompts": [p.model_dump() for p in playbook.prompts], "temperatures": playbook.temperatures,
             "samples": playbook.samples, "greedy_samples": playbook.greedy_samples, "max_tokens": playbook.max_tokens, "api": playbook.api,
+            "top_p": playbook.top_p, "seed": playbook.seed, "prompt_template": playbook.prompt_template,
             "alpha": playbook.compare.alpha, "margin": playbook.compare.margin,
         },
         "profiles": [_profile_dict(pr) for pr in profile_runs],
