@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 
 from .config import HostConfig, Playbook
-from .errors import ConfigError, LaunchError, MtpRemoteError
+from .errors import ConfigError, LaunchError, MtpRemoteError, RemoteError
 from .interrupts import run_async
 from .remote import facts, hostscripts, process
 from .remote.commands import api_key_of, mask_log_secrets, server_argv, server_env
@@ -73,9 +73,20 @@ def lifecycle(c, host: HostConfig, python: str, run_id: str = "ops",
     return lc
 
 
+def host_workdir(c, host: HostConfig) -> hostscripts.WorkdirReport:
+    """Where we work on the host, found without creating anything (``workdir.sh read``: ``~`` resolved, our
+    ``uid-UID`` subdirectory of a shared workdir); ``result`` is "missing" when nothing is there yet. Raises
+    RemoteError when it is there but is not a directory of ours that only we can write."""
+    rep = hostscripts.parse_workdir(hostscripts.run_script(c, "workdir.sh", [host.workdir, "read"]).stdout)
+    if rep.result not in ("ok", "missing"):
+        raise RemoteError(f"workdir {rep.path or host.workdir} on {host.name} cannot be trusted "
+                          f"({rep.detail or rep.result}); nothing was read from it", host=host.name)
+    return rep
+
+
 def remote_workdir(c, host: HostConfig) -> str:
-    """The host's workdir with ``~`` resolved against the remote $HOME."""
-    return facts.resolve_path(facts.get_home(c), host.workdir)
+    """The directory we work in on the host (:func:`host_workdir`'s path; it may not exist yet)."""
+    return host_workdir(c, host).path
 
 
 @contextlib.contextmanager
@@ -159,8 +170,8 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
                 checks.append(Check("model", "warn", f"{host.model_path}/config.json is not valid JSON"))
     wd = shlex.quote(workdir)
     r = _run(c, f"(umask 077; mkdir -p {wd}) 2>/dev/null; t={wd}/.write-test.$$; "
-                f"if (printf x > \"$t\") 2>/dev/null; then rm -f \"$t\"; echo writable; else echo read-only; fi; "
-                f"df -Pk {wd}")
+                f"if (set -C; printf x > \"$t\") 2>/dev/null; then rm -f \"$t\"; echo writable; "
+                f"else rm -f \"$t\"; echo read-only; fi; df -Pk {wd}")
     writable = r.stdout.startswith("writable")
     checks.append(Check("workdir", "ok" if writable else "fail",
                         f"{workdir} is writable" if writable else
@@ -258,10 +269,15 @@ def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float
 
     Returns {"ours": StopResult dict, "foreign": [listed], "targets": [PIDs --force may signal],
     "forced": [PIDs signalled], "killed": [PIDs that needed SIGKILL], "gpu_release_s"}."""
-    lc = lifecycle(c, host, python, on_progress=on_progress)
-    with held_lock(lc):
-        res = lc.stop(term_s=term_s, drain_s=term_s, drain_name="--term-timeout", gpu_release_s=gpu_release_s)
-    foreign = foreign_processes(c, host, python, lc.workdir, None)
+    where = host_workdir(c, host)
+    if where.result == "missing":  # nothing of ours can run there, and a stop creates nothing
+        res, workdir = process.StopResult(pid=0, found="none"), where.path
+    else:
+        lc = ServerLifecycle(c, host, python=python, workdir=where.path, run_id="ops", on_progress=on_progress)
+        with held_lock(lc):
+            res = lc.stop(term_s=term_s, drain_s=term_s, drain_name="--term-timeout", gpu_release_s=gpu_release_s)
+        workdir = lc.workdir
+    foreign = foreign_processes(c, host, python, workdir, None)
     targets = force_targets(foreign, host.port)
     out = {"ours": asdict(res), "ours_text": res.describe(), "foreign": [f.to_dict() for f in foreign],
            "targets": [f.pid for f in targets], "forced": [], "killed": [], "gpu_release_s": None}
@@ -272,7 +288,8 @@ def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float
                 on_progress(f"--force: signalling {f.describe()}")
         out["killed"] = process.signal_pids(c, [(f.pid, f.start_ticks) for f in targets], term_s=min(term_s, 30.0))
         out["forced"] = pids
-        out["gpu_release_s"], _ = process.wait_gpu_release(c, lc.smi, set(pids), gpu_release_s, on_progress)
+        out["gpu_release_s"], _ = process.wait_gpu_release(c, facts.nvidia_smi(host, python, workdir), set(pids),
+                                                           gpu_release_s, on_progress)
     return out
 
 

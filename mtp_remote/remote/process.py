@@ -108,8 +108,15 @@ def _run(c, cmd: str, *, warn: bool = True):
 
 
 def read_record_command(workdir: str) -> str:
+    """Print server.json and server.children — each only when it is a file of ours (never through a symlink,
+    never one another user planted)."""
     wd = shlex.quote(workdir)
-    return f"cat {wd}/{RECORD} 2>/dev/null; printf '\\n--children--\\n'; cat {wd}/{CHILDREN} 2>/dev/null"
+
+    def ours(name: str) -> str:
+        f = f"{wd}/{name}"
+        return f"{{ [ -f {f} ] && [ ! -L {f} ] && [ -O {f} ] && cat {f}; }} 2>/dev/null"
+
+    return f"{ours(RECORD)}; printf '\\n--children--\\n'; {ours(CHILDREN)}"
 
 
 def parse_record(output: str) -> ServerRecord | None:
@@ -139,7 +146,8 @@ def write_record(c, workdir: str, rec: ServerRecord) -> None:
     Used by tests and tools that adopt a process; launch.sh writes its own record on the host."""
     wd = shlex.quote(workdir)
     ident = f"{rec.pid} {rec.pgid} {rec.start_ticks} {rec.boot_id or '-'} {rec.cmdline_sha256 or '-'}"
-    script = (f"umask 077; IFS= read -r ident; cat > {wd}/{RECORD}.tmp.$$ && "
+    script = (f"umask 077; set -C; rm -f {wd}/{RECORD}.tmp.$$ {wd}/{IDENT}.tmp.$$ {wd}/{PIDFILE}.tmp.$$; "
+              f"IFS= read -r ident; cat > {wd}/{RECORD}.tmp.$$ && "
               f"printf '%s\\n' \"$ident\" > {wd}/{IDENT}.tmp.$$ && printf '%s\\n' {rec.pid} > {wd}/{PIDFILE}.tmp.$$ && "
               f"mv -f {wd}/{RECORD}.tmp.$$ {wd}/{RECORD} && mv -f {wd}/{IDENT}.tmp.$$ {wd}/{IDENT} && "
               f"mv -f {wd}/{PIDFILE}.tmp.$$ {wd}/{PIDFILE}")
