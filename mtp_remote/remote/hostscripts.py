@@ -187,6 +187,7 @@ class StopReport:
     refused: str = ""
     members: list[int] = field(default_factory=list)
     orphans: list[int] = field(default_factory=list)
+    strangers: list[int] = field(default_factory=list)  # in the leaderless group but not ours: left alone
     signals: list[str] = field(default_factory=list)
     gpu_mib_held: int = 0
     exit_s: float = 0.0
@@ -214,7 +215,7 @@ def parse_stop(output: str) -> StopReport:
     return StopReport(
         found=kv.get("found", "none"), pid=num("pid"), pgid=num("pgid"), reason=kv.get("reason", ""),
         refused=kv.get("refused", ""), members=sorted(ints(kv.get("members", ""))),
-        orphans=sorted(ints(kv.get("orphans", ""))),
+        orphans=sorted(ints(kv.get("orphans", ""))), strangers=sorted(ints(kv.get("strangers", ""))),
         signals=[line.split(" ", 1)[1] for line in lines if line.startswith("signal ")],
         gpu_mib_held=num("gpu_mib"), exit_s=num("exit_cs") / 100, gpu_release_s=num("gpu_release_cs") / 100,
         record_json=rec, error=result[len("error "):] if result.startswith("error") else "",

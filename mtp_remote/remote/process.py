@@ -87,8 +87,14 @@ class StopResult:
     reason: str = ""
     kill_reason: str = ""  # why SIGTERM was not enough (the drain bound and what the server's log said)
     unlocked: bool = False  # the run's host lock was released in the same step (``unlock=``)
+    strangers: list[int] = field(default_factory=list)  # in the old process group, not ours: never signalled
 
     def describe(self) -> str:
+        return self._describe() + (f"; PIDs {self.strangers} hold its old process group number but are not ours "
+                                   f"(started before it, or another command line): left alone"
+                                   if self.strangers else "")
+
+    def _describe(self) -> str:
         if self.found == "none":
             return "no server recorded"
         if self.found == "not-ours":
@@ -266,7 +272,7 @@ def stop_server(c, workdir: str, smi: str, *, term_s: float = 60.0, gpu_release_
                      members=sorted(set(rep.members) | set(rep.orphans)), exit_s=rep.exit_s,
                      gpu_release_s=rep.gpu_release_s, gpu_mib_held=rep.gpu_mib_held,
                      log_path=rec.log_path if rec else None, reason=rep.refused or rep.reason,
-                     unlocked=rep.unlocked)
+                     unlocked=rep.unlocked, strangers=rep.strangers)
     if rec is not None and "KILL" in rep.signals and "TERM" in rep.signals:
         res.kill_reason = _kill_reason(c, rec, bound, drain_s, drain_name)
         if on_progress:
