@@ -21,7 +21,7 @@ from .config import HostConfig, Inventory, Playbook, is_name, load_inventory, lo
 from .diagnosis import design_of
 from .diagnosis import diagnose as diagnose_samples
 from .entry import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK, HISTORY_FILE, INVENTORY_ENV, find_inventory  # noqa: F401 (re-exported)
-from .errors import EXIT_RUN_FAILED, ConfigError, Interrupted, MtpRemoteError
+from .errors import EXIT_RUN_FAILED, ConfigError, Interrupted, MtpRemoteError, RunsDirError
 from .plan import plan_run
 from .remote import connect as transport
 from .remote.commands import mask_secrets, playbook_secrets
@@ -198,6 +198,8 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
         profile_runs = runner.run()
     except BaseException as e:
         interrupted = isinstance(e, KeyboardInterrupt) or runner.hooks.interrupted()
+        if isinstance(e, OSError) and e.errno in RunsDirError.DISK_ERRNOS:  # a copy into the run directory
+            e = RunsDirError.of(e, e.filename or run_dir)
         if not interrupted and not isinstance(e, MtpRemoteError):
             ssh = transport.as_connect_error(e, host_cfg.name)
             if ssh is None:
@@ -208,8 +210,8 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
         if not n and not resume:
             _forget_unresumable(run_dir)
         if n or stop_cmd:
-            _write_partial(run_dir, runner, resume_cmd if n else None, error=None if interrupted else e,
-                           stop_cmd=stop_cmd)
+            _best_effort(_write_partial, run_dir, runner, resume_cmd if n else None,
+                         error=None if interrupted else e, stop_cmd=stop_cmd)
         from .records import failed_summary, write_failed_run
         from .report.document import host_facts
 
@@ -223,7 +225,7 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
                              playbook={"name": pb.name, "file": str(playbook), "alpha": pb.compare.alpha},
                              started_at=started, error=err, n_samples=n, resume=resume_cmd if n else None,
                              status="interrupted" if interrupted else "failed")
-        write_failed_run(run_dir, doc, history_db)
+        _best_effort(write_failed_run, run_dir, doc, history_db)  # a full RUNS_DIR takes none of it
         if not interrupted:
             if stop_cmd:
                 err.message += f"; left on the host: {', '.join(runner.left_on_host)} — stop with: {stop_cmd}"
@@ -244,10 +246,18 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
     code = verdicts_exit_code(diag.verdicts)
     doc = build_summary(run_id=run_id, host=host_cfg, playbook=pb, profile_runs=profile_runs, diagnosis=diag,
                         exit_code=code, started_at=started, n_samples=len(samples), playbook_file=str(playbook))
-    save_summary(doc, run_dir)
-    write_markdown(doc, samples, run_dir)
-    write_html(doc, samples, run_dir)
-    write_ci_outputs(doc, run_dir)
+    try:
+        save_summary(doc, run_dir)
+        write_markdown(doc, samples, run_dir)
+        write_html(doc, samples, run_dir)
+        write_ci_outputs(doc, run_dir)
+    except OSError as e:
+        if e.errno not in RunsDirError.DISK_ERRNOS:
+            raise
+        err = RunsDirError.of(e, e.filename or run_dir)
+        err.message += f" ({len(samples)} samples kept; write the reports with: {resume_cmd})"
+        err.run_id, err.run_dir = run_id, run_dir
+        raise err from None
     from .records import record_history
 
     record_history(history_db, doc, run_dir)
@@ -343,6 +353,15 @@ def _write_partial(run_dir: Path, runner: Runner, resume_cmd: str | None, *, err
         note["stop"] = stop_cmd
     (run_dir / "partial.json").write_text(json.dumps(note, indent=2) + "\n")
     return n
+
+
+def _best_effort(write, *args, **kwargs) -> None:
+    """``write(*args, **kwargs)`` of a failed run's records: a file system that will not take them (the run's
+    own error may be that RUNS_DIR is full) is logged, never raised over the run's error."""
+    try:
+        write(*args, **kwargs)
+    except OSError as e:
+        log.warning("could not write the failed run's records in %s: %s", args[0], e.strerror or e)
 
 
 def _forget_unresumable(run_dir: Path) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from .client import Completion, ServerClient
 from .config import HostConfig, Playbook
-from .errors import LaunchError, TransportLost
+from .errors import LaunchError, RunsDirError, TransportLost
 from .interrupts import run_async
 from .plan import LaunchPlan, RequestSpec, plan_run
 from .remote import connect as transport
@@ -202,6 +202,17 @@ class Runner:
                 self.hooks.on_progress(f"stopped a server left by an earlier run (PID {res.pid}); "
                                        f"its log {res.log_path} is kept and copied to {dest}")
 
+    @staticmethod
+    def _keep(path: Path, text: str) -> RunsDirError | None:
+        """Write a copy into the run directory; the error (not raised: a copy never hides the run's own error)
+        when the file system will not take it."""
+        try:
+            path.write_text(text)
+        except OSError as e:
+            log.warning("could not write %s: %s", path, e.strerror)
+            return RunsDirError.of(e, path)
+        return None
+
     # -- a host that may drop: read, stop, release without losing the cause ---------------------------------
 
     @staticmethod
@@ -361,15 +372,17 @@ class Runner:
             finally:  # the log copy is kept even when the stop fails (StopError)
                 pr.ssh_drops = getattr(c, "drops", 0) - drops0
                 text = self._log_text(lc, rec, stream, dropped=pr.ssh_drops > 0)
-                (self.run_dir / "logs" / f"{lp.profile}.log").write_text(
-                    mask_log_secrets(mask_text(text, self._secrets)))
                 pr.decode = [d.to_dict() for d in classify_log(text).decode]
+                log_error = self._keep(self.run_dir / "logs" / f"{lp.profile}.log",
+                                       mask_log_secrets(mask_text(text, self._secrets)))
             if res is None:
                 pr.stop = (f"not stopped: the SSH connection is lost; the server of profile {lp.profile!r} "
                            f"(PID {rec.pid}, port {self.host.port}) may still be running")
                 self.left_on_host.append(f"server PID {rec.pid} (profile {lp.profile}, port {self.host.port})")
             else:
                 pr.stop, pr.gpu_release_s = res.describe(), res.gpu_release_s
+        if log_error is not None:  # the server is stopped; a run dir that takes no log takes no sample either
+            raise log_error
         if pr.ssh_drops:
             self.hooks.on_progress(f"{lp.profile}: the SSH connection dropped {pr.ssh_drops} time(s); "
                                    f"{'re-opened, ' if lost is None else ''}{pr.n_resent} cut request(s) sent again")
@@ -549,62 +562,84 @@ class Runner:
             occupancy.queue_empty()
             return None
 
-        with open_samples_for_append(self.samples_path) as f:  # ends a truncated last line first
-            async with ServerClient(url, timeout_s=pb.timeouts.request_s, max_connections=limit + 2,
-                                    api_key=api_key_of(lp.argv)) as sc:
+        failures: list[BaseException] = []  # a finishing task's error (a full RUNS_DIR): ends the sampling
 
-                async def send(req: RequestSpec) -> tuple[Completion, dict | None]:
-                    with occupancy.in_flight():
-                        if pb.api == "chat":
-                            comp = await self._send(lambda: sc.chat(
-                                req.prompt, temperature=req.temperature, max_tokens=pb.max_tokens, top_p=pb.top_p,
-                                seed=req.seed))
-                        else:
-                            text = pb.prompt_template.replace("{prompt}", req.prompt)
-                            comp = await self._send(lambda: sc.generate(
-                                text, temperature=req.temperature, max_new_tokens=pb.max_tokens, top_p=pb.top_p,
-                                seed=req.seed, return_logprob=pb.kl_probe, top2=req.temperature == 0))
-                        kl = await self._kl_probe(sc, await self._probe_completion(sc, lp, req, comp)) \
-                            if pb.kl_probe else None
-                    return comp, kl
+        def finished(task: asyncio.Future) -> None:  # every finishing task's error is retrieved, here
+            finishing.discard(task)
+            if not task.cancelled() and task.exception() is not None:
+                failures.append(task.exception())
+                for w in workers:  # nothing more can be stored: stop sending (stored samples are kept)
+                    w.cancel()
 
-                async def finish(req: RequestSpec, comp: Completion, kl: dict | None) -> None:
-                    # metrics cost 2-8 ms a sample (a loop costs most): in a thread, after the slot is refilled
-                    rec = await asyncio.to_thread(
-                        sample_record, req, comp, speculative=lp.speculative, api=pb.api, kl=kl,
-                        think_opened_by_prompt=pb.think_opened_by_prompt)
-                    f.write(json.dumps(rec) + "\n")
-                    f.flush()
-                    progress["done"] += 1
-                    if cells is not None:
-                        progress["total"] -= cells.completed(req, rec, queue, self.hooks.on_progress)
-                    self.hooks.on_sample(lp.profile, progress["done"], progress["total"])
+        workers: list[asyncio.Future] = []
+        finishing: set[asyncio.Future] = set()
+        try:
+            with open_samples_for_append(self.samples_path) as f:  # ends a truncated last line first
+                async with ServerClient(url, timeout_s=pb.timeouts.request_s, max_connections=limit + 2,
+                                        api_key=api_key_of(lp.argv)) as sc:
 
-                finishing: set[asyncio.Future] = set()
+                    async def send(req: RequestSpec) -> tuple[Completion, dict | None]:
+                        with occupancy.in_flight():
+                            if pb.api == "chat":
+                                comp = await self._send(lambda: sc.chat(
+                                    req.prompt, temperature=req.temperature, max_tokens=pb.max_tokens, top_p=pb.top_p,
+                                    seed=req.seed))
+                            else:
+                                text = pb.prompt_template.replace("{prompt}", req.prompt)
+                                comp = await self._send(lambda: sc.generate(
+                                    text, temperature=req.temperature, max_new_tokens=pb.max_tokens, top_p=pb.top_p,
+                                    seed=req.seed, return_logprob=pb.kl_probe, top2=req.temperature == 0))
+                            kl = await self._kl_probe(sc, await self._probe_completion(sc, lp, req, comp)) \
+                                if pb.kl_probe else None
+                        return comp, kl
 
-                async def worker() -> None:
-                    while (req := next_request()) is not None:
-                        comp, kl = await send(req)
-                        task = asyncio.ensure_future(finish(req, comp, kl))
-                        finishing.add(task)
-                        task.add_done_callback(finishing.discard)
-                        self.hooks.checkpoint()
+                    async def finish(req: RequestSpec, comp: Completion, kl: dict | None) -> None:
+                        # metrics cost 2-8 ms a sample (a loop costs most): in a thread, after the slot is refilled
+                        rec = await asyncio.to_thread(
+                            sample_record, req, comp, speculative=lp.speculative, api=pb.api, kl=kl,
+                            think_opened_by_prompt=pb.think_opened_by_prompt)
+                        try:
+                            f.write(json.dumps(rec) + "\n")
+                            f.flush()
+                        except OSError as e:  # the run cannot go on: finished() stops the workers
+                            raise RunsDirError.of(e, self.samples_path) from None
+                        progress["done"] += 1
+                        if cells is not None:
+                            progress["total"] -= cells.completed(req, rec, queue, self.hooks.on_progress)
+                        self.hooks.on_sample(lp.profile, progress["done"], progress["total"])
 
-                workers = [asyncio.ensure_future(worker()) for _ in range(min(limit, len(queue)))]
-                try:
-                    await asyncio.gather(*workers)
-                    while finishing:
-                        await asyncio.gather(*finishing)
-                finally:
-                    for w in workers:  # one failed or we were cancelled: the others stop sending too
-                        w.cancel()
-                    await asyncio.gather(*workers, return_exceptions=True)
-                    # responses already received are still stored (no network in there: quick)
-                    await asyncio.gather(*finishing, return_exceptions=True)
-                    pr.occupancy = occupancy.to_dict()
-                    if cells is not None:
-                        pr.stopping.update(cells.decisions())
-                pr.server_info = await sc.server_info()
+                    async def worker() -> None:
+                        while not failures and (req := next_request()) is not None:
+                            comp, kl = await send(req)
+                            task = asyncio.ensure_future(finish(req, comp, kl))
+                            finishing.add(task)
+                            task.add_done_callback(finished)
+                            self.hooks.checkpoint()
+
+                    workers.extend(asyncio.ensure_future(worker()) for _ in range(min(limit, len(queue))))
+                    try:
+                        await asyncio.gather(*workers)
+                        while finishing:
+                            await asyncio.gather(*finishing, return_exceptions=True)
+                    except asyncio.CancelledError:
+                        if not failures:  # cancelled from outside (the crash watch, an interrupt)
+                            raise
+                    finally:
+                        for w in workers:  # one failed or we were cancelled: the others stop sending too
+                            w.cancel()
+                        await asyncio.gather(*workers, return_exceptions=True)
+                        # responses already received are still stored (no network in there: quick)
+                        await asyncio.gather(*finishing, return_exceptions=True)
+                        pr.occupancy = occupancy.to_dict()
+                        if cells is not None:
+                            pr.stopping.update(cells.decisions())
+                    if failures:
+                        raise failures[0]
+                    pr.server_info = await sc.server_info()
+        except OSError as e:  # opening or closing samples.jsonl (a close flushes what is still buffered)
+            if e.errno not in RunsDirError.DISK_ERRNOS:
+                raise
+            raise RunsDirError.of(e, self.samples_path) from None
 
     async def _probe_completion(self, sc: ServerClient, lp: LaunchPlan, req: RequestSpec,
                                 comp: Completion) -> Completion:
