@@ -22,6 +22,7 @@ from .diagnosis import design_of
 from .diagnosis import diagnose as diagnose_samples
 from .entry import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK, HISTORY_FILE, INVENTORY_ENV, find_inventory  # noqa: F401 (re-exported)
 from .errors import EXIT_RUN_FAILED, ConfigError, Interrupted, MtpRemoteError, RunsDirError
+from .files import load_json_file
 from .plan import plan_run
 from .remote import connect as transport
 from .remote.commands import mask_secrets, playbook_secrets
@@ -287,8 +288,11 @@ def _check_or_write_run_file(run_dir: Path, host: HostConfig, pb: Playbook, run_
     path = run_dir / RUN_FILE
     fp = mask_secrets(experiment_fingerprint(host, pb), playbook_secrets(pb, host))
     if resume:
-        stored = json.loads(path.read_text())
-        old = stored["fingerprint"]
+        try:
+            stored = load_json_file(path)
+            old = stored["fingerprint"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ConfigError(f"run {run_id} cannot be resumed: {path} is unreadable ({e})", field="--resume") from None
         diffs = [f"{k} ({old.get(k)!r} then, {fp[k]!r} now)" for k in
                  ("host", "engine", "model_path", "address", "gpus", "python", "host_env") if old.get(k) != fp[k]]
         diffs += [f"playbook.{k}" for k in sorted(set(old["playbook"]) | set(fp["playbook"]))

@@ -28,6 +28,7 @@ from .api import experiment_fingerprint, latest_samples, load_config, remote_pyt
 from .candidates import parse_flags, unparse_flags
 from .config import Playbook, ProfileConfig
 from .errors import ConfigError, Interrupted, MtpRemoteError
+from .files import load_json_file
 from .mitigate import _check_run_id, _judge, _load_from, _reuse_check, copy_reused, only_profiles
 from .remote import connect as transport
 from .remote.commands import mask_argv, mask_secrets, playbook_secrets, server_argv
@@ -276,7 +277,7 @@ def _flags_of(pb: Playbook, spec: str) -> list[str]:
 
 def load_bisect(run_dir: Path) -> dict | None:
     try:
-        return json.loads((run_dir / BISECT_FILE).read_text())
+        return load_json_file(run_dir / BISECT_FILE)
     except (OSError, ValueError):
         return None
 

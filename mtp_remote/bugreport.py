@@ -10,13 +10,13 @@ text) and so are host names, addresses, users and home directories: the body is 
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from pathlib import Path
 
 from .config import is_name
 from .errors import ConfigError
+from .files import load_json_file, loads_json
 from .remote.commands import mask_log_secrets
 
 EXCERPT_CHARS = 500
@@ -25,7 +25,7 @@ CORRUPT = "spec-corrupts-output"  # the verdict an upstream issue is written for
 
 def _read(path: Path) -> dict | None:
     try:
-        return json.loads(path.read_text())
+        return load_json_file(path)
     except (OSError, ValueError):
         return None
 
@@ -46,9 +46,9 @@ def looping_excerpt(samples_path: Path, profile: str, chars: int = EXCERPT_CHARS
     """A short excerpt of the first looping output of ``profile``, starting where its loop starts."""
     if not samples_path.exists():
         return None
-    for line in samples_path.read_text().splitlines():
+    for line in samples_path.open(encoding="utf-8", errors="replace"):
         try:
-            s = json.loads(line)
+            s = loads_json(line)
         except ValueError:
             continue
         m = s.get("metrics") or {}

@@ -30,11 +30,11 @@ class UsageError(click.ClickException):
 
 
 def _read_text(path: str) -> str:
-    from mtp_remote.inputs import read_text_file  # inputs imports the HTTP client: only when reading files
+    from mtp_remote.inputs import read_stdin, read_text_file  # inputs imports the HTTP client: only when reading
 
-    if path == "-":
-        return sys.stdin.read()
     try:
+        if path == "-":
+            return read_stdin()
         return read_text_file(path, expected="server logs, or - for standard input", nul_padding=True)
     except AnalysisInputError as exc:
         raise UsageError(str(exc)) from None
@@ -192,7 +192,6 @@ def _analyzed(texts: list[tuple]):
     :data:`PARALLEL_MIN_TEXTS` texts, computed by forked worker processes (one per core, at most 8) in chunks;
     otherwise here, one by one. The metrics are the same either way (pure functions of the text)."""
     import os
-    import sys
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if len(texts) < PARALLEL_MIN_TEXTS or cores < 2 or not sys.platform.startswith("linux"):

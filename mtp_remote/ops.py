@@ -17,8 +17,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 
 from .config import HostConfig, Playbook
-from .errors import ConfigError, LaunchError, MtpRemoteError, RemoteError
+from .errors import ConfigError, LaunchError, MtpRemoteError, RemoteError, TransportLost
 from .interrupts import run_async
+from .remote import connect as transport
 from .remote import facts, hostscripts, process
 from .remote.commands import api_key_of, mask_log_secrets, server_argv, server_env
 from .remote.foreign import ForeignProcess, find_foreign, force_targets
@@ -274,8 +275,7 @@ def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float
         res, workdir = process.StopResult(pid=0, found="none"), where.path
     else:
         lc = ServerLifecycle(c, host, python=python, workdir=where.path, run_id="ops", on_progress=on_progress)
-        with held_lock(lc):
-            res = lc.stop(term_s=term_s, drain_s=term_s, drain_name="--term-timeout", gpu_release_s=gpu_release_s)
+        res = _stop_riding_out(c, host, lc, term_s=term_s, gpu_release_s=gpu_release_s)
         workdir = lc.workdir
     foreign = foreign_processes(c, host, python, workdir, None)
     targets = force_targets(foreign, host.port)
@@ -291,6 +291,25 @@ def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float
         out["gpu_release_s"], _ = process.wait_gpu_release(c, facts.nvidia_smi(host, python, workdir), set(pids),
                                                            gpu_release_s, on_progress)
     return out
+
+
+def _stop_riding_out(c, host: HostConfig, lc: ServerLifecycle, *, term_s: float,
+                     gpu_release_s: float) -> process.StopResult:
+    """``lc.stop`` under the host lock; a stop cut by a dropped SSH connection runs once more on the re-opened
+    connection (it reads the record again). When the host cannot be reached, the TransportLost says that the
+    record is kept and to run ``stop`` again."""
+    for attempt in (1, 2):
+        try:
+            with held_lock(lc):
+                return lc.stop(term_s=term_s, drain_s=term_s, drain_name="--term-timeout",
+                               gpu_release_s=gpu_release_s)
+        except TransportLost as e:
+            if attempt == 2 or transport.is_lost(c):
+                e.message += (f"; the stop did not finish: the server record is kept on {host.name} (nothing was "
+                              f"dropped), so run the stop again once the host can be reached: `mtp-remote stop -H "
+                              f"{host.name}` (or `fab -H {host.name} stop`)")
+                raise
+    raise AssertionError("unreachable")
 
 
 def launch(c, host: HostConfig, playbook: Playbook, profile: str, python: str, *, run_id: str,

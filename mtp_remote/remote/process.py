@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from ..errors import RemoteError, StopError
+from ..files import loads_json
 from . import facts, hostscripts
 from .commands import mask_argv
 
@@ -59,7 +60,7 @@ class ServerRecord:
 
     @classmethod
     def from_json(cls, text: str) -> ServerRecord:
-        data = json.loads(text)
+        data = loads_json(text)
         if "cmdline" in data:  # records from before masking kept the full command line
             data["cmdline"] = mask_argv([str(a) for a in data["cmdline"]])
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
