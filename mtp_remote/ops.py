@@ -78,7 +78,7 @@ def host_workdir(c, host: HostConfig) -> hostscripts.WorkdirReport:
     """Where we work on the host, found without creating anything (``workdir.sh read``: ``~`` resolved, our
     ``uid-UID`` subdirectory of a shared workdir); ``result`` is "missing" when nothing is there yet. Raises
     RemoteError when it is there but is not a directory of ours that only we can write."""
-    rep = hostscripts.parse_workdir(hostscripts.run_script(c, "workdir.sh", [host.workdir, "read"]).stdout)
+    rep = hostscripts.read_workdir(c, host.workdir)
     if rep.result not in ("ok", "missing"):
         raise RemoteError(f"workdir {rep.path or host.workdir} on {host.name} cannot be trusted "
                           f"({rep.detail or rep.result}); nothing was read from it", host=host.name)

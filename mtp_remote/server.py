@@ -310,7 +310,10 @@ class ServerLifecycle:
                 f"{profile}: could not write the server record in {self.workdir} (disk full or read-only?); the "
                 f"server just started (PID {rep.pid}) was stopped so none is left untracked",
                 cause="record_write_failed")
-        if rep.result in ("cannot-write-record", "cannot-write-workdir", "no-workdir", "not-private"):
+        if rep.result == "not-private":
+            raise LaunchError(f"{profile}: workdir {self.workdir} cannot be trusted (not a directory of ours that "
+                              f"only we can write); nothing was started", cause="workdir_not_private")
+        if rep.result in ("cannot-write-record", "cannot-write-workdir", "no-workdir"):
             raise LaunchError(f"{profile}: workdir {self.workdir} is not writable ({rep.result}); nothing was "
                               f"started", cause="workdir_not_writable")
         if rep.result != "ok":

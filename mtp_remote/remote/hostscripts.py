@@ -120,6 +120,12 @@ class WorkdirReport:
     lock_foreign: bool = False
 
 
+def read_workdir(c, configured: str) -> WorkdirReport:
+    """Where we work on the host for the ``configured`` workdir, found without creating anything (one round
+    trip: ``workdir.sh read``)."""
+    return parse_workdir(run_script(c, "workdir.sh", [configured, "read"]).stdout)
+
+
 def parse_workdir(output: str) -> WorkdirReport:
     """Parse workdir.sh's output."""
     kv, lines = _pairs(output)

@@ -6,7 +6,6 @@ RUNS_DIR" and the resume command — which completes the run once there is room 
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import pytest
 
 from tests.integration.test_interrupts import _diagnose, _samples, _server_on
 from tests.integration.test_scenarios import write_config
+from tests.support.disk import fill, small_tmpfs
 
 pytestmark = pytest.mark.sim
 
@@ -23,27 +23,8 @@ pytestmark = pytest.mark.sim
 @pytest.fixture
 def small_fs(tmp_path):
     """A 2 MiB tmpfs (root only; skipped otherwise)."""
-    mnt = tmp_path / "runs-fs"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0755", "tmpfs", str(mnt)],
-                       capture_output=True, check=False)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
-    try:
+    with small_tmpfs(tmp_path / "runs-fs", "2m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
-
-
-def _fill(path) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT)
-    try:
-        while os.write(fd, b"\0" * 4096):
-            pass
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def test_a_runs_dir_that_fills_mid_run_stops_servers_keeps_samples_and_exits_2_with_the_resume_command(
@@ -55,7 +36,7 @@ def test_a_runs_dir_that_fills_mid_run_stops_servers_keeps_samples_and_exits_2_w
     deadline = time.monotonic() + 120
     while len(_samples(runs)) < 2 and time.monotonic() < deadline and p.poll() is None:
         time.sleep(0.02)
-    _fill(small_fs / "filler")  # RUNS_DIR is full from here on
+    fill(small_fs / "filler")  # RUNS_DIR is full from here on
     kept_at_fill = len(_samples(runs))
     out, _ = p.communicate(timeout=180)
     assert p.returncode == 2, out

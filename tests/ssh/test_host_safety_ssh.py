@@ -26,7 +26,7 @@ from mtp_remote.remote import connect as transport
 from mtp_remote.remote import process
 from mtp_remote.server import ServerLifecycle
 from tests.conftest import free_port
-from tests.integration.test_lifecycle_safety import tiny_tmpfs  # noqa: F401 (a fixture)
+from tests.support.disk import fill, small_tmpfs
 
 pytestmark = [pytest.mark.ssh, pytest.mark.sim]
 
@@ -257,20 +257,19 @@ def test_stop_and_status_create_nothing_when_the_workdir_does_not_exist(ssh, tmp
 
 # -- a full disk -------------------------------------------------------------------------------------------------
 
+@pytest.fixture
+def tiny_tmpfs(tmp_path):
+    with small_tmpfs(tmp_path / "small", "64k") as mnt:
+        yield mnt
+
+
 def test_a_full_disk_attempt_leaves_no_empty_write_test_file(ssh, tmp_path, tiny_tmpfs):
     from mtp_remote import ops
 
     c, host, _ = ssh
     host.workdir = str(tiny_tmpfs / "wd")
     ServerLifecycle(c, host, python="python3", workdir=host.workdir, run_id="r1").prepare()
-    fill = os.open(tiny_tmpfs / "fill", os.O_WRONLY | os.O_CREAT)
-    try:
-        while os.write(fill, b"\0" * 4096):
-            pass
-    except OSError:
-        pass
-    finally:
-        os.close(fill)
+    fill(tiny_tmpfs / "fill")
     for _ in range(2):
         with pytest.raises(RemoteError, match="is not writable"):
             ServerLifecycle(c, host, python="python3", workdir=host.workdir, run_id="r1").prepare()
