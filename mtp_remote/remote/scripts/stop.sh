@@ -8,8 +8,12 @@
 # recorded start time, boot and command-line hash; the group is signalled only when pgid == pid and no
 # ancestor of this shell is in it. SIGTERM to the group, wait TERM_S, SIGKILL, wait KILL_S, SIGKILL recorded
 # children that left the group (same PID and start time), then wait up to GPU_S until nvidia-smi lists none
-# of them. stdout: "key value" lines, "progress TEXT" while it runs, "unlocked" when UNLOCK released the lock,
-last "result ok" or "result error TEXT".
+# of them. With the leader gone the group number may be a stranger's now: no group is signalled, only the
+# members that started at or after the recorded start and have our command line (the recorded hash, or an
+# SGLang title sglang::...) or are recorded children, each by PID ("strangers PIDS" names the others).
+# WORKDIR must be a private directory of ours and each record a regular file of ours (never a symlink): else
+# nothing is read or signalled. stdout: "key value" lines, "progress TEXT" while it runs, "unlocked" when
+# UNLOCK released the lock, last "result ok" or "result error TEXT".
 set -u
 wd=$1 term_s=$2 kill_s=$3 gpu_s=$4 unlock=$5
 shift 5
