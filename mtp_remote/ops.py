@@ -169,15 +169,20 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
                 checks.append(Check("model", "ok", f"{host.model_path}: architectures {arch}"))
             except ValueError:
                 checks.append(Check("model", "warn", f"{host.model_path}/config.json is not valid JSON"))
-    wd = shlex.quote(workdir)
-    r = _run(c, f"(umask 077; mkdir -p {wd}) 2>/dev/null; t={wd}/.write-test.$$; "
-                f"if (set -C; printf x > \"$t\") 2>/dev/null; then rm -f \"$t\"; echo writable; "
-                f"else rm -f \"$t\"; echo read-only; fi; df -Pk {wd}")
-    writable = r.stdout.startswith("writable")
+    # read-only: the write test goes to the workdir or, when it does not exist yet, to the directory the first
+    # run will create it in (a file made with noclobber and removed, also when the write fails)
+    r = _run(c, f'd={shlex.quote(workdir)}; while [ ! -e "$d" ] && [ "$d" != / ]; do d=$(dirname "$d"); done; '
+                f'echo "$d"; t="$d/.write-test.$$"; if (set -C; printf x > "$t") 2>/dev/null; then rm -f "$t"; '
+                f'echo writable; else rm -f "$t"; echo read-only; fi; df -Pk "$d"')
+    there, _, rest = r.stdout.partition("\n")
+    writable = rest.startswith("writable")
+    exists = there == workdir
     checks.append(Check("workdir", "ok" if writable else "fail",
-                        f"{workdir} is writable" if writable else
-                        f"{workdir} is not writable (read-only or missing): the server record, logs and lock "
-                        f"live there; set a writable `workdir` for this host"))
+                        (f"{workdir} is writable" if exists else
+                         f"{workdir} does not exist yet; the first run creates it in {there}, which is writable")
+                        if writable else
+                        f"{workdir if exists else there} is not writable (read-only or missing): the server record, "
+                        f"logs and lock live there; set a writable `workdir` for this host"))
     free = parse_df(r.stdout)
     checks.append(Check("disk", "ok" if free and free >= MIN_FREE_DISK_MIB else "warn",
                         f"{free} MiB free in the workdir's filesystem" if free is not None else "df failed"))

@@ -244,14 +244,16 @@ def test_a_corrupt_lock_counts_as_stale_once_it_is_a_minute_old(ssh, tmp_path):
 
 # -- read-only commands --------------------------------------------------------------------------------------
 
-def test_stop_and_status_create_nothing_when_the_workdir_does_not_exist(ssh, tmp_path):
+def test_stop_status_and_preflight_create_nothing_when_the_workdir_does_not_exist(ssh, tmp_path):
     c, host, inv = ssh
     wd = tmp_path / "wd"
     assert not wd.exists()
-    for args in (["stop", "-i", inv], ["status", "-i", inv]):
+    for args in (["stop", "-i", inv], ["status", "-i", inv], ["preflight", "-i", inv, "--json"]):
         r = CliRunner().invoke(main, args)
-        assert r.exit_code == 0, r.output
+        assert r.exit_code in (0, 2) if args[0] == "preflight" else r.exit_code == 0, r.output
         assert not wd.exists(), f"{args[0]} created {wd}"
+    checks = {ch["name"]: ch for ch in json.loads(r.output)}
+    assert checks["workdir"]["status"] == "ok" and "does not exist yet" in checks["workdir"]["detail"]
     assert "no server recorded" in CliRunner().invoke(main, ["stop", "-i", inv]).output
 
 
