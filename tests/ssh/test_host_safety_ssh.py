@@ -278,3 +278,16 @@ def test_a_full_disk_attempt_leaves_no_empty_write_test_file(ssh, tmp_path, tiny
         checks = {ch.name: ch for ch in ops.preflight(c, host, None, host.python or "python3")}
         assert checks["workdir"].status == "fail"
     assert not list((tiny_tmpfs / "wd").glob(".write-test.*")), "a write test left its empty file"
+
+
+# -- local files the connection reads ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("field", ["known_hosts", "key_file"])
+def test_dev_zero_as_known_hosts_or_key_file_is_refused_at_once_naming_it(sshd, tmp_path, field):
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(yaml.safe_dump({"default_host": "h", "hosts": {"h": {**sshd.host_config(
+        engine="sim", workdir=str(tmp_path / "wd")), field: "/dev/zero"}}}))
+    t0 = time.monotonic()
+    r = CliRunner().invoke(main, ["status", "-i", str(inv)])
+    assert r.exit_code == 2 and "/dev/zero" in r.output and "Traceback" not in r.output, r.output
+    assert time.monotonic() - t0 < 10
