@@ -24,6 +24,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import HostKeyError
+from ..files import InputTooLarge, read_bounded
+
 MARKERS = ("@cert-authority", "@revoked")
 
 #: How ``ssh-keygen -l`` names key types (the part in parentheses).
@@ -149,9 +152,6 @@ MAX_KNOWN_HOSTS_BYTES = 64 << 20
 def load_known_hosts(path: Path | str) -> KnownHosts:
     """Read and parse ``path`` (through a symlink; at most :data:`MAX_KNOWN_HOSTS_BYTES`); a missing file is an
     empty KnownHosts. Raises HostKeyError naming the file when it is larger."""
-    from ..errors import HostKeyError
-    from ..files import InputTooLarge, read_bounded
-
     p = Path(os.path.expanduser(str(path)))
     try:
         text = read_bounded(p, MAX_KNOWN_HOSTS_BYTES).decode("utf-8", errors="replace")

@@ -13,8 +13,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import __version__
-from ..config import HostConfig, Playbook
-from ..diagnosis import Diagnosis
+from ..analysis.diagnosis import Diagnosis
+from ..config.inventory import HostConfig
+from ..config.playbook import Playbook
 from ..errors import ConfigError
 from ..files import InputTooLarge, JsonTooDeep, load_json_file
 from ..remote.commands import mask_secrets, playbook_secrets
@@ -52,7 +53,7 @@ def build_summary(*, run_id: str, host: HostConfig, playbook: Playbook, profile_
         "tool": "mtp-remote",
         "tool_version": __version__,
         "run_id": run_id,
-        "status": "completed",  # failed/interrupted runs: mtp_remote.records.failed_summary
+        "status": "completed",  # failed/interrupted runs: mtp_remote.report.records.failed_summary
         "started_at": started_at.isoformat(),
         "finished_at": finished.isoformat(),
         "duration_s": round((finished - started_at).total_seconds(), 2),

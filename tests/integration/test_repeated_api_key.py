@@ -9,7 +9,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from mtp_remote.cli import main
+from mtp_remote.cli.main import main
 from tests.integration.test_scenarios import write_config
 
 pytestmark = pytest.mark.sim

@@ -19,12 +19,12 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from mtp_remote.cli import main
-from mtp_remote.config import load_inventory
+from mtp_remote.cli.main import main
+from mtp_remote.config.inventory import load_inventory
 from mtp_remote.errors import LockError, RemoteError
 from mtp_remote.remote import connect as transport
 from mtp_remote.remote import process
-from mtp_remote.server import ServerLifecycle
+from mtp_remote.experiment.server import ServerLifecycle
 from tests.conftest import free_port
 from tests.support.disk import fill, small_tmpfs
 
@@ -266,7 +266,7 @@ def tiny_tmpfs(tmp_path):
 
 
 def test_a_full_disk_attempt_leaves_no_empty_write_test_file(ssh, tmp_path, tiny_tmpfs):
-    from mtp_remote import ops
+    from mtp_remote.host import ops
 
     c, host, _ = ssh
     host.workdir = str(tiny_tmpfs / "wd")

@@ -14,11 +14,11 @@ import yaml
 from click.testing import CliRunner
 
 from mtp_remote import files
-from mtp_remote.cli import main
-from mtp_remote.config import load_playbook
+from mtp_remote.cli.main import main
+from mtp_remote.config.playbook import load_playbook
 from mtp_remote.errors import ConfigError
 from mtp_remote.remote.commands import api_key_of, server_argv
-from mtp_remote.sampling import load_samples
+from mtp_remote.experiment.sampling import load_samples
 from tests.conftest import ROOT
 
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -90,7 +90,7 @@ def test_a_yaml_merge_key_works_in_a_playbook_and_a_key_written_twice_is_still_r
 
 
 def test_an_api_key_given_twice_sends_the_last_as_sglang_uses_it(tmp_path):
-    from mtp_remote.config import HostConfig
+    from mtp_remote.config.inventory import HostConfig
 
     pb = yaml.safe_load((ROOT / "playbooks" / "diagnose-mtp.yaml").read_text())
     pb["base_flags"] += " --api-key first-key"

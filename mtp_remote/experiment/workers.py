@@ -1,0 +1,158 @@
+"""The sampling workers of one profile: ``limit`` workers fed by one queue, each response's metrics and JSON line
+written by a separate task (metrics in a thread), the KL probe re-scoring a sample by prefill."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import deque
+from pathlib import Path
+
+from ..analysis.divergence import kl_probe
+from ..client import Completion, ServerClient
+from ..config.inventory import HostConfig
+from ..config.playbook import Playbook
+from ..errors import RunsDirError
+from ..remote.commands import api_key_of
+from ..report.history import open_samples_for_append
+from .plan import LaunchPlan, RequestSpec
+from .sampling import Cells, Occupancy, sample_record, send_order
+
+
+async def sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, playbook: Playbook, host: HostConfig,
+                 hooks, samples_path: Path, limit: int, cells: Cells | None, send_riding_out) -> None:
+    """Send ``todo`` through ``limit`` workers fed by one queue, so a slot is refilled the moment its
+    request returns (no round barrier); with ``early_stop`` a cell stops being fed once it is settled
+    (:class:`~mtp_remote.experiment.sampling.Cells`). A response's metrics and JSON line are done by a separate task (metrics in a worker
+    thread) while its worker already sends the next request, so no slot waits for bookkeeping. Every finishing
+    task's error is retrieved: one that cannot store its sample (RUNS_DIR full) stops the workers and is raised
+    as RunsDirError once the samples already received are stored."""
+    try:
+        await _sample(url, lp, todo, pr, playbook=playbook, host=host, hooks=hooks, samples_path=samples_path,
+                      limit=limit, cells=cells, send_riding_out=send_riding_out)
+    except OSError as e:  # opening or closing samples.jsonl (a close flushes what is still buffered)
+        if e.errno not in RunsDirError.DISK_ERRNOS:
+            raise
+        raise RunsDirError.of(e, samples_path) from None
+
+
+async def _sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, playbook: Playbook, host: HostConfig,
+                  hooks, samples_path: Path, limit: int, cells: Cells | None, send_riding_out) -> None:
+    pb = playbook
+    queue = deque(sorted(todo, key=send_order))
+    occupancy = Occupancy(limit)
+    progress = {"done": 0, "total": len(todo)}
+    hooks.on_profile(lp.profile, len(todo))
+    if cells is not None:
+        progress["total"] -= cells.settle_stored(queue, hooks.on_progress)
+
+    def next_request() -> RequestSpec | None:
+        while queue:
+            req = queue.popleft()
+            if cells is None or not cells.settled(req.temperature):
+                return req
+        occupancy.queue_empty()
+        return None
+
+    failures: list[BaseException] = []  # a finishing task's error (a full RUNS_DIR): ends the sampling
+    workers: list[asyncio.Future] = []
+    finishing: set[asyncio.Future] = set()
+
+    def finished(task: asyncio.Future) -> None:  # every finishing task's error is retrieved, here
+        finishing.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            failures.append(task.exception())
+            for w in workers:  # nothing more can be stored: stop sending (stored samples are kept)
+                w.cancel()
+
+    with open_samples_for_append(samples_path) as f:  # ends a truncated last line first
+        async with ServerClient(url, timeout_s=pb.timeouts.request_s, max_connections=limit + 2,
+                                api_key=api_key_of(lp.argv)) as sc:
+
+            async def send(req: RequestSpec) -> tuple[Completion, dict | None]:
+                with occupancy.in_flight():
+                    if pb.api == "chat":
+                        comp = await send_riding_out(lambda: sc.chat(
+                            req.prompt, temperature=req.temperature, max_tokens=pb.max_tokens, top_p=pb.top_p,
+                            seed=req.seed))
+                    else:
+                        text = pb.prompt_template.replace("{prompt}", req.prompt)
+                        comp = await send_riding_out(lambda: sc.generate(
+                            text, temperature=req.temperature, max_new_tokens=pb.max_tokens, top_p=pb.top_p,
+                            seed=req.seed, return_logprob=pb.kl_probe, top2=req.temperature == 0))
+                    kl = await kl_probe_of(sc, await probe_completion(sc, host, pb, lp, req, comp)) \
+                        if pb.kl_probe else None
+                return comp, kl
+
+            async def finish(req: RequestSpec, comp: Completion, kl: dict | None) -> None:
+                # metrics cost 2-8 ms a sample (a loop costs most): in a thread, after the slot is refilled
+                rec = await asyncio.to_thread(
+                    sample_record, req, comp, speculative=lp.speculative, api=pb.api, kl=kl,
+                    think_opened_by_prompt=pb.think_opened_by_prompt)
+                try:
+                    f.write(json.dumps(rec) + "\n")
+                    f.flush()
+                except OSError as e:  # the run cannot go on: finished() stops the workers
+                    raise RunsDirError.of(e, samples_path) from None
+                progress["done"] += 1
+                if cells is not None:
+                    progress["total"] -= cells.completed(req, rec, queue, hooks.on_progress)
+                hooks.on_sample(lp.profile, progress["done"], progress["total"])
+
+            async def worker() -> None:
+                while not failures and (req := next_request()) is not None:
+                    comp, kl = await send(req)
+                    task = asyncio.ensure_future(finish(req, comp, kl))
+                    finishing.add(task)
+                    task.add_done_callback(finished)
+                    hooks.checkpoint()
+
+            workers.extend(asyncio.ensure_future(worker()) for _ in range(min(limit, len(queue))))
+            try:
+                await asyncio.gather(*workers)
+                while finishing:
+                    await asyncio.gather(*finishing, return_exceptions=True)
+            except asyncio.CancelledError:
+                if not failures:  # cancelled from outside (the crash watch, an interrupt)
+                    raise
+            finally:
+                for w in workers:  # one failed or we were cancelled: the others stop sending too
+                    w.cancel()
+                await asyncio.gather(*workers, return_exceptions=True)
+                # responses already received are still stored (no network in there: quick)
+                await asyncio.gather(*finishing, return_exceptions=True)
+                pr.occupancy = occupancy.to_dict()
+                if cells is not None:
+                    pr.stopping.update(cells.decisions())
+            if failures:
+                raise failures[0]
+            pr.server_info = await sc.server_info()
+
+
+async def probe_completion(sc: ServerClient, host: HostConfig, playbook: Playbook, lp: LaunchPlan, req: RequestSpec,
+                           comp: Completion) -> Completion:
+    """The completion the KL probe re-scores: the sample itself when its decode logprobs are raw (T = 0 or
+    1, or the server runs with ``SGLANG_RETURN_ORIGINAL_LOGPROB``), else a probe request at T = 1 with the
+    sample's seed — SGLang returns temperature-scaled logprobs while prefill scoring is raw, which alone
+    reads as ~0.1 nats/token at T = 0.7."""
+    env = {**host.env, **lp.env}
+    if req.temperature in (0.0, 1.0) or env.get("SGLANG_RETURN_ORIGINAL_LOGPROB", "").lower() in ("1", "true"):
+        return comp
+    text = playbook.prompt_template.replace("{prompt}", req.prompt)
+    return await sc.generate(text, temperature=1.0, max_new_tokens=playbook.max_tokens,
+                             top_p=playbook.top_p, seed=req.seed, return_logprob=True)
+
+
+async def kl_probe_of(sc: ServerClient, comp: Completion) -> dict | None:
+    """Re-score the generated tokens by prefill; mean/max k3 of prefill vs decode logprobs."""
+    if comp.error or not comp.prompt_ids or not comp.output_ids or not comp.output_logprobs:
+        return None
+    prefill = await sc.score(comp.prompt_ids + comp.output_ids, len(comp.prompt_ids))
+    if not prefill:
+        return None
+    n = min(len(prefill), len(comp.output_logprobs))
+    pairs = [(p, d) for p, d in zip(prefill[:n], comp.output_logprobs[:n]) if p is not None and d is not None]
+    if not pairs:
+        return None
+    probe = kl_probe([p for p, _ in pairs], [d for _, d in pairs])
+    return {"mean_k3": probe.mean_k3, "max_k3": probe.max_k3, "n_tokens": probe.n_tokens}
