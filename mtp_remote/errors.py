@@ -13,6 +13,7 @@
     ├── StopError                  a server we started would not stop, or GPU memory was not released
     ├── ServerRequestError         a request to the server failed at the run level (not per sample)
     ├── AnalysisInputError         a file given to ``analyze`` could not be read as text/JSON
+    ├── RunsDirError               the runs directory stopped taking writes (full disk, quota, read-only)
     └── Interrupted                Ctrl-C / SIGTERM: servers stopped, samples kept, how to resume
 
 Per-sample and per-host failures are data (``error`` fields), not exceptions. Only the entry points
@@ -20,6 +21,8 @@ Per-sample and per-host failures are data (``error`` fields), not exceptions. On
 """
 
 from __future__ import annotations
+
+import errno
 
 #: Exit codes shared by the CLI and the Fabric tasks.
 EXIT_HEALTHY = 0
@@ -126,6 +129,22 @@ class ServerRequestError(MtpRemoteError):
 
 class AnalysisInputError(MtpRemoteError):
     """An input to ``analyze`` is unreadable or of an unknown shape."""
+
+
+class RunsDirError(MtpRemoteError):
+    """A file of the run directory could not be written (no space left, quota, read-only) while the run went on:
+    the servers are stopped, the samples stored so far kept, and the run is resumable once there is room."""
+
+    #: errno values that mean the file system will not take the write (not a bug, not the network)
+    DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
+
+    @classmethod
+    def of(cls, e: OSError, path) -> RunsDirError:
+        """The error for ``e`` raised writing ``path`` (its cause first: "no space left in RUNS_DIR" for ENOSPC
+        and EDQUOT)."""
+        full = e.errno in (errno.ENOSPC, errno.EDQUOT)
+        return cls(f"{'no space left in RUNS_DIR' if full else 'cannot write to RUNS_DIR'}: writing {path} "
+                   f"failed ({e.strerror or e})")
 
 
 class Interrupted(MtpRemoteError):

@@ -32,13 +32,14 @@ class UsageError(click.ClickException):
 
 
 def _read_text(path: str) -> str:
-    from mtp_remote.cli.inputs import (
-        read_text_file,  # deferred: inputs imports the HTTP client, --help stays fast
+    from mtp_remote.cli.inputs import (  # deferred: inputs imports the HTTP client, --help stays fast
+        read_stdin,
+        read_text_file,
     )
 
-    if path == "-":
-        return sys.stdin.read()
     try:
+        if path == "-":
+            return read_stdin()
         return read_text_file(path, expected="server logs, or - for standard input", nul_padding=True)
     except AnalysisInputError as exc:
         raise UsageError(str(exc)) from None

@@ -166,12 +166,19 @@ class _WithFlags(_Strict):
         return _check_flags(v)
 
 
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a mapping with the same key twice (PyYAML keeps the last one silently)."""
+    """SafeLoader that refuses a mapping with the same key twice (PyYAML keeps the last one silently). A merge
+    key (``<<: *anchor``, YAML 1.1) is supported as SafeLoader does: the anchor's keys first, then the mapping's
+    own, which may override them; only a key written twice in the mapping itself is a duplicate."""
 
     def construct_mapping(self, node, deep=False):
         seen: dict = {}
         for key_node, _ in node.value:
+            if key_node.tag == _MERGE_TAG:  # SafeConstructor.flatten_mapping merges these in
+                continue
             key = self.construct_object(key_node, deep=deep)
             try:
                 hash(key)
@@ -206,6 +213,8 @@ def _read_yaml(path: Path) -> Any:
         return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: no arbitrary objects
     except yaml.YAMLError as e:
         raise ConfigError(yaml_problem(e), file=str(path)) from None
+    except RecursionError:  # PyYAML composes and constructs nodes recursively
+        raise ConfigError("nested too deeply (over ~1,000 levels); not a config file", file=str(path)) from None
 
 
 def yaml_problem(err: yaml.YAMLError) -> str:

@@ -25,7 +25,8 @@ from ..config.inventory import HostConfig, Inventory, load_inventory
 from ..config.paths import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK, HISTORY_FILE, find_inventory
 from ..config.playbook import Playbook, load_playbook
 from ..config.validation import is_name
-from ..errors import EXIT_RUN_FAILED, ConfigError, Interrupted, MtpRemoteError, TransportLost
+from ..errors import EXIT_RUN_FAILED, ConfigError, Interrupted, MtpRemoteError, RunsDirError, TransportLost
+from ..files import load_json_file
 from ..lint.flag_table import available_versions
 from ..lint.lint import misspelled_flags
 from ..remote import connect as transport
@@ -209,6 +210,8 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
         profile_runs = runner.run()
     except BaseException as e:
         interrupted = isinstance(e, KeyboardInterrupt) or runner.hooks.interrupted()
+        if isinstance(e, OSError) and e.errno in RunsDirError.DISK_ERRNOS:  # a copy into the run directory
+            e = RunsDirError.of(e, e.filename or run_dir)
         if not interrupted and not isinstance(e, MtpRemoteError):
             ssh = transport.as_connect_error(e, host_cfg.name)
             if ssh is None:
@@ -219,8 +222,8 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
         if not n and not resume:
             _forget_unresumable(run_dir)
         if n or stop_cmd:
-            _write_partial(run_dir, runner, resume_cmd if n else None, error=None if interrupted else e,
-                           stop_cmd=stop_cmd)
+            _best_effort(_write_partial, run_dir, runner, resume_cmd if n else None,
+                         error=None if interrupted else e, stop_cmd=stop_cmd)
 
         if interrupted:
             kept = (f"{n} samples are kept in {run_dir}/samples.jsonl — continue with: {resume_cmd}" if n else
@@ -232,7 +235,7 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
                              playbook={"name": pb.name, "file": str(playbook), "alpha": pb.compare.alpha},
                              started_at=started, error=err, n_samples=n, resume=resume_cmd if n else None,
                              status="interrupted" if interrupted else "failed")
-        write_failed_run(run_dir, doc, history_db)
+        _best_effort(write_failed_run, run_dir, doc, history_db)  # a full RUNS_DIR takes none of it
         if not interrupted:
             if stop_cmd:
                 err.message += f"; left on the host: {', '.join(runner.left_on_host)} — stop with: {stop_cmd}"
@@ -253,10 +256,18 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
     doc = build_summary(run_id=run_id, host=host_cfg, playbook=pb, profile_runs=profile_runs, diagnosis=diag,
                         exit_code=code, started_at=started, n_samples=len(samples), playbook_file=str(playbook))
     doc["design"] = {**recorded, "rounds": design.rounds, "looks_reached": list(design.looks())}
-    save_summary(doc, run_dir)
-    write_markdown(doc, samples, run_dir)
-    write_html(doc, samples, run_dir)
-    write_ci_outputs(doc, run_dir)
+    try:
+        save_summary(doc, run_dir)
+        write_markdown(doc, samples, run_dir)
+        write_html(doc, samples, run_dir)
+        write_ci_outputs(doc, run_dir)
+    except OSError as e:
+        if e.errno not in RunsDirError.DISK_ERRNOS:
+            raise
+        err = RunsDirError.of(e, e.filename or run_dir)
+        err.message += f" ({len(samples)} samples kept; write the reports with: {resume_cmd})"
+        err.run_id, err.run_dir = run_id, run_dir
+        raise err from None
 
     record_history(history_db, doc, run_dir)
     return DiagnoseResult(run_id=run_id, run_dir=run_dir, summary=doc, exit_code=code)
@@ -285,8 +296,11 @@ def _check_or_write_run_file(run_dir: Path, host: HostConfig, pb: Playbook, run_
     path = run_dir / RUN_FILE
     fp = mask_secrets(experiment_fingerprint(host, pb), playbook_secrets(pb, host))
     if resume:
-        stored = json.loads(path.read_text())
-        old = stored["fingerprint"]
+        try:
+            stored = load_json_file(path)
+            old = stored["fingerprint"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ConfigError(f"run {run_id} cannot be resumed: {path} is unreadable ({e})", field="--resume") from None
         diffs = [f"{k} ({old.get(k)!r} then, {fp[k]!r} now)" for k in
                  ("host", "engine", "model_path", "address", "gpus", "python", "host_env") if old.get(k) != fp[k]]
         diffs += [f"playbook.{k}" for k in sorted(set(old["playbook"]) | set(fp["playbook"]))
@@ -359,6 +373,15 @@ def _write_partial(run_dir: Path, runner: Runner, resume_cmd: str | None, *, err
         note["stop"] = stop_cmd
     (run_dir / "partial.json").write_text(json.dumps(note, indent=2) + "\n")
     return n
+
+
+def _best_effort(write, *args, **kwargs) -> None:
+    """``write(*args, **kwargs)`` of a failed run's records: a file system that will not take them (the run's
+    own error may be that RUNS_DIR is full) is logged, never raised over the run's error."""
+    try:
+        write(*args, **kwargs)
+    except OSError as e:
+        log.warning("could not write the failed run's records in %s: %s", args[0], e.strerror or e)
 
 
 def _forget_unresumable(run_dir: Path) -> None:

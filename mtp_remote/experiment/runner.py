@@ -24,7 +24,7 @@ from pathlib import Path
 from ..client import Completion, ServerClient
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
-from ..errors import LaunchError, TransportLost
+from ..errors import LaunchError, RunsDirError, TransportLost
 from ..interrupts import run_async
 from ..remote import connect as transport
 from ..remote.commands import mask_argv, mask_log_secrets, mask_text, playbook_secrets
@@ -208,6 +208,17 @@ class Runner:
                 self.hooks.on_progress(f"stopped a server left by an earlier run (PID {res.pid}); "
                                        f"its log {res.log_path} is kept and copied to {dest}")
 
+    @staticmethod
+    def _keep(path: Path, text: str) -> RunsDirError | None:
+        """Write a copy into the run directory; the error (not raised: a copy never hides the run's own error)
+        when the file system will not take it."""
+        try:
+            path.write_text(text)
+        except OSError as e:
+            log.warning("could not write %s: %s", path, e.strerror)
+            return RunsDirError.of(e, path)
+        return None
+
     # -- a host that may drop: read, stop, release without losing the cause ---------------------------------
 
     def _stop(self, lc: ServerLifecycle, *, unlock: bool = False):
@@ -305,15 +316,17 @@ class Runner:
             finally:  # the log copy is kept even when the stop fails (StopError)
                 pr.ssh_drops = getattr(c, "drops", 0) - drops0
                 text = self._log_text(lc, rec, stream, dropped=pr.ssh_drops > 0)
-                (self.run_dir / "logs" / f"{lp.profile}.log").write_text(
-                    mask_log_secrets(mask_text(text, self._secrets)))
                 pr.decode = [d.to_dict() for d in classify_log(text).decode]
+                log_error = self._keep(self.run_dir / "logs" / f"{lp.profile}.log",
+                                       mask_log_secrets(mask_text(text, self._secrets)))
             if res is None:
                 pr.stop = (f"not stopped: the SSH connection is lost; the server of profile {lp.profile!r} "
                            f"(PID {rec.pid}, port {self.host.port}) may still be running")
                 self.left_on_host.append(f"server PID {rec.pid} (profile {lp.profile}, port {self.host.port})")
             else:
                 pr.stop, pr.gpu_release_s = res.describe(), res.gpu_release_s
+        if log_error is not None:  # the server is stopped; a run dir that takes no log takes no sample either
+            raise log_error
         if pr.ssh_drops:
             self.hooks.on_progress(f"{lp.profile}: the SSH connection dropped {pr.ssh_drops} time(s); "
                                    f"{'re-opened, ' if lost is None else ''}{pr.n_resent} cut request(s) sent again")

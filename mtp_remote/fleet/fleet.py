@@ -30,6 +30,7 @@ from ..config.inventory import load_inventory
 from ..config.paths import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK, find_inventory
 from ..config.playbook import load_playbook
 from ..errors import EXIT_RUN_FAILED, MtpRemoteError, worst_exit
+from ..files import load_json_file
 from ..experiment import diagnose as api
 from ..experiment.runner import Hooks, new_run_id
 from ..host import ops
@@ -320,6 +321,14 @@ def print_fleet(console, report: FleetReport, runs_dir="runs", inventory=None) -
     return report.exit_code
 
 
+def _summary_or_none(path: Path) -> dict | None:
+    """A host's summary.json, or None when it is missing or unreadable (then the host's error says why)."""
+    try:
+        return load_json_file(path)
+    except (OSError, ValueError):
+        return None
+
+
 def fleet_next_steps(report: FleetReport, runs_dir="runs", *, inventory=None) -> list[str]:
     """The ``next:`` lines after a fleet diagnose: one per host with something to do (each host's own next step,
     from its ``summary.json``, as a single-host run prints it; a host that could not be run: its cause and the
@@ -332,8 +341,9 @@ def fleet_next_steps(report: FleetReport, runs_dir="runs", *, inventory=None) ->
     for h in report.hosts:
         run_dir = Path(runs_dir) / h.run_id if h.run_id else None
         summary = run_dir / "summary.json" if run_dir else None
-        if summary is not None and summary.exists():
-            step = next_step(json.loads(summary.read_text()), run_dir, inventory=inventory)
+        doc = _summary_or_none(summary) if summary is not None else None
+        if doc is not None:
+            step = next_step(doc, run_dir, inventory=inventory)
         elif h.error:
             step = (f"fix the cause ({h.error}), then check the host: "
                     f"`mtp-remote preflight -H {h.host}{inventory_option(inventory)}`")

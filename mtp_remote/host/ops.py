@@ -22,12 +22,13 @@ from ..analysis.samples import analysed_text
 from ..client import ServerClient
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
-from ..errors import ConfigError, LaunchError, MtpRemoteError
+from ..errors import ConfigError, LaunchError, MtpRemoteError, RemoteError, TransportLost
 from ..experiment.server import ServerLifecycle
 from ..interrupts import run_async
 from ..lint.flag_table import version_key
 from ..lint.lint import _result_from_answer, lint_command
 from ..lint.probe import parse_probe_output, probe_command, probe_source
+from ..remote import connect as transport
 from ..remote import facts, hostscripts, process
 from ..remote.commands import api_key_of, mask_log_secrets, server_argv, server_env
 from ..remote.envfacts import sim_version_command
@@ -82,9 +83,20 @@ def lifecycle(c, host: HostConfig, python: str, run_id: str = "ops",
     return lc
 
 
+def host_workdir(c, host: HostConfig) -> hostscripts.WorkdirReport:
+    """Where we work on the host, found without creating anything (``workdir.sh read``: ``~`` resolved, our
+    ``uid-UID`` subdirectory of a shared workdir); ``result`` is "missing" when nothing is there yet. Raises
+    RemoteError when it is there but is not a directory of ours that only we can write."""
+    rep = hostscripts.read_workdir(c, host.workdir)
+    if rep.result not in ("ok", "missing"):
+        raise RemoteError(f"workdir {rep.path or host.workdir} on {host.name} cannot be trusted "
+                          f"({rep.detail or rep.result}); nothing was read from it", host=host.name)
+    return rep
+
+
 def remote_workdir(c, host: HostConfig) -> str:
-    """The host's workdir with ``~`` resolved against the remote $HOME."""
-    return facts.resolve_path(facts.get_home(c), host.workdir)
+    """The directory we work in on the host (:func:`host_workdir`'s path; it may not exist yet)."""
+    return host_workdir(c, host).path
 
 
 @contextlib.contextmanager
@@ -169,15 +181,20 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
                 checks.append(Check("model", "ok", f"{host.model_path}: architectures {arch}"))
             except ValueError:
                 checks.append(Check("model", "warn", f"{host.model_path}/config.json is not valid JSON"))
-    wd = shlex.quote(workdir)
-    r = _run(c, f"(umask 077; mkdir -p {wd}) 2>/dev/null; t={wd}/.write-test.$$; "
-                f"if (printf x > \"$t\") 2>/dev/null; then rm -f \"$t\"; echo writable; else echo read-only; fi; "
-                f"df -Pk {wd}")
-    writable = r.stdout.startswith("writable")
+    # read-only: the write test goes to the workdir or, when it does not exist yet, to the directory the first
+    # run will create it in (a file made with noclobber and removed, also when the write fails)
+    r = _run(c, f'd={shlex.quote(workdir)}; while [ ! -e "$d" ] && [ "$d" != / ]; do d=$(dirname "$d"); done; '
+                f'echo "$d"; t="$d/.write-test.$$"; if (set -C; printf x > "$t") 2>/dev/null; then rm -f "$t"; '
+                f'echo writable; else rm -f "$t"; echo read-only; fi; df -Pk "$d"')
+    there, _, rest = r.stdout.partition("\n")
+    writable = rest.startswith("writable")
+    exists = there == workdir
     checks.append(Check("workdir", "ok" if writable else "fail",
-                        f"{workdir} is writable" if writable else
-                        f"{workdir} is not writable (read-only or missing): the server record, logs and lock "
-                        f"live there; set a writable `workdir` for this host"))
+                        (f"{workdir} is writable" if exists else
+                         f"{workdir} does not exist yet; the first run creates it in {there}, which is writable")
+                        if writable else
+                        f"{workdir if exists else there} is not writable (read-only or missing): the server record, "
+                        f"logs and lock live there; set a writable `workdir` for this host"))
     free = parse_df(r.stdout)
     checks.append(Check("disk", "ok" if free and free >= MIN_FREE_DISK_MIB else "warn",
                         f"{free} MiB free in the workdir's filesystem" if free is not None else "df failed"))
@@ -270,10 +287,14 @@ def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float
 
     Returns {"ours": StopResult dict, "foreign": [listed], "targets": [PIDs --force may signal],
     "forced": [PIDs signalled], "killed": [PIDs that needed SIGKILL], "gpu_release_s"}."""
-    lc = lifecycle(c, host, python, on_progress=on_progress)
-    with held_lock(lc):
-        res = lc.stop(term_s=term_s, drain_s=term_s, drain_name="--term-timeout", gpu_release_s=gpu_release_s)
-    foreign = foreign_processes(c, host, python, lc.workdir, None)
+    where = host_workdir(c, host)
+    if where.result == "missing":  # nothing of ours can run there, and a stop creates nothing
+        res, workdir = process.StopResult(pid=0, found="none"), where.path
+    else:
+        lc = ServerLifecycle(c, host, python=python, workdir=where.path, run_id="ops", on_progress=on_progress)
+        res = _stop_riding_out(c, host, lc, term_s=term_s, gpu_release_s=gpu_release_s)
+        workdir = lc.workdir
+    foreign = foreign_processes(c, host, python, workdir, None)
     targets = force_targets(foreign, host.port)
     out = {"ours": asdict(res), "ours_text": res.describe(), "foreign": [f.to_dict() for f in foreign],
            "targets": [f.pid for f in targets], "forced": [], "killed": [], "gpu_release_s": None}
@@ -284,8 +305,28 @@ def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float
                 on_progress(f"--force: signalling {f.describe()}")
         out["killed"] = process.signal_pids(c, [(f.pid, f.start_ticks) for f in targets], term_s=min(term_s, 30.0))
         out["forced"] = pids
-        out["gpu_release_s"], _ = process.wait_gpu_release(c, lc.smi, set(pids), gpu_release_s, on_progress)
+        out["gpu_release_s"], _ = process.wait_gpu_release(c, facts.nvidia_smi(host, python, workdir), set(pids),
+                                                           gpu_release_s, on_progress)
     return out
+
+
+def _stop_riding_out(c, host: HostConfig, lc: ServerLifecycle, *, term_s: float,
+                     gpu_release_s: float) -> process.StopResult:
+    """``lc.stop`` under the host lock; a stop cut by a dropped SSH connection runs once more on the re-opened
+    connection (it reads the record again). When the host cannot be reached, the TransportLost says that the
+    record is kept and to run ``stop`` again."""
+    for attempt in (1, 2):
+        try:
+            with held_lock(lc):
+                return lc.stop(term_s=term_s, drain_s=term_s, drain_name="--term-timeout",
+                               gpu_release_s=gpu_release_s)
+        except TransportLost as e:
+            if attempt == 2 or transport.is_lost(c):
+                e.message += (f"; the stop did not finish: the server record is kept on {host.name} (nothing was "
+                              f"dropped), so run the stop again once the host can be reached: `mtp-remote stop -H "
+                              f"{host.name}` (or `fab -H {host.name} stop`)")
+                raise
+    raise AssertionError("unreachable")
 
 
 def launch(c, host: HostConfig, playbook: Playbook, profile: str, python: str, *, run_id: str,

@@ -15,7 +15,7 @@ import shlex
 from dataclasses import asdict, dataclass, field
 
 from ..config.inventory import HostConfig
-from . import facts
+from . import facts, hostscripts
 
 _VERSIONS = ("import importlib.metadata as m\n"
              "for p in ('sglang', 'torch'):\n"
@@ -91,6 +91,6 @@ def parse_environment(output: str, *, simulated: bool = False) -> EnvFacts:
 
 def get_environment(c, host: HostConfig, python: str) -> EnvFacts:
     """Run :func:`environment_command` on ``c`` (one command) and parse it."""
-    workdir = facts.resolve_path(facts.get_home(c), host.workdir)
+    workdir = hostscripts.read_workdir(c, host.workdir).path  # ~ resolved; our subdirectory of a shared one
     r = c.run(environment_command(host, python, workdir), hide=True, warn=True, in_stream=False)
     return parse_environment(r.stdout, simulated=host.is_sim)

@@ -17,6 +17,7 @@ from ..analysis.diagnosis import Diagnosis
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
 from ..errors import ConfigError
+from ..files import InputTooLarge, JsonTooDeep, load_json_file
 from ..remote.commands import mask_secrets, playbook_secrets
 
 SCHEMA_VERSION = 1
@@ -114,9 +115,13 @@ def load_summary(path: str | Path) -> dict:
     if p.is_dir():
         p = p / "summary.json"
     try:
-        doc = json.loads(p.read_text())
+        doc = load_json_file(p)
     except FileNotFoundError:
         raise ConfigError("no summary.json here", file=str(p)) from None
+    except (InputTooLarge, JsonTooDeep) as e:
+        raise ConfigError(str(e), file=str(p)) from None
+    except OSError as e:
+        raise ConfigError(f"cannot read: {e.strerror}", file=str(p)) from None
     except ValueError as e:
         raise ConfigError(f"not valid JSON: {e}", file=str(p)) from None
     if doc.get("schema_version", 0) > SCHEMA_VERSION:

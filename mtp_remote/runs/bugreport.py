@@ -14,7 +14,6 @@ names, addresses, users and home directories: the body is meant to be pasted in 
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 from ..client import chat_request, generate_request
 from ..config.validation import is_name
 from ..errors import ConfigError
+from ..files import load_json_file, loads_json
 from ..remote.commands import mask_log_secrets
 from ..report.records import cause_line
 from ..search.mitigate import HEADERS, table_rows
@@ -42,7 +42,7 @@ def reportable(kind: str) -> bool:
 
 def _read(path: Path) -> dict | None:
     try:
-        return json.loads(path.read_text())
+        return load_json_file(path)
     except (OSError, ValueError):
         return None
 
@@ -62,9 +62,9 @@ def related_runs(runs_dir: Path, run_id: str) -> tuple[dict | None, dict | None]
 def _samples(samples_path: Path) -> list[dict]:
     out = []
     if samples_path.exists():
-        for line in samples_path.read_text().splitlines():
+        for line in samples_path.open(encoding="utf-8", errors="replace"):
             try:
-                out.append(json.loads(line))
+                out.append(loads_json(line))
             except ValueError:
                 continue
     return out

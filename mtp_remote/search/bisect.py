@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ..config.playbook import Playbook, ProfileConfig
 from ..errors import ConfigError, Interrupted, MtpRemoteError
+from ..files import load_json_file
 from ..experiment.diagnose import experiment_fingerprint, latest_samples, load_config, opening_line, remote_python
 from ..experiment.plan import plan_requests
 from ..experiment.runner import Hooks, Runner, new_run_id
@@ -290,7 +291,7 @@ def _flags_of(pb: Playbook, spec: str) -> list[str]:
 
 def load_bisect(run_dir: Path) -> dict | None:
     try:
-        return json.loads((run_dir / BISECT_FILE).read_text())
+        return load_json_file(run_dir / BISECT_FILE)
     except (OSError, ValueError):
         return None
 

@@ -26,6 +26,7 @@ from ..config.inventory import HostConfig
 from ..config.playbook import Playbook, ProfileConfig
 from ..config.validation import is_name
 from ..errors import ConfigError, Interrupted, MtpRemoteError
+from ..files import load_json_file
 from ..experiment.diagnose import (
     RUN_FILE,
     experiment_fingerprint,
@@ -206,7 +207,7 @@ def _reuse_check(from_dir: Path, host: HostConfig, pb: Playbook, profile: str) -
     """None when the diagnose run in ``from_dir`` was made on the same host with the same experiment (baseline
     and ``profile`` flags, prompts, sampling); else what differs."""
     try:
-        stored = json.loads((from_dir / RUN_FILE).read_text())["fingerprint"]
+        stored = load_json_file(from_dir / RUN_FILE)["fingerprint"]
     except (OSError, ValueError, KeyError):
         return f"{from_dir / RUN_FILE} is missing or unreadable"  # a whole phrase: no "differ" after it
     now = mask_secrets(experiment_fingerprint(host, pb), playbook_secrets(pb, host))
@@ -267,9 +268,11 @@ def _load_from(runs_dir: Path, from_run: str | None) -> tuple[Path | None, dict 
     _check_run_id(from_run, "--from")
     d = runs_dir / from_run
     try:
-        doc = json.loads((d / "summary.json").read_text())
+        doc = load_json_file(d / "summary.json")
     except FileNotFoundError:
         raise ConfigError(f"no diagnose run {from_run!r} in {runs_dir}/ (no summary.json)", field="--from") from None
+    except OSError as e:
+        raise ConfigError(f"cannot read: {e.strerror}", file=str(d / "summary.json")) from None
     except ValueError as e:
         raise ConfigError(f"summary.json is not valid JSON: {e}", file=str(d / "summary.json")) from None
     if doc.get("status", "completed") != "completed":  # no verdict and no samples: nothing to start from
@@ -304,7 +307,7 @@ def mitigate(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yam
         _check_run_id(resume, "--resume")
         run_dir = runs_dir / resume
         try:
-            state = json.loads((run_dir / MITIGATION_FILE).read_text())
+            state = load_json_file(run_dir / MITIGATION_FILE)
         except (OSError, ValueError):
             raise ConfigError(f"no mitigation run {resume!r} to resume in {runs_dir}/ (no {MITIGATION_FILE})",
                               field="--resume") from None
