@@ -50,6 +50,6 @@ def test_a_runs_dir_that_fills_mid_run_stops_servers_keeps_samples_and_exits_2_w
     (small_fs / "filler").unlink()  # room again: the printed command completes the run
     r = subprocess.run([sys.executable, "-m", "mtp_remote.cli", "diagnose", "--resume", m.group(2), "-i", inv,
                         "-p", pb, "--runs-dir", str(runs)], capture_output=True, text=True, timeout=300, check=False)
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.returncode in (0, 3), r.stdout + r.stderr  # a verdict (3: inconclusive at 12 per arm), not 2
     done = {(s["profile"], s["prompt_id"], s["sample_index"]) for s in _samples(runs) if s.get("error") is None}
     assert len(done) == 2 * 4 * 3
