@@ -11,6 +11,7 @@ prompts and 8 tokens, with a second NEXTN profile carrying the ``real-hybrid-lea
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import socket
@@ -29,6 +30,11 @@ from tests.support.real_hosts import ROOT, generate_ids, local_host, serving, sh
 pytestmark = [pytest.mark.real, pytest.mark.timeout(2400)]
 
 FULL = pytest.mark.skipif(os.environ.get("MTP_REMOTE_REAL_FULL") != "1", reason="make test-real runs it")
+#: Issue 20's verdict rule, where lossless evidence (greedy identity against the A/A floor, the KL probe) decides
+#: `spec-corrupts-output` on its own. Without it a greedy-only playbook ends `inconclusive` ("no temperature
+#: above 0 was compared"), whatever the evidence says: the tests assert the evidence always and the verdict of
+#: whichever rule this tree holds.
+LOSSLESS_RULE = importlib.util.find_spec("mtp_remote.analysis.lossless") is not None
 PLAYBOOK = ROOT / "playbooks" / "real-hybrid.yaml"
 FAULT_ENV = "MTP_REMOTE_REAL_FAULTS"
 
@@ -103,6 +109,11 @@ def test_healthy_nextn_matches_the_baseline_and_the_leaking_one_diverges_on_real
     assert healthy["kind"] != "spec-corrupts-output", healthy
     assert (lk["greedy_pairs"], lk["greedy_diverged"]) == (2, 2), leak  # measured: at tokens 5 and 3
     assert lk["greedy_first_divergence"] is not None and lk["greedy_first_divergence"] < 8, leak
+    assert lk["greedy_hard_flips"] == 2 and leak["kl_probe"]["flagged"], leak  # not near ties; KL far above 0
+    if LOSSLESS_RULE:
+        assert code == 1 and leak["kind"] == "spec-corrupts-output", (leak, output)
+    else:
+        assert code == 0 and leak["kind"] == "inconclusive", (leak, output)
     print(f"nextn: {healthy['kind']}: {healthy['evidence']}\nnextn-leak: {leak['kind']}: {leak['evidence']}")
 
 
@@ -120,8 +131,11 @@ def test_diagnose_on_each_shipped_real_hybrid_host(real_engine, tmp_path, name, 
         assert s["accept_length"] > 1
     (comparison,) = verdict["comparisons"]  # T = 0 only
     if corrupt:
-        assert comparison["greedy_diverged"] == comparison["greedy_pairs"] == 3, verdict
-        assert code == 1 and verdict["kind"] == "spec-corrupts-output", (verdict, output)
+        assert comparison["greedy_diverged"] == comparison["greedy_hard_flips"] == comparison["greedy_pairs"] == 3
+        if LOSSLESS_RULE:
+            assert code == 1 and verdict["kind"] == "spec-corrupts-output", (verdict, output)
+        else:
+            assert code == 0 and verdict["kind"] == "inconclusive", (verdict, output)
     else:
         assert comparison["greedy_diverged"] == 0 and not verdict["kl_probe"]["flagged"], verdict
         assert code != 1 and verdict["kind"] != "spec-corrupts-output", (verdict, output)
