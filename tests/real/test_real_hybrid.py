@@ -14,8 +14,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import socket
-import time
 from pathlib import Path
 
 import pytest
@@ -25,7 +23,8 @@ from click.testing import CliRunner
 from mtp_remote.cli.main import main
 from mtp_remote.config.playbook import load_playbook
 from tests.real.conftest import READY_S
-from tests.support.real_hosts import ROOT, generate_ids, local_host, serving, shipped_host, write_inventory
+from tests.support.real_hosts import (
+    ROOT, generate_ids, local_host, port_freed, serving, shipped_host, write_inventory)
 
 pytestmark = [pytest.mark.real, pytest.mark.timeout(2400)]
 
@@ -39,19 +38,6 @@ PLAYBOOK = ROOT / "playbooks" / "real-hybrid.yaml"
 FAULT_ENV = "MTP_REMOTE_REAL_FAULTS"
 
 
-def _port_freed(port: int, within_s: float = 15.0) -> bool:
-    """Whether nothing accepts on ``port`` within ``within_s`` (the stop returns once our process group is
-    gone; a listening socket has been seen to linger a moment after that on a loaded machine)."""
-    deadline = time.monotonic() + within_s
-    while True:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) != 0:
-                return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.2)
-
-
 def test_nextn_on_the_real_hybrid_model_accepts_every_draft_of_the_accept_all_variant(real_engine, tmp_path):
     host = dict(local_host(real_engine, "real-hybrid", tmp_path / "wd",
                            model_path=real_engine.hybrid_accept_model_path), name="real-hybrid")
@@ -63,7 +49,7 @@ def test_nextn_on_the_real_hybrid_model_accepts_every_draft_of_the_accept_all_va
     assert out["output_ids"] == [0] * 16  # the variant's target and draft both always pick token 0
     assert meta["completion_tokens"] == 16 and meta["spec_verify_ct"] == 4
     assert meta["spec_accept_length"] == pytest.approx(4.0)  # bonus token included, as SGLang computes it
-    assert _port_freed(host["port"])
+    assert port_freed(host["port"], within_s=15)
 
 
 def _small_pair_playbook(tmp_path: Path) -> str:
