@@ -8,6 +8,7 @@ runs as root).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,10 @@ ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT.parent / "shared" / "corpus"
 
 __all__ = ["ROOT", "CORPUS", "free_port", "SshServer"]
+
+# the tests choose their hosts' ports themselves (tests/support/ports.py): an operator's offset for the shipped
+# sim hosts (README, "The demo") must not move them
+os.environ.pop("MTP_REMOTE_PORT_OFFSET", None)
 
 
 #: Files that run one after another on one xdist worker, never beside each other: real SGLang on the CPU (its

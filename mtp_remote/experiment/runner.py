@@ -24,7 +24,7 @@ from pathlib import Path
 from ..client import Completion, ServerClient
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
-from ..errors import LaunchError, TransportLost
+from ..errors import LaunchError, RunsDirError, TransportLost
 from ..interrupts import run_async
 from ..remote import connect as transport
 from ..remote.commands import mask_argv, mask_log_secrets, mask_text, playbook_secrets
@@ -79,6 +79,16 @@ class ProfileRun:
     def launched(self) -> bool:
         """Ready, and did not die while sampling."""
         return self.outcome is not None and self.outcome.get("kind") == "ready" and self.crashed is None
+
+    def failure(self) -> tuple[str, str, bool] | None:
+        """``(cause, hint, after_ready)`` when the profile failed -- never ready (``launch-failed:<cause>``),
+        or ready and then crashed or hung while sampling (``after_ready``: ``crashed:<cause>``/``hung:<cause>``;
+        every request failing is not a crash) -- None when it ran or was skipped. The one reading of a
+        profile's failure that diagnose, mitigate and bisect hand to the verdict."""
+        if self.launched or (self.outcome or {}).get("kind") == "skipped":
+            return None
+        after_ready = self.crashed is not None and self.crashed.get("cause") != "requests_failed"
+        return self.cause or "unknown", self.hint or "", after_ready
 
 
 @dataclass
@@ -138,8 +148,9 @@ class Runner:
     launch)."""
 
     def __init__(self, host: HostConfig, playbook: Playbook, run_dir: Path, *, run_id: str, python: str,
-                 profiles: list[str] | None = None, hooks: Hooks | None = None, c=None):
+                 profiles: list[str] | None = None, hooks: Hooks | None = None, c=None, design: dict | None = None):
         self.host = host
+        self.design = design  # the design the run's first launch recorded (diagnosis.record_design)
         self.playbook = playbook
         self.run_dir = run_dir
         self.run_id = run_id
@@ -179,10 +190,11 @@ class Runner:
         return self.profile_runs
 
     def _calibration_plan(self, lp: LaunchPlan) -> LaunchPlan:
-        """The A/A arm (:func:`~mtp_remote.experiment.calibration.calibration_plan`), sampled at its own
-        concurrency."""
+        """The A/A arm (:func:`~mtp_remote.experiment.calibration.calibration_plan`), sampled like the baseline
+        unless ``compare.calibration_concurrency`` says otherwise."""
         plan, concurrency = calibration_plan(self.playbook, lp)
-        self._concurrency[plan.profile] = concurrency
+        if concurrency is not None:
+            self._concurrency[plan.profile] = concurrency
         return plan
 
     def _stop_leftover(self, lc: ServerLifecycle) -> None:
@@ -195,6 +207,17 @@ class Runner:
                 dest.write_text(mask_log_secrets(mask_text(text, self._secrets)))
                 self.hooks.on_progress(f"stopped a server left by an earlier run (PID {res.pid}); "
                                        f"its log {res.log_path} is kept and copied to {dest}")
+
+    @staticmethod
+    def _keep(path: Path, text: str) -> RunsDirError | None:
+        """Write a copy into the run directory; the error (not raised: a copy never hides the run's own error)
+        when the file system will not take it."""
+        try:
+            path.write_text(text)
+        except OSError as e:
+            log.warning("could not write %s: %s", path, e.strerror)
+            return RunsDirError.of(e, path)
+        return None
 
     # -- a host that may drop: read, stop, release without losing the cause ---------------------------------
 
@@ -293,15 +316,17 @@ class Runner:
             finally:  # the log copy is kept even when the stop fails (StopError)
                 pr.ssh_drops = getattr(c, "drops", 0) - drops0
                 text = self._log_text(lc, rec, stream, dropped=pr.ssh_drops > 0)
-                (self.run_dir / "logs" / f"{lp.profile}.log").write_text(
-                    mask_log_secrets(mask_text(text, self._secrets)))
                 pr.decode = [d.to_dict() for d in classify_log(text).decode]
+                log_error = self._keep(self.run_dir / "logs" / f"{lp.profile}.log",
+                                       mask_log_secrets(mask_text(text, self._secrets)))
             if res is None:
                 pr.stop = (f"not stopped: the SSH connection is lost; the server of profile {lp.profile!r} "
                            f"(PID {rec.pid}, port {self.host.port}) may still be running")
                 self.left_on_host.append(f"server PID {rec.pid} (profile {lp.profile}, port {self.host.port})")
             else:
                 pr.stop, pr.gpu_release_s = res.describe(), res.gpu_release_s
+        if log_error is not None:  # the server is stopped; a run dir that takes no log takes no sample either
+            raise log_error
         if pr.ssh_drops:
             self.hooks.on_progress(f"{lp.profile}: the SSH connection dropped {pr.ssh_drops} time(s); "
                                    f"{'re-opened, ' if lost is None else ''}{pr.n_resent} cut request(s) sent again")
@@ -469,5 +494,6 @@ class Runner:
     def _cells(self, lp: LaunchPlan, todo: list[RequestSpec]) -> Cells:
         """The early-stopping bookkeeping of ``lp``'s cells, deciding with :func:`~mtp_remote.experiment.early_stop.cell_decision`."""
         return Cells(lp, todo, samples_path=self.samples_path, baseline=self.playbook.baseline,
-                     decide=lambda t, records: cell_decision(self.playbook, self.profiles, lp, t, records))
+                     decide=lambda t, records: cell_decision(self.playbook, self.profiles, lp, t, records,
+                                                             recorded=self.design))
 

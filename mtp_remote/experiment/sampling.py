@@ -8,7 +8,6 @@ server and the HTTP client and calls these.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
 from collections import Counter, deque
@@ -18,6 +17,7 @@ from pathlib import Path
 from ..analysis.degeneracy import analyze_text
 from ..analysis.samples import analysed_text
 from ..client import Completion
+from ..files import loads_json
 from .plan import LaunchPlan, RequestSpec
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,7 @@ def sample_record(req: RequestSpec, comp: Completion, *, speculative: bool, api:
         "accept_length": round(accept, 4) if accept else None, "output_ids": comp.output_ids,
         "error": comp.error, "metrics": metrics, "kl": kl, "think_opened_by_prompt": think_opened_by_prompt,
         "top2_margins": comp.top2_margins if req.temperature == 0 else None,
+        "request": comp.request,  # {"endpoint", "body"}: what was sent, exactly (bug-report replays it)
     }
 
 
@@ -48,11 +49,14 @@ def load_samples(path: Path) -> list[dict]:
     if not path.exists():
         return []
     out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            log.warning("skipping a truncated line in %s", path)
+    with path.open(encoding="utf-8", errors="replace") as f:  # line by line: never the whole file at once
+        for line in f:
+            if not line.strip():
+                continue
+            try:
+                out.append(loads_json(line))
+            except ValueError:  # a truncated line, or one nested past the parser's depth
+                log.warning("skipping a truncated line in %s", path)
     return out
 
 
