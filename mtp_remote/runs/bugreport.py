@@ -14,6 +14,7 @@ names, addresses, users and home directories: the body is meant to be pasted in 
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
