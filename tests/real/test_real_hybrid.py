@@ -4,7 +4,7 @@ attention, one MTP layer) with NEXTN, the ``real-hybrid*`` hosts as shipped (por
 In ``make test``: one lifecycle (launch → ready → a NEXTN request whose acceptance length comes from SGLang's
 ``meta_info`` → stop), on the accept-all variant of the model (every draft accepted: acceptance 4.0, ~0.5 s/token),
 and one healthy/faulty pair at small size: a single ``diagnose`` whose playbook is the shipped one cut to two
-prompts and 8 tokens, with a second NEXTN profile carrying the ``real-hybrid-leak`` host's injected fault
+prompts and 8 tokens (A/A arm kept: issue 20's lossless rule needs its floor), with a second NEXTN profile carrying the ``real-hybrid-leak`` host's injected fault
 (three launches instead of four). ``make test-real`` (``MTP_REMOTE_REAL_FULL=1``) runs the whole matrix:
 ``diagnose`` on each shipped host with the shipped playbook (A/A calibration and KL probe included).
 """
@@ -53,12 +53,11 @@ def test_nextn_on_the_real_hybrid_model_accepts_every_draft_of_the_accept_all_va
 
 
 def _small_pair_playbook(tmp_path: Path) -> str:
-    """The shipped playbook cut to 2 prompts x 8 tokens, no A/A arm, plus profile ``nextn-leak``: the NEXTN
+    """The shipped playbook cut to 2 prompts x 8 tokens (A/A arm kept), plus profile ``nextn-leak``: the NEXTN
     flags with the environment of the shipped ``real-hybrid-leak`` host's fault."""
     pb = yaml.safe_load(PLAYBOOK.read_text())
     pb["prompts"] = pb["prompts"][:2]
     pb["max_tokens"] = 8
-    pb["compare"] = {"calibration": False}
     fault = shipped_host("real-hybrid-leak")["env"][FAULT_ENV]
     pb["profiles"]["nextn-leak"] = dict(pb["profiles"]["nextn"], description="NEXTN, mamba state leak injected",
                                         env={FAULT_ENV: fault})
