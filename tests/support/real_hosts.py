@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -82,6 +84,21 @@ def serving(host: dict, playbook: Playbook | str, profile: str, *, ready_s: floa
         yield url, outcome
     finally:
         lc.stop(term_s=30, drain_s=10, gpu_release_s=10)
+        port_freed(cfg.port)  # the next launch's port check must find it free
+
+
+def port_freed(port: int, within_s: float = 30.0) -> bool:
+    """Whether nothing accepts on 127.0.0.1:``port`` within ``within_s`` seconds (polled every 0.2 s). The stop
+    returns once our process group is gone; on a loaded machine a listener has been seen to linger a moment
+    after that, and the next launch's port check then refuses the port."""
+    deadline = time.monotonic() + within_s
+    while True:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) != 0:
+                return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
 
 
 def generate_ids(url: str, prompt_ids: list[int], max_new_tokens: int, *, timeout_s: float = 600) -> dict:
