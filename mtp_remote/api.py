@@ -243,7 +243,8 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
                             calibration_profile=aa)
     code = verdicts_exit_code(diag.verdicts)
     doc = build_summary(run_id=run_id, host=host_cfg, playbook=pb, profile_runs=profile_runs, diagnosis=diag,
-                        exit_code=code, started_at=started, n_samples=len(samples), playbook_file=str(playbook))
+                        exit_code=code, started_at=started, n_samples=len(samples), playbook_file=str(playbook),
+                        samples=samples)
     save_summary(doc, run_dir)
     write_markdown(doc, samples, run_dir)
     write_html(doc, samples, run_dir)
@@ -311,7 +312,10 @@ def _resume_command(run_id: str, inventory, host: str, playbook, runs_dir, overr
     cmd = (f"mtp-remote diagnose --resume {run_id} -i {shlex.quote(str(inventory))} -H {shlex.quote(host)} "
            f"-p {shlex.quote(str(playbook))} --runs-dir {shlex.quote(str(runs_dir))}")
     for key, value in (overrides or {}).items():
-        cmd += f" --{key.replace('_', '-')} {shlex.quote(str(value))}"
+        if isinstance(value, bool):  # a switch: --stop-on-loop / --no-stop-on-loop
+            cmd += f" --{'' if value else 'no-'}{key.replace('_', '-')}"
+        else:
+            cmd += f" --{key.replace('_', '-')} {shlex.quote(str(value))}"
     for p in profiles or []:
         cmd += f" --profile {shlex.quote(p)}"
     return cmd

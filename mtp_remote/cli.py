@@ -99,7 +99,7 @@ def _console_hooks(console):
     from .runner import Hooks
 
     rh = RichHooks(console)
-    return Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample,
+    return Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample, on_loop=rh.on_loop,
                  interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
 
 
@@ -138,9 +138,11 @@ _host_opt = click.option("-H", "--host", default=None, help="Host name from the 
 @click.option("--max-tokens", type=click.IntRange(min=1), default=None, help="Override max tokens per request.")
 @runs_dir_option("Where run directories are written.")
 @click.option("--resume", metavar="RUN_ID", default=None, help="Continue a run: stored samples are not requested again.")
+@click.option("--stop-on-loop/--no-stop-on-loop", "stop_on_loop", default=None,
+              help="Stop each request once its loop is settled (default: the playbook's stop_on_loop, true).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout instead of tables.")
 @handle_errors
-def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir, resume, as_json):
+def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir, resume, stop_on_loop, as_json):
     """Run the speculative vs baseline experiment on a host and give verdicts.
 
     -H a,b,c or an inventory group runs it on every host at once (fleet report, disagreeing hosts named)."""
@@ -152,9 +154,10 @@ def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir,
 
     console = make_console(stderr=as_json)
     rh = RichHooks(console)
-    hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample,
+    hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample, on_loop=rh.on_loop,
                   interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
-    overrides = {k: v for k, v in (("samples", samples), ("max_tokens", max_tokens)) if v is not None}
+    overrides = {k: v for k, v in (("samples", samples), ("max_tokens", max_tokens), ("stop_on_loop", stop_on_loop))
+                 if v is not None}
     res = _api().diagnose(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir,
                        profiles=list(profiles) or None, resume=resume, hooks=hooks, overrides=overrides)
     if as_json:
@@ -368,7 +371,7 @@ def nightly(inventory, host, playbook, runs_dir, history_db, as_json, metrics_fi
         _nightly_fleet(console, fleet, inventory=inventory, playbook=playbook, runs_dir=runs_dir,
                        history_db=history_db, as_json=as_json, metrics_file=metrics_file, workers=workers)
     rh = RichHooks(console)
-    hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample,
+    hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample, on_loop=rh.on_loop,
                   interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
     res = run_nightly(inventory=inventory, host=host, playbook=playbook, runs_dir=runs_dir, history_db=history_db,
                       hooks=hooks, metrics_file=metrics_file)

@@ -10,6 +10,7 @@ on the driver (through the tunnel).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable
@@ -113,6 +114,18 @@ class ServerClient:
             return r.status_code == 200
         except httpx.HTTPError:
             return False
+
+    async def wait_idle(self, timeout_s: float = 10.0, interval_s: float = 0.05) -> float | None:
+        """Wait until the server holds no request (``/flush_cache`` answers 200 only then, in SGLang as in the
+        sim: it flushes the radix cache and the acceptance counters, so read ``/server_info`` first). Seconds
+        waited, or None when it was still busy after ``timeout_s``."""
+        t0 = time.perf_counter()
+        while True:
+            if await self.flush_cache():
+                return time.perf_counter() - t0
+            if time.perf_counter() - t0 > timeout_s:
+                return None
+            await asyncio.sleep(interval_s)
 
     async def _post(self, path: str, body: dict) -> tuple[dict, float, str | None]:
         """POST JSON; (response JSON, wall seconds, error text or None). A failed request is data, not an

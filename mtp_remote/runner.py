@@ -33,7 +33,16 @@ from .remote.commands import api_key_of, mask_argv, mask_log_secrets, mask_text,
 from .remote.follow import LogStream
 from .remote.logs import classify_log
 from .samples import THINK_PREFIX, analysed_text  # noqa: F401 (re-exported: diagnosis, ops)
-from .sampling import Cells, Occupancy, load_samples, sample_key, sample_record, send_order  # noqa: F401 (re-exported)
+from .sampling import (  # noqa: F401 (re-exported)
+    Cells,
+    Occupancy,
+    load_samples,
+    loop_watch,
+    sample_key,
+    sample_record,
+    send_order,
+    streams,
+)
 from .server import TAIL_LINES, Crashed, Polled, ServerLifecycle, TimedOut, WaitOutcome
 from .store import open_samples_for_append
 
@@ -66,6 +75,8 @@ class ProfileRun:
     gpu_release_s: float | None = None
     ready_s: float | None = None
     sampling_s: float | None = None
+    stop_s: float | None = None  # the stop: signal, drain, exit and GPU memory seen free (gpu_release_s of it)
+    wall_s: float | None = None  # the profile from its launch to the end of its stop and log copy
     server_info: dict = field(default_factory=dict)
     decode: list[dict] = field(default_factory=list)
     n_requests: int = 0
@@ -78,6 +89,8 @@ class ProfileRun:
     tunnel_channels: int | None = None  # SSH channels the tunnel opened while sampling (None: local host)
     ssh_drops: int = 0  # times the SSH connection dropped (and was re-opened) during this profile
     n_resent: int = 0  # requests cut by a dropped connection and sent again
+    loop_stops: int = 0  # requests stopped once their loop was settled (finish_reason "loop-stop")
+    idle_after_stops_s: float | None = None  # from the last response until the server had no request left
 
     @property
     def launched(self) -> bool:
@@ -94,6 +107,7 @@ class Hooks:
     on_progress: Callable[[str], None] = lambda msg: None
     on_profile: Callable[[str, int], None] = lambda profile, n: None
     on_sample: Callable[[str, int, int], None] = lambda profile, done, total: None
+    on_loop: Callable[[str], None] = lambda profile: None  # a sample of this profile came back degenerate
     interrupted: Callable[[], bool] = lambda: False
     checkpoint: Callable[[], None] = lambda: None  # raises KeyboardInterrupt if the user asked to stop
 
@@ -300,6 +314,14 @@ class Runner:
             pass
 
     def _run_profile(self, c, lc: ServerLifecycle, lp: LaunchPlan) -> None:
+        t_start = time.monotonic()
+        try:
+            self._run_profile_timed(c, lc, lp)
+        finally:
+            if self.profile_runs and self.profile_runs[-1].profile == lp.profile:
+                self.profile_runs[-1].wall_s = round(time.monotonic() - t_start, 3)
+
+    def _run_profile_timed(self, c, lc: ServerLifecycle, lp: LaunchPlan) -> None:
         self.hooks.checkpoint()
         pr = ProfileRun(profile=lp.profile, speculative=lp.speculative, argv_masked=mask_argv(lp.argv))
         self.profile_runs.append(pr)
@@ -356,9 +378,11 @@ class Runner:
             pr.cause, pr.hint = "transport_lost", e.message
         finally:
             self._tunnel = None
+            t_stop = time.monotonic()
             try:
                 res = self._stop(lc)
-            finally:  # the log copy is kept even when the stop fails (StopError)
+            finally:
+                pr.stop_s = round(time.monotonic() - t_stop, 3)  # the log copy is kept even when the stop fails (StopError)
                 pr.ssh_drops = getattr(c, "drops", 0) - drops0
                 text = self._log_text(lc, rec, stream, dropped=pr.ssh_drops > 0)
                 (self.run_dir / "logs" / f"{lp.profile}.log").write_text(
@@ -555,6 +579,11 @@ class Runner:
 
                 async def send(req: RequestSpec) -> tuple[Completion, dict | None]:
                     with occupancy.in_flight():
+                        if streams(req, stop_on_loop=pb.stop_on_loop, kl_probe=pb.kl_probe):
+                            comp = await self._send_streamed(sc, req)
+                            if comp.stop is not None:
+                                pr.loop_stops += 1
+                            return comp, None
                         if pb.api == "chat":
                             comp = await self._send(lambda: sc.chat(
                                 req.prompt, temperature=req.temperature, max_tokens=pb.max_tokens, top_p=pb.top_p,
@@ -572,10 +601,14 @@ class Runner:
                     # metrics cost 2-8 ms a sample (a loop costs most): in a thread, after the slot is refilled
                     rec = await asyncio.to_thread(
                         sample_record, req, comp, speculative=lp.speculative, api=pb.api, kl=kl,
-                        think_opened_by_prompt=pb.think_opened_by_prompt)
+                        think_opened_by_prompt=pb.think_opened_by_prompt, max_tokens=pb.max_tokens)
                     f.write(json.dumps(rec) + "\n")
                     f.flush()
                     progress["done"] += 1
+                    from .analysis.stopping import is_degenerate_record  # (scipy: not at import time)
+
+                    if is_degenerate_record(rec.get("metrics"), rec.get("finish_reason")):
+                        self.hooks.on_loop(lp.profile)
                     if cells is not None:
                         progress["total"] -= cells.completed(req, rec, queue, self.hooks.on_progress)
                     self.hooks.on_sample(lp.profile, progress["done"], progress["total"])
@@ -605,6 +638,21 @@ class Runner:
                     if cells is not None:
                         pr.stopping.update(cells.decisions())
                 pr.server_info = await sc.server_info()
+                if pr.loop_stops:  # the aborted requests are gone before the stop (its drain waits on any left)
+                    pr.idle_after_stops_s = await sc.wait_idle(timeout_s=10.0)
+
+    async def _send_streamed(self, sc: ServerClient, req: RequestSpec) -> Completion:
+        """``req`` streamed with a fresh loop watch (:func:`~mtp_remote.sampling.loop_watch`): stopped and aborted
+        once its loop is settled; sent again like any request when a dropped connection cut it."""
+        pb = self.playbook
+        if pb.api == "chat":
+            return await self._send(lambda: sc.chat_stream(
+                req.prompt, temperature=req.temperature, max_tokens=pb.max_tokens, top_p=pb.top_p, seed=req.seed,
+                watch=loop_watch(pb.think_opened_by_prompt)))
+        text = pb.prompt_template.replace("{prompt}", req.prompt)
+        return await self._send(lambda: sc.generate_stream(
+            text, temperature=req.temperature, max_new_tokens=pb.max_tokens, top_p=pb.top_p, seed=req.seed,
+            watch=loop_watch(pb.think_opened_by_prompt)))
 
     async def _probe_completion(self, sc: ServerClient, lp: LaunchPlan, req: RequestSpec,
                                 comp: Completion) -> Completion:

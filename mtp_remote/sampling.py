@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .analysis.degeneracy import analyze_text
+from .analysis.settled import LoopWatch
 from .client import Completion
 from .plan import LaunchPlan, RequestSpec
 from .samples import analysed_text
@@ -24,7 +25,7 @@ log = logging.getLogger(__name__)
 
 
 def sample_record(req: RequestSpec, comp: Completion, *, speculative: bool, api: str, kl: dict | None = None,
-                  think_opened_by_prompt: bool = False) -> dict:
+                  think_opened_by_prompt: bool = False, max_tokens: int = 0) -> dict:
     """One line of samples.jsonl: the request, the response, its degeneracy metrics and (with the KL probe)
     the k3 estimator of prefill vs decode logprobs; top-2 margins are kept at T=0 for the near-tie rule."""
     metrics = None
@@ -40,7 +41,32 @@ def sample_record(req: RequestSpec, comp: Completion, *, speculative: bool, api:
         "accept_length": round(accept, 4) if accept else None, "output_ids": comp.output_ids,
         "error": comp.error, "metrics": metrics, "kl": kl, "think_opened_by_prompt": think_opened_by_prompt,
         "top2_margins": comp.top2_margins if req.temperature == 0 else None,
+        # set when we stopped it once its loop was settled (finish_reason "loop-stop"): the rule, the loop, the
+        # tokens it had (``at_tokens``: its completion_tokens, over which its speed and acceptance are measured),
+        # the tokens not generated (``saved_tokens``: max_tokens - at_tokens) and whether the abort was accepted
+        "loop_stop": ({**comp.stop, "saved_tokens": max(max_tokens - comp.completion_tokens, 0)}
+                      if comp.stop is not None else None),
     }
+
+
+def loop_watch(think_opened_by_prompt: bool = False) -> Callable[[str, list[int] | None], dict | None]:
+    """A fresh ``watch`` for one streamed request (:meth:`~mtp_remote.client.ServerClient.generate_stream`): the
+    settled escaped-loop rule (:class:`~mtp_remote.analysis.settled.LoopWatch`) on the text as the analysis
+    will see it; returns the settled loop as a dict, or None to go on."""
+    watch = LoopWatch()
+
+    def look(text: str, ids: list[int] | None) -> dict | None:
+        hit = watch.look(analysed_text(text, think_opened_by_prompt), ids)
+        return hit.to_dict() if hit is not None else None
+
+    return look
+
+
+def streams(req: RequestSpec, *, stop_on_loop: bool, kl_probe: bool) -> bool:
+    """Whether ``req`` is streamed and stopped once its loop is settled: with ``stop_on_loop``, at T > 0 and
+    without the KL probe. T = 0 samples run to their end: their top-2 margins (the near-tie rule) and the whole
+    greedy output (the divergence) are evidence; the KL probe re-scores the whole output."""
+    return stop_on_loop and not kl_probe and req.temperature > 0
 
 
 def load_samples(path: Path) -> list[dict]:

@@ -92,9 +92,11 @@ def _fail(e: MtpRemoteError) -> Exit:
             "max_tokens": "override max tokens per request",
             "resume": "continue run RUN_ID without re-requesting stored samples",
             "runs_dir": _RUNS_DIR_HELP,
-            "json": "print summary.json to stdout (progress goes to stderr)"})
+            "json": "print summary.json to stdout (progress goes to stderr)",
+            "stop_on_loop": "--no-stop-on-loop runs every request to its end (default: stop it once its loop is "
+                            "settled)"})
 def diagnose(c, playbook=DEFAULT_PLAYBOOK, inventory=None, profile=None, samples=None,
-             max_tokens=None, resume=None, runs_dir=None, json=False):
+             max_tokens=None, resume=None, runs_dir=None, json=False, stop_on_loop=True):
     """Run the speculative vs baseline experiment on a host and print verdicts (-H NAME from inventory)."""
     runs_dir = runs_dir or str(default_runs_dir())
     from .report.console import RichHooks, cells_table, print_run_end, verdict_table
@@ -103,7 +105,7 @@ def diagnose(c, playbook=DEFAULT_PLAYBOOK, inventory=None, profile=None, samples
     INTERRUPTS.install()
     console = make_console(stderr=json)
     rh = RichHooks(console)
-    hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample,
+    hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample, on_loop=rh.on_loop,
                   interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
     try:
         overrides = {}
@@ -112,6 +114,8 @@ def diagnose(c, playbook=DEFAULT_PLAYBOOK, inventory=None, profile=None, samples
                 if not str(value).isdigit() or int(value) < 1:
                     raise ConfigError(f"must be a whole number >= 1, not {value!r}", field=f"--{name.replace('_', '-')}")
                 overrides[name] = int(value)
+        if not stop_on_loop:  # fab diagnose --no-stop-on-loop
+            overrides["stop_on_loop"] = False
         res = _api().diagnose(inventory=inventory, playbook=playbook, host=_host_name(c), runs_dir=runs_dir,
                            profiles=[profile] if profile else None, resume=resume, hooks=hooks,
                            overrides=overrides or None)
@@ -273,7 +277,7 @@ def _rich_hooks(console):
     from .runner import Hooks
 
     rh = RichHooks(console)
-    return Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample,
+    return Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample, on_loop=rh.on_loop,
                  interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
 
 
@@ -403,7 +407,7 @@ def nightly(c, hosts=None, playbook="playbooks/nightly.yaml", inventory=None, ru
             from .report.console import RichHooks, print_run_end, verdict_table
 
             rh = RichHooks(console)
-            hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample,
+            hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample, on_loop=rh.on_loop,
                           interrupted=hooks.interrupted, checkpoint=hooks.checkpoint)
             one = run_nightly(inventory=inventory, host=spec, playbook=playbook, runs_dir=runs_dir,
                               history_db=history, hooks=hooks, metrics_file=metrics_file)

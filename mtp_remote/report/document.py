@@ -17,6 +17,7 @@ from ..config import HostConfig, Playbook
 from ..diagnosis import Diagnosis
 from ..errors import ConfigError
 from ..remote.commands import mask_secrets, playbook_secrets
+from .accounting import time_split, token_accounting
 
 SCHEMA_VERSION = 1
 
@@ -43,9 +44,12 @@ def engine_facts(host: HostConfig, profile_runs: list) -> dict:
 
 
 def build_summary(*, run_id: str, host: HostConfig, playbook: Playbook, profile_runs: list, diagnosis: Diagnosis,
-                  exit_code: int, started_at: datetime, n_samples: int, playbook_file: str | None = None) -> dict:
-    """The summary.json document (a plain dict, JSON-able). Times: ISO-8601 UTC; durations: seconds."""
+                  exit_code: int, started_at: datetime, n_samples: int, playbook_file: str | None = None,
+                  samples: list[dict] | None = None) -> dict:
+    """The summary.json document (a plain dict, JSON-able). Times: ISO-8601 UTC; durations: seconds.
+    ``samples`` (the run's records) give ``generated_tokens``, ``tokens_saved`` and ``loop_stop``."""
     finished = datetime.now(timezone.utc)
+    tokens = token_accounting(samples or [], playbook.max_tokens)
     doc = {
         "schema_version": SCHEMA_VERSION,
         "tool": "mtp-remote",
@@ -72,6 +76,10 @@ def build_summary(*, run_id: str, host: HostConfig, playbook: Playbook, profile_
         "calibration": diagnosis.calibration,
         "n_samples": n_samples,
         "sampling": _sampling(playbook, profile_runs, n_samples),
+        "generated_tokens": tokens["generated_tokens"],
+        "tokens_saved": tokens["tokens_saved"],
+        "loop_stop": {"enabled": playbook.stop_on_loop, **tokens},
+        "time_split": time_split(profile_runs, (finished - started_at).total_seconds()),
         "exit_code": exit_code,
         "files": {"samples": "samples.jsonl", "report": "report.md", "html": "report.html", "junit": "junit.xml",
                   "metrics": "metrics.prom", "logs": "logs/"},
