@@ -115,7 +115,7 @@ class ServerClient:
         except httpx.HTTPError:
             return False
 
-    async def wait_idle(self, timeout_s: float = 10.0, interval_s: float = 0.05) -> float | None:
+    async def wait_idle(self, timeout_s: float = 10.0, interval_s: float = 0.1) -> float | None:
         """Wait until the server holds no request (``/flush_cache`` answers 200 only then, in SGLang as in the
         sim: it flushes the radix cache and the acceptance counters, so read ``/server_info`` first). Seconds
         waited, or None when it was still busy after ``timeout_s``."""

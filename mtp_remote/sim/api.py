@@ -103,6 +103,9 @@ def build_app(srv) -> FastAPI:
     @app.api_route("/flush_cache", methods=["GET", "POST"])
     async def flush_cache():
         ok = srv.engine.flush_cache()
+        e = srv.engine  # SGLang 0.5.9's scheduler lines, as measured on the real engine
+        srv.log.line("Cache flushed successfully!" if ok else "Cache not flushed because there are pending requests. "
+                     f"#queue-req: {len(e.waiting)}, #running-req: {len(e.running)}", 0)
         return PlainTextResponse(
             "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
             "requests, the operation will not be performed.)\n", status_code=200 if ok else 400)
