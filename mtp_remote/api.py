@@ -29,7 +29,8 @@ from .report.ci import write_ci_outputs
 from .report.document import build_summary, save_summary
 from .report.html import write_html
 from .report.markdown import write_markdown
-from .runner import Hooks, Runner, calibration_profile, load_samples, new_run_id, sample_key
+from .runner import Hooks, Runner, calibration_profile, load_samples, new_run_id, sample_key  # noqa: F401
+from .samples import latest_samples  # noqa: F401 (re-exported: mitigate, bisect)
 
 log = logging.getLogger(__name__)
 
@@ -292,17 +293,6 @@ def _check_or_write_run_file(run_dir: Path, host: HostConfig, pb: Playbook, run_
     path.write_text(json.dumps({"run_id": run_id, "started_at": started.isoformat(), "fingerprint": fp},
                                indent=2) + "\n")
     return started
-
-
-def latest_samples(samples: list[dict]) -> list[dict]:
-    """One record per (profile, temperature, prompt, sample index): the last successful one, else the last
-    failure (a resumed run re-requests what failed, so both may be stored)."""
-    best: dict[tuple, dict] = {}
-    for x in samples:
-        key = sample_key(x)
-        if key not in best or x.get("error") is None or best[key].get("error") is not None:
-            best[key] = x
-    return list(best.values())
 
 
 def _resume_command(run_id: str, inventory, host: str, playbook, runs_dir, overrides: dict | None,

@@ -47,9 +47,8 @@ def resolve_run(ref: str | None, runs_dir: str | Path = "runs") -> Path:
 
 def load_run(run_dir: Path) -> tuple[dict, list[dict]]:
     """(summary document, latest samples) of a run directory; samples [] when samples.jsonl is absent."""
-    from .api import latest_samples
     from .report.document import load_summary
-    from .runner import load_samples
+    from .samples import latest_samples, load_samples  # (not the API's imports: scipy, Fabric)
 
     return load_summary(run_dir), latest_samples(load_samples(run_dir / "samples.jsonl"))
 

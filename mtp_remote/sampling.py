@@ -8,7 +8,6 @@ server and the HTTP client and calls these.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
 from collections import Counter, deque
@@ -19,7 +18,7 @@ from .analysis.degeneracy import analyze_text
 from .analysis.settled import LoopWatch
 from .client import Completion
 from .plan import LaunchPlan, RequestSpec
-from .samples import analysed_text
+from .samples import analysed_text, load_samples, sample_key  # noqa: F401 (load_samples re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -67,23 +66,6 @@ def streams(req: RequestSpec, *, stop_on_loop: bool, kl_probe: bool) -> bool:
     without the KL probe. T = 0 samples run to their end: their top-2 margins (the near-tie rule) and the whole
     greedy output (the divergence) are evidence; the KL probe re-scores the whole output."""
     return stop_on_loop and not kl_probe and req.temperature > 0
-
-
-def load_samples(path: Path) -> list[dict]:
-    """Samples already stored (a truncated last line from a crash is skipped)."""
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            log.warning("skipping a truncated line in %s", path)
-    return out
-
-
-def sample_key(s: dict) -> tuple:
-    return (s["profile"], float(s["temperature"]), s["prompt_id"], s["sample_index"])
 
 
 def send_order(req: RequestSpec) -> tuple:

@@ -11,13 +11,16 @@ import json
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import __version__
 from ..config import HostConfig, Playbook
-from ..diagnosis import Diagnosis
 from ..errors import ConfigError
 from ..remote.commands import mask_secrets, playbook_secrets
 from .accounting import time_split, token_accounting
+
+if TYPE_CHECKING:  # (diagnosis imports scipy: not needed to load or re-render a document)
+    from ..diagnosis import Diagnosis
 
 SCHEMA_VERSION = 1
 
