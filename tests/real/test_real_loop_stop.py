@@ -23,7 +23,7 @@ from mtp_remote.remote import connect as transport
 from mtp_remote.remote.commands import server_argv, server_env
 from mtp_remote.server import ServerLifecycle
 from tests.conftest import free_port
-from tests.real.conftest import READY_S
+from tests.real.conftest import wait_ready_with_health
 
 pytestmark = [pytest.mark.real, pytest.mark.timeout(1500)]
 
@@ -60,15 +60,7 @@ def test_real_sglang_aborts_a_stopped_stream_frees_its_slot_and_the_stop_drains_
         lc.prepare()
         rec = lc.launch("baseline", server_argv(host, PLAYBOOK, "baseline"),
                         server_env(host, PLAYBOOK, "baseline", lc.workdir))
-
-        def health() -> bool:
-            try:
-                return httpx.get(f"{url}/health", timeout=5).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        outcome = lc.wait_ready(rec, timeout_s=READY_S, health=health)
-        assert outcome.ok, outcome.describe() + "\n" + "\n".join(outcome.log_tail)
+        wait_ready_with_health(lc, rec, url)
 
         async def stopped_and_looped():
             async with ServerClient(url) as sc:
