@@ -30,6 +30,7 @@ from .interrupts import run_async
 from .plan import LaunchPlan, RequestSpec, order_for_reuse, plan_run, server_key
 from .remote import connect as transport
 from .remote.commands import api_key_of, mask_argv, mask_log_secrets, mask_text, playbook_secrets
+from .remote import facts, process
 from .remote.follow import LogStream
 from .remote.logs import classify_log
 from .samples import THINK_PREFIX, analysed_text  # noqa: F401 (re-exported: diagnosis, ops)
@@ -109,6 +110,7 @@ class KeptServer:
     outcome: WaitOutcome
     profile: str
     key: tuple
+    adopted: bool = False  # left running by an earlier attempt of this run (a resume), already announced
 
 
 @dataclass
@@ -198,13 +200,14 @@ class Runner:
         try:
             lc.prepare(lock_owner=f"{getpass.getuser()}@{socket.gethostname()}")  # and the lock: one round trip
             try:
-                self._stop_leftover(lc)
                 launches = []
                 for lp in plan_run(self.host, self.playbook, lc.workdir, self.profiles):
                     launches.append(lp)
                     if lp.profile == self.playbook.baseline and self.playbook.compare.calibration:
                         launches.append(self._calibration_plan(lp))
                 launches = order_for_reuse(launches)  # each distinct server launched once
+                if not self._adopt_leftover(lc, launches):
+                    self._stop_leftover(lc)
                 aa = calibration_profile(self.playbook)
                 for lp, nxt in zip(launches, [*launches[1:], None]):
                     # the A/A arm is a relaunch by design: it measures launch-to-launch noise
@@ -228,6 +231,34 @@ class Runner:
         limit = pb.concurrency or pb.max_running_requests()
         self._concurrency[name] = pb.compare.calibration_concurrency or (limit // 2 if limit > 1 else 2)
         return replace(lp, profile=name, requests=[replace(r, profile=name) for r in lp.requests])
+
+    def _adopt_leftover(self, lc: ServerLifecycle, launches: list[LaunchPlan]) -> bool:
+        """On a resume: the server this run left running (its connection dropped) is used, not stopped and
+        relaunched, when it runs exactly the argv of the first launch that still has samples to take — same run id,
+        same port, the same masked command line (the playbook's fingerprint was checked for the resume), and still
+        the process we started (PID, start time, command line) and ready. Two round trips, on resumes only."""
+        if not self.samples_path.exists():
+            return False  # a new run: nothing of its own can be running
+        rec = self._riding_out(lc, lambda: process.read_record(lc.c, lc.workdir), None)
+        if rec is None or rec.run_id != self.run_id or rec.port != self.host.port:
+            return False
+        done = {sample_key(s) for s in load_samples(self.samples_path) if s.get("error") is None}
+        lp = next((x for x in launches if any(r.key not in done for r in x.requests)), None)
+        if lp is None or rec.argv_masked != mask_argv(lp.argv):
+            return False
+        info = self._riding_out(lc, lambda: facts.get_process_info(lc.c, rec.pid), None)
+        if info is None or not info.alive or not process.is_ours(info, rec):
+            return False
+        stream = lc.follow(rec)
+        outcome = lc.wait_ready(rec, timeout_s=min(self.playbook.timeouts.ready_s, 60.0), stream=stream)
+        if not outcome.ok:
+            stream.__exit__(None, None, None)
+            return False
+        self._kept = KeptServer(rec=rec, stream=stream, outcome=outcome, profile=f"{rec.profile} (left running)",
+                                key=server_key(lp), adopted=True)
+        self.hooks.on_progress(f"{lp.profile}: the server this run left running (PID {rec.pid}) has its argv: "
+                               f"used, not relaunched")
+        return True
 
     def _stop_leftover(self, lc: ServerLifecycle) -> None:
         res = lc.stop(term_s=self.playbook.timeouts.term_s, drain_s=self.playbook.timeouts.drain_s,
@@ -367,8 +398,9 @@ class Runner:
         if kept is not None:
             self._kept = None
             pr.reused_server = kept.profile
-            self.hooks.on_progress(f"{lp.profile}: the server of {kept.profile} runs with the same argv and "
-                                   f"environment: reused, not relaunched")
+            if not kept.adopted:
+                self.hooks.on_progress(f"{lp.profile}: the server of {kept.profile} runs with the same argv and "
+                                       f"environment: reused, not relaunched")
             rec = kept.rec
         else:
             self._stop_kept(lc)

@@ -56,3 +56,50 @@ def test_the_aa_arm_is_still_a_relaunch(tmp_path):
     hooks = Hooks(on_progress=lambda m: launched.append(m.split(":")[0]) if "launching" in m else None)
     api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs", hooks=hooks)
     assert launched == ["baseline", "baseline-aa", "mtp"]
+
+
+def test_a_resume_uses_the_server_its_run_left_running_with_the_argv_it_needs(tmp_path):
+    """The connection of a run dropped and left the mtp server up: the resume samples on it, no relaunch."""
+    from mtp_remote.remote import connect as transport
+    from mtp_remote.server import ServerLifecycle
+
+    inv, pb = write_config(tmp_path, "state_leak", samples=2, max_tokens=256, temperatures=[0.7])
+    first = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs", profiles=["baseline"])
+    _, host, playbook = api.load_config(inv, pb, None)
+    c = transport.connect(host)
+    lc = ServerLifecycle(c, host, python=api.remote_python(host), workdir=host.workdir, run_id=first.run_id)
+    lc.prepare()
+    mtp = next(lp for lp in plan_run(host, playbook, lc.workdir) if lp.profile == "mtp")
+    left = lc.launch("mtp", mtp.argv, mtp.env)
+    assert lc.wait_ready(left, timeout_s=60).ok
+    transport.close(c)
+
+    launched: list[str] = []
+    hooks = Hooks(on_progress=lambda m: launched.append(m) if "launching" in m or "left running" in m else None)
+    again = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs", resume=first.run_id, hooks=hooks)
+    assert launched == [f"mtp: the server this run left running (PID {left.pid}) has its argv: used, not relaunched"]
+    prof = {p["profile"]: p for p in again.summary["profiles"]}
+    assert prof["baseline"]["outcome"]["kind"] == "skipped" and prof["mtp"]["reused_server"] == "mtp (left running)"
+    assert prof["mtp"]["stop"].startswith(f"stopped PID {left.pid}")
+    assert [v["kind"] for v in again.summary["verdicts"]] == ["spec-corrupts-output"]
+
+
+def test_a_server_left_by_another_run_is_stopped_not_used(tmp_path):
+    from mtp_remote.remote import connect as transport
+    from mtp_remote.server import ServerLifecycle
+
+    inv, pb = write_config(tmp_path, "state_leak", samples=2, max_tokens=256, temperatures=[0.7])
+    first = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs", profiles=["baseline"])
+    _, host, playbook = api.load_config(inv, pb, None)
+    c = transport.connect(host)
+    lc = ServerLifecycle(c, host, python=api.remote_python(host), workdir=host.workdir, run_id="another-run")
+    lc.prepare()
+    mtp = next(lp for lp in plan_run(host, playbook, lc.workdir) if lp.profile == "mtp")
+    left = lc.launch("mtp", mtp.argv, mtp.env)
+    assert lc.wait_ready(left, timeout_s=60).ok
+    transport.close(c)
+    msgs: list[str] = []
+    api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs", resume=first.run_id,
+                 hooks=Hooks(on_progress=msgs.append))
+    assert any(m.startswith(f"stopped a server left by an earlier run (PID {left.pid})") for m in msgs)
+    assert "mtp: launching (speculative)" in msgs
