@@ -60,8 +60,10 @@ HOW = {
                 "same seeds. \"Same\" compares the verdicts and every sample's loop label.",
     "realabort": "Real SGLang 0.5.9 on this CPU (`make real-setup`'s venv, a tiny Qwen3, `--enable-metrics`), "
                  "launched by `ServerLifecycle` (local transport): a streamed request stopped by the client after "
-                 "48 tokens (stream closed + `/abort_request`), then one only closed; each figure is the time until "
-                 "`sglang:num_running_reqs` reads 0; then `ServerLifecycle.stop` (SIGTERM, drain, exit, release).",
+                 "24 tokens (stream closed + `/abort_request`), then one only closed; each figure is the time until "
+                 "the scheduler holds no request (`/flush_cache` answers 200: SGLang's `sglang:num_running_reqs` "
+                 "gauge keeps its last value after an abort until the next batch); then `ServerLifecycle.stop` "
+                 "(SIGTERM, drain, exit, release).",
     "cli": "Wall time of the command (subprocess), after one warm-up run; CPU time (user + sys) in parentheses.",
     "analyze": "`mtp-remote analyze` of a seeded 1,000-sample file (`bench/data.py`: 300-1,500 words each, "
                "one in ten looping); wall time, and the CPU time (user + sys) in parentheses.",
