@@ -16,10 +16,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from .analysis.verdict import exit_code as verdicts_exit_code
 from .config import HostConfig, Inventory, Playbook, is_name, load_inventory, load_playbook
-from .diagnosis import design_of
-from .diagnosis import diagnose as diagnose_samples
 from .entry import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK, HISTORY_FILE, INVENTORY_ENV, find_inventory  # noqa: F401 (re-exported)
 from .errors import EXIT_RUN_FAILED, ConfigError, Interrupted, MtpRemoteError
 from .plan import plan_run
@@ -239,6 +236,10 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
     failures = {pr.profile: (pr.cause or "unknown", pr.hint or "",
                              pr.crashed is not None and pr.crashed.get("cause") != "requests_failed")
                 for pr in profile_runs if not pr.launched and (pr.outcome or {}).get("kind") != "skipped"}
+    from .analysis.verdict import exit_code as verdicts_exit_code  # (scipy: prewarmed while the first server
+    from .diagnosis import design_of  # started; not imported by status, preflight, stop, logs)
+    from .diagnosis import diagnose as diagnose_samples
+
     diag = diagnose_samples(baseline=pb.baseline, profiles=spec, samples=samples, launch_failures=failures,
                             design=design_of(pb, sum(1 for p in spec if p not in (pb.baseline, aa))),
                             calibration_profile=aa)
