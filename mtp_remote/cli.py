@@ -149,7 +149,8 @@ def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir,
     from .report.console import RichHooks, cells_table, print_run_end, verdict_table
     from .runner import Hooks
 
-    if _fleet("diagnose", inventory, host, playbook=playbook, runs_dir=runs_dir, samples=samples, as_json=as_json):
+    if _fleet("diagnose", inventory, host, playbook=playbook, runs_dir=runs_dir, samples=samples, as_json=as_json,
+              stop_on_loop=stop_on_loop):
         return
 
     console = make_console(stderr=as_json)

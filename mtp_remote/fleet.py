@@ -90,14 +90,16 @@ def host_facts(inventory, host: str) -> dict:
 
 def _run_one(command: str, host: str, *, inventory, playbook, runs_dir, on_progress, from_run=None,
              samples=None, force=False, only=None, hooks: Hooks | None = None,
-             nightly: dict | None = None, term_s: float | None = None) -> HostOutcome:
+             nightly: dict | None = None, term_s: float | None = None,
+             stop_on_loop: bool | None = None) -> HostOutcome:
     hooks = dataclasses.replace(hooks or Hooks(), on_progress=lambda m: on_progress(host, m))
     if command == "nightly":
         return _nightly_one(host, inventory=inventory, playbook=playbook, runs_dir=runs_dir, hooks=hooks,
                             **(nightly or {}))
     if command == "diagnose":
+        overrides = {k: v for k, v in (("samples", samples), ("stop_on_loop", stop_on_loop)) if v is not None}
         res = api.diagnose(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir, hooks=hooks,
-                           overrides={"samples": samples} if samples else None)
+                           overrides=overrides or None)
         vs = res.summary["verdicts"]
         return HostOutcome(host, res.exit_code, {v["profile"]: v["kind"] for v in vs},
                            "; ".join(f"{v['profile']}: {v['evidence']}" for v in vs), run_id=res.run_id)
@@ -164,7 +166,7 @@ def run_fleet(command: str, hosts: list[str], *, inventory=api.DEFAULT_INVENTORY
               samples: int | None = None, force: bool = False, only: list[str] | None = None,
               on_progress: Callable[[str, str], None] = lambda host, msg: None,
               write: bool = True, hooks: Hooks | None = None, nightly: dict | None = None,
-              term_s: float | None = None) -> FleetReport:
+              term_s: float | None = None, stop_on_loop: bool | None = None) -> FleetReport:
     """Run ``command`` on every host (threads, at most ``max_workers`` at once) and build the fleet report.
 
     Per-host failures (MtpRemoteError, or any other exception: a bug on one host must not hide the others'
@@ -186,7 +188,7 @@ def run_fleet(command: str, hosts: list[str], *, inventory=api.DEFAULT_INVENTORY
         try:
             out = _run_one(command, host, inventory=inventory, playbook=playbook, runs_dir=runs_dir,
                            on_progress=on_progress, from_run=from_run, samples=samples, force=force, only=only,
-                           hooks=hooks, nightly=nightly, term_s=term_s)
+                           hooks=hooks, nightly=nightly, term_s=term_s, stop_on_loop=stop_on_loop)
         except MtpRemoteError as e:
             out = HostOutcome(host, e.exit_code if e.exit_code else EXIT_RUN_FAILED, error=e.message)
         except Exception as e:  # noqa: BLE001 - one host's bug is that host's outcome, not the fleet's end

@@ -111,6 +111,7 @@ class KeptServer:
     profile: str
     key: tuple
     adopted: bool = False  # left running by an earlier attempt of this run (a resume), already announced
+    log_offset: int = 0  # characters of its log stream's text when it was kept: the next profile's part starts here
 
 
 @dataclass
@@ -453,7 +454,8 @@ class Runner:
         finally:
             self._tunnel = None
             if keep and completed and pr.launched and not self.hooks.interrupted():
-                self._keep(lc, lp, pr, rec, stream, outcome, getattr(c, "drops", 0) - drops0)
+                self._keep(lc, lp, pr, rec, stream, outcome, getattr(c, "drops", 0) - drops0,
+                           since=kept.log_offset if kept else 0)
             else:
                 t_stop = time.monotonic()
                 try:
@@ -464,7 +466,8 @@ class Runner:
                     text = self._log_text(lc, rec, stream, dropped=pr.ssh_drops > 0)
                     (self.run_dir / "logs" / f"{lp.profile}.log").write_text(
                         mask_log_secrets(mask_text(text, self._secrets)))
-                    pr.decode = [d.to_dict() for d in classify_log(text).decode]
+                    # a reused server's log holds the profile before too: its decode lines are that one's
+                    pr.decode = [d.to_dict() for d in classify_log(text[kept.log_offset if kept else 0:]).decode]
                 if res is None:
                     pr.stop = (f"not stopped: the SSH connection is lost; the server of profile {lp.profile!r} "
                                f"(PID {rec.pid}, port {self.host.port}) may still be running")
@@ -489,13 +492,15 @@ class Runner:
                               evidence="\n".join((pr.outcome or {}).get("log_tail", [])))
 
     def _keep(self, lc: ServerLifecycle, lp: LaunchPlan, pr: ProfileRun, rec, stream: LogStream | None,
-              outcome: WaitOutcome, drops: int) -> None:
-        """Leave ``lp``'s server running for the next profile (same argv): its log so far is copied now."""
-        self._kept = KeptServer(rec=rec, stream=stream, outcome=outcome, profile=lp.profile, key=server_key(lp))
+              outcome: WaitOutcome, drops: int, since: int = 0) -> None:
+        """Leave ``lp``'s server running for the next profile (same argv): its log so far is copied now (its
+        decode lines from ``since``, where the log of the profile before on this server ended)."""
+        self._kept = KeptServer(rec=rec, stream=stream, outcome=outcome, profile=lp.profile, key=server_key(lp),
+                                log_offset=len(stream.text) if stream is not None else 0)
         pr.ssh_drops = drops
         text = stream.text if stream is not None else self._read_log(lc, rec.log_path)
         (self.run_dir / "logs" / f"{lp.profile}.log").write_text(mask_log_secrets(mask_text(text, self._secrets)))
-        pr.decode = [d.to_dict() for d in classify_log(text).decode]
+        pr.decode = [d.to_dict() for d in classify_log(text[since:]).decode]
         pr.stop = "kept running: the next profile has the same argv and environment"
 
     def _stop_kept(self, lc: ServerLifecycle) -> None:
