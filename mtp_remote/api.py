@@ -7,16 +7,14 @@ hooks given.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from .config import HostConfig, Inventory, Playbook, is_name, load_inventory, load_playbook
+from .config import HostConfig, Playbook, is_name
 from .entry import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK, HISTORY_FILE, INVENTORY_ENV, find_inventory  # noqa: F401 (re-exported)
 from .errors import EXIT_RUN_FAILED, ConfigError, Interrupted, MtpRemoteError
 from .plan import plan_run
@@ -27,21 +25,12 @@ from .report.document import build_summary, save_summary
 from .report.html import write_html
 from .report.markdown import write_markdown
 from .runner import Hooks, Runner, calibration_profile, load_samples, new_run_id, sample_key  # noqa: F401
+# (re-exported: fleet, mitigate, bisect, nightly and the entry points open hosts through the API)
+from .hosts import find_playbook, host_playbook_file, load_config, open_host, remote_python  # noqa: F401, E402
 from .samples import latest_samples  # noqa: F401 (re-exported: mitigate, bisect)
 
 log = logging.getLogger(__name__)
 
-
-
-def find_playbook(given: str | Path | None, inventory: str | Path | None = None) -> Path:
-    """The playbook file: ``given`` (default ``playbooks/diagnose-mtp.yaml``) as it stands when it exists,
-    else the same relative path beside the inventory found by :func:`find_inventory` (so a command run from
-    a subdirectory of the project finds ``playbooks/``)."""
-    p = Path(given or DEFAULT_PLAYBOOK)
-    if p.is_absolute() or p.exists():
-        return p
-    beside = find_inventory(inventory).parent / p
-    return beside if beside.exists() else p
 
 
 @dataclass
@@ -50,34 +39,6 @@ class DiagnoseResult:
     run_dir: Path
     summary: dict
     exit_code: int
-
-
-def remote_python(host: HostConfig) -> str:
-    """The python that runs the server: the host's, else this python for a local sim, else python3."""
-    if host.python:
-        return host.python
-    if host.transport == "local" and host.is_sim:
-        return sys.executable
-    return "python3"
-
-
-def load_config(inventory: str | Path | None, playbook: str | Path | None,
-                host: str | None) -> tuple[Inventory, HostConfig, Playbook]:
-    """Inventory, host and playbook (found as :func:`find_inventory`/:func:`find_playbook` say); the host's
-    own ``playbook`` replaces the default one."""
-    inv = load_inventory(find_inventory(inventory))
-    cfg = inv.get(host)
-    return inv, cfg, load_playbook(host_playbook_file(playbook, inventory, cfg))
-
-
-def host_playbook_file(playbook: str | Path | None, inventory: str | Path | None, cfg: HostConfig) -> Path:
-    """The playbook file a command on host ``cfg`` reads: ``playbook`` as given, except that the default (None
-    or ``playbooks/diagnose-mtp.yaml`` as typed) means the host's own ``playbook:`` when it sets one; found as
-    :func:`find_playbook` says. Decided before the default is resolved to a path, so a command run from a
-    subdirectory of the project still reads the host's own playbook."""
-    if (playbook is None or str(playbook) == DEFAULT_PLAYBOOK) and cfg.playbook:
-        playbook = cfg.playbook
-    return find_playbook(playbook, inventory)
 
 
 def opening_line(host: HostConfig, pb: Playbook, run_id: str, *, n_requests: int, n_profiles: int,
@@ -351,17 +312,3 @@ def _forget_unresumable(run_dir: Path) -> None:
     if logs.is_dir() and not any(logs.iterdir()):
         logs.rmdir()
 
-
-@contextlib.contextmanager
-def open_host(inventory: str | Path | None = None, host: str | None = None, c=None):
-    """Yield (HostConfig, transport, remote python) for an inventory host (found by :func:`find_inventory`);
-    closes the connection after."""
-    inv = load_inventory(find_inventory(inventory))
-    cfg = inv.get(host)
-    own = c is None
-    conn = c or transport.connect(cfg)
-    try:
-        yield cfg, conn, remote_python(cfg)
-    finally:
-        if own:
-            transport.close(conn)

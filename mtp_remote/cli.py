@@ -18,6 +18,7 @@ from rich.markup import escape
 from . import __version__
 from .entry import DEFAULT_PLAYBOOK, HISTORY_FILE, make_console, runs_dir_option
 from .entry import api as _api
+from .entry import hosts as _hosts
 from .errors import EXIT_RUN_FAILED, Interrupted, MtpRemoteError
 from .interrupts import Interrupts
 
@@ -106,11 +107,11 @@ def _console_hooks(console):
 def _fleet(command: str, inventory, host, **kw) -> bool:
     """When ``-H`` names several hosts (``a,b,c`` or a group), run ``command`` on all of them at once, print
     the fleet report and exit with its code; False for a single host (the caller goes on)."""
-    from .fleet import fleet_hosts, print_fleet, run_fleet
-
-    hosts = fleet_hosts(inventory, host)
+    hosts = _hosts().host_names(inventory, host)
     if len(hosts) < 2:
         return False
+    from .fleet import print_fleet, run_fleet  # (the API and the runner: only for several hosts)
+
     as_json = kw.pop("as_json", False)
     console = make_console(stderr=as_json)  # --json: the report on stdout, progress on stderr
     report = run_fleet(command, hosts, inventory=inventory, max_workers=kw.pop("max_workers", 8),
@@ -208,8 +209,8 @@ def preflight(inventory, host, playbook, as_json):
 
     if _fleet("preflight", inventory, host, playbook=playbook, as_json=as_json):
         return
-    _, _, pb = _api().load_config(inventory, playbook, host)  # the host's own `playbook:` unless -p
-    with _api().open_host(inventory, host) as (cfg, c, py):
+    _, _, pb = _hosts().load_config(inventory, playbook, host)  # the host's own `playbook:` unless -p
+    with _hosts().open_host(inventory, host) as (cfg, c, py):
         checks = run_preflight(c, cfg, pb, py)
     if as_json:
         click.echo(json.dumps([ch.to_dict() for ch in checks], indent=2))
@@ -230,7 +231,7 @@ def status(inventory, host, as_json):
 
     if _fleet("status", inventory, host, as_json=as_json):
         return
-    with _api().open_host(inventory, host) as (cfg, c, py):
+    with _hosts().open_host(inventory, host) as (cfg, c, py):
         st = run_status(c, cfg, py)
     if as_json:
         click.echo(json.dumps(st.to_dict(), indent=2))
@@ -254,7 +255,7 @@ def stop(inventory, host, force, term_timeout):
     if _fleet("stop", inventory, host, force=force, term_s=term_timeout):
         return
     console = make_console()
-    with _api().open_host(inventory, host) as (cfg, c, py):
+    with _hosts().open_host(inventory, host) as (cfg, c, py):
         res = run_stop(c, cfg, py, force=force, term_s=term_timeout, on_progress=progress_printer(console))
     print_stop(console, res)
 
@@ -271,9 +272,9 @@ def launch(inventory, host, playbook, profile):
     from .report.console import progress_printer  # deferred: rich renderers
     from .runner import new_run_id
 
-    _, _, pb = _api().load_config(inventory, playbook, host)  # the host's own `playbook:` unless -p
+    _, _, pb = _hosts().load_config(inventory, playbook, host)  # the host's own `playbook:` unless -p
     console = make_console()
-    with _api().open_host(inventory, host) as (cfg, c, py):
+    with _hosts().open_host(inventory, host) as (cfg, c, py):
         outcome = run_launch(c, cfg, pb, profile, py, run_id=new_run_id(), on_progress=progress_printer(console))
     if not outcome.ok:
         from .server import raise_for_outcome
@@ -292,7 +293,7 @@ def logs(inventory, host, follow, lines):
     """Show the log of our server (or the newest one), optionally following it."""
     from .ops import current_log, follow_log, server_alive
 
-    with _api().open_host(inventory, host) as (cfg, c, _py):
+    with _hosts().open_host(inventory, host) as (cfg, c, _py):
         path, pid = current_log(c, cfg)
         click.echo(f"==> {path} <==", err=True)
         if follow and pid is None:
@@ -321,8 +322,8 @@ def smoke(inventory, host, playbook, prompt, temperature, max_tokens, as_json):
     from .remote import connect as transport
     from .report.console import inventory_option, print_smoke  # deferred: rich renderers
 
-    _, _, pb = _api().load_config(inventory, playbook, host)  # the host's own `playbook:` unless -p
-    with _api().open_host(inventory, host) as (cfg, c, py), smoke_lock(c, cfg, py), transport.tunnel(c, cfg) as url:
+    _, _, pb = _hosts().load_config(inventory, playbook, host)  # the host's own `playbook:` unless -p
+    with _hosts().open_host(inventory, host) as (cfg, c, py), smoke_lock(c, cfg, py), transport.tunnel(c, cfg) as url:
         on = f" -H {shlex.quote(cfg.name)}{inventory_option(inventory)}"
         res = run_smoke(url, pb, prompt=prompt, temperature=temperature, max_tokens=max_tokens,
                         api_key=running_api_key(c, cfg, pb), launch_hint=f"`mtp-remote launch{on} --profile NAME`")

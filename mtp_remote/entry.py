@@ -60,8 +60,15 @@ def runs_dir_option(help_text: str = "Where run directories are."):
 
 
 def api():
-    """The :mod:`mtp_remote.api` module (deferred: it pulls scipy/numpy/httpx/pydantic, ~1 s)."""
+    """The :mod:`mtp_remote.api` module (deferred: it pulls numpy/httpx/pydantic and the runner, ~1 s)."""
     from . import api as module
+
+    return module
+
+
+def hosts():
+    """The :mod:`mtp_remote.hosts` module (deferred, and light: opening a host needs no runner nor report)."""
+    from . import hosts as module
 
     return module
 
