@@ -18,6 +18,7 @@ Rows (each locally and, where a transport is involved, through a throwaway OpenS
   client's count (``ProfileRun.occupancy``); fixed sampling and early stopping.
 - ``cli``: ``mtp-remote --version``/``--help`` and ``fab -l`` start time beside a bare ``python -c pass``.
 - ``analyze``: ``mtp-remote analyze`` of a 1,000-sample samples.jsonl (``bench/data.py``): wall and CPU time.
+- ``commands``: ``status``, ``preflight``, ``report last`` over the sshd (``bench/bench_commands.py``).
 - ``loopstop``, ``realabort``: issue 21 (``bench/bench_loop_stop.py``): the field-case diagnosis with and without
   the loop stop on the sim at a realistic time scale over the sshd; real SGLang's abort of a stopped request.
 
@@ -57,7 +58,7 @@ from mtp_remote import api
 from mtp_remote.remote import connect, facts, process
 from mtp_remote.server import ServerLifecycle
 
-ROWS = ("cli", "analyze", "ready", "stop", "cycle", "occupancy", "loopstop", "realabort")
+ROWS = ("cli", "analyze", "ready", "stop", "cycle", "occupancy", "loopstop", "realabort", "commands")
 BIN = Path(sys.executable).parent
 MTP = [sys.executable, "-c", "import sys; from mtp_remote.cli import main; sys.argv[0] = 'mtp-remote'; main()"] \
     if SRC else [str(BIN / "mtp-remote")]
@@ -672,7 +673,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="mtp-bench-") as d, contextlib.ExitStack() as stack:
         tmp = Path(d)
         ssh_server = None
-        if not args.no_ssh and set(rows) & {"ready", "stop", "cycle", "occupancy", "loopstop"}:
+        if not args.no_ssh and set(rows) & {"ready", "stop", "cycle", "occupancy", "loopstop", "commands"}:
             from tests.support.sshd import running_sshd, sshd_binary
 
             if sshd_binary() is None:
@@ -700,6 +701,11 @@ def main(argv: list[str] | None = None) -> int:
 
                 bench_loopstop(results, args.loopstop_repeats, ssh_server, tmp, scale=args.loopstop_scale, row=_row,
                                sim_host=sim_host, write_config=write_config, transports=transports)
+            elif row == "commands":
+                from bench.bench_commands import bench_commands
+
+                bench_commands(results, args.repeats, ssh_server, tmp, row=_row, sim_host=sim_host,
+                               write_config=write_config, transports=transports, time_cmd=_time_cmd, mtp=MTP)
             elif row == "realabort":
                 from bench.bench_loop_stop import bench_realabort
 
