@@ -10,7 +10,7 @@ from pathlib import Path
 
 def bench_commands(results: list, repeats: int, ssh_server, tmp: Path, *, row, sim_host, write_config, transports,
                    time_cmd, mtp) -> None:
-    from mtp_remote import api
+    from mtp_remote.experiment import diagnose as api
 
     label, tcfg = transports(ssh_server)[-1]  # ssh when there is an sshd
     cfg = sim_host(label, tmp / "commands-wd", tcfg, SGLANG_SIM_FAULTS="state_leak")

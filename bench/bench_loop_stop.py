@@ -30,8 +30,8 @@ def _labels(run_dir: Path) -> dict[tuple, bool]:
 
 def bench_loopstop(results: list, repeats: int, ssh_server, tmp: Path, *, scale: float, row, sim_host, write_config,
                    transports) -> None:
-    from mtp_remote import api
-    from mtp_remote.runner import Hooks
+    from mtp_remote.experiment import diagnose as api
+    from mtp_remote.experiment.runner import Hooks
 
     label, tcfg = transports(ssh_server)[-1]  # ssh when there is an sshd
     figures: dict[str, list[float]] = {k: [] for k in ("gen_on", "gen_off", "wall_on", "wall_off", "ratio_tok",
@@ -94,10 +94,11 @@ def bench_realabort(results: list, repeats: int, tmp: Path, *, row) -> None:
     """Real SGLang 0.5.9 on this CPU (local transport: the abort path is the engine's, not the transport's)."""
     from mtp_remote.analysis.settled import LoopWatch
     from mtp_remote.client import ServerClient
-    from mtp_remote.config import HostConfig, Playbook
+    from mtp_remote.config.inventory import HostConfig
+    from mtp_remote.config.playbook import Playbook
     from mtp_remote.remote import connect as transport
     from mtp_remote.remote.commands import server_argv, server_env
-    from mtp_remote.server import ServerLifecycle
+    from mtp_remote.experiment.server import ServerLifecycle
     from tests.support.ports import free_port
     from tests.support.real_sglang import ensure_real_sglang
 

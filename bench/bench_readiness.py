@@ -22,9 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mtp_remote.config import HostConfig
+from mtp_remote.config.inventory import HostConfig
+from mtp_remote.experiment.server import ServerLifecycle
 from mtp_remote.remote import connect, facts, process
-from mtp_remote.server import ServerLifecycle
 
 SERVER = textwrap.dedent('''
     import sys, time

@@ -2,7 +2,7 @@
 
 Each trial draws per-sample tokens/s for a baseline and three loop-free candidates with known true speed
 ratios and runs them through ``ranking.speed_fields``, ``ranking.rank_results`` and ``ranking.pick_best``
-(:func:`mtp_remote.ranking.ranking_error_rates`). Prints the markdown table that ``docs/metrics.md`` shows.
+(:func:`mtp_remote.search.ranking_mc.ranking_error_rates`). Prints the markdown table that ``docs/metrics.md`` shows.
 
     .venv/bin/python bench/bench_speed_ranking_mc.py [--trials 2000] [--seed 1]
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from mtp_remote.ranking import ranking_error_rates
+from mtp_remote.search.ranking_mc import ranking_error_rates
 
 #: true speed over the baseline of candidates A, B, C: 4 % apart, 13 % apart, equal
 CASES = [(1.30, 1.25, 1.00), (1.30, 1.15, 1.00), (1.30, 1.30, 1.00)]

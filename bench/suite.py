@@ -54,13 +54,13 @@ if SRC:
 import httpx
 import yaml
 
-from mtp_remote import api
+from mtp_remote.experiment import diagnose as api
+from mtp_remote.experiment.server import ServerLifecycle
 from mtp_remote.remote import connect, facts, process
-from mtp_remote.server import ServerLifecycle
 
 ROWS = ("cli", "analyze", "ready", "stop", "cycle", "occupancy", "loopstop", "realabort", "commands")
 BIN = Path(sys.executable).parent
-MTP = [sys.executable, "-c", "import sys; from mtp_remote.cli import main; sys.argv[0] = 'mtp-remote'; main()"] \
+MTP = [sys.executable, "-c", "import sys; from mtp_remote.cli.main import main; sys.argv[0] = 'mtp-remote'; main()"] \
     if SRC else [str(BIN / "mtp-remote")]
 
 
@@ -208,7 +208,7 @@ def _anchor_loop(c, url: str, period_s: float, out: list, key: str) -> None:
 
 
 def bench_ready(results: list, repeats: int, ssh_server, tmp: Path, anchors: bool = True) -> None:
-    from mtp_remote.config import HostConfig
+    from mtp_remote.config.inventory import HostConfig
 
     for label, tcfg in transports(ssh_server):
         host = HostConfig(name=f"bench-{label}", **sim_host(label, tmp / f"ready-{label}", tcfg))
@@ -347,8 +347,8 @@ class HolderWatch(Poller):
 
 
 def _launch_sim(c, host, pb_path: str, wd: Path):
-    from mtp_remote.config import load_playbook
-    from mtp_remote.plan import plan_run
+    from mtp_remote.config.playbook import load_playbook
+    from mtp_remote.experiment.plan import plan_run
 
     pb = load_playbook(pb_path)
     lc = ServerLifecycle(c, host, python=sys.executable, workdir=str(wd), run_id=f"bench-{time.monotonic_ns()}")
@@ -361,7 +361,7 @@ def _launch_sim(c, host, pb_path: str, wd: Path):
 
 
 def bench_stop(results: list, repeats: int, ssh_server, tmp: Path) -> None:
-    from mtp_remote.config import HostConfig
+    from mtp_remote.config.inventory import HostConfig
 
     for label, tcfg in transports(ssh_server):
         wd = tmp / f"stop-{label}"
@@ -470,7 +470,7 @@ class LogWatch(Poller):
 
 
 def bench_cycle(results: list, repeats: int, ssh_server, tmp: Path) -> None:
-    from mtp_remote.runner import Hooks
+    from mtp_remote.experiment.runner import Hooks
 
     for label, tcfg in transports(ssh_server):
         own, runs, execs, tcp = [], [], [], []

@@ -16,7 +16,7 @@
     └── Interrupted                Ctrl-C / SIGTERM: servers stopped, samples kept, how to resume
 
 Per-sample and per-host failures are data (``error`` fields), not exceptions. Only the entry points
-(``cli.py``, ``tasks.py``) catch ``MtpRemoteError`` and turn it into one red line and an exit code.
+(``cli/main.py``, ``cli/tasks.py``) catch ``MtpRemoteError`` and turn it into one red line and an exit code.
 """
 
 from __future__ import annotations

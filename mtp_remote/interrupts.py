@@ -4,7 +4,7 @@ Invoke forwards a KeyboardInterrupt raised while a command runs to that command 
 interrupt can be swallowed), or the command then fails (so it surfaces as ``UnexpectedExit``). An
 :class:`Interrupts` object remembers that an interrupt was asked for; the runner's progress hooks call
 :meth:`check`, which raises KeyboardInterrupt at the next safe point, and the run treats any error that
-follows a requested interrupt as that interrupt. One object per process, created by ``cli.py``/``tasks.py``.
+follows a requested interrupt as that interrupt. One object per process, created by ``cli/main.py``/``cli/tasks.py``.
 """
 
 from __future__ import annotations

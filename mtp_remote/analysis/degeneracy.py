@@ -47,12 +47,7 @@ from typing import Literal
 
 import numpy as np
 
-from .loops import (  # noqa: F401  (the loop rules are re-exported: callers know them from here)
-    ANY_UNIT_MIN_REPEATS,
-    ESCAPED_MIN_REPEATS,
-    MIN_UNIT_TOKENS,
-    TAIL_MIN_REPEATS,
-    TAIL_MIN_TOKENS,
+from .loops import (
     Run,
     detect_loop,
     longest_repeated_span,

@@ -37,7 +37,7 @@ from functools import lru_cache
 
 from .stats import diff_upper_bound, fisher_loops, spending, wilson_interval
 
-__all__ = ["Design", "SequentialTest", "StopDecision", "baseline_settled", "cell_decision", "diff_upper_bound",
+__all__ = ["Design", "SequentialTest", "StopDecision", "baseline_settled", "cell_decision",
            "is_degenerate_record", "look_counts", "samples_saved", "sequential_test", "stop_decision"]
 
 SPENDING = ("obrien-fleming", "pocock")

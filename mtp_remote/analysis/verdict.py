@@ -1,7 +1,7 @@
 """Cells to verdicts: one verdict per speculative profile, with its evidence, by the rule that stopped sampling.
 
 The runner hands one :class:`SampleObs` per request; :func:`summarize_cell` pools a (profile, temperature)
-cell into a :class:`CellSummary` (both in ``cells.py``, re-exported here); :func:`judge_all` judges every
+cell into a :class:`CellSummary` (both in ``cells.py``); :func:`judge_all` judges every
 speculative profile against the baseline with the group-sequential rule of ``stopping.py`` (the same code the
 runner's early stopping calls) and returns one :class:`Verdict` each. A sample counts as *degenerate* when it
 loops, or when it was cut at ``max_tokens`` inside a near loop. Rules, first match wins (``docs/metrics.md``):
@@ -32,14 +32,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
 from ..errors import EXIT_CORRUPT, EXIT_HEALTHY
-from .cells import CellSummary, SampleObs, mean_of, summarize_cell
+from .cells import CellSummary, SampleObs, mean_of
 from .divergence import NEAR_TIE_MARGIN, Calibration, calibrate, kl_gap
 from .pairing import greedy_report
 from .stats import fisher_loops, holm, ratio_ci, samples_needed
 from .stopping import Design, look_counts, sequential_test
 
-__all__ = ["FAILURE_PREFIXES", "KINDS", "CellSummary", "SampleObs", "Verdict", "exit_code", "is_failure",
-           "judge", "judge_all", "launch_failed", "measure_calibration", "summarize_cell"]
+__all__ = ["FAILURE_PREFIXES", "KINDS", "Verdict", "exit_code", "is_failure", "judge", "judge_all", "launch_failed",
+           "measure_calibration"]
 
 BASE_DEGENERATE_RATE = 0.25
 INEFFECTIVE_ACCEPT = 1.2

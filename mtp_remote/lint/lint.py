@@ -19,6 +19,8 @@ from mtp_remote.lint.probe import run_probe
 from mtp_remote.lint.rules import LintContext, apply_rules, release_notes, unexpanded_variables
 from mtp_remote.lint.secrets import mask_result, secret_values
 
+from .flag_table import available_versions
+
 log = logging.getLogger(__name__)
 
 
@@ -147,8 +149,6 @@ def misspelled_flags(argv: list[str]) -> list[dict]:
     at startup."""
     import difflib
     import shlex
-
-    from .flag_table import available_versions
 
     cmd = "python -m sglang.launch_server " + " ".join(shlex.quote(a) for a in argv)
     unknown: dict[str, str | None] | None = None

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from mtp_remote.config import secret_env_values
+from mtp_remote.config.validation import secret_env_values
 from mtp_remote.lint.findings import Finding, LintResult
 
 MASK = "***"

@@ -1,7 +1,7 @@
 """Throwaway virtual environments holding one pinned SGLang release, enough to build its launch parser.
 
 ``gen_flags.py`` uses them to dump SGLang's flag tables, and ``tests/sglang_parser/`` to prove
-:func:`mtp_remote.lint.check_with_real_parser` against a real SGLang. A venv gets ``sglang==X`` without its
+:func:`mtp_remote.lint.lint.check_with_real_parser` against a real SGLang. A venv gets ``sglang==X`` without its
 dependencies plus only what ``sglang.srt.server_args`` imports (the CPU build of torch, triton, numpy, ...):
 building the parser needs no GPU. Venvs live under a cache directory (``<repo>/.cache/`` by default, which
 ignores itself) and are reused once an import check has passed, so the second use costs ~2 s.

@@ -1,4 +1,6 @@
-"""Shell command builders: server argv, the detached launch line, signals — every value quoted.
+"""Shell command builders: server argv and env, secrets masked — every value quoted.
+
+The launch and the signals are host-side scripts (``remote/scripts/*.sh``, :mod:`mtp_remote.remote.hostscripts`).
 
 Builders are pure: they take typed values and return a :class:`Command` whose ``text`` is what runs and
 whose ``masked`` is what may be logged or written (values of ``--api-key`` and of secret-looking
@@ -12,7 +14,9 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..config import HostConfig, Playbook, env_value_shown, secret_env_values
+from ..config.inventory import HostConfig
+from ..config.playbook import Playbook
+from ..config.validation import secret_env_values
 
 #: Flags whose value is a secret and is masked in anything logged (and any prefix of them that argparse
 #: would expand: ``--api-ke X`` sets ``--api-key``).
@@ -154,37 +158,3 @@ def sim_state_dir(host: HostConfig, workdir: str) -> str:
     """Where a sim host keeps its simulated GPU state: ``SGLANG_SIM_STATE_DIR`` from the host env, else
     ``<workdir>/sim-gpus`` (one simulated machine per inventory host)."""
     return host.env.get("SGLANG_SIM_STATE_DIR") or f"{workdir}/sim-gpus"
-
-
-def env_prefix(env: Mapping[str, str]) -> tuple[str, str]:
-    """``env K=V ...`` (text, masked), or empty strings when there is nothing to set."""
-    if not env:
-        return "", ""
-    # the whole NAME=value word is quoted: names are validated at load, this is defence in depth
-    text = "env " + " ".join(_q(f"{k}={v}") for k, v in env.items()) + " "
-    masked = "env " + " ".join(_q(f"{k}={v if env_value_shown(k, v) else '***'}") for k, v in env.items()) + " "
-    return text, masked
-
-
-def launch_command(*, python: str, module: str, argv: Sequence[str], log_path: str, workdir: str,
-                   env: Mapping[str, str]) -> Command:
-    """The detached launch line; prints the server PID (= its process group id, thanks to setsid).
-
-    Shape: ``cd WD; env K=V setsid nohup PY -m MODULE ARGV > LOG 2>&1 < /dev/null & echo $!``.
-    The background job is one simple command, so ``$!`` is the server itself and the SSH channel closes
-    (a ``cd && …`` list would be backgrounded as a subshell holding the channel open)."""
-    etext, emasked = env_prefix(env)
-    tail = f"> {_q(log_path)} 2>&1 < /dev/null & echo $!"
-    head = f"cd {_q(workdir)}; "
-    cmd = f"setsid nohup {_q(python)} -m {_q(module)} "
-    text = head + etext + cmd + " ".join(_q(a) for a in argv) + " " + tail
-    masked = head + emasked + cmd + " ".join(_q(a) for a in mask_argv(argv)) + " " + tail
-    return Command(text, masked)
-
-
-def signal_group_command(pgid: int, signal: str) -> Command:
-    """``kill -SIG -- -PGID``: signal one process group, by number, never by name pattern."""
-    if signal not in ("TERM", "KILL", "INT", "0"):
-        raise ValueError(f"signal must be TERM, KILL, INT or 0, not {signal!r}")
-    text = f"kill -{signal} -- -{int(pgid)}"
-    return Command(text, text)

@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..config import HostConfig
+from ..config.inventory import HostConfig
 from ..errors import ConnectError, TransportLost
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ def reconnect_bound_s(host: HostConfig) -> float:
 def _connection(host: HostConfig, *, address: str, user: str | None, port: int, gateway=None):
     from fabric import Config
 
-    from .ssh import HostConnection, trust_known_hosts
+    from .ssh import HostConnection, trust_known_hosts  # deferred with fabric: paramiko only for ssh hosts
 
     banner_s = min(host.connect_timeout, BANNER_TIMEOUT_S)
     connect_kwargs: dict = {"banner_timeout": banner_s}

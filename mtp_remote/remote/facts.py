@@ -10,7 +10,8 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from ..config import HostConfig
+from ..config.inventory import HostConfig
+from .commands import sim_state_dir
 
 _HZ = 100  # USER_HZ: /proc start times are in clock ticks
 
@@ -203,8 +204,6 @@ def nvidia_smi(host: HostConfig, python: str, workdir: str) -> str:
     """The nvidia-smi command: the real one, or on sim hosts the simulator's stand-in reading the host's
     simulated GPU state (``workdir`` resolved, no ``~``)."""
     if host.is_sim:
-        from .commands import sim_state_dir
-
         state = shlex.quote(sim_state_dir(host, workdir))
         hw = "".join(f" {k}={shlex.quote(host.env[k])}" for k in ("SGLANG_SIM_GPUS", "SGLANG_SIM_DRIVER")
                      if k in host.env)  # the host's simulated hardware, as its server sees it

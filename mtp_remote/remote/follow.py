@@ -19,6 +19,7 @@ import threading
 import time
 
 from . import hostscripts
+from .logs import READY_LINE
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +72,6 @@ class LogStream:
 
     def __init__(self, c, path: str, pid: int, *, workdir: str, start_ticks: int, offset: int = 0,
                  ready: str | None = None):
-        from .logs import READY_LINE
-
         self.c = c
         self._sink = _Sink()
         self._err = _Sink()

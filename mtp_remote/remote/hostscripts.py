@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from ..config import ENV_NAME, is_name
+from ..config.validation import ENV_NAME, is_name
 
 SCRIPT_DIR = Path(__file__).parent / "scripts"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 import threading
 import time
@@ -11,6 +12,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ..config.paths import DEFAULT_PLAYBOOK
 from .markdown import arm_counts, num, pct
 
 _STYLE = {"healthy": "green", "spec-corrupts-output": "bold red", "base-model-degenerates": "yellow",
@@ -74,8 +76,6 @@ RUNBOOK = {"corrupt": "docs/runbooks/mtp-output-looping.md", "launch": "docs/run
 def inventory_option(inventory=None) -> str:
     """`` -i INVENTORY`` (shell-quoted) for a printed command when the inventory was given on the command line,
     else '' (the command then finds the same inventory as the run did)."""
-    import shlex
-
     return f" -i {shlex.quote(str(inventory))}" if inventory else ""
 
 
@@ -83,10 +83,6 @@ def _same_files(doc: dict, inventory=None) -> str:
     """The options that make a printed command read what this run read: ``-i`` for an inventory given on the
     command line, ``-p`` for a playbook other than the default (a resume or mitigate with another playbook is
     refused as a different experiment)."""
-    import shlex
-
-    from ..entry import DEFAULT_PLAYBOOK
-
     opts = inventory_option(inventory)
     file = (doc.get("playbook") or {}).get("file")
     if file and str(file) != DEFAULT_PLAYBOOK:
@@ -265,7 +261,7 @@ def progress_printer(console: Console):
 
 
 def print_stop(console: Console, res: dict) -> None:
-    """Render :func:`mtp_remote.ops.stop`'s result: our server (unless already shown as progress), every
+    """Render :func:`mtp_remote.host.ops.stop`'s result: our server (unless already shown as progress), every
     foreign process with what was done to it, and the forced stop."""
     if res["ours"]["found"] in ("none", "not-ours", "gone"):
         console.print(escape(res["ours_text"]))  # a real stop was already reported as progress
@@ -284,7 +280,7 @@ def print_stop(console: Console, res: dict) -> None:
 
 
 def print_smoke(console: Console, res: dict) -> None:
-    """Render :func:`mtp_remote.ops.smoke`'s result: verdict line, then the end of the output."""
+    """Render :func:`mtp_remote.host.ops.smoke`'s result: verdict line, then the end of the output."""
     m = res["metrics"]
     style = "red" if res["verdict"] == "loops" else "green"
     accept = "–" if res["accept_length"] is None else f"{res['accept_length']:.2f}"

@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import __version__
-from ..config import HostConfig, Playbook
+from ..config.inventory import HostConfig
+from ..config.playbook import Playbook
 from ..errors import ConfigError
 from ..remote.commands import mask_secrets, playbook_secrets
 from .accounting import time_split, token_accounting
 
 if TYPE_CHECKING:  # (diagnosis imports scipy: not needed to load or re-render a document)
-    from ..diagnosis import Diagnosis
+    from ..analysis.diagnosis import Diagnosis
 
 SCHEMA_VERSION = 1
 
@@ -58,7 +59,7 @@ def build_summary(*, run_id: str, host: HostConfig, playbook: Playbook, profile_
         "tool": "mtp-remote",
         "tool_version": __version__,
         "run_id": run_id,
-        "status": "completed",  # failed/interrupted runs: mtp_remote.records.failed_summary
+        "status": "completed",  # failed/interrupted runs: mtp_remote.report.records.failed_summary
         "started_at": started_at.isoformat(),
         "finished_at": finished.isoformat(),
         "duration_s": round((finished - started_at).total_seconds(), 2),

@@ -1,7 +1,7 @@
 """Machine outputs of a fleet nightly: ``junit.xml`` with one test case per host, ``metrics.prom`` with every
 host's gauges under one set of metric families.
 
-Input: the fleet document (:func:`mtp_remote.nightly.fleet_summary`) and each host's own summary document.
+Input: the fleet document (:func:`mtp_remote.fleet.nightly_fleet.fleet_summary`) and each host's own summary document.
 A host's test case fails when the host could not run (the cause: SSH refused, lock held, baseline failed…),
 when a speculative profile corrupts output or did not launch (the profiles and their evidence), or when a
 regression was tested since its own last good run (named after the corrupting profiles when both hold: a new

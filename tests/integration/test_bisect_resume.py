@@ -10,9 +10,9 @@ import re
 
 import pytest
 
-from mtp_remote.bisect import bisect
 from mtp_remote.errors import ConfigError, Interrupted
-from mtp_remote.runner import Hooks
+from mtp_remote.experiment.runner import Hooks
+from mtp_remote.search.bisect import bisect
 from tests.integration.test_mitigate import MTP, write_field
 
 pytestmark = pytest.mark.sim

@@ -11,8 +11,8 @@ import time
 import pytest
 import yaml
 
-from mtp_remote import api
 from mtp_remote.errors import LaunchError
+from mtp_remote.experiment import diagnose as api
 from mtp_remote.remote.logs import READY_LINE
 from tests.conftest import ROOT, free_port
 
@@ -70,10 +70,10 @@ def _lifecycle_of(pid: int, log, tmp_path, request, over: str):
     test sshd (``over``); the SSH connection is closed on exit."""
     from invoke import Context
 
-    from mtp_remote.config import HostConfig
+    from mtp_remote.config.inventory import HostConfig
+    from mtp_remote.experiment.server import ServerLifecycle
     from mtp_remote.remote import connect as transport
     from mtp_remote.remote import facts, process
-    from mtp_remote.server import ServerLifecycle
 
     if over == "ssh":
         host = HostConfig(**request.getfixturevalue("sshd").host_config(engine="sim", workdir=str(tmp_path)),
@@ -117,7 +117,7 @@ def test_the_polling_fallback_counts_the_logs_own_bytes_through_invalid_utf8_and
     """The poll that replaces a stream that ended (no tail -f, a dropped connection) reads from a byte offset:
     each poll's text, read in chunks that cut characters, joins into the log exactly, and the offsets add up
     to the log's size (before, replacement characters were counted as 3 bytes each and the offset drifted)."""
-    from mtp_remote import server
+    from mtp_remote.experiment import server
 
     monkeypatch.setattr(server, "CHUNK", 997)  # odd: chunks end inside 2- and 3-byte characters
     src, log = tmp_path / "writer.py", tmp_path / "srv.log"

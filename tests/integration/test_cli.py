@@ -9,7 +9,7 @@ import sys
 
 from click.testing import CliRunner
 
-from mtp_remote.cli import main
+from mtp_remote.cli.main import main
 from tests.conftest import ROOT
 
 FIELDS = {"file", "loop", "loop_unit_tokens", "loop_repeats", "loop_start_char", "seq_rep_4",

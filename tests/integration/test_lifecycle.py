@@ -16,10 +16,11 @@ import httpx
 import pytest
 from invoke import Context
 
-from mtp_remote.config import HostConfig, Playbook
+from mtp_remote.config.inventory import HostConfig
+from mtp_remote.config.playbook import Playbook
+from mtp_remote.experiment.server import ServerLifecycle
 from mtp_remote.remote import facts, process
 from mtp_remote.remote.commands import server_argv, server_env
-from mtp_remote.server import ServerLifecycle
 from tests.conftest import free_port
 
 pytestmark = pytest.mark.sim
@@ -133,7 +134,7 @@ def test_a_reused_pid_in_the_record_is_not_signalled(tmp_path):
 
 
 def test_a_server_left_by_an_earlier_launch_is_stopped_and_its_log_archived(tmp_path):
-    from mtp_remote import api
+    from mtp_remote.experiment import diagnose as api
 
     host = sim_host(tmp_path)
     old = lifecycle(host, run_id="earlier-run")

@@ -24,9 +24,9 @@ import pytest
 from invoke import Context
 
 from mtp_remote.errors import LaunchError, LockError, RemoteError
+from mtp_remote.experiment.server import ServerLifecycle
 from mtp_remote.remote import facts, process
 from mtp_remote.remote.commands import server_argv, server_env
-from mtp_remote.server import ServerLifecycle
 from tests.integration.test_lifecycle import PLAYBOOK, sim_host
 
 pytestmark = pytest.mark.sim
@@ -185,7 +185,7 @@ def test_a_full_disk_starts_nothing_and_says_the_workdir_is_not_writable(tmp_pat
 
 
 def test_a_read_only_workdir_is_refused_before_anything_starts(tmp_path, tiny_tmpfs):
-    from mtp_remote import ops
+    from mtp_remote.host import ops
 
     (tiny_tmpfs / "wd" / "logs" / "r1").mkdir(parents=True)
     subprocess.run(["mount", "-o", "remount,ro", str(tiny_tmpfs)], check=True)

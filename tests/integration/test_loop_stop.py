@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from mtp_remote import api
+from mtp_remote.experiment import diagnose as api
 from mtp_remote.analysis.settled import LOOP_STOP
 from mtp_remote.analysis.stopping import is_degenerate_record
 from tests.integration.test_scenarios import write_config

@@ -12,10 +12,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from mtp_remote import api
-from mtp_remote.bisect import bisect
-from mtp_remote.cli import main
-from mtp_remote.mitigate import mitigate
+from mtp_remote.cli.main import main
+from mtp_remote.experiment import diagnose as api
+from mtp_remote.search.bisect import bisect
+from mtp_remote.search.mitigate import mitigate
 from tests.conftest import ROOT, free_port
 
 pytestmark = pytest.mark.sim
@@ -152,7 +152,7 @@ def test_mitigate_on_a_group_runs_every_host_and_names_the_one_whose_best_differ
 
 
 def test_spread_shares_the_candidates_out_over_same_release_hosts_and_merges_one_table(tmp_path):
-    from mtp_remote.fleet import spread_mitigate
+    from mtp_remote.fleet.fleet import spread_mitigate
 
     hosts = {name: {"transport": "local", "engine": "sim", "workdir": str(tmp_path / name), "port": free_port(),
                     "python": sys.executable,
@@ -179,8 +179,8 @@ def test_two_cures_of_the_same_modelled_speed_are_ranked_with_a_tie_exactly_when
     configuration measured 0.54x-1.47x of itself across relaunches, docs/metrics.md), so the test checks that
     the table says what its own interval says: tied (and the one-flag change picked, the tie said) exactly
     when the Welch interval of the runner-up over #1 contains 1."""
-    from mtp_remote.mitigate import CandidateResult
-    from mtp_remote.ranking import versus_top
+    from mtp_remote.search.mitigate import CandidateResult
+    from mtp_remote.search.ranking import versus_top
 
     inv, pb, runs, diag = field
     data = yaml.safe_load(Path(pb).read_text())

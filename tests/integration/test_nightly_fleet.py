@@ -12,7 +12,8 @@ from xml.etree import ElementTree as ET
 
 import yaml
 
-from mtp_remote import api, store
+from mtp_remote.config import paths
+from mtp_remote.report import history as store
 from tests.conftest import ROOT, free_port
 
 
@@ -21,7 +22,7 @@ def test_fab_nightly_over_a_group_of_unreachable_hosts_records_every_host(tmp_pa
              for name in ("gpu-a", "gpu-b")}
     (tmp_path / "inventory.yaml").write_text(yaml.safe_dump({"default_host": "gpu-a", "hosts": hosts,
                                                              "groups": {"dead": ["gpu-a", "gpu-b"]}}))
-    env = {k: v for k, v in os.environ.items() if k != api.INVENTORY_ENV} | {"COLUMNS": "200"}
+    env = {k: v for k, v in os.environ.items() if k != paths.INVENTORY_ENV} | {"COLUMNS": "200"}
     r = subprocess.run([sys.executable, "-m", "fabric", "-r", str(ROOT), "-H", "dead", "nightly",
                         "--inventory", str(tmp_path / "inventory.yaml"),
                         "--playbook", str(ROOT / "playbooks" / "nightly.yaml"), "--runs-dir", str(tmp_path / "runs")],
@@ -47,7 +48,7 @@ def test_fab_nightly_over_a_group_of_unreachable_hosts_records_every_host(tmp_pa
 def test_both_entry_points_document_the_nightly_over_a_group():
     from click.testing import CliRunner
 
-    from mtp_remote.cli import main
+    from mtp_remote.cli.main import main
 
     r = CliRunner().invoke(main, ["nightly", "--help"])
     assert r.exit_code == 0 and "-H GROUP" in r.output and "--workers" in r.output, r.output

@@ -13,8 +13,8 @@ from xml.etree import ElementTree as ET
 import pytest
 import yaml
 
-from mtp_remote import store
-from mtp_remote.nightly import run_nightly_fleet
+from mtp_remote.fleet.nightly_fleet import run_nightly_fleet
+from mtp_remote.report import history as store
 from tests.conftest import ROOT, free_port
 
 pytestmark = pytest.mark.sim

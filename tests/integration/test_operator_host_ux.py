@@ -20,12 +20,12 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from mtp_remote.cli import main
-from mtp_remote.config import load_inventory
-from mtp_remote.ops import lifecycle
+from mtp_remote.cli.main import main
+from mtp_remote.config.inventory import load_inventory
+from mtp_remote.host.ops import lifecycle
 from mtp_remote.remote import connect as transport
 from tests.conftest import ROOT, free_port
-from tests.unit.test_operator_ux import _sim_inventory
+from tests.unit.cli.test_operator_ux import _sim_inventory
 
 pytestmark = pytest.mark.sim
 
@@ -150,7 +150,7 @@ def test_ctrl_c_while_the_speculative_arm_samples_ends_in_seconds_with_the_resum
     interrupt the drain now gets INTERRUPTED_DRAIN_S (3 s)."""
     import select
 
-    from mtp_remote.runner import INTERRUPTED_DRAIN_S
+    from mtp_remote.experiment.runner import INTERRUPTED_DRAIN_S
 
     inv = _sim_inventory(tmp_path)
     doc = yaml.safe_load(inv.read_text())

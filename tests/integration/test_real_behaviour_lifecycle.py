@@ -18,10 +18,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from mtp_remote.experiment.runner import Runner, without_request_tracebacks
 from mtp_remote.remote import process
 from mtp_remote.remote.commands import server_argv, server_env
 from mtp_remote.remote.logs import classify_log
-from mtp_remote.runner import Runner, without_request_tracebacks
 from tests.conftest import CORPUS
 from tests.integration.test_lifecycle import (
     PLAYBOOK,
@@ -85,8 +85,8 @@ def test_the_stop_command_gives_the_drain_30_s_by_default_and_names_term_timeout
     timeouts.drain_s (30 s), and its kill reason named timeouts.term_s, a playbook field the command has not."""
     from click.testing import CliRunner
 
-    from mtp_remote import ops
-    from mtp_remote.cli import stop as stop_command
+    from mtp_remote.cli.host import stop as stop_command
+    from mtp_remote.host import ops
 
     defaults = {o.name: o.default for o in stop_command.params}
     assert defaults["term_timeout"] == ops.STOP_TERM_S == 30.0
@@ -125,7 +125,7 @@ def test_a_bind_failure_is_caught_at_once_with_its_cause_and_the_hung_server_is_
 def test_the_ready_line_after_a_bind_failure_is_not_readiness(tmp_path):
     """Measured: relaunched onto a port a healthy server holds, SGLang 0.5.9 logs [Errno 98], then its warmup
     reaches the other server and it prints the ready line (then exits)."""
-    from mtp_remote.server import _Watch
+    from mtp_remote.experiment.server import _Watch
 
     text = (CORPUS / "logs" / "l05_http_port_in_use.log").read_text()
     text += "[2026-11-02 09:15:00] The server is fired up and ready to roll!\n"

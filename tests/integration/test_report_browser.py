@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from tests.unit.test_reports import run  # noqa: F401  (fixture: a diagnosed run document and its samples)
+from tests.unit.report.test_reports import run  # noqa: F401  (fixture: a diagnosed run document and its samples)
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

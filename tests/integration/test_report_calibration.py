@@ -11,7 +11,7 @@ from html import unescape
 import pytest
 import yaml
 
-from mtp_remote import api
+from mtp_remote.experiment import diagnose as api
 from mtp_remote.report.markdown import AA_EXPLAINED
 from tests.conftest import ROOT, free_port
 

@@ -16,8 +16,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from mtp_remote import api, store
-from mtp_remote.cli import main
+from mtp_remote.cli.main import main
+from mtp_remote.config import paths
+from mtp_remote.experiment import diagnose as api
+from mtp_remote.report import history as store
 from tests.conftest import ROOT, free_port
 
 pytestmark = pytest.mark.sim
@@ -25,7 +27,7 @@ pytestmark = pytest.mark.sim
 
 def cli(*args, cwd, env=None):
     """Run ``mtp-remote`` as a real process (stdout/stderr are pipes, not a terminal)."""
-    full_env = {k: v for k, v in os.environ.items() if k != api.INVENTORY_ENV}
+    full_env = {k: v for k, v in os.environ.items() if k != paths.INVENTORY_ENV}
     full_env.update(COLUMNS="80", **(env or {}))
     return subprocess.run([sys.executable, "-m", "mtp_remote.cli", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=240, env=full_env, check=False)
@@ -192,7 +194,7 @@ def test_the_shipped_systemd_units_verify_once_pointed_at_this_checkout(tmp_path
 
 def test_an_interrupt_before_any_sample_is_recorded_and_offers_no_resume(tmp_path):
     from mtp_remote.errors import Interrupted
-    from mtp_remote.runner import Hooks
+    from mtp_remote.experiment.runner import Hooks
 
     def interrupt():
         raise KeyboardInterrupt

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mtp_remote import api
+from mtp_remote.experiment import diagnose as api
 from tests.integration.test_scenarios import write_config
 
 pytestmark = pytest.mark.sim

@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from mtp_remote import api
+from mtp_remote.experiment import diagnose as api
 from tests.conftest import ROOT, free_port
 
 pytestmark = pytest.mark.sim
@@ -104,7 +104,7 @@ def test_the_kl_probe_is_near_zero_when_healthy_and_positive_under_state_leak(tm
 def test_nightly_records_history_and_flags_a_regression(tmp_path):
     from click.testing import CliRunner
 
-    from mtp_remote.cli import main
+    from mtp_remote.cli.main import main
 
     runs = tmp_path / "runs"
     codes = []
@@ -138,10 +138,11 @@ def test_a_server_with_an_api_key_is_queried_with_it_and_the_key_reaches_no_file
 
 
 def test_a_profile_whose_every_request_fails_is_a_failure_not_a_verdict(tmp_path):
-    from mtp_remote.config import HostConfig, Playbook
-    from mtp_remote.diagnosis import diagnose
-    from mtp_remote.plan import plan_run
-    from mtp_remote.runner import ProfileRun, Runner
+    from mtp_remote.analysis.diagnosis import diagnose
+    from mtp_remote.config.inventory import HostConfig
+    from mtp_remote.config.playbook import Playbook
+    from mtp_remote.experiment.plan import plan_run
+    from mtp_remote.experiment.runner import ProfileRun, Runner
 
     _, pb_path = write_config(tmp_path, None, samples=1)
     pb = Playbook.model_validate(yaml.safe_load(open(pb_path)))

@@ -19,7 +19,7 @@ from secrets import token_hex
 import pytest
 from click.testing import CliRunner
 
-from mtp_remote.cli import main
+from mtp_remote.cli.main import main
 from tests.integration.test_lifecycle import PLAYBOOK, sim_host
 
 pytestmark = pytest.mark.sim
@@ -102,7 +102,7 @@ def _no_secret_in_files(root: Path, secrets: list[str], *, allow_server_log: boo
 def test_no_secret_leaks_from_any_command_output_file_or_process_list(tmp_path, request, transport):
     host = sim_host(tmp_path, **ENV_SECRETS)
     if transport == "ssh":  # the same host through the real sshd on 127.0.0.1
-        from mtp_remote.config import HostConfig
+        from mtp_remote.config.inventory import HostConfig
 
         sshd = request.getfixturevalue("sshd")
         host = HostConfig(**sshd.host_config(engine="sim", workdir=host.workdir, port=host.port, env=host.env),

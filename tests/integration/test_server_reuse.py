@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from mtp_remote import api
-from mtp_remote.config import HostConfig, Playbook
-from mtp_remote.plan import order_for_reuse, plan_run, server_key
-from mtp_remote.runner import Hooks
+from mtp_remote.experiment import diagnose as api
+from mtp_remote.config.inventory import HostConfig
+from mtp_remote.config.playbook import Playbook
+from mtp_remote.experiment.plan import order_for_reuse, plan_run, server_key
+from mtp_remote.experiment.runner import Hooks
 from tests.integration.test_scenarios import write_config
 
 pytestmark = pytest.mark.sim
@@ -61,7 +62,7 @@ def test_the_aa_arm_is_still_a_relaunch(tmp_path):
 def test_a_resume_uses_the_server_its_run_left_running_with_the_argv_it_needs(tmp_path):
     """The connection of a run dropped and left the mtp server up: the resume samples on it, no relaunch."""
     from mtp_remote.remote import connect as transport
-    from mtp_remote.server import ServerLifecycle
+    from mtp_remote.experiment.server import ServerLifecycle
 
     inv, pb = write_config(tmp_path, "state_leak", samples=2, max_tokens=256, temperatures=[0.7])
     first = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs", profiles=["baseline"])
@@ -86,7 +87,7 @@ def test_a_resume_uses_the_server_its_run_left_running_with_the_argv_it_needs(tm
 
 def test_a_server_left_by_another_run_is_stopped_not_used(tmp_path):
     from mtp_remote.remote import connect as transport
-    from mtp_remote.server import ServerLifecycle
+    from mtp_remote.experiment.server import ServerLifecycle
 
     inv, pb = write_config(tmp_path, "state_leak", samples=2, max_tokens=256, temperatures=[0.7])
     first = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs", profiles=["baseline"])

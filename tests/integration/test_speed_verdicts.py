@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mtp_remote import api
+from mtp_remote.experiment import diagnose as api
 from tests.integration.test_scenarios import write_config
 
 pytestmark = pytest.mark.sim

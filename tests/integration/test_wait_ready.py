@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from invoke import Context
 
-from mtp_remote.config import HostConfig
+from mtp_remote.config.inventory import HostConfig
+from mtp_remote.experiment.server import ServerLifecycle
 from mtp_remote.remote import facts, process
-from mtp_remote.server import ServerLifecycle
 
 REPLAY = Path(__file__).parent / "replay_log.py"
 
@@ -80,8 +80,7 @@ def test_a_log_that_stops_short_of_ready_times_out(replay):
 def test_a_half_written_fatal_line_is_judged_only_once_complete(corpus):
     from types import SimpleNamespace
 
-    from mtp_remote.server import _Watch
-
+    from mtp_remote.experiment.server import _Watch
     from mtp_remote.remote.logs import READY_LINE
 
     # the field log crashed after readiness; drop the ready line so the crash happens during the wait

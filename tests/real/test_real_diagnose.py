@@ -17,7 +17,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from mtp_remote.cli import main
+from mtp_remote.cli.main import main
 from tests.conftest import ROOT, free_port
 
 pytestmark = [pytest.mark.real, pytest.mark.timeout(2400)]

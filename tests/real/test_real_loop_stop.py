@@ -18,10 +18,11 @@ import pytest
 
 from mtp_remote.analysis.settled import LOOP_STOP, LoopWatch
 from mtp_remote.client import ServerClient
-from mtp_remote.config import HostConfig, Playbook
+from mtp_remote.config.inventory import HostConfig
+from mtp_remote.config.playbook import Playbook
 from mtp_remote.remote import connect as transport
 from mtp_remote.remote.commands import server_argv, server_env
-from mtp_remote.server import ServerLifecycle
+from mtp_remote.experiment.server import ServerLifecycle
 from tests.conftest import free_port
 from tests.real.conftest import wait_ready_with_health
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from mtp_remote.errors import MtpRemoteError
-from mtp_remote.lint import check_many_with_real_parser, check_with_real_parser, lint_command
 from mtp_remote.lint.cmdline import split_launch_command
+from mtp_remote.lint.lint import check_many_with_real_parser, check_with_real_parser, lint_command
 from mtp_remote.lint.sglang_env import ensure_sglang_venv, registry_unreachable
 from tests.conftest import free_port
 from tests.support.real_sglang import cache_root
@@ -149,8 +149,9 @@ def test_preflight_over_ssh_lints_with_the_hosts_own_sglang_parser(sglang_python
     verdict; a misspelt flag in the playbook is reported with SGLang's suggestion."""
     import yaml
 
-    from mtp_remote.config import HostConfig, load_playbook
-    from mtp_remote.ops import preflight
+    from mtp_remote.config.inventory import HostConfig
+    from mtp_remote.config.playbook import load_playbook
+    from mtp_remote.host.ops import preflight
     from mtp_remote.remote import connect
 
     pb = yaml.safe_load((Path(__file__).resolve().parents[2] / "playbooks" / "diagnose-mtp.yaml").read_text())

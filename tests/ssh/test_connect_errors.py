@@ -12,8 +12,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from mtp_remote.cli import main
-from mtp_remote.config import HostConfig
+from mtp_remote.cli.main import main
+from mtp_remote.config.inventory import HostConfig
 from mtp_remote.errors import ConnectError
 from mtp_remote.remote import connect as transport
 from tests.conftest import ROOT, free_port

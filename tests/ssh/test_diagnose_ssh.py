@@ -10,7 +10,7 @@ import pytest
 import yaml
 from invoke import Context
 
-from mtp_remote import api
+from mtp_remote.experiment import diagnose as api
 from mtp_remote.remote import facts, process
 from tests.conftest import ROOT, free_port
 
@@ -41,7 +41,7 @@ def _playbook(tmp_path) -> str:
 @pytest.mark.parametrize("host,expected,code", [("sim-ssh-faulty", "spec-corrupts-output", 1)])
 def test_diagnose_over_ssh_gives_the_right_verdict(sshd, tmp_path, host, expected, code):
     events = []
-    from mtp_remote.runner import Hooks
+    from mtp_remote.experiment.runner import Hooks
 
     res = api.diagnose(inventory=_inventory(tmp_path, sshd), playbook=_playbook(tmp_path), host=host,
                        runs_dir=tmp_path / "runs", hooks=Hooks(on_progress=events.append))

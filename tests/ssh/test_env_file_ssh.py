@@ -16,7 +16,7 @@ import time
 import pytest
 import yaml
 
-from mtp_remote.config import load_inventory
+from mtp_remote.config.inventory import load_inventory
 from mtp_remote.errors import ConfigError
 from mtp_remote.remote import connect as transport
 from mtp_remote.remote import hostscripts

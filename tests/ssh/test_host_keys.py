@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from mtp_remote.config import HostConfig
+from mtp_remote.config.inventory import HostConfig
 from mtp_remote.errors import HostKeyError
 from mtp_remote.remote import connect as transport
 from mtp_remote.remote.hostkeys import fingerprint, host_matches, parse_known_hosts

@@ -14,8 +14,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from mtp_remote import store
-from mtp_remote.cli import main
+from mtp_remote.cli.main import main
+from mtp_remote.report import history as store
 from tests.conftest import ROOT, free_port
 
 pytestmark = [pytest.mark.ssh, pytest.mark.sim]

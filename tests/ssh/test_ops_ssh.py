@@ -10,7 +10,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from mtp_remote.cli import main
+from mtp_remote.cli.main import main
 from tests.conftest import ROOT, free_port
 from tests.support.fake_server import spawn_fake_server
 

@@ -16,9 +16,9 @@ import pytest
 import yaml
 from invoke import Context
 
-from mtp_remote import api
+from mtp_remote.experiment import diagnose as api
+from mtp_remote.experiment.runner import Hooks
 from mtp_remote.remote import facts
-from mtp_remote.runner import Hooks
 from tests.conftest import ROOT, free_port
 
 pytestmark = [pytest.mark.ssh, pytest.mark.sim]

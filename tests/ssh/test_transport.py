@@ -8,7 +8,7 @@ import threading
 import httpx
 import pytest
 
-from mtp_remote.config import HostConfig
+from mtp_remote.config.inventory import HostConfig
 from mtp_remote.errors import ConnectError
 from mtp_remote.remote import connect as transport
 from mtp_remote.remote import facts

@@ -6,10 +6,10 @@ import math
 
 import pytest
 
+from mtp_remote.analysis.cells import SampleObs
 from mtp_remote.analysis.degeneracy import analyze_text
 from mtp_remote.analysis.divergence import greedy_divergence, k3_estimates, kl_gap_flag, kl_probe, lcs_length
 from mtp_remote.analysis.pairing import greedy_report, pair_samples
-from mtp_remote.analysis.verdict import SampleObs
 
 
 def test_identical_greedy_outputs_have_no_divergence_and_full_lcs():

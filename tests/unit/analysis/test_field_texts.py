@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from mtp_remote.analysis.degeneracy import analyze_text, structured_spans, tokenize
-from mtp_remote.cli import main
+from mtp_remote.cli.main import main
 
 CASES = Path(__file__).resolve().parent / "field_texts"
 LABELS = json.loads((CASES / "labels.json").read_text())

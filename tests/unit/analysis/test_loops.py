@@ -7,8 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from mtp_remote.analysis.degeneracy import detect_loop
-from mtp_remote.analysis.loops import find_runs, longest_repeated_span
+from mtp_remote.analysis.loops import detect_loop, find_runs, longest_repeated_span
 
 
 def brute_runs(seq: list[int], min_repeats: int = 3) -> set[tuple[int, int, int]]:

@@ -9,10 +9,11 @@ import dataclasses
 
 import pytest
 
+from mtp_remote.analysis.cells import SampleObs, summarize_cell
 from mtp_remote.analysis.degeneracy import analyze_text
 from mtp_remote.analysis.divergence import Calibration
 from mtp_remote.analysis.stopping import Design
-from mtp_remote.analysis.verdict import SampleObs, exit_code, judge, judge_all, launch_failed, summarize_cell
+from mtp_remote.analysis.verdict import exit_code, judge, judge_all, launch_failed
 
 LOOP = analyze_text("<think>\nThe question is 2+2." + " The user's question is 2+2." * 40)
 CLEAN = analyze_text("<think>\nTwo plus two is four.\n</think>\nThe answer is 4.")

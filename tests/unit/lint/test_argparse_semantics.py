@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from mtp_remote.errors import ConfigError
-from mtp_remote.lint import lint_command
 from mtp_remote.lint.cmdline import split_launch_command
 from mtp_remote.lint.flag_table import available_versions, select_flag_table
+from mtp_remote.lint.lint import lint_command
 
 BASE = "python3 -m sglang.launch_server --model-path /models/Qwen2.5-7B-Instruct"
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from mtp_remote.cli_ops import lint_command_cmd
+from mtp_remote.cli.tools import lint_command_cmd
 from mtp_remote.errors import ConfigError
-from mtp_remote.lint import lint_command
 from mtp_remote.lint.cmdline import split_launch_command
+from mtp_remote.lint.lint import lint_command
 from mtp_remote.lint.rules import RELEASE_RULES, is_host
 
 CASES = json.loads((Path(__file__).resolve().parent / "field_commands.json").read_text())

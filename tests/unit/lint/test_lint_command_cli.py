@@ -6,7 +6,7 @@ import json
 
 from click.testing import CliRunner
 
-from mtp_remote.cli_ops import lint_command_cmd
+from mtp_remote.cli.tools import lint_command_cmd
 
 FIELD = ("python3 -m sglang.launch_server --model-path /models/Qwen3.6-27B --host 0.0.0.0 --tp-size 2 "
          "--speculative-algo NEXTN")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mtp_remote.lint import lint_command
+from mtp_remote.lint.lint import lint_command
 
 COMMANDS = json.loads(
     (Path(__file__).resolve().parents[3].parent / "shared" / "corpus" / "commands" / "commands.json").read_text())

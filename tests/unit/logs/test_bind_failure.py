@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from mtp_remote.cli_ops import classify_log_cmd
+from mtp_remote.cli.tools import classify_log_cmd
+from mtp_remote.experiment.server import _Watch
 from mtp_remote.remote.logs import classify_log
 from mtp_remote.remote.signatures import HTTP_BIND_FAILED, SIGNATURES
-from mtp_remote.server import _Watch
 
 CASES = Path(__file__).resolve().parent / "field_cases"
 CORPUS = Path(__file__).resolve().parents[3].parent / "shared" / "corpus" / "logs"

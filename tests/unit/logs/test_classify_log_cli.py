@@ -7,7 +7,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from mtp_remote.cli_ops import classify_log_cmd
+from mtp_remote.cli.tools import classify_log_cmd
 
 LOGS = Path(__file__).resolve().parents[3].parent / "shared" / "corpus" / "logs"
 

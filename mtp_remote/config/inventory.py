@@ -1,0 +1,150 @@
+"""Inventory models: the hosts an operator lists in ``inventory.yaml`` (:class:`HostConfig`: address, transport,
+engine, python, workdir, model, port, GPUs, env), their groups and default (:class:`Inventory`), and
+:func:`load_inventory`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from ..errors import ConfigError
+from .validation import _check_path, _load, _Strict, _WithEnv, check_name, masked_env
+
+
+class HostConfig(_WithEnv):
+    """One GPU machine (or container) and how to reach it."""
+
+    name: str = Field("", description="Host name; filled from the inventory key")
+    transport: Literal["ssh", "local"] = Field("ssh", description="ssh: Fabric Connection; local: Invoke Context")
+    engine: Literal["sglang", "sim"] = Field(
+        "sglang", description="sglang: python -m sglang.launch_server; sim: the built-in simulated engine")
+    address: str | None = Field(None, description="SSH address (hostname or IP); required for transport ssh")
+    user: str | None = Field(None, description="SSH user; default: the SSH config's or the local user")
+    ssh_port: int = Field(22, ge=1, le=65535, description="SSH port")
+    key_file: str | None = Field(None, description="Private key file for SSH (path, ~ expanded)")
+    gateway: str | None = Field(
+        None, description="Jump host as [user@]host[:port] (like ssh -J / ProxyJump)")
+    known_hosts: str | None = Field(
+        None, description="known_hosts file to trust; default ~/.ssh/known_hosts")
+    accept_new_host_key: bool = Field(
+        False, description="Accept and remember an unknown SSH host key (default: reject it)")
+    connect_timeout: float = Field(15.0, gt=0, description="SSH connect timeout, seconds")
+    python: str | None = Field(
+        None, description="Remote python executable; default python3 (sim on local transport: this python)")
+    workdir: str = Field("~/.mtp-remote", description="Remote work directory (created mode 0700; an existing one "
+                                                      "keeps its mode): server record, logs, lock")
+    model_path: str = Field("/models/Qwen3.6-27B", description="--model-path passed to the server")
+    gpus: list[int] | None = Field(None, description="GPU indices (CUDA_VISIBLE_DEVICES); default: all")
+    port: int = Field(30000, ge=1, le=65535, description="Server HTTP port on the host (bound to 127.0.0.1)")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the server")
+    playbook: str | None = Field(
+        None, description="Playbook `diagnose`, `mitigate`, `bisect`, `preflight`, `launch` and `smoke` use on this "
+                          "host when none is given (e.g. a CPU-only host whose engine needs other flags than the "
+                          "field case's)")
+
+    @field_validator("address", "user", "key_file", "gateway", "known_hosts", "python", "workdir", "model_path")
+    @classmethod
+    def _paths(cls, v: str | None) -> str | None:
+        return _check_path(v)
+
+    @field_validator("model_path", "python", "workdir")
+    @classmethod
+    def _not_an_option(cls, v: str | None) -> str | None:
+        if v is not None and (v.startswith("-") or not v.strip()):
+            raise ValueError(f"{v!r} must be a non-empty path that does not start with '-' (write ./{v})")
+        return v
+
+    @model_validator(mode="after")
+    def _ssh_needs_address(self) -> HostConfig:
+        if self.transport == "ssh" and not self.address:
+            raise ValueError("transport 'ssh' needs an 'address'")
+        return self
+
+    @model_validator(mode="after")
+    def _local_home(self) -> HostConfig:
+        """On a local host ``~`` in ``python`` and ``model_path`` is this user's home (the launch line quotes
+        them, so no shell would expand it); on an SSH host they are used as written."""
+        if self.transport == "local":
+            if self.python and self.python.startswith("~"):
+                self.python = os.path.expanduser(self.python)
+            if self.model_path.startswith("~"):
+                self.model_path = os.path.expanduser(self.model_path)
+        return self
+
+    @property
+    def is_sim(self) -> bool:
+        return self.engine == "sim"
+
+    @property
+    def engine_module(self) -> str:
+        """The Python module launched with ``python -m``."""
+        return "mtp_remote.sim.launch_server" if self.is_sim else "sglang.launch_server"
+
+    def masked_env(self) -> dict[str, str]:
+        """``env`` with every value replaced by ``***`` except the harmless ones (:data:`SHOWN_ENV`)."""
+        return masked_env(self.env)
+
+
+class Inventory(_Strict):
+    """All hosts, by name, and the default one."""
+
+    default_host: str = Field(..., description="Host used when none is given")
+    hosts: dict[str, HostConfig] = Field(..., description="Hosts by name")
+    groups: dict[str, list[str]] = Field(
+        default_factory=dict, description="Named groups of hosts: `-H GROUP` runs a command on all of them")
+
+    @model_validator(mode="after")
+    def _names(self) -> Inventory:
+        for name, host in self.hosts.items():
+            check_name(name, "host name")
+            host.name = name
+        for group, members in self.groups.items():
+            check_name(group, "group name")
+            if group in self.hosts:
+                raise ValueError(f"group name {group!r} must differ from every host name")
+            unknown = [m for m in members if m not in self.hosts]
+            if unknown or not members:
+                raise ValueError(f"group {group!r} names unknown hosts {unknown}; choose from {sorted(self.hosts)}"
+                                 if unknown else f"group {group!r} is empty")
+        if self.default_host not in self.hosts:
+            raise ValueError(
+                f"default_host {self.default_host!r} is not a host; choose one of {sorted(self.hosts)}")
+        return self
+
+    def expand(self, spec: str | None) -> list[str]:
+        """Host names for ``-H``: one host, ``a,b,c``, or a group name (groups expand in place; duplicates
+        dropped, order kept). Raises ConfigError naming the valid hosts and groups."""
+        names: list[str] = []
+        for part in (spec or self.default_host).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            members = self.groups.get(part, [part])
+            for m in members:
+                if m not in self.hosts:
+                    raise ConfigError(f"unknown host or group {m!r}; hosts: {', '.join(sorted(self.hosts))}; "
+                                      f"groups: {', '.join(sorted(self.groups)) or 'none'}", field="hosts")
+                if m not in names:
+                    names.append(m)
+        return names
+
+    def get(self, name: str | None) -> HostConfig:
+        """The named host (or the default). Raises ConfigError naming the valid choices."""
+        key = name or self.default_host
+        if key in self.groups:  # a one-host command (or fab's -H, which names one host a task runs on)
+            raise ConfigError(f"{key!r} is a group ({', '.join(self.groups[key])}), and this runs on one host: name "
+                              f"one of them, or run the command on the whole group with `mtp-remote CMD -H {key}` "
+                              f"(diagnose, mitigate, preflight, status, stop, nightly) or `fab fleet --command CMD "
+                              f"--hosts {key}`", field="hosts")
+        if key not in self.hosts:
+            raise ConfigError(f"unknown host {key!r}; choose one of: {', '.join(sorted(self.hosts))}",
+                              field="hosts")
+        return self.hosts[key]
+
+
+def load_inventory(path: str | Path) -> Inventory:
+    """Read ``inventory.yaml``. Raises ConfigError with file and field on any problem."""
+    return _load(path, Inventory, "default_host, hosts")

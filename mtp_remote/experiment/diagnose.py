@@ -1,0 +1,367 @@
+"""The operations behind both entry points (``cli/main.py`` and ``cli/tasks.py``), so the two stay thin and alike.
+
+``diagnose`` runs a playbook on a host and writes ``runs/<run-id>/``; ``analyze_files`` measures texts.
+Errors are :class:`~mtp_remote.errors.MtpRemoteError` subclasses; nothing here prints except through the
+hooks given.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import shlex
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from ..analysis.diagnosis import design_of
+from ..analysis.diagnosis import diagnose as diagnose_samples
+from ..analysis.verdict import exit_code as verdicts_exit_code
+from ..config.inventory import HostConfig, Inventory, load_inventory
+from ..config.paths import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK, HISTORY_FILE, find_inventory
+from ..config.playbook import Playbook, load_playbook
+from ..config.validation import is_name
+from ..errors import EXIT_RUN_FAILED, ConfigError, Interrupted, MtpRemoteError, TransportLost
+from ..lint.flag_table import available_versions
+from ..lint.lint import misspelled_flags
+from ..remote import connect as transport
+from ..remote.commands import mask_secrets, playbook_secrets, server_argv
+from ..report.ci import write_ci_outputs
+from ..report.document import build_summary, host_facts, save_summary
+from ..report.html import write_html
+from ..report.markdown import write_markdown
+from ..report.records import failed_summary, record_history, write_failed_run
+from .calibration import calibration_profile
+from .plan import plan_run
+from .runner import Hooks, Runner, new_run_id
+from .sampling import load_samples, sample_key
+
+log = logging.getLogger(__name__)
+
+
+
+def find_playbook(given: str | Path | None, inventory: str | Path | None = None) -> Path:
+    """The playbook file: ``given`` (default ``playbooks/diagnose-mtp.yaml``) as it stands when it exists,
+    else the same relative path beside the inventory found by :func:`find_inventory` (so a command run from
+    a subdirectory of the project finds ``playbooks/``)."""
+    p = Path(given or DEFAULT_PLAYBOOK)
+    if p.is_absolute() or p.exists():
+        return p
+    beside = find_inventory(inventory).parent / p
+    return beside if beside.exists() else p
+
+
+@dataclass
+class DiagnoseResult:
+    run_id: str
+    run_dir: Path
+    summary: dict
+    exit_code: int
+
+
+def remote_python(host: HostConfig) -> str:
+    """The python that runs the server: the host's, else this python for a local sim, else python3."""
+    if host.python:
+        return host.python
+    if host.transport == "local" and host.is_sim:
+        return sys.executable
+    return "python3"
+
+
+def load_config(inventory: str | Path | None, playbook: str | Path | None,
+                host: str | None) -> tuple[Inventory, HostConfig, Playbook]:
+    """Inventory, host and playbook (found as :func:`find_inventory`/:func:`find_playbook` say); the host's
+    own ``playbook`` replaces the default one."""
+    inv = load_inventory(find_inventory(inventory))
+    cfg = inv.get(host)
+    return inv, cfg, load_playbook(host_playbook_file(playbook, inventory, cfg))
+
+
+def host_playbook_file(playbook: str | Path | None, inventory: str | Path | None, cfg: HostConfig) -> Path:
+    """The playbook file a command on host ``cfg`` reads: ``playbook`` as given, except that the default (None
+    or ``playbooks/diagnose-mtp.yaml`` as typed) means the host's own ``playbook:`` when it sets one; found as
+    :func:`find_playbook` says. Decided before the default is resolved to a path, so a command run from a
+    subdirectory of the project still reads the host's own playbook."""
+    if (playbook is None or str(playbook) == DEFAULT_PLAYBOOK) and cfg.playbook:
+        playbook = cfg.playbook
+    return find_playbook(playbook, inventory)
+
+
+def opening_line(host: HostConfig, pb: Playbook, run_id: str, *, n_requests: int, n_profiles: int,
+                 playbook_file: str | Path, resumed: bool = False) -> str:
+    """The one line a run opens with: host, engine, simulated or real, playbook, run id, requests planned
+    (the budget under early stopping) and the faults injected (simulated hosts; none on a real engine)."""
+    faults = []
+    if host.is_sim:
+        if host.env.get("SGLANG_SIM_FAULTS"):
+            faults.append(host.env["SGLANG_SIM_FAULTS"])
+        faults += [f"{n}: {p.env['SGLANG_SIM_FAULTS']}" for n, p in pb.profiles.items()
+                   if p.env.get("SGLANG_SIM_FAULTS")]
+    kind = "simulated" if host.is_sim else "real"
+    budget = " (budget; early stopping)" if pb.early_stop else ""
+    return (f"run {run_id}{' (resumed)' if resumed else ''}: host {host.name} [{host.transport}], engine "
+            f"{host.engine} ({kind}); playbook {pb.name} ({playbook_file}); {n_requests} requests planned "
+            f"over {n_profiles} profiles{budget}; faults injected: {', '.join(faults) or 'none'}")
+
+
+def _prewarm_report_imports() -> None:
+    """Import what the verdict and the reports need (scipy.stats, matplotlib, jinja2: ~0.5 s together) in a
+    daemon thread while the first server starts, when the driver has nothing else to do: the run's end then
+    does not wait for them. The CLI itself stays light (they are imported only where used)."""
+    import threading
+
+    def load() -> None:
+        try:
+            import jinja2  # noqa: F401
+            import matplotlib
+            import scipy.stats  # noqa: F401
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot  # noqa: F401
+        except Exception as e:  # noqa: BLE001 - a missing optional module fails again, loudly, where it is used
+            log.debug("prewarming the report imports: %s", e)
+
+    threading.Thread(target=load, name="prewarm-report-imports", daemon=True).start()
+
+
+def refuse_misspelled_flags(pb: Playbook, profiles: list[str], *, playbook_file: str, host: HostConfig) -> None:
+    """Before anything is launched: a flag of a profile's launch line that no SGLang release we have a table
+    for knows, and that is a near miss of one (``--speculative-num-stepz``), makes SGLang refuse to start —
+    found only after the runs before it (minutes on a GPU host). Raises ConfigError naming the playbook, the
+    field (``base_flags`` or ``profiles.NAME.flags``), the flag and the right spelling."""
+    for name in profiles:
+        bad = misspelled_flags(server_argv(host, pb, name))
+        if bad:
+            flag, right = bad[0]["flag"], bad[0]["suggestion"]
+            in_base = any(f == flag or f.startswith(flag + "=") for f in pb.base_flags)
+            field = "base_flags" if in_base else f"profiles.{name}.flags"
+            raise ConfigError(f"{flag} is not an SGLang flag (did you mean {right}?): SGLang would refuse the "
+                              f"{name!r} launch line at startup; no release we have a table for "
+                              f"({', '.join(_known_releases())}) knows it", file=playbook_file, field=field)
+
+
+def _known_releases() -> list[str]:
+    return available_versions()
+
+
+def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path = DEFAULT_PLAYBOOK,
+             host: str | None = None, runs_dir: str | Path = "runs", profiles: list[str] | None = None,
+             resume: str | None = None, hooks: Hooks | None = None, c=None,
+             overrides: dict | None = None, history: str | Path | None = None) -> DiagnoseResult:
+    """Run the speculative vs baseline experiment of ``playbook`` on ``host`` and write the run directory.
+
+    ``resume`` continues an earlier run id (stored samples are not requested again); ``overrides`` updates
+    playbook fields (e.g. ``{"samples": 2}``). Returns the summary and the exit code (0 healthy, 1 a
+    speculative profile corrupts output or failed to launch). Raises MtpRemoteError when the run cannot be
+    done; the samples stored so far are kept. Every run that got as far as the host — completed, failed or
+    interrupted — is recorded in ``history`` (default ``RUNS_DIR/history.sqlite``); one that failed also
+    leaves summary.json (status, cause), junit.xml and metrics.prom (:mod:`mtp_remote.report.records`), and the
+    raised error carries ``run_id``/``run_dir``. A run that stored no sample suggests no ``--resume`` and
+    leaves no ``run.json``."""
+    inventory = find_inventory(inventory)
+    _, host_cfg, pb = load_config(inventory, playbook, host)
+    playbook = host_playbook_file(playbook, inventory, host_cfg)  # what load_config read (for the report)
+    if overrides:
+        try:
+            pb = Playbook.model_validate({**pb.model_dump(), **overrides})
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise ConfigError(f"invalid value {err.get('input')!r}: {err['msg']}", file=str(playbook),
+                              field=".".join(str(x) for x in err["loc"])) from None
+    started = datetime.now(timezone.utc)
+    run_id = resume or new_run_id(started)
+    run_dir = Path(runs_dir) / run_id
+    if resume and not is_name(resume):
+        raise ConfigError(f"{resume!r} is not a run id (like 20261130-141850-9b44)", field="--resume")
+    if resume and not (run_dir / RUN_FILE).exists():
+        raise ConfigError(f"no run {resume!r} to resume in {runs_dir}/ (no {RUN_FILE})", field="--resume")
+    try:
+        plan = plan_run(host_cfg, pb, host_cfg.workdir, profiles)
+    except ValueError as e:
+        raise ConfigError(str(e), file=str(playbook), field="--profile") from None
+    refuse_misspelled_flags(pb, [lp.profile for lp in plan], playbook_file=str(playbook), host=host_cfg)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"cannot create the run directory: {e.strerror}", file=str(run_dir),
+                          field="--runs-dir") from None
+    started = _check_or_write_run_file(run_dir, host_cfg, pb, run_id, started, resume=bool(resume))
+    hooks = hooks or Hooks()
+    history_db = Path(history) if history is not None else Path(runs_dir) / HISTORY_FILE
+    hooks.on_progress(opening_line(host_cfg, pb, run_id, n_requests=sum(len(lp.requests) for lp in plan),
+                                   n_profiles=len(plan), playbook_file=playbook, resumed=bool(resume)))
+    runner = Runner(host_cfg, pb, run_dir, run_id=run_id, python=remote_python(host_cfg), profiles=profiles,
+                    hooks=hooks, c=c)
+    resume_cmd = _resume_command(run_id, inventory, host_cfg.name, playbook, runs_dir, overrides, profiles)
+    _prewarm_report_imports()
+    try:
+        profile_runs = runner.run()
+    except BaseException as e:
+        interrupted = isinstance(e, KeyboardInterrupt) or runner.hooks.interrupted()
+        if not interrupted and not isinstance(e, MtpRemoteError):
+            ssh = transport.as_connect_error(e, host_cfg.name)
+            if ssh is None:
+                raise  # a bug: keep its traceback
+            e = ssh  # a raw SSH failure that escaped the connection's own translation
+        n = len(load_samples(run_dir / "samples.jsonl"))
+        stop_cmd = _stop_command(inventory, host_cfg.name) if runner.left_on_host else None
+        if not n and not resume:
+            _forget_unresumable(run_dir)
+        if n or stop_cmd:
+            _write_partial(run_dir, runner, resume_cmd if n else None, error=None if interrupted else e,
+                           stop_cmd=stop_cmd)
+
+        if interrupted:
+            kept = (f"{n} samples are kept in {run_dir}/samples.jsonl — continue with: {resume_cmd}" if n else
+                    "no sample was stored, so there is nothing to resume")
+            err: MtpRemoteError = Interrupted(f"interrupted; the servers we started were stopped and {kept}")
+        else:
+            err = e
+        doc = failed_summary(run_id=run_id, host=host_facts(host_cfg, pb),
+                             playbook={"name": pb.name, "file": str(playbook), "alpha": pb.compare.alpha},
+                             started_at=started, error=err, n_samples=n, resume=resume_cmd if n else None,
+                             status="interrupted" if interrupted else "failed")
+        write_failed_run(run_dir, doc, history_db)
+        if not interrupted:
+            if stop_cmd:
+                err.message += f"; left on the host: {', '.join(runner.left_on_host)} — stop with: {stop_cmd}"
+            err.message += (f" ({n} samples kept; continue with: {resume_cmd})" if n else
+                            " (no sample was stored: nothing to resume; run again once this is fixed)")
+        err.run_id, err.run_dir = run_id, run_dir
+        raise err from None
+    (run_dir / "partial.json").unlink(missing_ok=True)
+    samples = latest_samples(load_samples(run_dir / "samples.jsonl"))
+    spec = {pr.profile: pr.speculative for pr in profile_runs}
+    aa = calibration_profile(pb)
+    failures = {pr.profile: (pr.cause or "unknown", pr.hint or "",
+                             pr.crashed is not None and pr.crashed.get("cause") != "requests_failed")
+                for pr in profile_runs if not pr.launched and (pr.outcome or {}).get("kind") != "skipped"}
+    diag = diagnose_samples(baseline=pb.baseline, profiles=spec, samples=samples, launch_failures=failures,
+                            design=design_of(pb, sum(1 for p in spec if p not in (pb.baseline, aa))),
+                            calibration_profile=aa)
+    code = verdicts_exit_code(diag.verdicts)
+    doc = build_summary(run_id=run_id, host=host_cfg, playbook=pb, profile_runs=profile_runs, diagnosis=diag,
+                        exit_code=code, started_at=started, n_samples=len(samples), playbook_file=str(playbook),
+                        samples=samples)
+    save_summary(doc, run_dir)
+    write_markdown(doc, samples, run_dir)
+    write_html(doc, samples, run_dir)
+    write_ci_outputs(doc, run_dir)
+
+    record_history(history_db, doc, run_dir)
+    return DiagnoseResult(run_id=run_id, run_dir=run_dir, summary=doc, exit_code=code)
+
+
+RUN_FILE = "run.json"
+
+
+def experiment_fingerprint(host: HostConfig, pb: Playbook) -> dict:
+    """What must not change between a run and its resumption: the host and every field that decides what a
+    sample means (the sample counts and stopping may change: raising ``samples`` and resuming is the way to
+    add evidence)."""
+    keep = ("name", "base_flags", "profiles", "baseline", "prompts", "temperatures", "max_tokens", "top_p", "seed",
+            "api", "prompt_template", "kl_probe")
+    return {"host": host.name, "engine": host.engine, "model_path": host.model_path, "address": host.address,
+            "gpus": host.gpus, "python": host.python, "host_env": host.env,
+            "playbook": {k: v for k, v in pb.model_dump(mode="json").items() if k in keep}}
+
+
+def _check_or_write_run_file(run_dir: Path, host: HostConfig, pb: Playbook, run_id: str, started: datetime,
+                             *, resume: bool) -> datetime:
+    """Write run.json for a new run; on resume, refuse a different host or experiment (ConfigError naming
+    what differs) and return the original start time."""
+    path = run_dir / RUN_FILE
+    fp = mask_secrets(experiment_fingerprint(host, pb), playbook_secrets(pb, host))
+    if resume:
+        stored = json.loads(path.read_text())
+        old = stored["fingerprint"]
+        diffs = [f"{k} ({old.get(k)!r} then, {fp[k]!r} now)" for k in
+                 ("host", "engine", "model_path", "address", "gpus", "python", "host_env") if old.get(k) != fp[k]]
+        diffs += [f"playbook.{k}" for k in sorted(set(old["playbook"]) | set(fp["playbook"]))
+                  if old["playbook"].get(k) != fp["playbook"].get(k)]
+        if diffs:
+            raise ConfigError(f"run {run_id} was made with a different {'; '.join(diffs)}; resume it with the same "
+                              f"host, inventory settings and playbook (stored in {path}), or start a new run",
+                              field="--resume")
+        return datetime.fromisoformat(stored["started_at"])
+    path.write_text(json.dumps({"run_id": run_id, "started_at": started.isoformat(), "fingerprint": fp},
+                               indent=2) + "\n")
+    return started
+
+
+def latest_samples(samples: list[dict]) -> list[dict]:
+    """One record per (profile, temperature, prompt, sample index): the last successful one, else the last
+    failure (a resumed run re-requests what failed, so both may be stored)."""
+    best: dict[tuple, dict] = {}
+    for x in samples:
+        key = sample_key(x)
+        if key not in best or x.get("error") is None or best[key].get("error") is not None:
+            best[key] = x
+    return list(best.values())
+
+
+def _resume_command(run_id: str, inventory, host: str, playbook, runs_dir, overrides: dict | None,
+                    profiles: list[str] | None) -> str:
+    cmd = (f"mtp-remote diagnose --resume {run_id} -i {shlex.quote(str(inventory))} -H {shlex.quote(host)} "
+           f"-p {shlex.quote(str(playbook))} --runs-dir {shlex.quote(str(runs_dir))}")
+    for key, value in (overrides or {}).items():
+        if isinstance(value, bool):  # a switch: --stop-on-loop / --no-stop-on-loop
+            cmd += f" --{'' if value else 'no-'}{key.replace('_', '-')}"
+        else:
+            cmd += f" --{key.replace('_', '-')} {shlex.quote(str(value))}"
+    for p in profiles or []:
+        cmd += f" --profile {shlex.quote(p)}"
+    return cmd
+
+
+def _stop_command(inventory, host: str) -> str:
+    return f"mtp-remote stop -i {shlex.quote(str(inventory))} -H {shlex.quote(host)}"
+
+
+def _write_partial(run_dir: Path, runner: Runner, resume_cmd: str | None, *, error: MtpRemoteError | None = None,
+                   stop_cmd: str | None = None) -> int:
+    """Keep a note of how far an aborted run got (samples.jsonl is already on disk); returns the number of
+    samples stored. With ``error``: its cause (``transport_lost`` for a dropped SSH connection) and message; with
+    ``stop_cmd``: what was left on the unreachable host and the command that stops it."""
+    n = len(load_samples(run_dir / "samples.jsonl"))
+    note = {"aborted": True, "profiles": [pr.profile for pr in runner.profile_runs], "samples": n,
+            "exit_code": EXIT_RUN_FAILED, "resume": resume_cmd}
+    if error is not None:
+        note["cause"] = "transport_lost" if isinstance(error, TransportLost) else type(error).__name__
+        note["error"] = error.message
+    if stop_cmd:
+        note["left_on_host"] = list(runner.left_on_host)
+        note["stop"] = stop_cmd
+    (run_dir / "partial.json").write_text(json.dumps(note, indent=2) + "\n")
+    return n
+
+
+def _forget_unresumable(run_dir: Path) -> None:
+    """A run that failed before its first sample: remove what would make it look resumable (run.json, an
+    empty samples.jsonl, an empty logs/); server logs copied so far stay."""
+    for name in (RUN_FILE, "samples.jsonl", "partial.json"):
+        f = run_dir / name
+        if f.exists() and (name != "samples.jsonl" or f.stat().st_size == 0):
+            f.unlink()
+    logs = run_dir / "logs"
+    if logs.is_dir() and not any(logs.iterdir()):
+        logs.rmdir()
+
+
+@contextlib.contextmanager
+def open_host(inventory: str | Path | None = None, host: str | None = None, c=None):
+    """Yield (HostConfig, transport, remote python) for an inventory host (found by :func:`find_inventory`);
+    closes the connection after."""
+    inv = load_inventory(find_inventory(inventory))
+    cfg = inv.get(host)
+    own = c is None
+    conn = c or transport.connect(cfg)
+    try:
+        yield cfg, conn, remote_python(cfg)
+    finally:
+        if own:
+            transport.close(conn)

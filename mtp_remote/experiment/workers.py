@@ -1,0 +1,150 @@
+"""The sampling workers of one profile: ``limit`` workers fed by one queue, each response's metrics and JSON line
+written by a separate task (metrics in a thread), the KL probe re-scoring a sample by prefill."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import deque
+from pathlib import Path
+
+from ..analysis.divergence import kl_probe
+from ..analysis.stopping import is_degenerate_record
+from ..client import Completion, ServerClient
+from ..config.inventory import HostConfig
+from ..config.playbook import Playbook
+from ..remote.commands import api_key_of
+from ..report.history import open_samples_for_append
+from .plan import LaunchPlan, RequestSpec
+from .sampling import Cells, Occupancy, loop_watch, sample_record, send_order, streams
+
+
+async def sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, playbook: Playbook, host: HostConfig,
+                 hooks, samples_path: Path, limit: int, cells: Cells | None, send_riding_out) -> None:
+    """Send ``todo`` through ``limit`` workers fed by one queue, so a slot is refilled the moment its
+    request returns (no round barrier); with ``early_stop`` a cell stops being fed once it is settled
+    (:class:`~mtp_remote.experiment.sampling.Cells`). A response's metrics and JSON line are done by a separate task (metrics in a worker
+    thread) while its worker already sends the next request, so no slot waits for bookkeeping."""
+    pb = playbook
+    queue = deque(sorted(todo, key=send_order))
+    occupancy = Occupancy(limit)
+    progress = {"done": 0, "total": len(todo)}
+    hooks.on_profile(lp.profile, len(todo))
+    if cells is not None:
+        progress["total"] -= cells.settle_stored(queue, hooks.on_progress)
+
+    def next_request() -> RequestSpec | None:
+        while queue:
+            req = queue.popleft()
+            if cells is None or not cells.settled(req.temperature):
+                return req
+        occupancy.queue_empty()
+        return None
+
+    with open_samples_for_append(samples_path) as f:  # ends a truncated last line first
+        async with ServerClient(url, timeout_s=pb.timeouts.request_s, max_connections=limit + 2,
+                                api_key=api_key_of(lp.argv)) as sc:
+
+            async def send(req: RequestSpec) -> tuple[Completion, dict | None]:
+                with occupancy.in_flight():
+                    if streams(req, stop_on_loop=pb.stop_on_loop, kl_probe=pb.kl_probe):
+                        comp = await send_streamed(sc, pb, req, send_riding_out)
+                        if comp.stop is not None:
+                            pr.loop_stops += 1
+                        return comp, None
+                    if pb.api == "chat":
+                        comp = await send_riding_out(lambda: sc.chat(
+                            req.prompt, temperature=req.temperature, max_tokens=pb.max_tokens, top_p=pb.top_p,
+                            seed=req.seed))
+                    else:
+                        text = pb.prompt_template.replace("{prompt}", req.prompt)
+                        comp = await send_riding_out(lambda: sc.generate(
+                            text, temperature=req.temperature, max_new_tokens=pb.max_tokens, top_p=pb.top_p,
+                            seed=req.seed, return_logprob=pb.kl_probe, top2=req.temperature == 0))
+                    kl = await kl_probe_of(sc, await probe_completion(sc, host, pb, lp, req, comp)) \
+                        if pb.kl_probe else None
+                return comp, kl
+
+            async def finish(req: RequestSpec, comp: Completion, kl: dict | None) -> None:
+                # metrics cost 2-8 ms a sample (a loop costs most): in a thread, after the slot is refilled
+                rec = await asyncio.to_thread(
+                    sample_record, req, comp, speculative=lp.speculative, api=pb.api, kl=kl,
+                    think_opened_by_prompt=pb.think_opened_by_prompt, max_tokens=pb.max_tokens)
+                f.write(json.dumps(rec) + "\n")
+                f.flush()
+                progress["done"] += 1
+                if is_degenerate_record(rec.get("metrics"), rec.get("finish_reason")):
+                    hooks.on_loop(lp.profile)
+                if cells is not None:
+                    progress["total"] -= cells.completed(req, rec, queue, hooks.on_progress)
+                hooks.on_sample(lp.profile, progress["done"], progress["total"])
+
+            finishing: set[asyncio.Future] = set()
+
+            async def worker() -> None:
+                while (req := next_request()) is not None:
+                    comp, kl = await send(req)
+                    task = asyncio.ensure_future(finish(req, comp, kl))
+                    finishing.add(task)
+                    task.add_done_callback(finishing.discard)
+                    hooks.checkpoint()
+
+            workers = [asyncio.ensure_future(worker()) for _ in range(min(limit, len(queue)))]
+            try:
+                await asyncio.gather(*workers)
+                while finishing:
+                    await asyncio.gather(*finishing)
+            finally:
+                for w in workers:  # one failed or we were cancelled: the others stop sending too
+                    w.cancel()
+                await asyncio.gather(*workers, return_exceptions=True)
+                # responses already received are still stored (no network in there: quick)
+                await asyncio.gather(*finishing, return_exceptions=True)
+                pr.occupancy = occupancy.to_dict()
+                if cells is not None:
+                    pr.stopping.update(cells.decisions())
+            pr.server_info = await sc.server_info()
+            if pr.loop_stops:  # the aborted requests are gone before the stop (its drain waits on any left)
+                pr.idle_after_stops_s = await sc.wait_idle(timeout_s=10.0)
+
+
+async def send_streamed(sc: ServerClient, pb: Playbook, req: RequestSpec, send_riding_out) -> Completion:
+    """``req`` streamed with a fresh loop watch (:func:`~mtp_remote.experiment.sampling.loop_watch`): stopped and
+    aborted once its loop is settled; sent again like any request when a dropped connection cut it."""
+    if pb.api == "chat":
+        return await send_riding_out(lambda: sc.chat_stream(
+            req.prompt, temperature=req.temperature, max_tokens=pb.max_tokens, top_p=pb.top_p, seed=req.seed,
+            watch=loop_watch(pb.think_opened_by_prompt)))
+    text = pb.prompt_template.replace("{prompt}", req.prompt)
+    return await send_riding_out(lambda: sc.generate_stream(
+        text, temperature=req.temperature, max_new_tokens=pb.max_tokens, top_p=pb.top_p, seed=req.seed,
+        watch=loop_watch(pb.think_opened_by_prompt)))
+
+
+async def probe_completion(sc: ServerClient, host: HostConfig, playbook: Playbook, lp: LaunchPlan, req: RequestSpec,
+                           comp: Completion) -> Completion:
+    """The completion the KL probe re-scores: the sample itself when its decode logprobs are raw (T = 0 or
+    1, or the server runs with ``SGLANG_RETURN_ORIGINAL_LOGPROB``), else a probe request at T = 1 with the
+    sample's seed — SGLang returns temperature-scaled logprobs while prefill scoring is raw, which alone
+    reads as ~0.1 nats/token at T = 0.7."""
+    env = {**host.env, **lp.env}
+    if req.temperature in (0.0, 1.0) or env.get("SGLANG_RETURN_ORIGINAL_LOGPROB", "").lower() in ("1", "true"):
+        return comp
+    text = playbook.prompt_template.replace("{prompt}", req.prompt)
+    return await sc.generate(text, temperature=1.0, max_new_tokens=playbook.max_tokens,
+                             top_p=playbook.top_p, seed=req.seed, return_logprob=True)
+
+
+async def kl_probe_of(sc: ServerClient, comp: Completion) -> dict | None:
+    """Re-score the generated tokens by prefill; mean/max k3 of prefill vs decode logprobs."""
+    if comp.error or not comp.prompt_ids or not comp.output_ids or not comp.output_logprobs:
+        return None
+    prefill = await sc.score(comp.prompt_ids + comp.output_ids, len(comp.prompt_ids))
+    if not prefill:
+        return None
+    n = min(len(prefill), len(comp.output_logprobs))
+    pairs = [(p, d) for p, d in zip(prefill[:n], comp.output_logprobs[:n]) if p is not None and d is not None]
+    if not pairs:
+        return None
+    probe = kl_probe([p for p, _ in pairs], [d for _, d in pairs])
+    return {"mean_k3": probe.mean_k3, "max_k3": probe.max_k3, "n_tokens": probe.n_tokens}

@@ -1,0 +1,451 @@
+"""Operator operations behind the small tasks: preflight, status, stop, launch, logs, smoke.
+
+Each takes a transport ``c`` and typed config and returns data (``Check`` lists, ``StatusReport``, …); the
+entry points render them. They change the host only where their name says so (``stop``, ``launch``), and
+then only through :class:`~mtp_remote.experiment.server.ServerLifecycle` — our process group, never by name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import json
+import math
+import shlex
+import socket
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+
+from ..analysis.degeneracy import analyze_text
+from ..analysis.samples import analysed_text
+from ..client import ServerClient
+from ..config.inventory import HostConfig
+from ..config.playbook import Playbook
+from ..errors import ConfigError, LaunchError, MtpRemoteError
+from ..experiment.server import ServerLifecycle
+from ..interrupts import run_async
+from ..lint.lint import _result_from_answer, lint_command
+from ..lint.probe import parse_probe_output, probe_command, probe_source
+from ..remote import facts, hostscripts, process, snapshot
+from ..remote.commands import api_key_of, mask_log_secrets, server_argv, server_env
+from ..remote.foreign import ForeignProcess, find_foreign, force_targets
+
+MIN_FREE_DISK_MIB = 2048
+
+
+@dataclass
+class Check:
+    """One preflight finding: ``status`` is ok, warn or fail."""
+
+    name: str
+    status: str
+    detail: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class StatusReport:
+    host: str
+    server: dict | None
+    server_state: str  # "running" | "not running" | "not ours" | "none"
+    port_in_use: bool
+    gpus: list[dict] = field(default_factory=list)
+    foreign: list[ForeignProcess] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["foreign"] = [f.to_dict() for f in self.foreign]
+        return d
+
+
+def _run(c, cmd: str):
+    return c.run(cmd, hide=True, warn=True, in_stream=False)
+
+
+def _py_version_command(python: str, package: str | None) -> str:
+    if package is None:
+        code = "import sys; print(sys.version.split()[0])"
+    else:
+        code = f"import importlib.metadata as m; print(m.version({package!r}))"
+    return f"{shlex.quote(python)} -c {shlex.quote(code)}"
+
+
+def lifecycle(c, host: HostConfig, python: str, run_id: str = "ops",
+              on_progress: Callable[[str], None] | None = None) -> ServerLifecycle:
+    lc = ServerLifecycle(c, host, python=python, workdir=host.workdir, run_id=run_id, on_progress=on_progress)
+    lc.prepare()
+    return lc
+
+
+def remote_workdir(c, host: HostConfig) -> str:
+    """The host's workdir with ``~`` resolved against the remote $HOME."""
+    return facts.resolve_path(facts.get_home(c), host.workdir)
+
+
+@contextlib.contextmanager
+def held_lock(lc: ServerLifecycle):
+    """Hold the host lock while an operation changes the host (a diagnose run may be using it)."""
+    lc.acquire_lock(f"{getpass.getuser()}@{socket.gethostname()}")
+    try:
+        yield
+    finally:
+        lc.release_lock()
+
+
+@contextlib.contextmanager
+def smoke_lock(c, host: HostConfig, python: str):
+    """The host lock for the length of a ``smoke``: a request sent while a diagnose samples our server would
+    join that experiment (its speeds) and, in flight when the run stops the server, hold the stop in SGLang's
+    endless drain for ``timeouts.drain_s``. Raises LockError naming the run that holds the host."""
+    with held_lock(lifecycle(c, host, python, run_id="smoke")):
+        yield
+
+
+def foreign_processes(c, host: HostConfig, python: str, workdir: str, our_pgid: int | None,
+                      our_children: list[list[int]] | None = None) -> list[ForeignProcess]:
+    """SGLang processes (by parsed argv), GPU users and the owner of our port that are not in our process
+    group nor among our recorded children."""
+    smi = facts.nvidia_smi(host, python, workdir)
+    apps = facts.apps_on_gpus(facts.get_gpu_apps(c, smi), facts.get_gpus(c, smi), host.gpus)
+    return find_foreign(facts.get_processes(c), apps, our_pgid=our_pgid,
+                        port_owners=facts.get_port_owners(c, host.port), our_children=our_children)
+
+
+def _host_sections(host: HostConfig, python: str, workdir: str) -> dict[str, str]:
+    """The fact commands ``status`` and ``preflight`` share (one snapshot section each; ``workdir`` as the
+    snapshot sees it, :func:`~mtp_remote.remote.snapshot.home_relative`)."""
+    smi = facts.nvidia_smi(host, python, workdir)
+    return {"record": process.read_record_command(workdir),
+            "proc": snapshot.record_process_command(workdir),
+            "tcp": facts.listening_ports_command(),
+            "gpus": facts.gpus_command(smi),
+            "apps": facts.gpu_apps_command(smi),
+            "procs": facts.processes_command(),
+            "owners": facts.port_owner_command(host.port)}
+
+
+@dataclass
+class _HostFacts:
+    """The parsed shared sections of a snapshot."""
+
+    record: process.ServerRecord | None
+    proc: facts.ProcessInfo | None
+    tcp_ports: set  # TCP ports in LISTEN state
+    gpus: list
+    apps: list
+    procs: list
+    owners: set
+
+    @classmethod
+    def parse(cls, snap: dict[str, snapshot.Section]) -> _HostFacts:
+        def out(name: str, ok_only: bool = False) -> str:
+            sec = snap.get(name)
+            return "" if sec is None or (ok_only and sec.exited != 0) else sec.stdout
+
+        return cls(record=process.parse_record(out("record")), proc=facts.parse_process_info(out("proc")),
+                   tcp_ports=facts.parse_listening_ports(out("tcp")), gpus=facts.parse_gpus(out("gpus", True)),
+                   apps=facts.parse_gpu_apps(out("apps", True)), procs=facts.parse_processes(out("procs")),
+                   owners=facts.parse_port_owners(out("owners")))
+
+    def foreign(self, host: HostConfig, our_pgid: int | None,
+                our_children: list[list[int]] | None = None) -> list[ForeignProcess]:
+        """:func:`foreign_processes` on these facts."""
+        apps = facts.apps_on_gpus(self.apps, self.gpus, host.gpus)
+        return find_foreign(self.procs, apps, our_pgid=our_pgid, port_owners=self.owners, our_children=our_children)
+
+
+def parse_df(output: str) -> int | None:
+    """Free MiB from ``df -Pk PATH`` (second line, fourth column in KiB)."""
+    lines = output.strip().splitlines()
+    if len(lines) < 2:
+        return None
+    parts = lines[-1].split()
+    return int(parts[3]) // 1024 if len(parts) >= 4 and parts[3].isdigit() else None
+
+
+def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> list[Check]:
+    """Read-only checks of a host before a run: python, SGLang and torch versions, GPUs, model, disk, port,
+    foreign SGLang processes, and the lint of each profile's launch command."""
+    checks = [Check("ssh", "ok", f"{host.transport} transport to {host.address or 'localhost'} works")]
+    workdir = snapshot.home_relative(host.workdir)
+    wd = shlex.quote(workdir)
+    sections = {"python": _py_version_command(python, None) + " 2>&1"}
+    if not host.is_sim:
+        sections.update(sglang=_py_version_command(python, "sglang"), torch=_py_version_command(python, "torch"),
+                        model=f"cat {shlex.quote(host.model_path + '/config.json')}")
+    sections["workdir"] = (f"(umask 077; mkdir -p {wd}) 2>/dev/null; t={wd}/.write-test.$$; "
+                           f"if (printf x > \"$t\") 2>/dev/null; then rm -f \"$t\"; echo writable; else echo read-only; "
+                           f"fi; df -Pk {wd}")
+    sections.update(_host_sections(host, python, workdir))
+    snap = snapshot.run_snapshot(c, sections)  # every read-only fact below: one round trip
+    hf = _HostFacts.parse(snap)
+
+    def sec(name: str) -> snapshot.Section:
+        return snap.get(name) or snapshot.Section("", 1)
+
+    r = sec("python")
+    checks.append(Check("python", "ok" if r.exited == 0 else "fail",
+                        f"{python} {r.stdout.strip()}" if r.exited == 0 else f"{python} not runnable: {r.stdout.strip()[:200]}"))
+    sglang_version = None
+    if host.is_sim:
+        checks.append(Check("sglang", "ok", "simulated engine (mtp_remote.sim)"))
+    else:
+        for pkg in ("sglang", "torch"):
+            r = sec(pkg)
+            if pkg == "sglang" and r.exited == 0:
+                sglang_version = r.stdout.strip()
+            checks.append(Check(pkg, "ok" if r.exited == 0 else "fail",
+                                r.stdout.strip() if r.exited == 0 else f"{pkg} is not installed for {python}"))
+    gpus = hf.gpus
+    if gpus:
+        detail = "; ".join(f"GPU{g.index} {g.name}: {g.memory_used_mib}/{g.memory_total_mib} MiB used" for g in gpus)
+        busy = [g for g in gpus if g.memory_used_mib > 0.05 * g.memory_total_mib]
+        checks.append(Check("gpus", "warn" if busy else "ok",
+                            detail + ("; memory already in use" if busy else "")))
+    else:
+        checks.append(Check("gpus", "fail", "nvidia-smi returned no GPUs"))
+    architectures: tuple[str, ...] = ()
+    if host.is_sim:
+        checks.append(Check("model", "ok", f"{host.model_path} (simulated: not read)"))
+    else:
+        r = sec("model")
+        if r.exited != 0:
+            checks.append(Check("model", "fail", f"{host.model_path}/config.json not found"))
+        else:
+            try:
+                arch = json.loads(r.stdout).get("architectures")
+                architectures = tuple(arch or ())
+                checks.append(Check("model", "ok", f"{host.model_path}: architectures {arch}"))
+            except ValueError:
+                checks.append(Check("model", "warn", f"{host.model_path}/config.json is not valid JSON"))
+    r = sec("workdir")
+    writable = r.stdout.startswith("writable")
+    checks.append(Check("workdir", "ok" if writable else "fail",
+                        f"{host.workdir} is writable" if writable else
+                        f"{host.workdir} is not writable (read-only or missing): the server record, logs and lock "
+                        f"live there; set a writable `workdir` for this host"))
+    free = parse_df(r.stdout)
+    checks.append(Check("disk", "ok" if free and free >= MIN_FREE_DISK_MIB else "warn",
+                        f"{free} MiB free in the workdir's filesystem" if free is not None else "df failed"))
+    busy = host.port in hf.tcp_ports
+    checks.append(Check("port", "fail" if busy else "ok",
+                        f"port {host.port} is {'already in use' if busy else 'free'}"))
+    rec = hf.record
+    foreign = hf.foreign(host, rec.pgid if rec else None, rec.children if rec else None)
+    checks.append(Check("foreign-processes", "warn" if foreign else "ok",
+                        "; ".join(f.describe() for f in foreign) if foreign else "no SGLang process we did not start"))
+    if playbook is not None:
+        checks.extend(_lint_checks(c, host, playbook, python, sglang_version, architectures))
+    return checks
+
+
+def _remote_real_parser(c, python: str, argvs: list[list[str]], architectures: tuple[str, ...]):
+    """Check argvs with the SGLang installed on the host (its own argparse parser, through ``c.run``);
+    None when that python has no importable SGLang."""
+    r = c.run(probe_command(python, "parse-many", argvs), hide=True, warn=True,
+              in_stream=hostscripts.WholeStdin(probe_source()))  # whole, not Invoke's byte per 10 ms
+    try:
+        answer = parse_probe_output(r.stdout)
+    except MtpRemoteError:
+        return None
+    if "results" not in answer:
+        return None
+    version = answer.get("sglang_version")
+    return [_result_from_answer(one, argv, version, architectures) for one, argv in zip(answer["results"], argvs)]
+
+
+def _lint_checks(c, host: HostConfig, playbook: Playbook, python: str, sglang_version: str | None,
+                 architectures: tuple[str, ...]) -> list[Check]:
+    """Lint every profile's launch command: with the host's own SGLang parser when it has one (its verdict
+    wins), else with the flag table of the host's SGLang version (newest when unknown)."""
+    names = playbook.profile_order()
+    argvs = [server_argv(host, playbook, n) for n in names]
+    results = None if host.is_sim or sglang_version is None else _remote_real_parser(c, python, argvs, architectures)
+    source = "host's SGLang parser" if results else f"flag table for SGLang {sglang_version or 'newest'}"
+    if results is None:
+        results = [lint_command("python -m sglang.launch_server " + " ".join(shlex.quote(a) for a in argv),
+                                sglang_version=sglang_version, architectures=architectures) for argv in argvs]
+    out = []
+    for name, res in zip(names, results):
+        findings = res.to_dict()["findings"]
+        out.extend(Check(f"lint:{name}", "ok", f"note: {note}") for note in res.notes)  # e.g. a no-op on 0.5.9
+        if findings:
+            out.append(Check(f"lint:{name}", "warn", f"({source}) " + "; ".join(
+                f"{f['code']}{(' ' + f['flag']) if f.get('flag') else ''}: {f.get('message', '')}" for f in findings)))
+        else:
+            out.append(Check(f"lint:{name}", "ok", f"no findings ({source})"))
+    return out
+
+
+def status(c, host: HostConfig, python: str) -> StatusReport:
+    """Our server (recorded and alive?), the port, GPUs and foreign SGLang processes. Read-only."""
+    hf = _HostFacts.parse(snapshot.run_snapshot(c, _host_sections(host, python,
+                                                               snapshot.home_relative(host.workdir))))
+    rec = hf.record
+    state = "none"
+    if rec is not None:
+        info = hf.proc if hf.proc is not None and hf.proc.pid == rec.pid else None
+        if info is None or not info.alive:
+            state = "not running"
+        else:
+            state = "running" if process.is_ours(info, rec) else "not ours"
+    return StatusReport(host=host.name, server=asdict(rec) if rec else None, server_state=state,
+                        port_in_use=host.port in hf.tcp_ports, gpus=[asdict(g) for g in hf.gpus],
+                        foreign=hf.foreign(host, rec.pgid if rec and state == "running" else None,
+                                           rec.children if rec else None))
+
+
+#: Seconds ``stop`` gives a SIGTERM before SIGKILL by default: a run's ``timeouts.drain_s`` (30). Longer only
+#: waits: SGLang's drain with a request in flight never ends (its scheduler died with the SIGTERM).
+STOP_TERM_S = 30.0
+
+
+def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float = STOP_TERM_S,
+         gpu_release_s: float = 120.0, on_progress: Callable[[str], None] | None = None) -> dict:
+    """Stop our server; with ``force`` also the foreign processes that hold this host's GPU memory or its
+    port (:func:`force_targets`), each by PID after listing them. Other SGLang-like processes are listed and
+    left alone. ``term_s``: seconds after SIGTERM before SIGKILL (``--term-timeout``; the kill reason names it).
+
+    Returns {"ours": StopResult dict, "foreign": [listed], "targets": [PIDs --force may signal],
+    "forced": [PIDs signalled], "killed": [PIDs that needed SIGKILL], "gpu_release_s"}."""
+    lc = lifecycle(c, host, python, on_progress=on_progress)
+    with held_lock(lc):
+        res = lc.stop(term_s=term_s, drain_s=term_s, drain_name="--term-timeout", gpu_release_s=gpu_release_s)
+    foreign = foreign_processes(c, host, python, lc.workdir, None)
+    targets = force_targets(foreign, host.port)
+    out = {"ours": asdict(res), "ours_text": res.describe(), "foreign": [f.to_dict() for f in foreign],
+           "targets": [f.pid for f in targets], "forced": [], "killed": [], "gpu_release_s": None}
+    if force and targets:
+        pids = [f.pid for f in targets]
+        if on_progress:
+            for f in targets:
+                on_progress(f"--force: signalling {f.describe()}")
+        out["killed"] = process.signal_pids(c, [(f.pid, f.start_ticks) for f in targets], term_s=min(term_s, 30.0))
+        out["forced"] = pids
+        out["gpu_release_s"], _ = process.wait_gpu_release(c, lc.smi, set(pids), gpu_release_s, on_progress)
+    return out
+
+
+def launch(c, host: HostConfig, playbook: Playbook, profile: str, python: str, *, run_id: str,
+           on_progress: Callable[[str], None] | None = None):
+    """Stop our previous server, launch ``profile`` and wait until its log says ready; leave it running.
+    Returns the wait outcome (Ready / Crashed / TimedOut); a crashed server is stopped again."""
+    if profile not in playbook.profiles:
+        raise MtpRemoteError(f"unknown profile {profile!r}; choose one of: {', '.join(playbook.profile_order())}")
+    lc = lifecycle(c, host, python, run_id=run_id, on_progress=on_progress)
+    with held_lock(lc):
+        lc.stop(term_s=playbook.timeouts.term_s, drain_s=playbook.timeouts.drain_s,
+                gpu_release_s=playbook.timeouts.gpu_release_s)
+        rec = None
+        try:
+            rec = lc.launch(profile, server_argv(host, playbook, profile),
+                            server_env(host, playbook, profile, lc.workdir))
+            outcome = lc.wait_ready(rec, timeout_s=playbook.timeouts.ready_s)
+        except LaunchError:  # nothing left running: launch.sh stops a server it could not record
+            raise
+        except BaseException as e:  # Ctrl-C / SIGTERM / a lost connection while launching or waiting (the stop
+            # reads the host's record: a server started by a launch cut before it returned is stopped too)
+            _stop_after_interrupt(lc, host, playbook, rec, e, on_progress, profile=profile)
+            raise
+        if not outcome.ok:
+            lc.stop(term_s=playbook.timeouts.term_s, drain_s=playbook.timeouts.drain_s,
+                    gpu_release_s=playbook.timeouts.gpu_release_s)
+    return outcome
+
+
+def _stop_after_interrupt(lc: ServerLifecycle, host: HostConfig, playbook: Playbook, rec, exc: BaseException,
+                          on_progress: Callable[[str], None] | None, *, profile: str) -> None:
+    """Stop the server ``launch`` started when launching or waiting for it was interrupted (``rec`` is None
+    when the launch step had not returned: the host's record names the server); if that fails too, say that it
+    may be left running and how to stop it."""
+    say = on_progress or (lambda msg: None)
+    why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}"
+    which = f"PID {rec.pid}" if rec is not None else "if it started"
+    say(f"{why} while {'waiting for' if rec is not None else 'launching'} {profile}"
+        f"{' to be ready' if rec is not None else ''}: stopping the server we started ({which})")
+    try:
+        lc.stop(term_s=min(playbook.timeouts.term_s, 30.0), gpu_release_s=playbook.timeouts.gpu_release_s)
+    except BaseException:
+        say(f"the server {which} may be LEFT RUNNING on {host.name}; stop it with "
+            f"`mtp-remote stop -H {host.name}` (or `fab -H {host.name} stop`)")
+        raise
+
+
+def current_log(c, host: HostConfig) -> tuple[str, int | None]:
+    """(log path, PID) of our running server; else (newest log in the workdir, None). Raises
+    MtpRemoteError when there is no log at all."""
+    workdir = remote_workdir(c, host)
+    rec = process.read_record(c, workdir)
+    if rec is not None:
+        info = facts.get_process_info(c, rec.pid)
+        return rec.log_path, (rec.pid if process.is_ours(info, rec) and info.alive else None)
+    r = _run(c, f"ls -1t {shlex.quote(workdir)}/logs/*/*.log 2>/dev/null | head -n 1")
+    path = r.stdout.strip()
+    if not path:
+        raise MtpRemoteError(f"no server log on {host.name} under {workdir}/logs")
+    return path, None
+
+
+def server_alive(c, pid: int | None) -> bool:
+    info = facts.get_process_info(c, pid) if pid else None
+    return info is not None and info.alive
+
+
+def follow_log(c, path: str, *, lines: int = 50, poll_s: float = 0.5,
+               until: Callable[[], bool] | None = None) -> Iterator[str]:
+    """Yield the last ``lines`` lines of ``path``, then new text as it is written (polled from a byte offset)
+    until ``until()`` is true (or forever; stop with Ctrl-C)."""
+    r = _run(c, f"tail -n {int(lines)} {shlex.quote(path)}; echo; stat -c %s {shlex.quote(path)}")
+    body, _, size = r.stdout.rstrip("\n").rpartition("\n")
+    yield mask_log_secrets(body)
+    offset = int(size) if size.strip().isdigit() else 0
+    while until is None or not until():
+        time.sleep(poll_s)
+        new = _run(c, f"tail -c +{offset + 1} {shlex.quote(path)} | head -c 1048576").stdout
+        if new:
+            offset += len(new.encode())
+            yield mask_log_secrets(new)
+
+
+def running_api_key(c, host: HostConfig, playbook: Playbook) -> str | None:
+    """The API key of the profile our server runs (from server.json's profile and the playbook's flags)."""
+    rec = process.read_record(c, remote_workdir(c, host))
+    if rec is not None and rec.profile in playbook.profiles:
+        return api_key_of(server_argv(host, playbook, rec.profile))
+    return api_key_of(playbook.base_flags)
+
+
+def smoke(base_url: str, playbook: Playbook, *, prompt: str | None = None, temperature: float = 0.7,
+          max_tokens: int | None = None, api_key: str | None = None,
+          launch_hint: str = "`mtp-remote launch --profile NAME` (or `fab launch --profile NAME`)") -> dict:
+    """One request to a running server, its degeneracy metrics and a quick verdict ("ok" or "loops").
+    ``temperature`` must be finite and >= 0. ``launch_hint``: the command the error names when no server of ours
+    is healthy (the entry point's, with the host and inventory it was given)."""
+    if not math.isfinite(temperature) or temperature < 0:
+        raise ConfigError(f"temperature must be a finite number >= 0, not {temperature}", field="--temperature")
+
+    text = prompt or playbook.prompts[0].text
+    mt = max_tokens or playbook.max_tokens
+
+    async def go():
+        async with ServerClient(base_url, timeout_s=playbook.timeouts.request_s, api_key=api_key) as sc:
+            if await sc.health() != 200:
+                raise MtpRemoteError(f"no healthy server of ours is running; start one with {launch_hint}")
+            if playbook.api == "generate":
+                return await sc.generate(playbook.prompt_template.replace("{prompt}", text),
+                                         temperature=temperature, max_new_tokens=mt, seed=playbook.seed)
+            return await sc.chat(text, temperature=temperature, max_tokens=mt, seed=playbook.seed)
+
+    comp = run_async(go())
+    if comp.error:
+        raise MtpRemoteError(f"smoke request failed: {comp.error}")
+    m = analyze_text(analysed_text(comp.text, playbook.think_opened_by_prompt), comp.output_ids)
+    accept = comp.completion_tokens / comp.spec_verify_ct if comp.spec_verify_ct else None
+    return {"prompt": text, "temperature": temperature, "verdict": "loops" if m.is_loop else "ok",
+            "finish_reason": comp.finish_reason, "completion_tokens": comp.completion_tokens,
+            "latency_s": round(comp.latency_s, 3), "accept_length": round(accept, 3) if accept else None, "metrics": m.to_dict(),
+            "text": comp.text, "text_tail": comp.text[-400:]}
+

@@ -1,0 +1,90 @@
+"""The software and hardware facts of a host that explain why it behaves as it does: one command, one parser.
+
+``environment_command`` builds one shell script (sent once) that prints, between markers: the SGLang and torch
+versions of the host's python (for sim hosts the release the sim imitates, ``mtp_remote.sim.version``), the
+GPUs' names and driver version (``nvidia-smi --query-gpu=name,driver_version``, or the sim's stand-in) and
+the model's ``config.json`` ``architectures``. ``parse_environment`` turns its output into an
+:class:`EnvFacts`. ``mitigate`` uses them to choose release-aware candidates, ``bug-report`` prints them, and
+the fleet report names the facts in which disagreeing hosts differ.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import asdict, dataclass, field
+
+from ..config.inventory import HostConfig
+from . import facts
+
+_VERSIONS = ("import importlib.metadata as m\n"
+             "for p in ('sglang', 'torch'):\n"
+             "    try: print(p, m.version(p))\n"
+             "    except Exception: print(p, '-')\n")
+_MARK = "=== mtp-remote:"
+
+
+@dataclass
+class EnvFacts:
+    """SGLang and torch versions (None: not installed / unknown), GPU names, driver version, architectures."""
+
+    sglang: str | None = None
+    torch: str | None = None
+    gpus: list[str] = field(default_factory=list)
+    driver: str | None = None
+    architectures: list[str] = field(default_factory=list)
+    simulated: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def environment_command(host: HostConfig, python: str, workdir: str) -> str:
+    """One script printing the facts between ``=== mtp-remote:NAME`` markers (``workdir`` resolved)."""
+    py = shlex.quote(python)
+    if host.is_sim:
+        ver = "".join(f"{k}={shlex.quote(host.env[k])} " for k in ("SGLANG_SIM_VERSION",) if k in host.env)
+        versions = f"echo sglang $(env {ver}{py} -m mtp_remote.sim.version); echo torch -"
+        model = "echo '{\"architectures\": []}'"
+    else:
+        versions = f"{py} -c {shlex.quote(_VERSIONS)}"
+        model = f"cat {shlex.quote(host.model_path.rstrip('/') + '/config.json')}"
+    smi = facts.nvidia_smi(host, python, workdir)
+    parts = [("versions", versions), ("gpus", f"{smi} --query-gpu=name,driver_version --format=csv,noheader"),
+             ("model", model)]
+    return "; ".join(f"echo '{_MARK}{name}'; {cmd} 2>/dev/null" for name, cmd in parts)
+
+
+def parse_environment(output: str, *, simulated: bool = False) -> EnvFacts:
+    """Parse :func:`environment_command`'s output (missing sections leave their fields unset)."""
+    sections: dict[str, list[str]] = {}
+    cur = None
+    for line in output.splitlines():
+        if line.startswith(_MARK):
+            cur = line[len(_MARK):].strip()
+            sections[cur] = []
+        elif cur is not None:
+            sections[cur].append(line)
+    ef = EnvFacts(simulated=simulated)
+    for line in sections.get("versions", []):
+        name, _, ver = line.strip().partition(" ")
+        ver = ver.strip()
+        if name in ("sglang", "torch") and ver and ver != "-":
+            setattr(ef, name, ver)
+    for line in sections.get("gpus", []):
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) >= 2 and parts[0]:
+            ef.gpus.append(parts[0])
+            ef.driver = ef.driver or parts[1]
+    try:
+        ef.architectures = list(json.loads("\n".join(sections.get("model", [])) or "{}").get("architectures") or [])
+    except (ValueError, AttributeError):
+        pass
+    return ef
+
+
+def get_environment(c, host: HostConfig, python: str) -> EnvFacts:
+    """Run :func:`environment_command` on ``c`` (one command) and parse it."""
+    workdir = facts.resolve_path(facts.get_home(c), host.workdir)
+    r = c.run(environment_command(host, python, workdir), hide=True, warn=True, in_stream=False)
+    return parse_environment(r.stdout, simulated=host.is_sim)

@@ -1,0 +1,108 @@
+"""Runs on disk: find one (``last``, a run id, a directory), re-render its reports, compare two of them.
+
+``compare_runs(a, b)`` pairs the cells (profile, temperature) of two run directories and tests each
+difference: loop rate by Fisher's exact test (one-sided "b loops more" and two-sided), acceptance length side
+by side, speed by Welch's t-test and the Mann-Whitney U test on the per-sample decode speeds
+(completion_tokens / latency_s of each successful request in ``samples.jsonl``); see
+:mod:`mtp_remote.analysis.runstats`. Reads files only, never the network.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..analysis.runstats import loop_diff, speed_diff
+from ..config.validation import is_name
+from ..errors import ConfigError
+from ..experiment.diagnose import latest_samples
+from ..experiment.sampling import load_samples
+from ..report.document import load_summary
+from ..report.html import write_html
+from ..report.markdown import write_markdown
+from ..report.records import cause_line
+
+
+def run_dirs(runs_dir: str | Path) -> list[Path]:
+    """Run directories under ``runs_dir`` that hold a summary.json, oldest first (run ids start with their
+    UTC start time, so name order is time order)."""
+    root = Path(runs_dir)
+    if not root.is_dir():
+        return []
+    return sorted(p.parent for p in root.glob("*/summary.json"))
+
+
+def resolve_run(ref: str | None, runs_dir: str | Path = "runs") -> Path:
+    """The run directory for ``ref``: ``last`` (or None) the newest run with a summary.json, a run id under
+    ``runs_dir``, or a path to a run directory or its summary.json. Raises ConfigError naming what exists."""
+    if ref in (None, "", "last"):
+        runs = run_dirs(runs_dir)
+        if not runs:
+            raise ConfigError("no run with a summary.json yet (`mtp-remote diagnose` writes one)", file=str(runs_dir))
+        return runs[-1]
+    p = Path(ref)
+    if p.name == "summary.json" and p.is_file():
+        return p.parent
+    if (p / "summary.json").is_file():
+        return p
+    if is_name(ref) and (Path(runs_dir) / ref / "summary.json").is_file():
+        return Path(runs_dir) / ref
+    recent = ", ".join(d.name for d in run_dirs(runs_dir)[-5:]) or "none"
+    raise ConfigError(f"no run {ref!r} (no summary.json); recent runs: {recent}; or give 'last' or a directory",
+                      file=str(runs_dir), field="RUN")
+
+
+def load_run(run_dir: Path) -> tuple[dict, list[dict]]:
+    """(summary document, latest samples) of a run directory; samples [] when samples.jsonl is absent."""
+    return load_summary(run_dir), latest_samples(load_samples(run_dir / "samples.jsonl"))
+
+
+def rerender(run_dir: Path) -> dict[str, Path]:
+    """Write report.md and report.html of a completed run again from its summary.json and samples.jsonl
+    (e.g. after upgrading mtp-remote). Raises ConfigError for a run that did not complete (no cells)."""
+    doc, samples = load_run(run_dir)
+    if doc.get("status", "completed") != "completed":
+        raise ConfigError(f"run {doc.get('run_id')} {doc.get('status')}: {cause_line(doc)}; it has no report "
+                          f"(summary.json, junit.xml and metrics.prom say why)", file=str(run_dir / "summary.json"))
+    return {"md": write_markdown(doc, samples, run_dir), "html": write_html(doc, samples, run_dir)}
+
+
+def _speeds(samples: list[dict]) -> dict[tuple[str, float], list[float]]:
+    out: dict[tuple[str, float], list[float]] = {}
+    for s in samples:
+        lat = float(s.get("latency_s") or 0.0)
+        if s.get("error") is None and lat > 0:
+            out.setdefault((s["profile"], float(s["temperature"])), []).append(
+                int(s.get("completion_tokens") or 0) / lat)
+    return out
+
+
+def compare_runs(run_a: Path, run_b: Path) -> dict:
+    """Cell-by-cell comparison of two runs (``a`` the reference, ``b`` the one under test).
+
+    Returns ``{"a": {run_id, host, playbook, status}, "b": {...}, "verdicts": [{profile, a, b}],
+    "cells": [{profile, temperature, loops: LoopDiff dict, accept_a, accept_b, speed: SpeedDiff dict,
+    only_in}]}``; ``only_in`` is "a"/"b" for a cell present in one run only (no test)."""
+    (doc_a, s_a), (doc_b, s_b) = load_run(run_a), load_run(run_b)
+    cells_a = {(c["profile"], float(c["temperature"])): c for c in doc_a.get("cells", [])}
+    cells_b = {(c["profile"], float(c["temperature"])): c for c in doc_b.get("cells", [])}
+    speed_a, speed_b = _speeds(s_a), _speeds(s_b)
+    rows = []
+    for key in list(dict.fromkeys([*cells_a, *cells_b])):
+        ca, cb = cells_a.get(key), cells_b.get(key)
+        row = {"profile": key[0], "temperature": key[1], "only_in": None if ca and cb else ("a" if ca else "b")}
+        if ca and cb:
+            row["loops"] = loop_diff(ca["loops"], ca["n"], cb["loops"], cb["n"]).to_dict()
+            row["accept_a"], row["accept_b"] = ca.get("accept_length"), cb.get("accept_length")
+            row["speed"] = speed_diff(speed_a.get(key, []), speed_b.get(key, [])).to_dict()
+        rows.append(row)
+    va = {v["profile"]: v["kind"] for v in doc_a.get("verdicts", [])}
+    vb = {v["profile"]: v["kind"] for v in doc_b.get("verdicts", [])}
+
+    def head(doc: dict, d: Path) -> dict:
+        return {"run_id": doc.get("run_id"), "dir": str(d), "host": doc["host"]["name"],
+                "playbook": doc["playbook"]["name"], "status": doc.get("status", "completed"),
+                "started_at": doc.get("started_at"), "tool_version": doc.get("tool_version")}
+
+    return {"a": head(doc_a, run_a), "b": head(doc_b, run_b),
+            "verdicts": [{"profile": p, "a": va.get(p), "b": vb.get(p)} for p in dict.fromkeys([*va, *vb])],
+            "cells": rows}

@@ -1,0 +1,290 @@
+"""``bisect``: the smallest set of flag changes from a good launch line that still corrupts output.
+
+Delta debugging (Zeller & Hildebrandt 2002, *ddmin*) over the changes that turn the good profile's flags into
+the bad one's (set a flag, change its value, remove it). One test applies a subset of the changes to the good
+flags, launches that server once (:class:`~mtp_remote.experiment.runner.Runner`, early stopping with ``repeats`` samples
+per prompt as the budget: a test is statistical) and asks the decision rule (:func:`mitigate._judge`) whether
+it corrupts output against the baseline: ``fail`` (spec-corrupts-output), ``pass`` (no loop excess) or
+``unresolved`` (anything else — ddmin treats it as not failing). Results are cached by flag set, so a
+configuration is launched at most once. Writes ``runs/<run-id>/bisect.json`` and ``samples.jsonl``.
+
+Resumable like ``diagnose`` and ``mitigate`` (``--resume RUN_ID``): every test's result is written to
+bisect.json as it completes (and the test in flight as ``pending``, its samples in samples.jsonl); a resumed
+bisect replays ddmin with the stored results of the same flag sets, so it relaunches none of them, and
+continues the test that was interrupted from its stored samples. ddmin is deterministic, so the resumed run
+ends with the same minimal change as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..config.playbook import Playbook, ProfileConfig
+from ..errors import ConfigError, Interrupted, MtpRemoteError
+from ..experiment.diagnose import experiment_fingerprint, latest_samples, load_config, remote_python
+from ..experiment.runner import Hooks, Runner, new_run_id
+from ..experiment.sampling import load_samples
+from ..remote import connect as transport
+from ..remote.commands import mask_argv, mask_secrets, playbook_secrets, server_argv
+from .candidates import parse_flags, unparse_flags
+from .mitigate import (
+    _check_run_id,
+    _judge,
+    _load_from,
+    _reuse_check,
+    copy_reused,
+    corrupting_profile,
+    only_profiles,
+)
+
+BISECT_FILE = "bisect.json"
+
+Change = tuple[str, str, str | None]  # (op "set" | "unset", flag, value)
+
+
+def flag_changes(good: list[str], bad: list[str]) -> list[Change]:
+    """The changes that turn ``good`` flags into ``bad`` ones, in ``bad``'s order then removals."""
+    g, b = dict(parse_flags(good)), dict(parse_flags(bad))
+    out: list[Change] = [("set", k, v) for k, v in parse_flags(bad) if k not in g or g[k] != v]
+    out += [("unset", k, None) for k, _ in parse_flags(good) if k not in b]
+    return out
+
+
+def apply_changes(good: list[str], changes: list[Change]) -> list[str]:
+    """``good`` flags with ``changes`` applied (a set replaces the flag's value in place, or appends it)."""
+    pairs = parse_flags(good)
+    for op, k, v in changes:
+        if op == "unset":
+            pairs = [(n, x) for n, x in pairs if n != k]
+        elif any(n == k for n, _ in pairs):
+            pairs = [(n, v if n == k else x) for n, x in pairs]
+        else:
+            pairs.append((k, v))
+    return unparse_flags(pairs)
+
+
+def describe(change: Change) -> str:
+    op, k, v = change
+    return f"without {k}" if op == "unset" else (k if v is None else f"{k} {v}")
+
+
+def ddmin(changes: list, test: Callable[[list], str]) -> list:
+    """A 1-minimal subset of ``changes`` for which ``test`` returns ``"fail"`` (``test(changes)`` must fail).
+
+    Zeller's ddmin: split into n parts; reduce to a failing part (n = 2) or a failing complement
+    (n = n - 1); else double n until the parts are single changes. ``unresolved`` counts as not failing."""
+    n = 2
+    cur = list(changes)
+    while len(cur) >= 2:
+        size = len(cur) / n
+        parts = [cur[int(i * size):int((i + 1) * size)] for i in range(n)]
+        parts = [p for p in parts if p]
+        reduced = False
+        for p in parts:
+            if test(p) == "fail":
+                cur, n, reduced = p, 2, True
+                break
+        if not reduced and n > 2:
+            for p in parts:
+                comp = [c for c in cur if c not in p]
+                if test(comp) == "fail":
+                    cur, n, reduced = comp, max(n - 1, 2), True
+                    break
+        if not reduced:
+            if n >= len(cur):
+                break
+            n = min(len(cur), 2 * n)
+    if len(cur) == 1 and test([]) == "fail":
+        return []
+    return cur
+
+
+@dataclass
+class BisectResult:
+    run_id: str
+    run_dir: Path
+    document: dict
+    exit_code: int
+
+
+def bisect(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yaml", host: str | None = None,
+           runs_dir="runs", good: str | None = None, bad: str | None = None, repeats: int | None = None,
+           from_run: str | None = None, hooks: Hooks | None = None, c=None,
+           resume: str | None = None) -> BisectResult:
+    """Find the minimal flag change from ``good`` (default: the baseline profile's flags) to ``bad`` (default:
+    the first speculative profile's, or the diagnose run's corrupting one) that corrupts output.
+
+    ``good``/``bad`` are a profile name or a flag string. Exit code 0 when a minimal change was found (it is in
+    ``document["minimal"]`` with the launch line), 1 when the bad line does not corrupt (nothing to bisect).
+    ``resume``: continue bisect run RUN_ID (its good/bad lines, repeats and stored test results; the same
+    inventory and playbook). Raises ConfigError for bad options or a run that cannot be resumed,
+    MtpRemoteError when the host cannot be used (with the resume command), Interrupted (with the resume
+    command) on Ctrl-C: finished tests and the samples of the one in flight are kept."""
+    _, host_cfg, pb = load_config(inventory, playbook, host)
+    hooks = hooks or Hooks()
+    runs_dir = Path(runs_dir)
+    fingerprint = mask_secrets(experiment_fingerprint(host_cfg, pb), playbook_secrets(pb, host_cfg))
+    if resume:
+        doc = _resume_state(runs_dir, resume, fingerprint)
+        good, bad, from_run = doc["good_spec"], doc["bad_spec"], doc["from_run"]
+        repeats = doc["repeats_asked"]
+    from_dir, from_doc = _load_from(runs_dir, from_run)
+    good_flags, bad_name, bad_flags, changes = _lines(pb, from_doc, good, bad)
+    run_id = resume or new_run_id()
+    run_dir = runs_dir / run_id
+    temps = [t for t in pb.temperatures if t > 0] or pb.temperatures
+    budget = {"samples": repeats} if repeats else {}
+    base = Playbook.model_validate({**pb.model_dump(), "temperatures": temps, "early_stop": True, **budget})
+    if resume:
+        if (doc["good"], doc["bad"]) != (good_flags, bad_flags):
+            raise ConfigError(f"run {resume}'s good/bad lines no longer read the same from the playbook; resume "
+                              "it with the playbook it was made with", field="--resume")
+        hooks.on_progress(f"resuming bisect {run_id}: {len(doc['tests'])} tests stored, not launched again")
+    else:
+        run_dir.mkdir(parents=True)
+        reused = None
+        if from_dir is not None and _reuse_check(from_dir, host_cfg, pb, bad_name or pb.baseline) is None:
+            reused = copy_reused(from_dir, run_dir, (pb.baseline,))
+        doc = {"schema_version": 1, "kind": "bisect", "run_id": run_id, "host": host_cfg.name,
+               "simulated": host_cfg.is_sim, "playbook": str(playbook), "from_run": from_run,
+               "started_at": datetime.now(timezone.utc).isoformat(), "good": good_flags, "bad": bad_flags,
+               "good_spec": good, "bad_spec": bad, "repeats_asked": repeats, "fingerprint": fingerprint,
+               "changes": [describe(ch) for ch in changes], "repeats": base.samples, "tests": [],
+               "pending": None, "baseline_reused": reused}
+    doc.pop("minimal", None)
+    python = remote_python(host_cfg)
+    own = c is None
+    cache: dict[tuple[str, ...], str] = {tuple(t["flags"]): t["outcome"] for t in doc["tests"]}
+    resume_cmd = resume_command(run_id, inventory, host_cfg.name, playbook, runs_dir)
+
+    def save():
+        tmp = run_dir / (BISECT_FILE + ".tmp")
+        tmp.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+        tmp.replace(run_dir / BISECT_FILE)
+
+    def next_name(flags: list[str]) -> str:
+        """The interrupted test's name when these are its flags (its stored samples continue), else a new one."""
+        pending = doc.get("pending")
+        if pending and pending["flags"] == flags:
+            return pending["name"]
+        used = [int(t["name"][1:]) for t in doc["tests"]] + ([int(pending["name"][1:])] if pending else [])
+        return f"t{max(used, default=0) + 1}"
+
+    def test(subset: list[Change]) -> str:
+        flags = apply_changes(good_flags, subset)
+        key = tuple(flags)
+        if key in cache:
+            return cache[key]
+        if not subset and good is None:  # the baseline itself: the reference, not a test
+            cache[key] = "pass"
+            return "pass"
+        hooks.checkpoint()  # a safe point: the tests so far are stored
+        name = next_name(flags)
+        doc["pending"] = {"name": name, "flags": flags}
+        save()
+        hooks.on_progress(f"bisect {name}: {', '.join(describe(ch) for ch in subset) or '(good flags)'}")
+        pbt = Playbook.model_validate({**base.model_dump(), "profiles": {
+            **{k: v.model_dump() for k, v in base.profiles.items() if k == base.baseline},
+            name: ProfileConfig(flags=flags, env=base.profiles[bad_name].env if bad_name else {}).model_dump()}})
+        runs = Runner(host_cfg, only_profiles(pbt, [name]), run_dir, run_id=run_id, python=python,
+                      profiles=[name], hooks=hooks, c=conn).run()
+        doc["pending"] = None
+        pr = next((r for r in runs if r.profile == name), None)
+        failure = (pr.cause or "unknown", pr.hint or "") if pr and not pr.launched and \
+            (pr.outcome or {}).get("kind") != "skipped" else None
+        verdict, _ = _judge(base.baseline, name, latest_samples(load_samples(run_dir / "samples.jsonl")), failure, base.compare.alpha)
+        outcome = {"spec-corrupts-output": "fail"}.get(verdict.kind) or (
+            "pass" if verdict.kind in ("healthy", "spec-slower", "spec-ineffective") else "unresolved")
+        cache[key] = outcome
+        doc["tests"].append({"name": name, "changes": [describe(ch) for ch in subset], "flags": flags,
+                             "outcome": outcome, "verdict": verdict.kind, "evidence": verdict.evidence})
+        hooks.on_progress(f"bisect {name}: {outcome} ({verdict.kind}: {verdict.evidence})")
+        save()
+        return outcome
+
+    conn = None
+    try:
+        save()
+        conn = c or transport.connect(host_cfg)
+        base_only = only_profiles(base, []).model_copy(update={"early_stop": False})
+        Runner(host_cfg, base_only, run_dir, run_id=run_id, python=python, hooks=hooks, c=conn).run()
+        if test(changes) != "fail":
+            doc.update(minimal=None, exit_code=1,
+                       message="the bad launch line does not corrupt output here: nothing to bisect")
+        else:
+            minimal = ddmin(changes, test)
+            flags = apply_changes(good_flags, minimal)
+            pbm = base.model_copy(update={"profiles": {**base.profiles, "minimal": ProfileConfig(flags=flags)}})
+            argv = mask_argv(server_argv(host_cfg, pbm, "minimal"))
+            doc.update(minimal=[describe(ch) for ch in minimal], minimal_flags=flags, exit_code=0,
+                       command="python -m sglang.launch_server " + " ".join(shlex.quote(a) for a in argv))
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted; the servers we started were stopped, {len(doc['tests'])} finished tests "
+                          f"and the samples are kept — continue with: {resume_cmd}") from None
+    except MtpRemoteError as e:
+        if hooks.interrupted():
+            raise Interrupted(f"interrupted; {len(doc['tests'])} finished tests and the samples are kept — "
+                              f"continue with: {resume_cmd}") from None
+        e.message += f" (continue with: {resume_cmd})"
+        raise
+    finally:
+        if own and conn is not None:
+            transport.close(conn)
+    doc["finished_at"] = datetime.now(timezone.utc).isoformat()
+    save()
+    return BisectResult(run_id=run_id, run_dir=run_dir, document=doc, exit_code=doc["exit_code"])
+
+
+def _lines(pb: Playbook, from_doc: dict | None, good: str | None, bad: str | None):
+    """(good flags, bad profile name or None, bad flags, changes). Raises ConfigError when they are equal."""
+    good_flags = _flags_of(pb, good or pb.baseline)
+    bad_name = bad if bad and bad in pb.profiles else None
+    if bad is None:
+        bad_name = corrupting_profile(pb, from_doc, None)
+    bad_flags = _flags_of(pb, bad or bad_name)
+    changes = flag_changes(good_flags, bad_flags)
+    if not changes:
+        raise ConfigError("the good and bad launch lines have the same flags: nothing to bisect", field="--bad")
+    return good_flags, bad_name, bad_flags, changes
+
+
+def _resume_state(runs_dir: Path, run_id: str, fingerprint: dict) -> dict:
+    """The stored bisect.json of ``run_id``. Raises ConfigError when there is none, it is finished, or it was
+    made with another host or playbook."""
+    _check_run_id(run_id, "--resume")
+    doc = load_bisect(runs_dir / run_id)
+    if doc is None or "fingerprint" not in doc:
+        raise ConfigError(f"no resumable bisect run {run_id!r} in {runs_dir}/ (no {BISECT_FILE})", field="--resume")
+    if doc["fingerprint"] != fingerprint:
+        raise ConfigError(f"run {run_id} was made with a different host or playbook; resume it with the same "
+                          "inventory and playbook", field="--resume")
+    return doc
+
+
+def resume_command(run_id: str, inventory, host: str, playbook, runs_dir) -> str:
+    return (f"mtp-remote bisect --resume {run_id} -i {shlex.quote(str(inventory))} -H {shlex.quote(host)} "
+            f"-p {shlex.quote(str(playbook))} --runs-dir {shlex.quote(str(runs_dir))}")
+
+
+def _flags_of(pb: Playbook, spec: str) -> list[str]:
+    """A profile's flags by name, else ``spec`` read as a flag string."""
+    if spec in pb.profiles:
+        return list(pb.profiles[spec].flags)
+    if not spec.strip().startswith("--"):
+        raise ConfigError(f"{spec!r} is neither a profile of {pb.name} ({', '.join(pb.profiles)}) nor a flag string",
+                          field="--good/--bad")
+    return shlex.split(spec)
+
+
+def load_bisect(run_dir: Path) -> dict | None:
+    try:
+        return json.loads((run_dir / BISECT_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+

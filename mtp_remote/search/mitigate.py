@@ -1,0 +1,495 @@
+"""``mitigate``: from a corrupting speculative profile, try candidate flag changes and rank the loop-free ones.
+
+One launch per candidate (:class:`~mtp_remote.experiment.runner.Runner`, the same lifecycle as ``diagnose``), sampled in
+rounds with early stopping (``analysis.stopping``: a candidate is dropped as soon as it is settled bad), each
+judged against the baseline with the same statistics and rule as ``diagnose`` (through :func:`_judge`, the one
+place that calls the decision rule). The baseline's samples (and the corrupting profile's, shown as the
+reference row) are reused from the diagnose run given with ``from_run`` when the host and the experiment
+match. Writes ``runs/<run-id>/``: ``samples.jsonl``, ``logs/``, ``mitigation.json`` (the plan, the host facts,
+which candidates are done — ``resume`` continues from it — and the ranked results) and ``mitigation.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from ..analysis.diagnosis import diagnose as diagnose_samples
+from ..analysis.diagnosis import to_obs
+from ..analysis.speed import LogSpeed
+from ..config.inventory import HostConfig
+from ..config.playbook import Playbook, ProfileConfig
+from ..config.validation import is_name
+from ..errors import ConfigError, Interrupted, MtpRemoteError
+from ..experiment.diagnose import RUN_FILE, experiment_fingerprint, latest_samples, load_config, remote_python
+from ..experiment.runner import Hooks, Runner, new_run_id
+from ..experiment.sampling import load_samples
+from ..remote import connect as transport
+from ..remote.commands import mask_secrets, playbook_secrets
+from ..remote.envfacts import EnvFacts, get_environment
+from ..report.records import cause_line
+from .candidates import Candidate, plan_candidates
+from .ranking import (
+    SPEED_CONFIDENCE,
+    flag_changes,
+    fmt_cost_ci,
+    fmt_ratio_ci,
+    pick_best,
+    rank_results,
+    recommendation,
+    speed_fields,
+)
+
+__all__ = ["CandidateResult", "MitigateResult", "mitigate", "render_markdown", "table_rows"]
+
+MITIGATION_FILE = "mitigation.json"
+#: Verdicts under which a candidate no longer loops more than the baseline.
+LOOP_FREE = ("healthy", "spec-slower", "spec-ineffective")
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class CandidateResult:
+    """One row of the mitigation table. ``status``: loop-free, corrupts, undecided, launch-failed, crashed (its
+    server crashed or hung while sampling: not a cure), skipped,
+    reference (the corrupting profile as deployed) or pending. Loop counts are pooled over T > 0 (spec vs
+    baseline), ``p`` the decision rule's deciding adjusted p; ``tokens_per_s`` (mean) and ``accept_length``
+    over non-looping samples; ``log_speed`` / ``base_log_speed`` the summaries (n, mean, var) of ln(tokens/s)
+    over this row's and its baseline's non-looping samples; ``speed_vs_baseline`` the ratio of their geometric
+    means with ``speed_ci`` its 95 % Welch interval [low, high]; ``speed_cost`` 1 - the same ratio over the
+    reference's (what the change costs of the speed-up; None without such samples) with ``speed_cost_ci``;
+    ``flag_changes`` flags added, removed or changed against the as-deployed profile; ``tied_with`` the #1's
+    name when the samples cannot separate this row's speed from #1's (see :mod:`mtp_remote.search.ranking`)."""
+
+    name: str
+    change: str
+    source: str
+    status: str
+    verdict: str | None = None
+    evidence: str = ""
+    loops: int | None = None
+    n: int | None = None
+    base_loops: int | None = None
+    base_n: int | None = None
+    p: float | None = None
+    accept_length: float | None = None
+    tokens_per_s: float | None = None
+    speed_vs_baseline: float | None = None
+    speed_cost: float | None = None
+    flags: tuple[str, ...] = ()
+    rank: int | None = None
+    speed_ci: list[float] | None = None
+    speed_cost_ci: list[float] | None = None
+    log_speed: dict | None = None
+    base_log_speed: dict | None = None
+    flag_changes: int | None = None
+    tied_with: str | None = None
+    host: str | None = None  #: where it ran, when candidates were spread over a fleet
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["flags"] = list(self.flags)
+        return d
+
+
+@dataclass
+class MitigateResult:
+    run_id: str
+    run_dir: Path
+    document: dict
+    exit_code: int
+
+
+def _judge(baseline: str, profile: str, samples: list[dict], launch_failure: tuple[str, str] | None,
+           alpha: float):
+    """The decision rule on one profile vs the baseline: (verdict, cells) — the same call ``diagnose`` makes.
+
+    This is the only place mitigate and bisect reach the rule (``diagnosis.diagnose`` ->
+    ``analysis.verdict.judge``), so a new rule drops in here."""
+    diag = diagnose_samples(baseline=baseline, profiles={baseline: False, profile: True}, samples=samples,
+                            launch_failures={profile: launch_failure} if launch_failure else None, alpha=alpha)
+    verdict = next(v for v in diag.verdicts if v.profile == profile)
+    return verdict, diag.cells
+
+
+def judge_profile(baseline: str, name: str, samples: list[dict], launch_failure, alpha: float) -> dict:
+    """Statistics of one profile vs the baseline as a flat dict (verdict, loops, p, speed, acceptance).
+
+    Speeds are over non-looping samples (``SampleObs.is_degenerate`` false) of the T > 0 cells (all cells when
+    there are none): ``tokens_per_s`` the mean of the cells' means, as ``diagnose`` shows it; ``log_speed`` /
+    ``base_log_speed`` the :class:`~mtp_remote.analysis.speed.LogSpeed` summaries (as dicts) of the per-sample
+    completion_tokens / latency_s, which give ``speed_vs_baseline`` and its interval (``ranking.speed_fields``)."""
+    v, cells = _judge(baseline, name, samples, launch_failure, alpha)
+    rows = [r for r in v.comparisons if r["temperature"] > 0] or list(v.comparisons)
+    mine = [c for c in cells if c.profile == name and c.temperature > 0] or [c for c in cells if c.profile == name]
+    base = [c for c in cells if c.profile == baseline and c.temperature > 0] or \
+        [c for c in cells if c.profile == baseline]
+    tps = _mean(c.tokens_per_s_nonloop for c in mine)
+    acc = _mean(c.accept_length_nonloop if c.accept_length_nonloop is not None else c.accept_length for c in mine)
+    ls, bls = _log_speed(samples, name, {c.temperature for c in mine}), \
+        _log_speed(samples, baseline, {c.temperature for c in base})
+    return {"verdict": v.kind, "evidence": v.evidence,
+            "loops": sum(r["spec_loops"] for r in rows) if rows else None,
+            "n": sum(r["spec_n"] for r in rows) if rows else None,
+            "base_loops": sum(r["base_loops"] for r in rows) if rows else None,
+            "base_n": sum(r["base_n"] for r in rows) if rows else None,
+            "p": v.p_value if v.p_value is not None else (min((r["p_adjusted"] for r in rows), default=None)),
+            "accept_length": acc, "tokens_per_s": tps,
+            "log_speed": ls.to_dict() if ls else None, "base_log_speed": bls.to_dict() if bls else None,
+            **speed_fields(ls, bls)}
+
+
+def _log_speed(samples: list[dict], profile: str, temperatures: set[float]) -> LogSpeed | None:
+    """ln(tokens/s) summary of ``profile``'s non-looping successful samples at ``temperatures``."""
+    obs = [to_obs(s) for s in samples if s["profile"] == profile and float(s["temperature"]) in temperatures]
+    return LogSpeed.of(o.tokens_per_s for o in obs if o.ok and not o.is_degenerate)
+
+
+def _mean(values):
+    vals = [x for x in values if x is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def status_of(verdict: str | None, loops: int | None = None) -> str:
+    """A candidate's row status. ``loop-free``: the verdict is loop-free, or ``inconclusive`` with no degenerate
+    sample seen at T > 0 (too few samples to bound the excess below the margin; the verdict column keeps that
+    statement, e.g. "up to 18 % not ruled out")."""
+    if verdict is None:
+        return "pending"
+    if verdict in LOOP_FREE or (verdict == "inconclusive" and loops == 0):
+        return "loop-free"
+    if verdict == "spec-corrupts-output":
+        return "corrupts"
+    if verdict.startswith("launch-failed"):
+        return "launch-failed"
+    if verdict.startswith(("crashed", "hung")):
+        return "crashed"
+    return "undecided"
+
+
+# -- the run ----------------------------------------------------------------------------------------------
+
+def corrupting_profile(pb: Playbook, from_doc: dict | None, profile: str | None) -> str:
+    """The profile to mitigate: ``profile``, else the diagnose run's first ``spec-corrupts-output``, else the
+    playbook's first speculative profile. Raises ConfigError naming the choices."""
+    spec = [p for p in pb.profile_order() if pb.profiles[p].speculative]
+    if profile:
+        if profile not in spec:
+            raise ConfigError(f"{profile!r} is not a speculative profile of {pb.name}; choose one of {spec}",
+                              field="--profile")
+        return profile
+    if from_doc:
+        bad = [v["profile"] for v in from_doc.get("verdicts", []) if v["kind"] == "spec-corrupts-output"]
+        if bad and bad[0] in pb.profiles:
+            return bad[0]
+    if not spec:
+        raise ConfigError(f"playbook {pb.name} has no speculative profile to mitigate", field="profiles")
+    return spec[0]
+
+
+def _reuse_check(from_dir: Path, host: HostConfig, pb: Playbook, profile: str) -> str | None:
+    """None when the diagnose run in ``from_dir`` was made on the same host with the same experiment (baseline
+    and ``profile`` flags, prompts, sampling); else what differs."""
+    try:
+        stored = json.loads((from_dir / RUN_FILE).read_text())["fingerprint"]
+    except (OSError, ValueError, KeyError):
+        return f"{from_dir / RUN_FILE} is missing or unreadable"  # a whole phrase: no "differ" after it
+    now = mask_secrets(experiment_fingerprint(host, pb), playbook_secrets(pb, host))
+    diffs = [k for k in ("host", "engine", "model_path", "address", "gpus", "python", "host_env")
+             if stored.get(k) != now[k]]
+    old_pb, new_pb = stored.get("playbook", {}), now["playbook"]
+    diffs += [f"playbook.{k}" for k in sorted(set(old_pb) | set(new_pb)) if k not in ("name", "profiles")
+              and old_pb.get(k) != new_pb.get(k)]
+    for p in (pb.baseline, profile):
+        if (old_pb.get("profiles") or {}).get(p) != new_pb["profiles"].get(p):
+            diffs.append(f"profile {p}")
+    return f"{', '.join(diffs)} differ" if diffs else None
+
+
+def derived_playbook(pb: Playbook, profile: str, candidates: list[Candidate], *, samples: int | None) -> Playbook:
+    """The mitigation run's playbook: baseline, the corrupting profile, one profile per launched candidate,
+    early stopping on (``samples`` is the per-prompt budget)."""
+    env = pb.profiles[profile].env
+    profiles = {pb.baseline: pb.profiles[pb.baseline], profile: pb.profiles[profile]}
+    for cand in candidates:
+        if cand.skipped is None:
+            profiles[cand.name] = ProfileConfig(flags=list(cand.flags), env=env, description=cand.change)
+    data = {**pb.model_dump(), "profiles": {k: v.model_dump() for k, v in profiles.items()}, "early_stop": True}
+    if samples:
+        data["samples"] = samples
+    try:
+        return Playbook.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise ConfigError(f"candidate playbook invalid: {err['msg']}",
+                          field=".".join(str(x) for x in err["loc"])) from None
+
+
+def only_profiles(pb: Playbook, names: list[str]) -> Playbook:
+    """``pb`` restricted to the baseline and ``names`` (Runner launches every profile of its playbook)."""
+    keep = {n: p for n, p in pb.profiles.items() if n == pb.baseline or n in names}
+    return pb.model_copy(update={"profiles": keep})
+
+
+def copy_reused(from_dir: Path, run_dir: Path, profiles: tuple[str, ...]) -> int:
+    """Append the diagnose run's successful samples of ``profiles`` to this run's samples.jsonl (once)."""
+    recs = [s for s in latest_samples(load_samples(from_dir / "samples.jsonl"))
+            if s["profile"] in profiles and s.get("error") is None]
+    with (run_dir / "samples.jsonl").open("a") as f:
+        for s in recs:
+            f.write(json.dumps({**s, "reused_from": from_dir.name}) + "\n")
+    return len(recs)
+
+
+def _check_run_id(run_id: str, field: str) -> None:
+    if not is_name(run_id):
+        raise ConfigError(f"{run_id!r} is not a run id (like 20261130-141850-9b44)", field=field)
+
+
+def _load_from(runs_dir: Path, from_run: str | None) -> tuple[Path | None, dict | None]:
+    if not from_run:
+        return None, None
+    _check_run_id(from_run, "--from")
+    d = runs_dir / from_run
+    try:
+        doc = json.loads((d / "summary.json").read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"no diagnose run {from_run!r} in {runs_dir}/ (no summary.json)", field="--from") from None
+    except ValueError as e:
+        raise ConfigError(f"summary.json is not valid JSON: {e}", file=str(d / "summary.json")) from None
+    if doc.get("status", "completed") != "completed":  # no verdict and no samples: nothing to start from
+
+        raise ConfigError(f"run {from_run} {doc.get('status')}: {cause_line(doc)}; --from needs a completed diagnose "
+                          f"run (run `mtp-remote diagnose` again, or leave --from out)", field="--from")
+    return d, doc
+
+
+def _version_from(doc: dict | None) -> str | None:
+    for pr in (doc or {}).get("profiles", []):
+        v = (pr.get("server_info") or {}).get("version")
+        if v:
+            return str(v)
+    return None
+
+
+def mitigate(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yaml", host: str | None = None,
+             runs_dir="runs", profile: str | None = None, from_run: str | None = None, resume: str | None = None,
+             only: list[str] | None = None, samples: int | None = None, hooks: Hooks | None = None,
+             c=None, reference: bool = True) -> MitigateResult:
+    """Try the candidates for the corrupting profile on ``host``; returns the ranked table document.
+
+    Exit code 0 when some candidate is loop-free, 1 when none is. Raises ConfigError (bad options, a run to
+    resume that does not exist or was made differently), MtpRemoteError when the host cannot be used, and
+    Interrupted (with the resume command) on Ctrl-C: launched candidates' samples are kept. ``reference=False``
+    does not launch the corrupting profile itself (a fleet spreading candidates runs it on one host only)."""
+    _, host_cfg, pb = load_config(inventory, playbook, host)
+    runs_dir = Path(runs_dir)
+    hooks = hooks or Hooks()
+    if resume:
+        _check_run_id(resume, "--resume")
+        run_dir = runs_dir / resume
+        try:
+            state = json.loads((run_dir / MITIGATION_FILE).read_text())
+        except (OSError, ValueError):
+            raise ConfigError(f"no mitigation run {resume!r} to resume in {runs_dir}/ (no {MITIGATION_FILE})",
+                              field="--resume") from None
+        fp = mask_secrets(experiment_fingerprint(host_cfg, pb), playbook_secrets(pb, host_cfg))
+        if state["fingerprint"] != fp:
+            raise ConfigError(f"run {resume} was made with a different host or playbook; resume it with the same "
+                              "inventory and playbook", field="--resume")
+        run_id, from_run, samples = resume, state.get("from_run"), state.get("samples")
+        profile = state["profile"]
+        candidates = [Candidate(**{**x, "flags": tuple(x["flags"])}) for x in state["candidates"]]
+        env_facts = EnvFacts(**state["facts"])
+        from_dir = runs_dir / from_run if from_run else None
+    else:
+        run_id = new_run_id()
+        run_dir = runs_dir / run_id
+        from_dir, from_doc = _load_from(runs_dir, from_run)
+        explicit = profile
+        profile = corrupting_profile(pb, from_doc, profile)
+        if from_doc and not explicit and not any(v.get("kind") == "spec-corrupts-output"
+                                                 for v in from_doc.get("verdicts", [])):
+            found = ", ".join(f"{v.get('profile')}: {v.get('kind')}" for v in from_doc.get("verdicts", [])) or "none"
+            hooks.on_progress(f"{from_run} has no spec-corrupts-output verdict ({found}): mitigating {profile}, "
+                              f"the playbook's first speculative profile (--profile picks another)")
+        state = {"schema_version": SCHEMA_VERSION, "run_id": run_id, "kind": "mitigate", "host": host_cfg.name,
+                 "playbook": str(playbook), "profile": profile, "from_run": from_run, "samples": samples,
+                 "started_at": datetime.now(timezone.utc).isoformat(), "simulated": host_cfg.is_sim,
+                 "fingerprint": mask_secrets(experiment_fingerprint(host_cfg, pb), playbook_secrets(pb, host_cfg)),
+                 "done": [] if reference else [profile], "reused": None}
+    python = remote_python(host_cfg)
+    own = c is None
+    conn = c or transport.connect(host_cfg)
+    try:
+        if not resume:
+            env_facts = get_environment(conn, host_cfg, python)
+            if env_facts.sglang is None:
+                env_facts.sglang = _version_from(from_doc)
+            candidates = plan_candidates(model_path=host_cfg.model_path, base_flags=pb.base_flags,
+                                         profile_flags=pb.profiles[profile].flags,
+                                         playbook_mitigations=pb.mitigations, sglang_version=env_facts.sglang,
+                                         architectures=tuple(env_facts.architectures))
+            if only:
+                unknown = sorted(set(only) - {x.name for x in candidates})
+                if unknown:
+                    raise ConfigError(f"unknown candidate(s) {unknown}; choose from {[x.name for x in candidates]}",
+                                      field="--candidate")
+                candidates = [x for x in candidates if x.name in only]
+            run_dir.mkdir(parents=True, exist_ok=True)
+            state.update(facts=env_facts.to_dict(), candidates=[x.to_dict() for x in candidates])
+            if from_dir is not None:
+                why_not = _reuse_check(from_dir, host_cfg, pb, profile)
+                if why_not is None:
+                    n = copy_reused(from_dir, run_dir, (pb.baseline, profile))
+                    state["reused"] = f"{n} samples of {pb.baseline} and {profile} from {from_run}"
+                else:
+                    state["reused"] = f"nothing reused from {from_run}: {why_not}"
+                hooks.on_progress(state["reused"])
+            _save(run_dir, state)
+        dpb = derived_playbook(pb, profile, candidates, samples=samples)
+        _run_all(conn, host_cfg, dpb, run_dir, run_id, python, profile, candidates, state, hooks)
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted; the servers we started were stopped and the samples are kept — continue "
+                          f"with: {resume_command(run_id, inventory, host_cfg.name, playbook, runs_dir)}") from None
+    except MtpRemoteError as e:
+        if run_dir.exists() and not hooks.interrupted():
+            e.message += f" (continue with: {resume_command(run_id, inventory, host_cfg.name, playbook, runs_dir)})"
+        raise
+    finally:
+        if own:
+            transport.close(conn)
+    doc = build_document(state, dpb, run_dir, candidates, profile)
+    _save(run_dir, doc)
+    (run_dir / "mitigation.md").write_text(render_markdown(doc))
+    return MitigateResult(run_id=run_id, run_dir=run_dir, document=doc, exit_code=doc["exit_code"])
+
+
+def resume_command(run_id: str, inventory, host: str, playbook, runs_dir) -> str:
+    return (f"mtp-remote mitigate --resume {run_id} -i {shlex.quote(str(inventory))} -H {shlex.quote(host)} "
+            f"-p {shlex.quote(str(playbook))} --runs-dir {shlex.quote(str(runs_dir))}")
+
+
+def _save(run_dir: Path, state: dict) -> None:
+    tmp = run_dir / (MITIGATION_FILE + ".tmp")
+    tmp.write_text(json.dumps(state, indent=2, default=str) + "\n")
+    tmp.replace(run_dir / MITIGATION_FILE)
+
+
+def _run_all(c, host: HostConfig, pb: Playbook, run_dir: Path, run_id: str, python: str, profile: str,
+             candidates: list[Candidate], state: dict, hooks: Hooks) -> None:
+    """The baseline (all its samples: every candidate is compared with it), then the reference profile and each
+    launched candidate with early stopping; each is marked done in the state file as it finishes."""
+    launch_failures = state.setdefault("launch_failures", {})
+    base_pb = only_profiles(pb, []).model_copy(update={"early_stop": False})
+    Runner(host, base_pb, run_dir, run_id=run_id, python=python, hooks=hooks, c=c).run()
+    todo = [profile] + [x.name for x in candidates if x.skipped is None]
+    for name in todo:
+        if name in state["done"]:
+            continue
+        hooks.on_progress(f"mitigate: {name} ({pb.profiles[name].description or 'as deployed'})")
+        runs = Runner(host, only_profiles(pb, [name]), run_dir, run_id=run_id, python=python, profiles=[name],
+                      hooks=hooks, c=c).run()
+        pr = next((r for r in runs if r.profile == name), None)
+        if pr is not None and not pr.launched and (pr.outcome or {}).get("kind") != "skipped":
+            launch_failures[name] = [pr.cause or "unknown", pr.hint or ""]
+        state["done"].append(name)
+        _save(run_dir, state)
+
+
+def build_document(state: dict, pb: Playbook, run_dir: Path, candidates: list[Candidate], profile: str) -> dict:
+    """The mitigation.json document: the state plus the ranked rows (speeds with 95 % intervals, ties with
+    #1 marked), the recommended candidate (``best``, :func:`~mtp_remote.search.ranking.pick_best`), the
+    ``recommendation`` sentence and the exit code."""
+    samples = latest_samples(load_samples(run_dir / "samples.jsonl"))
+    failures = {k: tuple(v) for k, v in state.get("launch_failures", {}).items()}
+    alpha = pb.compare.alpha
+    ref = judge_profile(pb.baseline, profile, samples, failures.get(profile), alpha) \
+        if any(s["profile"] == profile for s in samples) or profile in failures else None
+    ref_ls = LogSpeed.from_dict(ref.get("log_speed")) if ref else None
+    ref_flags = tuple(pb.profiles[profile].flags)
+    rows = [CandidateResult(name=profile, change="as deployed", source="playbook", status="reference",
+                            flags=ref_flags, flag_changes=0, **(_stats(ref) if ref else {}))]
+    for cand in candidates:
+        row = CandidateResult(name=cand.name, change=cand.change, source=cand.source, status="skipped",
+                              evidence=cand.skipped or "", flags=cand.flags,
+                              flag_changes=flag_changes(cand.flags, ref_flags))
+        if cand.skipped is None:
+            have = any(s["profile"] == cand.name for s in samples) or cand.name in failures
+            if have:
+                st = judge_profile(pb.baseline, cand.name, samples, failures.get(cand.name), alpha)
+                row = CandidateResult(name=cand.name, change=cand.change, source=cand.source,
+                                      status=status_of(st["verdict"], st.get("loops")), flags=cand.flags,
+                                      flag_changes=row.flag_changes, **_stats(st))
+                cost = speed_fields(LogSpeed.from_dict(st["log_speed"]), None, ref_ls)
+                row.speed_cost, row.speed_cost_ci = cost["speed_cost"], cost["speed_cost_ci"]
+            else:
+                row.status, row.evidence = "pending", "not run yet"
+        rows.append(row)
+    ranked = rank_results(rows)
+    best = pick_best(ranked)
+    doc = {**state, "finished_at": datetime.now(timezone.utc).isoformat(), "speed_confidence": SPEED_CONFIDENCE,
+           "rows": [r.to_dict() for r in ranked], "best": best.name if best else None,
+           "exit_code": 0 if best else 1}
+    doc["recommendation"] = recommendation(doc)
+    return doc
+
+
+def _stats(st: dict) -> dict:
+    return {k: st[k] for k in ("verdict", "evidence", "loops", "n", "base_loops", "base_n", "p", "accept_length",
+                               "tokens_per_s", "speed_vs_baseline", "speed_ci", "log_speed", "base_log_speed")}
+
+
+def _fmt(x, spec: str, none: str = "–") -> str:
+    return none if x is None else format(x, spec)
+
+
+def table_rows(doc: dict) -> list[list[str]]:
+    """The mitigation table as strings: rank (``2 =#1`` when tied with #1), candidate, change, loops (spec vs
+    baseline, p), acceptance, tokens/s, x baseline [95 % CI], speed cost [95 % CI], verdict or skip reason."""
+    out = []
+    for r in doc["rows"]:
+        loops = (f"{r['loops']}/{r['n']} vs {r['base_loops']}/{r['base_n']}" if r.get("n") is not None else "–")
+        if r.get("p") is not None and r.get("n") is not None:
+            loops += f" (p={r['p']:.2g})"
+        verdict = r.get("verdict") or r["status"]
+        if r["status"] in ("skipped", "pending"):
+            verdict = f"{r['status']}: {r['evidence']}"
+        name = r["name"] + (f" @{r['host']}" if r.get("host") else "")
+        rank = str(r["rank"] or "") + (" =#1" if r.get("tied_with") else "")
+        out.append([rank, name, r["change"], loops, _fmt(r.get("accept_length"), ".2f"),
+                    _fmt(r.get("tokens_per_s"), ".0f"), fmt_ratio_ci(r.get("speed_vs_baseline"), r.get("speed_ci")),
+                    fmt_cost_ci(r.get("speed_cost"), r.get("speed_cost_ci")), verdict])
+    return out
+
+
+HEADERS = ["rank", "candidate", "change", "loops T>0 (spec vs base)", "accept len", "tok/s", "vs base [95% CI]",
+           "speed cost [95% CI]", "verdict"]
+
+
+def render_markdown(doc: dict) -> str:
+    """mitigation.md: what was tried on which host, the ranked table, and the command to use."""
+    sim = " (simulated engine)" if doc.get("simulated") else ""
+    facts = doc.get("facts") or {}
+    lines = [f"# Mitigation of `{doc['profile']}` on {doc['host']}{sim}", "",
+             (f"Run {doc['run_id']}; SGLang {facts.get('sglang') or 'unknown'}; "
+             f"architectures {', '.join(facts.get('architectures') or []) or 'unknown'}; "
+             f"{doc.get('reused') or 'baseline sampled in this run'}."), "",
+             "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    for row in table_rows(doc):
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
+    best = next((r for r in doc["rows"] if r["name"] == doc.get("best")), None)
+    lines += ["", recommendation(doc)]
+    if any(r.get("tied_with") for r in doc["rows"]):
+        lines += ["", ("`=#1`: tied with #1 (not distinguishable at these samples): the 95 % Welch interval of "
+                       "its tokens/s over #1's contains 1.")]
+    if best:
+        lines += ["", "Profile flags: `" + " ".join(shlex.quote(f) for f in best["flags"]) + "`"]
+    lines += ["", ("Speeds over non-looping samples: ratio of geometric-mean tokens/s with a 95 % Welch t interval "
+                   "on ln(tokens/s) (docs/metrics.md, \"Speed intervals in mitigate\").")]
+    return "\n".join(lines) + "\n"

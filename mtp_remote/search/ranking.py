@@ -1,0 +1,141 @@
+"""How ``mitigate`` ranks loop-free candidates by speed, and says when it cannot tell them apart.
+
+Each row carries its non-looping samples' speed summary on the log scale (``analysis.speed.LogSpeed``: n,
+mean and variance of ln(completion_tokens / latency_s), the per-sample tokens/s of ``analysis.cells``) and
+its baseline's. From those: the speed over the baseline with a 95 % Welch interval, the speed cost against the
+as-deployed reference with its interval (:func:`speed_fields`), the rank by the point estimate with every
+candidate the data cannot separate from #1 marked ``tied_with`` (:func:`rank_results`: the Welch interval of
+candidate over #1 contains 1), the pick among #1 and its ties (:func:`pick_best`: fewest flag changes from
+the as-deployed profile, then the faster point estimate) and the sentence that says so
+(:func:`recommendation`). ``ranking_mc.py`` is the Monte Carlo of that ranking.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from ..analysis.speed import LogSpeed, log_contrast
+from .candidates import parse_flags
+
+#: Confidence of every speed interval in the mitigation table.
+SPEED_CONFIDENCE = 0.95
+_ORDER = {"loop-free": 0, "undecided": 1, "pending": 2, "corrupts": 3, "crashed": 4, "launch-failed": 4,
+          "skipped": 5, "reference": 6}
+
+
+def speed_fields(cand: LogSpeed | None, base: LogSpeed | None, ref: LogSpeed | None = None,
+                 confidence: float = SPEED_CONFIDENCE) -> dict:
+    """``speed_vs_baseline`` (exp of the mean log tokens/s difference: the ratio of geometric means) and
+    ``speed_ci`` [low, high]; ``speed_cost`` = 1 − the same ratio against the reference (as deployed) and
+    ``speed_cost_ci``. A point estimate needs one sample per arm, an interval two; None where undefined."""
+    out: dict = {"speed_vs_baseline": None, "speed_ci": None, "speed_cost": None, "speed_cost_ci": None}
+    if cand is None:
+        return out
+    if base is not None:
+        out["speed_vs_baseline"] = math.exp(cand.mean - base.mean)
+        r = log_contrast([cand], [base], confidence)
+        out["speed_ci"] = [r.low, r.high] if r else None
+    if ref is not None:
+        out["speed_cost"] = 1.0 - math.exp(cand.mean - ref.mean)
+        r = log_contrast([cand], [ref], confidence)
+        out["speed_cost_ci"] = [1.0 - r.high, 1.0 - r.low] if r else None
+    return out
+
+
+def flag_changes(flags: Sequence[str], reference: Sequence[str]) -> int:
+    """How many flags differ between a candidate's profile flags and the as-deployed ones: each flag added,
+    removed or set to another value counts once."""
+    a, b = dict(parse_flags(list(flags))), dict(parse_flags(list(reference)))
+    return sum(1 for k in set(a) | set(b) if a.get(k, "\0") != b.get(k, "\0"))
+
+
+def _ls(r, key: str) -> LogSpeed | None:
+    return LogSpeed.from_dict(getattr(r, key, None))
+
+
+def versus_top(r, top, confidence: float = SPEED_CONFIDENCE):
+    """Welch interval of row ``r``'s speed over row ``top``'s: directly on the same host (the shared baseline
+    cancels), as a ratio of the two baseline ratios across hosts. None when an arm lacks two samples."""
+    if getattr(r, "host", None) == getattr(top, "host", None):
+        return log_contrast([_ls(r, "log_speed")], [_ls(top, "log_speed")], confidence)
+    return log_contrast([_ls(r, "log_speed"), _ls(top, "base_log_speed")],
+                        [_ls(r, "base_log_speed"), _ls(top, "log_speed")], confidence)
+
+
+def rank_results(rows: list, by: str = "speed_vs_baseline", confidence: float = SPEED_CONFIDENCE) -> list:
+    """Loop-free rows first, fastest point estimate first (``by``: the speed over the baseline — on one host
+    the same order as tokens/s, across hosts the only comparable figure), numbered; a loop-free row whose
+    speed the samples cannot separate from #1's (:func:`versus_top` contains 1, or has too few samples to
+    tell) gets ``tied_with`` = #1's name. Then undecided, corrupting, failed and skipped rows; the reference
+    row last. Rows are :class:`~mtp_remote.search.mitigate.CandidateResult`; returns them sorted."""
+    out = sorted(rows, key=lambda r: (_ORDER.get(r.status, 9), -(getattr(r, by) or 0.0)))
+    free = [x for x in out if x.status == "loop-free"]
+    for i, r in enumerate(free):
+        r.rank = i + 1
+        r.tied_with = None
+        if i:
+            c = versus_top(r, free[0], confidence)
+            if c is None or not c.excludes_one:
+                r.tied_with = free[0].name
+    return out
+
+
+def pick_best(ranked: list):
+    """The candidate to recommend: #1, or among #1 and the rows tied with it the one with the fewest flag
+    changes (``flag_changes``; unknown counts last), then the faster point estimate. None when no row is
+    loop-free."""
+    free = [r for r in ranked if r.status == "loop-free"]
+    if not free:
+        return None
+    group = [free[0]] + [r for r in free[1:] if r.tied_with == free[0].name]
+    return min(group, key=lambda r: (r.flag_changes if r.flag_changes is not None else math.inf,
+                                     -(r.speed_vs_baseline or 0.0)))
+
+
+def fmt_ratio_ci(ratio: float | None, ci: Sequence[float] | None) -> str:
+    """``1.31x [1.18–1.45]``; ``–`` without a point estimate."""
+    if ratio is None:
+        return "–"
+    return f"{ratio:.2f}x" + (f" [{ci[0]:.2f}–{ci[1]:.2f}]" if ci else "")
+
+
+def fmt_cost_ci(cost: float | None, ci: Sequence[float] | None) -> str:
+    """``22% [15%–30%]``; ``–`` without a point estimate."""
+    if cost is None:
+        return "–"
+    return f"{cost:.0%}" + (f" [{ci[0]:.0%}–{ci[1]:.0%}]" if ci else "")
+
+
+def recommendation(doc: dict) -> str:
+    """One sentence on ``doc['best']`` (a mitigation document): loop-free, its speed over the baseline and
+    its cost with their 95 % intervals — or, when the samples cannot separate it from other candidates,
+    "X or Y: their speeds are not distinguishable with N samples; X has the smaller change"."""
+    rows = doc.get("rows", [])
+    best = next((r for r in rows if r["name"] == doc.get("best") and r["status"] == "loop-free"), None)
+    if best is None:
+        return ("No candidate is loop-free: run `mtp-remote bisect` for the minimal trigger and report it "
+                "upstream (`mtp-remote bug-report`).")
+    free = [r for r in rows if r["status"] == "loop-free"]
+    top = free[0]
+    group = [top] + [r for r in free[1:] if r.get("tied_with") == top["name"]]
+
+    def where(r):
+        return f"{r['name']}" + (f" @{r['host']}" if r.get("host") else "")
+
+    speed = f"{fmt_ratio_ci(best.get('speed_vs_baseline'), best.get('speed_ci'))} the baseline's tokens/s"
+    cost = (f", speed cost {fmt_cost_ci(best.get('speed_cost'), best.get('speed_cost_ci'))} of the as-deployed "
+            f"speed" if best.get("speed_cost") is not None else "")
+    if len(group) == 1:
+        return f"Best: **{where(best)}** ({best['change']}): loop-free, {speed}{cost}."
+    others = [r for r in group if r is not best]
+    ns = sorted({(r.get("log_speed") or {}).get("n", 0) for r in group})
+    n = f"{ns[0]}" if len(ns) == 1 else f"{ns[0]}–{ns[-1]}"
+    names = " or ".join([f"**{where(best)}**"] + [where(r) for r in others])
+    if best.get("flag_changes") is not None and all(
+            r.get("flag_changes") is not None and r["flag_changes"] > best["flag_changes"] for r in others):
+        why = f"{best['name']} has the smaller change ({best['flag_changes']} flag(s))"
+    else:
+        why = f"{best['name']} has the higher point estimate"
+    return (f"Best: {names}: their speeds are not distinguishable with {n} non-looping samples each; {why}. "
+            f"{best['name']} ({best['change']}): loop-free, {speed}{cost}.")

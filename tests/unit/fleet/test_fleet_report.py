@@ -1,0 +1,67 @@
+"""The fleet report singles out the hosts whose verdict differs from the majority, with the facts they differ in."""
+
+from __future__ import annotations
+
+from mtp_remote.fleet.fleet import (
+    FleetReport,
+    HostOutcome,
+    describe_disagreement,
+    disagreements,
+    render_fleet_markdown,
+)
+
+
+def outcomes():
+    facts = {"sglang": "0.5.9", "driver": "560.35.03", "gpus": "NVIDIA RTX A6000", "env SGLANG_SIM_FAULTS": "None"}
+    return [HostOutcome("gpu-1", 0, {"mtp": "healthy"}, facts=dict(facts), duration_s=10.0),
+            HostOutcome("gpu-2", 0, {"mtp": "healthy"}, facts=dict(facts), duration_s=11.0),
+            HostOutcome("gpu-3", 1, {"mtp": "spec-corrupts-output"}, duration_s=12.0,
+                        facts={**facts, "driver": "550.54.15"}),
+            HostOutcome("gpu-4", 2, error="SSH to 10.0.0.4 failed: timed out")]
+
+
+def test_the_odd_host_is_named_with_the_fact_it_differs_in():
+    (d,) = disagreements(outcomes())
+    assert d["hosts"] == ["gpu-3"] and d["majority_hosts"] == ["gpu-1", "gpu-2"]
+    assert d["differing_facts"] == [{"fact": "driver", "odd": ["550.54.15"], "others": ["560.35.03"]}]
+    assert describe_disagreement(d) == ("mtp: spec-corrupts-output on gpu-3 only (healthy on gpu-1, gpu-2); "
+                                        "differs: driver 550.54.15 vs 560.35.03")
+
+
+def test_a_failed_host_is_reported_but_not_counted_as_a_disagreement():
+    rep = FleetReport("diagnose", "r", outcomes(), wall_s=12.5, max_workers=8)
+    rep.disagreements = disagreements(rep.hosts)
+    md = render_fleet_markdown(rep)
+    assert "Could not run on: gpu-4." in md and "error: SSH to 10.0.0.4 failed" in md
+    assert rep.exit_code == 2 and rep.to_dict()["slowest_host_s"] == 12.0 and rep.to_dict()["sum_host_s"] == 33.0
+
+
+def test_hosts_that_agree_give_no_disagreement():
+    same = [HostOutcome(f"h{i}", 0, {"mtp": "healthy"}) for i in range(3)]
+    assert disagreements(same) == []
+
+
+def test_a_fleet_diagnose_ends_with_each_hosts_next_step(tmp_path):
+    """The single-host run ends with a `next:` line; a fleet run printed none. Each host with something to do
+    gets its own, from its summary.json; a host that could not be run gets its cause and a preflight."""
+    import json
+
+    from mtp_remote.fleet.fleet import fleet_next_steps
+
+    hosts = outcomes()
+    for h, kind in (("gpu-1", "healthy"), ("gpu-2", "healthy"), ("gpu-3", "spec-corrupts-output")):
+        out = next(o for o in hosts if o.host == h)
+        out.run_id = f"20261201-0000{h[-1]}-diag"
+        (tmp_path / out.run_id).mkdir()
+        (tmp_path / out.run_id / "summary.json").write_text(json.dumps(
+            {"run_id": out.run_id, "host": {"name": h}, "verdicts": [{"profile": "mtp", "kind": kind}]}))
+    rep = FleetReport("diagnose", "r", hosts, wall_s=12.5, max_workers=8)
+    assert fleet_next_steps(rep, tmp_path) == [
+        "next [gpu-3]: find the cheapest cure: `mtp-remote mitigate --from 20261201-00003-diag -H gpu-3` (then "
+        "`bisect`, `bug-report 20261201-00003-diag`); see docs/runbooks/loops-confirmed.md",
+        "next [gpu-4]: fix the cause (SSH to 10.0.0.4 failed: timed out), then check the host: "
+        "`mtp-remote preflight -H gpu-4`"]
+    calm = FleetReport("diagnose", "r", hosts[:2], wall_s=1, max_workers=8)
+    assert fleet_next_steps(calm, tmp_path) == [
+        "next: nothing to fix on 2 host(s); compare each with an earlier run: `mtp-remote compare RUN_A RUN_B`"]
+    assert fleet_next_steps(FleetReport("status", "r", hosts, wall_s=1, max_workers=8), tmp_path) == []

@@ -1,0 +1,52 @@
+"""Host-supplied text (a foreign argv, a lock line, a path) may hold rich markup: it is printed literally."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+
+from mtp_remote.host.ops import Check, StatusReport
+from mtp_remote.remote.foreign import ForeignProcess
+from mtp_remote.report.console import RichHooks, checks_table, print_stop, status_table
+
+EVIL = "python -m sglang.launch_server [/] [bold red]x[/bold red] [link=file:///etc]y"
+
+
+def _render(*things) -> str:
+    buf = io.StringIO()
+    con = Console(file=buf, width=400, color_system=None)
+    for t in things:
+        con.print(t)
+    return buf.getvalue()
+
+
+def test_markup_in_foreign_argv_paths_and_details_is_printed_literally():
+    f = ForeignProcess(pid=7, ppid=1, pgid=7, user="[/]", age_s=1, gpu_mib=0, kind="server", args=EVIL)
+    st = StatusReport(host="h", server={"pid": 1, "profile": "p", "port": 1, "run_id": "r", "log_path": "/w/[/]x.log"},
+                      server_state="running", port_in_use=False, foreign=[f])
+    out = _render(status_table(st), checks_table("h", [Check("lock", "warn", "held by [/] [bold]me[/bold]")]))
+    assert EVIL in out and "/w/[/]x.log" in out and "held by [/] [bold]me[/bold]" in out
+    buf = io.StringIO()
+    con = Console(file=buf, width=400, color_system=None)
+    print_stop(con, {"ours": {"found": "none"}, "ours_text": "[/] none", "foreign": [f.to_dict()], "targets": [],
+                     "forced": []})
+    RichHooks(con).on_progress("taking over a stale lock ([/]x, 1 s old)")
+    assert "[/] none" in buf.getvalue() and "[/]x" in buf.getvalue()
+
+
+@pytest.mark.parametrize("kind,runbook", [
+    ("launch-failed:cuda_oom", "docs/runbooks/server-will-not-start.md"),
+    ("crashed:scheduler_died", "docs/runbooks/server-crashed-while-sampling.md"),
+    ("hung:stalled", "docs/runbooks/server-crashed-while-sampling.md"),
+])
+def test_the_next_step_after_a_failed_profile_names_the_runbook_for_when_it_failed(kind, runbook):
+    from pathlib import Path
+
+    from mtp_remote.report.console import next_step
+
+    doc = {"run_id": "r1", "status": "completed", "verdicts": [{"profile": "mtp", "kind": kind}]}
+    hint = next_step(doc, "runs/r1")
+    assert hint == f"mtp failed: `mtp-remote classify-log runs/r1/logs/mtp.log`; see {runbook}"
+    assert (Path(__file__).resolve().parents[3] / runbook).is_file()
