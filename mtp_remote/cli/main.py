@@ -289,11 +289,8 @@ def mitigate(inventory, host, playbook, from_run, profile, only, samples, runs_d
     """Try flag changes on a corrupting profile; rank the loop-free ones by speed (exit 1: none is loop-free).
 
     -H a,b,c or a group runs it on every host (fleet); with --spread the candidates are shared out instead."""
-    from ..fleet.fleet import (  # deferred: keeps --version/--help fast
-        fleet_hosts,
-        print_mitigation,
-        spread_mitigate,
-    )
+    from ..experiment.hosts import fleet_hosts  # deferred: keeps --version/--help fast
+    from ..fleet.fleet import print_mitigation, spread_mitigate  # deferred: keeps --version/--help fast
 
     if spread and len(hosts := fleet_hosts(inventory, host)) > 1:
         console = make_console()

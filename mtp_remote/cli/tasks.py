@@ -20,6 +20,7 @@ from ..config.paths import DEFAULT_PLAYBOOK, RUNS_DEFAULT_HELP, default_runs_dir
 from ..errors import ConfigError, Interrupted, MtpRemoteError
 from ..interrupts import Interrupts
 from .lazy import api as _api
+from .lazy import hosts as _hosts
 from .lazy import make_console
 
 _RUNS_DIR_HELP = f"where run directories go (default: {RUNS_DEFAULT_HELP})"
@@ -146,8 +147,8 @@ def preflight(c, playbook=DEFAULT_PLAYBOOK, inventory=None, json=False):
     from ..report.console import checks_table  # deferred: keeps --version/--help fast
 
     try:
-        _, _, pb = _api().load_config(inventory, playbook, _host_name(c))  # the host's `playbook:` unless given
-        with _api().open_host(inventory, _host_name(c)) as (cfg, conn, py):
+        _, _, pb = _hosts().load_config(inventory, playbook, _host_name(c))  # the host's `playbook:` unless given
+        with _hosts().open_host(inventory, _host_name(c)) as (cfg, conn, py):
             checks = run_preflight(conn, cfg, pb, py)
     except MtpRemoteError as e:
         raise _fail(e) from None
@@ -166,7 +167,7 @@ def status(c, inventory=None, json=False):
     from ..report.console import status_table  # deferred: keeps --version/--help fast
 
     try:
-        with _api().open_host(inventory, _host_name(c)) as (cfg, conn, py):
+        with _hosts().open_host(inventory, _host_name(c)) as (cfg, conn, py):
             st = run_status(conn, cfg, py)
     except MtpRemoteError as e:
         raise _fail(e) from None
@@ -187,7 +188,7 @@ def stop(c, force=False, term_timeout=None, inventory=None):
     console = make_console()
     try:
         term_s = _seconds(term_timeout, "--term-timeout", default=30.0)
-        with _api().open_host(inventory, _host_name(c)) as (cfg, conn, py):
+        with _hosts().open_host(inventory, _host_name(c)) as (cfg, conn, py):
             res = run_stop(conn, cfg, py, force=force, term_s=term_s, on_progress=progress_printer(console))
     except MtpRemoteError as e:
         raise _fail(e) from None
@@ -206,11 +207,11 @@ def launch(c, profile=None, playbook=DEFAULT_PLAYBOOK, inventory=None):
     INTERRUPTS.install()  # SIGTERM too: the wait is interrupted and the server just started is stopped
     console = make_console()
     try:
-        _, _, pb = _api().load_config(inventory, playbook, _host_name(c))  # the host's `playbook:` unless given
+        _, _, pb = _hosts().load_config(inventory, playbook, _host_name(c))  # the host's `playbook:` unless given
         if not profile:
             raise ConfigError(f"required; choose one of: {', '.join(pb.profile_order())}",
                               field="--profile")
-        with _api().open_host(inventory, _host_name(c)) as (cfg, conn, py):
+        with _hosts().open_host(inventory, _host_name(c)) as (cfg, conn, py):
             outcome = run_launch(conn, cfg, pb, profile, py, run_id=new_run_id(), on_progress=progress_printer(console))
         raise_for_outcome(outcome)
     except MtpRemoteError as e:
@@ -230,7 +231,7 @@ def logs(c, follow=False, lines="50", inventory=None):
     try:
         if not str(lines).isdigit():
             raise ConfigError(f"must be a whole number, not {lines!r}", field="--lines")
-        with _api().open_host(inventory, _host_name(c)) as (cfg, conn, _py):
+        with _hosts().open_host(inventory, _host_name(c)) as (cfg, conn, _py):
             path, pid = current_log(conn, cfg)
             print(f"==> {path} <==")
             keep = follow and pid is not None
@@ -259,8 +260,8 @@ def smoke(c, prompt=None, temperature="0.7", playbook=DEFAULT_PLAYBOOK, inventor
             temperature = float(temperature)
         except ValueError:
             raise ConfigError(f"must be a number, not {temperature!r}", field="--temperature") from None
-        _, _, pb = _api().load_config(inventory, playbook, _host_name(c))  # the host's `playbook:` unless given
-        with (_api().open_host(inventory, _host_name(c)) as (cfg, conn, py), smoke_lock(conn, cfg, py),
+        _, _, pb = _hosts().load_config(inventory, playbook, _host_name(c))  # the host's `playbook:` unless given
+        with (_hosts().open_host(inventory, _host_name(c)) as (cfg, conn, py), smoke_lock(conn, cfg, py),
               transport.tunnel(conn, cfg) as url):
             inv = f" --inventory {shlex.quote(str(inventory))}" if inventory else ""
             res = run_smoke(url, pb, prompt=prompt, temperature=temperature,
@@ -355,7 +356,8 @@ def fleet(c, command, hosts, playbook=DEFAULT_PLAYBOOK, inventory=None, samples=
 
     (fab -H a,b,c TASK runs TASK on each host one after the other; this runs them in parallel.)"""
     runs_dir = runs_dir or str(default_runs_dir())
-    from ..fleet.fleet import fleet_hosts, print_fleet, run_fleet  # deferred: keeps --version/--help fast
+    from ..experiment.hosts import fleet_hosts  # deferred: keeps --version/--help fast
+    from ..fleet.fleet import print_fleet, run_fleet  # deferred: keeps --version/--help fast
 
     _refuse_inventory_as_key(c)
     console = make_console()

@@ -86,6 +86,17 @@ def sample_key(s: dict) -> tuple:
     return (s["profile"], float(s["temperature"]), s["prompt_id"], s["sample_index"])
 
 
+def latest_samples(samples: list[dict]) -> list[dict]:
+    """One record per (profile, temperature, prompt, sample index): the last successful one, else the last
+    failure (a resumed run re-requests what failed, so both may be stored)."""
+    best: dict[tuple, dict] = {}
+    for x in samples:
+        key = sample_key(x)
+        if key not in best or x.get("error") is None or best[key].get("error") is not None:
+            best[key] = x
+    return list(best.values())
+
+
 def send_order(req: RequestSpec) -> tuple:
     """Queue order: round by round (sample index), both temperatures' cells side by side, prompts in plan
     order — so whole rounds complete early, which is what a stopping look needs."""

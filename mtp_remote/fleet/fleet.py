@@ -26,11 +26,11 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from ..config.inventory import load_inventory
-from ..config.paths import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK, find_inventory
+from ..config.paths import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK
 from ..config.playbook import load_playbook
 from ..errors import EXIT_RUN_FAILED, MtpRemoteError
 from ..experiment import diagnose as api
+from ..experiment.hosts import find_playbook, load_config, open_host
 from ..experiment.runner import Hooks, new_run_id
 from ..host import ops
 from ..remote.envfacts import get_environment
@@ -89,16 +89,11 @@ class FleetReport:
         return d
 
 
-def fleet_hosts(inventory, spec: str | None) -> list[str]:
-    """The host names ``-H`` stands for (one host, ``a,b,c`` or a group). Raises ConfigError."""
-    return load_inventory(find_inventory(inventory)).expand(spec)
-
-
 def host_facts(inventory, host: str) -> dict:
     """Facts to compare hosts by: SGLang, torch, GPUs, driver, architectures, model path, inventory env
     (secrets masked). Any failure becomes ``{"error": ...}``."""
     try:
-        with api.open_host(inventory, host) as (cfg, c, py):
+        with open_host(inventory, host) as (cfg, c, py):
             ef = get_environment(c, cfg, py)
             return {"sglang": ef.sglang, "torch": ef.torch, "driver": ef.driver, "gpus": ", ".join(ef.gpus),
                     "architectures": ", ".join(ef.architectures), "model_path": cfg.model_path,
@@ -129,9 +124,9 @@ def _run_one(command: str, host: str, *, inventory, playbook, runs_dir, on_progr
         return HostOutcome(host, res.exit_code, {"best": best or "none"},
                            f"profile {res.document['profile']}: best {best or 'none loop-free'}", run_id=res.run_id)
 
-    with api.open_host(inventory, host) as (cfg, c, py):
+    with open_host(inventory, host) as (cfg, c, py):
         if command == "preflight":
-            checks = ops.preflight(c, cfg, api.load_config(inventory, playbook, host)[2], py)
+            checks = ops.preflight(c, cfg, load_config(inventory, playbook, host)[2], py)
             bad = [ch for ch in checks if ch.status != "ok"]
             return HostOutcome(host, EXIT_RUN_FAILED if any(ch.status == "fail" for ch in checks) else 0,
                                {ch.name: ch.status for ch in checks},
@@ -391,7 +386,7 @@ def spread_mitigate(hosts: list[str], *, inventory=DEFAULT_INVENTORY, playbook=D
 
     same = [h for h in hosts if "error" not in facts[h] and key(h) == key(hosts[0])]
     left_out = {h: facts[h].get("error") or f"serves {key(h)}, not {key(hosts[0])}" for h in hosts if h not in same}
-    pb = load_playbook(api.find_playbook(playbook, inventory))
+    pb = load_playbook(find_playbook(playbook, inventory))
     profile = corrupting_profile(pb, None, None)
     f0 = facts[hosts[0]]
     cands = plan_candidates(model_path=f0.get("model_path") or "", base_flags=pb.base_flags,

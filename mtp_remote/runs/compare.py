@@ -1,4 +1,4 @@
-"""Runs on disk: find one (``last``, a run id, a directory), re-render its reports, compare two of them.
+"""Two runs on disk compared cell by cell (finding a run and re-rendering it: :mod:`~mtp_remote.runs.rundirs`).
 
 ``compare_runs(a, b)`` pairs the cells (profile, temperature) of two run directories and tests each
 difference: loop rate by Fisher's exact test (one-sided "b loops more" and two-sided), acceptance length side
@@ -12,58 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..analysis.runstats import loop_diff, speed_diff
-from ..config.validation import is_name
-from ..errors import ConfigError
-from ..experiment.diagnose import latest_samples
-from ..experiment.sampling import load_samples
-from ..report.document import load_summary
-from ..report.html import write_html
-from ..report.markdown import write_markdown
-from ..report.records import cause_line
-
-
-def run_dirs(runs_dir: str | Path) -> list[Path]:
-    """Run directories under ``runs_dir`` that hold a summary.json, oldest first (run ids start with their
-    UTC start time, so name order is time order)."""
-    root = Path(runs_dir)
-    if not root.is_dir():
-        return []
-    return sorted(p.parent for p in root.glob("*/summary.json"))
-
-
-def resolve_run(ref: str | None, runs_dir: str | Path = "runs") -> Path:
-    """The run directory for ``ref``: ``last`` (or None) the newest run with a summary.json, a run id under
-    ``runs_dir``, or a path to a run directory or its summary.json. Raises ConfigError naming what exists."""
-    if ref in (None, "", "last"):
-        runs = run_dirs(runs_dir)
-        if not runs:
-            raise ConfigError("no run with a summary.json yet (`mtp-remote diagnose` writes one)", file=str(runs_dir))
-        return runs[-1]
-    p = Path(ref)
-    if p.name == "summary.json" and p.is_file():
-        return p.parent
-    if (p / "summary.json").is_file():
-        return p
-    if is_name(ref) and (Path(runs_dir) / ref / "summary.json").is_file():
-        return Path(runs_dir) / ref
-    recent = ", ".join(d.name for d in run_dirs(runs_dir)[-5:]) or "none"
-    raise ConfigError(f"no run {ref!r} (no summary.json); recent runs: {recent}; or give 'last' or a directory",
-                      file=str(runs_dir), field="RUN")
-
-
-def load_run(run_dir: Path) -> tuple[dict, list[dict]]:
-    """(summary document, latest samples) of a run directory; samples [] when samples.jsonl is absent."""
-    return load_summary(run_dir), latest_samples(load_samples(run_dir / "samples.jsonl"))
-
-
-def rerender(run_dir: Path) -> dict[str, Path]:
-    """Write report.md and report.html of a completed run again from its summary.json and samples.jsonl
-    (e.g. after upgrading mtp-remote). Raises ConfigError for a run that did not complete (no cells)."""
-    doc, samples = load_run(run_dir)
-    if doc.get("status", "completed") != "completed":
-        raise ConfigError(f"run {doc.get('run_id')} {doc.get('status')}: {cause_line(doc)}; it has no report "
-                          f"(summary.json, junit.xml and metrics.prom say why)", file=str(run_dir / "summary.json"))
-    return {"md": write_markdown(doc, samples, run_dir), "html": write_html(doc, samples, run_dir)}
+from .rundirs import load_run
 
 
 def _speeds(samples: list[dict]) -> dict[tuple[str, float], list[float]]:

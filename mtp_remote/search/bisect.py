@@ -26,7 +26,9 @@ from pathlib import Path
 
 from ..config.playbook import Playbook, ProfileConfig
 from ..errors import ConfigError, Interrupted, MtpRemoteError
-from ..experiment.diagnose import experiment_fingerprint, latest_samples, load_config, remote_python
+from ..experiment.diagnose import experiment_fingerprint
+from ..experiment.sampling import latest_samples
+from ..experiment.hosts import load_config, remote_python
 from ..experiment.runner import Hooks, Runner, new_run_id
 from ..experiment.sampling import load_samples
 from ..remote import connect as transport

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from mtp_remote.experiment import diagnose as api
+from mtp_remote.experiment import hosts
 from mtp_remote.config.inventory import HostConfig
 from mtp_remote.config.playbook import Playbook
 from mtp_remote.experiment.plan import order_for_reuse, plan_run, server_key
@@ -66,9 +67,9 @@ def test_a_resume_uses_the_server_its_run_left_running_with_the_argv_it_needs(tm
 
     inv, pb = write_config(tmp_path, "state_leak", samples=2, max_tokens=256, temperatures=[0.7])
     first = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs", profiles=["baseline"])
-    _, host, playbook = api.load_config(inv, pb, None)
+    _, host, playbook = hosts.load_config(inv, pb, None)
     c = transport.connect(host)
-    lc = ServerLifecycle(c, host, python=api.remote_python(host), workdir=host.workdir, run_id=first.run_id)
+    lc = ServerLifecycle(c, host, python=hosts.remote_python(host), workdir=host.workdir, run_id=first.run_id)
     lc.prepare()
     mtp = next(lp for lp in plan_run(host, playbook, lc.workdir) if lp.profile == "mtp")
     left = lc.launch("mtp", mtp.argv, mtp.env)
@@ -91,9 +92,9 @@ def test_a_server_left_by_another_run_is_stopped_not_used(tmp_path):
 
     inv, pb = write_config(tmp_path, "state_leak", samples=2, max_tokens=256, temperatures=[0.7])
     first = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs", profiles=["baseline"])
-    _, host, playbook = api.load_config(inv, pb, None)
+    _, host, playbook = hosts.load_config(inv, pb, None)
     c = transport.connect(host)
-    lc = ServerLifecycle(c, host, python=api.remote_python(host), workdir=host.workdir, run_id="another-run")
+    lc = ServerLifecycle(c, host, python=hosts.remote_python(host), workdir=host.workdir, run_id="another-run")
     lc.prepare()
     mtp = next(lp for lp in plan_run(host, playbook, lc.workdir) if lp.profile == "mtp")
     left = lc.launch("mtp", mtp.argv, mtp.env)
