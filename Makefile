@@ -35,7 +35,8 @@ system-deps:
 	fi
 
 ## test: all tests (unit, integration against the sim, ssh against a real sshd on 127.0.0.1, and real SGLang
-## 0.5.9 on the CPU: one lifecycle over ssh and a baseline diagnose; the first run builds the real-setup cache).
+## 0.5.9 on the CPU: one lifecycle over ssh, a baseline diagnose, a NEXTN lifecycle on the hybrid model and one
+## healthy/leaking NEXTN pair; the first run builds the real-setup cache).
 ## TEST_WORKERS pytest-xdist processes (default 2; 1 = serial), one test file per worker at a time (--dist
 ## loadfile): the tests of a file share its module fixtures, and no two tests of one file run at once; the
 ## real-engine files and those that assert a measured speed or duration run on one worker (tests/conftest.py).
@@ -44,12 +45,13 @@ test: $(STAMP) system-deps
 	$(BIN)/python -m pytest -q -ra $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 
 ## real-setup: real SGLang 0.5.9 for this CPU + a tiny local Qwen3, cached once per machine outside the clone
-## (~/.cache/mtp-remote/sglang-0.5.9-cpu-v1/; test scaffolding: tests/support/real_sglang.py). Then
-## `fab -H real-cpu diagnose` runs against the real engine.
+## (~/.cache/mtp-remote/sglang-0.5.9-cpu-v2/; test scaffolding: tests/support/real_sglang.py, real_hybrid.py).
+## Then `fab -H real-cpu diagnose` (dense, STANDALONE) and `fab -H real-hybrid diagnose` (hybrid, NEXTN) run against it.
 real-setup: $(STAMP)
 	$(BIN)/python -m tests.support.real_sglang
 
-## test-real: the real-engine tests in full, baseline vs STANDALONE speculative decoding included
+## test-real: the real-engine tests in full: baseline vs STANDALONE (real-cpu), diagnose on every real-hybrid*
+## host (NEXTN, healthy and two injected real faults), both real hosts against transformers' reference
 test-real: $(STAMP) system-deps real-setup
 	MTP_REMOTE_REAL_FULL=1 $(BIN)/python -m pytest -q -ra -s tests/real
 

@@ -16,11 +16,13 @@ import time
 from mtp_remote.analysis.montecarlo import error_rates
 from mtp_remote.analysis.stopping import Design
 
+# compare.resumes 3 (the default: the first run leaves 20 % of alpha to resumes); the family counts one lossless
+# member per speculative profile (the playbooks have a T = 0 cell; nightly also the KL probe and answers)
 DESIGNS = {
-    "field (4/prompt, fixed)": (Design(rounds=4, family=1), 1),
-    "8/prompt, sequential": (Design(rounds=8, family=1, sequential=True), 1),
-    "nightly (12/prompt, sequential)": (Design(rounds=12, family=1, sequential=True), 1),
-    "nightly, 2 spec profiles": (Design(rounds=12, family=2, sequential=True), 2),
+    "field (4/prompt, fixed)": (Design(rounds=4, family=2, resumes=3), 1),
+    "8/prompt, sequential": (Design(rounds=8, family=2, sequential=True, resumes=3), 1),
+    "nightly (12/prompt, sequential)": (Design(rounds=12, family=2, sequential=True, resumes=3), 1),
+    "nightly, 2 spec profiles": (Design(rounds=12, family=4, sequential=True, resumes=3), 2),
 }
 # (baseline rate, spec rate): equal rates measure type I; a 0 baseline with 10/30/80 % spec loops, power
 CASES = [(0.0, 0.0), (0.05, 0.05), (0.3, 0.3), (0.0, 0.10), (0.0, 0.30), (0.0, 0.80), (0.25, 0.55)]

@@ -46,10 +46,37 @@ class Completion:
     error: str | None = None
     raw_meta: dict[str, Any] = field(default_factory=dict)
     stop: dict | None = None  # set when ``watch`` stopped the stream: what it returned, plus ``at_tokens``
+    request: dict[str, Any] | None = None  # {"endpoint", "body"}: the exact request sent (replayable)
 
 
 #: ``watch(text so far, output ids so far or None) -> dict | None``: a dict stops the request (see ``stop``).
 Watch = Callable[[str, "list[int] | None"], "dict | None"]
+
+
+def chat_request(prompt: str, *, temperature: float, max_tokens: int, top_p: float = 1.0, seed: int | None = None,
+                 model: str = "default") -> dict[str, Any]:
+    """The ``/v1/chat/completions`` request for one user message: ``{"endpoint", "body"}`` (the server
+    applies the model's chat template)."""
+    body: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": prompt}],
+                            "temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
+    if seed is not None:
+        body["seed"] = seed
+    return {"endpoint": "/v1/chat/completions", "body": body}
+
+
+def generate_request(text: str, *, temperature: float, max_new_tokens: int, top_p: float = 1.0,
+                     seed: int | None = None, return_logprob: bool = False, top2: bool = False) -> dict[str, Any]:
+    """The ``/generate`` request (SGLang native; ``text`` is the prompt after the template, as sent; the seed
+    is ``sampling_seed``): ``{"endpoint", "body"}``."""
+    sp: dict[str, Any] = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
+    if seed is not None:
+        sp["sampling_seed"] = seed
+    body: dict[str, Any] = {"text": text, "sampling_params": sp}
+    if return_logprob:
+        body.update(return_logprob=True, logprob_start_len=0, top_logprobs_num=2)
+    elif top2:
+        body.update(return_logprob=True, top_logprobs_num=2)
+    return {"endpoint": "/generate", "body": body}
 
 
 def _join_reasoning(reasoning: str | None, content: str | None) -> str:
@@ -141,14 +168,11 @@ class ServerClient:
 
     async def chat(self, prompt: str, *, temperature: float, max_tokens: int, top_p: float = 1.0,
                    seed: int | None = None, model: str = "default") -> Completion:
-        """POST ``/v1/chat/completions`` with one user message."""
-        body: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": prompt}],
-                                "temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
-        if seed is not None:
-            body["seed"] = seed
-        data, latency, error = await self._post("/v1/chat/completions", body)
+        """POST ``/v1/chat/completions`` with one user message (:func:`chat_request`)."""
+        req = chat_request(prompt, temperature=temperature, max_tokens=max_tokens, top_p=top_p, seed=seed, model=model)
+        data, latency, error = await self._post(req["endpoint"], req["body"])
         if error:
-            return Completion(latency_s=latency, error=error)
+            return Completion(latency_s=latency, error=error, request=req)
         choice = (data.get("choices") or [{}])[0]
         msg = choice.get("message") or {}
         usage = data.get("usage") or {}
@@ -159,7 +183,7 @@ class ServerClient:
             finish_reason=_finish(choice.get("finish_reason")), prompt_tokens=usage.get("prompt_tokens", 0),
             completion_tokens=usage.get("completion_tokens", 0),
             reasoning_tokens=usage.get("reasoning_tokens", details.get("reasoning_tokens")),
-            latency_s=latency, raw_meta={k: v for k, v in data.items() if k not in ("choices",)})
+            latency_s=latency, raw_meta={k: v for k, v in data.items() if k not in ("choices",)}, request=req)
 
     async def generate(self, text: str, *, temperature: float, max_new_tokens: int, top_p: float = 1.0,
                        seed: int | None = None, return_logprob: bool = False, top2: bool = False) -> Completion:
@@ -168,17 +192,11 @@ class ServerClient:
         With ``return_logprob`` also asks for the prompt's token ids (``logprob_start_len`` 0), each output
         token's decode logprob and the top-2 logprobs (``top_logprobs_num`` 2) for near-tie margins; ``top2``
         asks for the output logprobs and top-2 only (the near-tie rule at T = 0)."""
-        sp: dict[str, Any] = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
-        if seed is not None:
-            sp["sampling_seed"] = seed
-        body: dict[str, Any] = {"text": text, "sampling_params": sp}
-        if return_logprob:
-            body.update(return_logprob=True, logprob_start_len=0, top_logprobs_num=2)
-        elif top2:
-            body.update(return_logprob=True, top_logprobs_num=2)
-        data, latency, error = await self._post("/generate", body)
+        req = generate_request(text, temperature=temperature, max_new_tokens=max_new_tokens, top_p=top_p, seed=seed,
+                               return_logprob=return_logprob, top2=top2)
+        data, latency, error = await self._post(req["endpoint"], req["body"])
         if error:
-            return Completion(latency_s=latency, error=error)
+            return Completion(latency_s=latency, error=error, request=req)
         meta = data.get("meta_info") or {}
         comp = Completion(
             text=data.get("text", ""), finish_reason=_finish(meta.get("finish_reason")),
@@ -186,7 +204,7 @@ class ServerClient:
             latency_s=latency, spec_verify_ct=meta.get("spec_verify_ct"),
             spec_accept_length=meta.get("spec_accept_length"),
             output_ids=data.get("output_ids") or meta.get("output_ids"),
-            raw_meta={k: v for k, v in meta.items() if not k.endswith("logprobs")})
+            raw_meta={k: v for k, v in meta.items() if not k.endswith("logprobs")}, request=req)
         if return_logprob or top2:
             out_lp = meta.get("output_token_logprobs") or []
             comp.output_logprobs = [e[0] for e in out_lp]
@@ -261,9 +279,10 @@ class ServerClient:
                 return True
             return False
 
+        req = {"endpoint": "/generate", "body": {"text": text, "sampling_params": sp, "stream": True}}
         latency, error = await self._stream("/generate", {"text": text, "sampling_params": sp}, on_event)
         if error:
-            return Completion(latency_s=latency, error=error)
+            return Completion(latency_s=latency, error=error, request=req)
         meta = last.get("meta_info") or {}
         ids = state["ids"] or None
         comp = Completion(
@@ -272,7 +291,7 @@ class ServerClient:
             completion_tokens=len(ids) if ids is not None else meta.get("completion_tokens", 0),
             latency_s=latency, spec_verify_ct=meta.get("spec_verify_ct"),
             spec_accept_length=meta.get("spec_accept_length"), output_ids=ids,
-            raw_meta={k: v for k, v in meta.items() if not k.endswith("logprobs")})
+            raw_meta={k: v for k, v in meta.items() if not k.endswith("logprobs")}, request=req)
         if state["stop"] is not None:
             comp.finish_reason = LOOP_STOP
             comp.stop = {**state["stop"], "at_tokens": comp.completion_tokens}
@@ -311,15 +330,17 @@ class ServerClient:
                 return True
             return False
 
+        req = {"endpoint": "/v1/chat/completions", "body": {**body, "stream": True}}
         latency, error = await self._stream("/v1/chat/completions", body, on_event)
         if error:
-            return Completion(latency_s=latency, error=error)
+            return Completion(latency_s=latency, error=error, request=req)
         usage = st["usage"]
         details = usage.get("completion_tokens_details") or {}
         comp = Completion(
             text=_join_reasoning(st["r"], st["c"]), reasoning=st["r"], content=st["c"], finish_reason=st["finish"],
             prompt_tokens=usage.get("prompt_tokens", 0), completion_tokens=usage.get("completion_tokens", 0),
-            reasoning_tokens=usage.get("reasoning_tokens", details.get("reasoning_tokens")), latency_s=latency)
+            reasoning_tokens=usage.get("reasoning_tokens", details.get("reasoning_tokens")), latency_s=latency,
+            request=req)
         if st["stop"] is not None:
             comp.finish_reason = LOOP_STOP
             comp.stop = {**st["stop"], "at_tokens": comp.completion_tokens}

@@ -13,6 +13,7 @@
     ├── StopError                  a server we started would not stop, or GPU memory was not released
     ├── ServerRequestError         a request to the server failed at the run level (not per sample)
     ├── AnalysisInputError         a file given to ``analyze`` could not be read as text/JSON
+    ├── RunsDirError               the runs directory stopped taking writes (full disk, quota, read-only)
     └── Interrupted                Ctrl-C / SIGTERM: servers stopped, samples kept, how to resume
 
 Per-sample and per-host failures are data (``error`` fields), not exceptions. Only the entry points
@@ -21,10 +22,22 @@ Per-sample and per-host failures are data (``error`` fields), not exceptions. On
 
 from __future__ import annotations
 
+import errno
+
 #: Exit codes shared by the CLI and the Fabric tasks.
 EXIT_HEALTHY = 0
 EXIT_CORRUPT = 1  # a speculative profile corrupts output, or failed to launch
 EXIT_RUN_FAILED = 2  # the run could not be done (config, SSH, baseline launch, ...)
+EXIT_INCONCLUSIVE = 3  # no profile corrupts output, but one is inconclusive: no evidence either way (CI fails)
+
+#: Exit codes from least to most severe, for combining several outcomes (fleet, nightly) into one.
+EXIT_SEVERITY = (EXIT_HEALTHY, EXIT_INCONCLUSIVE, EXIT_CORRUPT, EXIT_RUN_FAILED)
+
+
+def worst_exit(codes) -> int:
+    """The most severe of ``codes`` (:data:`EXIT_SEVERITY`; an unknown code, e.g. 130, is worse than all)."""
+    rank = {c: i for i, c in enumerate(EXIT_SEVERITY)}
+    return max(codes, key=lambda c: rank.get(c, len(rank)), default=EXIT_HEALTHY)
 
 
 class MtpRemoteError(Exception):
@@ -116,6 +129,22 @@ class ServerRequestError(MtpRemoteError):
 
 class AnalysisInputError(MtpRemoteError):
     """An input to ``analyze`` is unreadable or of an unknown shape."""
+
+
+class RunsDirError(MtpRemoteError):
+    """A file of the run directory could not be written (no space left, quota, read-only) while the run went on:
+    the servers are stopped, the samples stored so far kept, and the run is resumable once there is room."""
+
+    #: errno values that mean the file system will not take the write (not a bug, not the network)
+    DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
+
+    @classmethod
+    def of(cls, e: OSError, path) -> RunsDirError:
+        """The error for ``e`` raised writing ``path`` (its cause first: "no space left in RUNS_DIR" for ENOSPC
+        and EDQUOT)."""
+        full = e.errno in (errno.ENOSPC, errno.EDQUOT)
+        return cls(f"{'no space left in RUNS_DIR' if full else 'cannot write to RUNS_DIR'}: writing {path} "
+                   f"failed ({e.strerror or e})")
 
 
 class Interrupted(MtpRemoteError):

@@ -8,6 +8,7 @@ runs as root).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,10 @@ CORPUS = ROOT.parent / "shared" / "corpus"
 
 __all__ = ["ROOT", "CORPUS", "free_port", "SshServer"]
 
+# the tests choose their hosts' ports themselves (tests/support/ports.py): an operator's offset for the shipped
+# sim hosts (README, "The demo") must not move them
+os.environ.pop("MTP_REMOTE_PORT_OFFSET", None)
+
 
 #: Files that run one after another on one xdist worker, never beside each other: real SGLang on the CPU (its
 #: torch threads take every core) and the tests that assert a measured speed or duration (tokens/s ratios,
@@ -26,6 +31,7 @@ __all__ = ["ROOT", "CORPUS", "free_port", "SshServer"]
 ONE_WORKER = "timed-and-real-engine"
 TIMED_FILES = frozenset({
     "tests/real/test_cpu_tree_ops.py", "tests/real/test_real_diagnose.py", "tests/real/test_real_lifecycle.py",
+    "tests/real/test_real_hybrid.py", "tests/real/test_real_reference.py", "tests/real/test_real_faults.py",
     "tests/integration/test_mitigate.py", "tests/integration/test_speed_verdicts.py",
     "tests/integration/test_sampling_occupancy.py",
     "tests/integration/test_force_signal.py", "tests/integration/test_real_behaviour_lifecycle.py",

@@ -22,8 +22,11 @@ class SampleObs:
     ``metrics`` is None when the request failed (then ``error`` says why). ``latency_s``: wall seconds for
     the whole request. ``spec_verify_ct``: verify steps reported by a speculative server (None otherwise).
     ``output_ids``/``text``: the output, used for the greedy comparison at T=0 (ids preferred).
-    ``kl_k3``: the sample's KL probe (``divergence.kl_probe(...).mean_k3``, nats/token) when measured;
+    ``kl_k3``: the sample's KL probe (``divergence.kl_probe(...).mean_k3``, nats/token) when measured,
+    ``kl_max_k3`` its largest per-token k3 (``max_k3``), ``kl_tokens`` the tokens probed (``n_tokens``);
     ``top2_margins``: per output token, logprob(top-1) - logprob(top-2), for the near-tie rule at T=0.
+    ``answer_ok``: whether the answer contains the prompt's expected answer (``lossless.check_answer``), None
+    when the prompt has none.
     """
 
     profile: str
@@ -41,6 +44,9 @@ class SampleObs:
     text: str | None = None
     kl_k3: float | None = None
     top2_margins: list[float] | None = None
+    answer_ok: bool | None = None
+    kl_max_k3: float | None = None
+    kl_tokens: int | None = None
 
     @property
     def ok(self) -> bool:

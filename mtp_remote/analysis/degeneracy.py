@@ -27,9 +27,15 @@ Loop definition (``corpus/README.md``):
 - **Near loop.** With every run of digits replaced by one placeholder (token by token, so token positions
   stay those of the text), the text has a tail loop (same thresholds) whose unit holds at least 3 distinct
   word tokens (the placeholder is not a word). A counter ("Step 12:", "Attempt #7", "(check 3)") hides an
-  otherwise exact loop; counting lists and number tables (few distinct words) are not near loops. Reported
+  otherwise exact loop; counting lists and number tables (few distinct words) are not near loops, unless a
+  unit with two distinct words repeats 50 times or more ("Check 7: 7+7 = 14, ok." x 150). A tail of
+  **paraphrase cycling** is a near loop too: in the last 400 text tokens at least 85 % of the 4-grams
+  already occurred earlier in those 400, with at least 16 distinct 4-grams and 3 distinct words among
+  them (a few sentences said again in varying order, not one short unit). Reported
   with the unit's length, repeats, start token and character offset and the fraction of the text inside it;
-  always computed on the text (digits are a text notion), even when token ids are given.
+  always computed on the text (digits are a text notion), even when token ids are given. A loop is a near
+  loop too (an exact copy is the closest of near copies): ``"Hi. " * 100`` has too few distinct words for
+  the counter rule, and it is still a near loop, reported with the loop's figures.
 - The unit is the *smallest* period of the repeated stretch ("!!!!" has n = 1, not n = 3), and the loop
   starts where the maximal repeated stretch starts. A tail loop is reported in preference to escaped ones;
   among escaped loops, the one covering most tokens.
@@ -119,6 +125,15 @@ _THINK_OPEN = "<think>"
 _THINK_CLOSE = "</think>"
 
 NEAR_MIN_DISTINCT_WORDS = 3
+#: A unit of two distinct words still makes a near loop when it repeats this often ("Check 7: 7+7 = 14,
+#: ok." x 150); a counting list ("Step 12") has one word, a number list none.
+NEAR_FEW_WORDS_MIN_REPEATS = 50
+#: Paraphrase cycling: the last CYCLE_WINDOW text tokens (of at least that many) in which this share of the
+#: 4-grams already occurred earlier in the window — a few sentences said again and again in varying order
+#: (no period, so no loop), while reasoning that moves on repeats few 4-grams.
+CYCLE_WINDOW = 400
+CYCLE_MIN_REPEAT_SHARE = 0.85
+CYCLE_MIN_DISTINCT = 16  # distinct 4-grams the window must hold (a few sentences, not one short unit)
 _DIGITS = re.compile(r"\d+")
 _DIGIT_PLACEHOLDER = "0"
 _NORMALISED: dict[str, str] = {}  # token -> its digit runs as one digit (near loops), shared by all texts
@@ -209,7 +224,8 @@ class TextMetrics:
 
     @property
     def near_loop(self) -> bool:
-        """True when the text ends in a near loop (module docstring): an exact loop hidden by a counter."""
+        """True when the text has a near loop (module docstring): an exact loop hidden by a counter, or any
+        loop (a loop implies a near loop)."""
         return self.near is not None
 
     @property
@@ -417,18 +433,41 @@ def detect_near_loop(text: str, toks: list[str], exact: tuple[Run, str] | None =
                 _NORMALISED[t] = _DIGITS.sub(_DIGIT_PLACEHOLDER, t)
             norm = [_NORMALISED[t] for t in toks]
             norm_ids = _ids_of(norm)
-        if not may_end_in_loop(norm_ids):
-            return None
         if norm is None:
             norm = [_DIGIT_PLACEHOLDER if t.isdecimal() else t for t in toks]
-        if sum(1 for t in set(norm) if _is_word(t)) < NEAR_MIN_DISTINCT_WORDS:
-            return None  # no unit can hold enough distinct words (e.g. every word carries digits: all "w0")
-        found = detect_loop(norm_ids, cut_last_token=norm)
-    if found is None or found[1] != "tail":
+        if not may_end_in_loop(norm_ids) or not any(_is_word(t) for t in set(norm)):
+            found = None  # no tail loop possible, or no word at all (e.g. every word carries digits: all "w0")
+        else:
+            found = detect_loop(norm_ids, cut_last_token=norm)
+    if found is not None and found[1] == "tail":
+        run = found[0]
+        words = {t for t in norm[run.start:run.start + run.period] if _is_word(t)}
+        if len(words) >= NEAR_MIN_DISTINCT_WORDS or (len(words) >= 2 and run.repeats >= NEAR_FEW_WORDS_MIN_REPEATS):
+            return run
+    if len(toks) < CYCLE_WINDOW or sum(1 for t in set(toks[-CYCLE_WINDOW:]) if _is_word(t)) < NEAR_MIN_DISTINCT_WORDS:
         return None
-    run = found[0]
-    words = {t for t in norm[run.start:run.start + run.period] if _is_word(t)}
-    return run if len(words) >= NEAR_MIN_DISTINCT_WORDS else None
+    return detect_cycling(text_ids if text_ids is not None else _ids_of(toks))
+
+
+def detect_cycling(ids: np.ndarray, window: int = CYCLE_WINDOW,
+                   min_share: float = CYCLE_MIN_REPEAT_SHARE) -> Run | None:
+    """Paraphrase cycling at the end of a token sequence (module docstring), as a run over the window (its
+    ``period``: tokens per distinct 4-gram of the window, a rough unit), or None."""
+    n = int(ids.shape[0])
+    if n < window:
+        return None
+    tail = ids[n - window:]
+    keys = _ngram_keys(token_hashes(tail), 4)
+    seen: set[int] = set()
+    again = 0
+    for k in keys.tolist():
+        if k in seen:
+            again += 1
+        else:
+            seen.add(k)
+    if again < min_share * len(keys) or len(seen) < CYCLE_MIN_DISTINCT:
+        return None  # (an exact loop of a short unit has few distinct 4-grams: it is a loop, not cycling)
+    return Run(n - window, n, max(1, window // max(1, len(seen))))
 
 
 def analyze_text(text: str, token_ids: Sequence[int] | None = None) -> TextMetrics:
@@ -482,6 +521,10 @@ def analyze_text(text: str, token_ids: Sequence[int] | None = None) -> TextMetri
         near = LoopMetrics(kind="near", unit_tokens=near_run.period, repeats=near_run.repeats,
                            start_token=near_run.start, start_char=_char_offset(raw, toks, near_run.start),
                            end_token=near_run.end, fraction=near_run.length / max(len(toks), 1))
+    elif loop is not None:  # an exact loop is a near loop with nothing hidden
+        near = LoopMetrics(kind="near", unit_tokens=loop.unit_tokens, repeats=loop.repeats,
+                           start_token=loop.start_token, start_char=loop.start_char, end_token=loop.end_token,
+                           fraction=loop.fraction)
 
     closed, reasoning_tokens, answer_tokens = _think_counts(text, len(toks))
 

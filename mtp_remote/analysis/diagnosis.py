@@ -8,13 +8,14 @@ same temperatures; a profile that did not launch gets ``launch-failed:<cause>``.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .cells import CellSummary, SampleObs, summarize_cell
 from .degeneracy import analyze_text
+from .lossless import check_answer, measure_calibration
 from .samples import analysed_text
 from .stopping import Design
-from .verdict import Verdict, judge_all, launch_failed, measure_calibration
+from .verdict import Verdict, judge_all, launch_failed, lossless_planned
 
 
 @dataclass
@@ -27,10 +28,15 @@ class Diagnosis:
     calibration: dict | None = None
 
 
-def to_obs(s: dict) -> SampleObs:
-    """One samples.jsonl record → SampleObs (metrics recomputed from the text when absent)."""
+def to_obs(s: dict, expected: str | None = None) -> SampleObs:
+    """One samples.jsonl record → SampleObs (metrics recomputed from the text when absent); ``expected``: the
+    prompt's expected answer (``answer_ok`` is then checked, ``lossless.check_answer``)."""
     metrics = None
+    answer_ok = None
     if s.get("error") is None:
+        if expected is not None:
+            answer_ok = check_answer(analysed_text(s.get("text") or "", bool(s.get("think_opened_by_prompt"))),
+                                     expected)
         metrics = analyze_text(analysed_text(s.get("text") or "", bool(s.get("think_opened_by_prompt"))),
                                s.get("output_ids"))
     return SampleObs(profile=s["profile"], temperature=float(s["temperature"]), prompt_id=s["prompt_id"],
@@ -38,36 +44,61 @@ def to_obs(s: dict) -> SampleObs:
                      finish_reason=s.get("finish_reason"), completion_tokens=int(s.get("completion_tokens") or 0),
                      latency_s=float(s.get("latency_s") or 0.0), spec_verify_ct=s.get("spec_verify_ct"),
                      output_ids=s.get("output_ids"), error=s.get("error"), text=s.get("text"),
-                     kl_k3=(s.get("kl") or {}).get("mean_k3"), top2_margins=s.get("top2_margins"))
+                     kl_k3=(s.get("kl") or {}).get("mean_k3"), top2_margins=s.get("top2_margins"),
+                     answer_ok=answer_ok, kl_max_k3=(s.get("kl") or {}).get("max_k3"),
+                     kl_tokens=(s.get("kl") or {}).get("n_tokens"))
 
 
-def design_of(playbook, n_spec_profiles: int, temperature: float | None = None) -> Design:
+def design_of(playbook, n_spec_profiles: int, temperature: float | None = None,
+              recorded: dict | None = None) -> Design:
     """The decision rule's design for a playbook (``config.Playbook``): rounds = samples per prompt at a
-    temperature above 0 (``temperature`` when given), ``compare.alpha``/``margin``/``spending``, sequential
-    when ``early_stop``; the family is every (speculative profile, temperature > 0) cell."""
+    temperature above 0 (``temperature`` when given), ``compare.alpha``/``margin``/``spending``/``resumes``,
+    sequential when ``early_stop``; the family is every (speculative profile, temperature > 0) cell plus one
+    lossless member per speculative profile when the plan has lossless evidence. ``recorded``: the design
+    the run's first launch recorded (``Design.to_dict``; a resume is a later look of it, never a new one)."""
     temps = [t for t in playbook.temperatures if t > 0]
-    rounds = playbook.samples_at(temperature if temperature is not None else (temps[0] if temps else 0.0))
+    t = temperature if temperature is not None else (temps[0] if temps else 0.0)
+    rounds = playbook.samples_at(t)
     cmp = playbook.compare
-    return Design(rounds=rounds, alpha=cmp.alpha, margin=cmp.margin,
-                  family=max(1, n_spec_profiles * len(temps)), spending=cmp.spending,
-                  sequential=bool(playbook.early_stop))
+    lossless = lossless_planned(playbook.temperatures, kl_probe=bool(playbook.kl_probe),
+                                expected_answers=any(p.expected is not None for p in playbook.prompts))
+    design = Design(rounds=rounds, alpha=cmp.alpha, margin=cmp.margin,
+                    family=max(1, n_spec_profiles * (len(temps) + lossless)), spending=cmp.spending,
+                    sequential=bool(playbook.early_stop), resumes=cmp.resumes)
+    if recorded:
+        first = (recorded.get("first_rounds_by_t") or {}).get(f"{float(t):g}", recorded.get("first_rounds"))
+        design = replace(design, alpha=recorded["alpha"], margin=recorded["margin"], spending=recorded["spending"],
+                         sequential=recorded["sequential"], resumes=recorded["resumes"],
+                         reserve=recorded.get("reserve") or design.reserve, first_rounds=first)
+    return design
+
+
+def record_design(playbook, n_spec_profiles: int) -> dict:
+    """What a first run records of its design (run.json and summary.json ``design``): ``Design.to_dict`` at the
+    main temperature plus the first run's rounds per temperature."""
+    d = design_of(playbook, n_spec_profiles).to_dict()
+    d["first_rounds_by_t"] = {f"{float(t):g}": playbook.samples_at(t) for t in playbook.temperatures}
+    return d
 
 
 def diagnose(*, baseline: str, profiles: dict[str, bool], samples: list[dict],
              launch_failures: dict[str, tuple] | None = None, alpha: float = 0.05,
-             design: Design | None = None, calibration_profile: str | None = None) -> Diagnosis:
+             design: Design | None = None, calibration_profile: str | None = None,
+             expected: dict[str, str] | None = None) -> Diagnosis:
     """Cells and verdicts.
 
     ``profiles`` maps profile name → speculative?; ``launch_failures`` maps profile → (cause, hint) for
     profiles that did not become ready, or (cause, hint, after_ready) — ``after_ready`` True for a server
     that crashed or hung while sampling. ``design``: the decision rule the run sampled with (default: one
     look at the end at ``alpha``). ``calibration_profile``: the A/A arm (the baseline relaunched), not
-    judged; it calibrates the others' verdicts."""
+    judged; it calibrates the others' verdicts. ``expected``: prompt id → expected answer (the accuracy
+    check)."""
+    expected = expected or {}
     launch_failures = launch_failures or {}
     by_cell: dict[tuple[str, float], list[SampleObs]] = defaultdict(list)
     for s in samples:
         if s["profile"] in profiles:
-            by_cell[(s["profile"], float(s["temperature"]))].append(to_obs(s))
+            by_cell[(s["profile"], float(s["temperature"]))].append(to_obs(s, expected.get(s["prompt_id"])))
     cells = [summarize_cell(p, t, profiles[p], obs) for (p, t), obs in sorted(
         by_cell.items(), key=lambda kv: (list(profiles).index(kv[0][0]), kv[0][1]))]
     base_cells = [c for c in cells if c.profile == baseline]

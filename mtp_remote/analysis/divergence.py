@@ -14,7 +14,7 @@ arm (greedy divergence, near-tie margin, KL floor, run-to-run speed spread). Pur
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -195,14 +195,20 @@ def kl_gap_flag(spec_k3: Sequence[float], base_k3: Sequence[float], n_se: float 
 
 @dataclass(frozen=True)
 class Calibration:
-    """This host's noise floors, measured by an A/A arm (the baseline relaunched at another concurrency).
+    """This host's noise floors, measured by an A/A arm (the baseline relaunched and sampled like it).
 
     ``greedy_pairs``/``greedy_diverged``: baseline vs A/A greedy outputs compared and how many differ;
     ``near_tie_margin``: the top-2 margin (nats) under which a greedy flip counts as a near tie — the default
     :data:`NEAR_TIE_MARGIN`, raised to just above the largest margin at which the A/A arm flipped;
-    ``kl_floor``: per-sample k3 of the baseline and A/A arms (the floor the KL flag compares with);
+    ``kl_floor``: per-sample mean k3 of the baseline and A/A arms (the floor the KL test compares with),
+    ``kl_floor_max`` their per-sample largest per-token k3 and ``kl_floor_tokens`` the tokens probed per
+    sample (empty when not recorded);
     ``speed_ratio``: A/A over baseline tokens/s (1 on a perfectly repeatable host), ``speed_spread``:
-    ``|log speed_ratio|``, the run-to-run spread a speed verdict must exceed.
+    ``|log speed_ratio|``, the run-to-run spread a speed verdict must exceed; ``greedy_hard``: A/A pairs
+    that diverge beyond a near tie at the calibrated margin (``lossless.is_hard_divergence``: the greedy
+    test's floor); ``aa_loops``: per temperature > 0, the A/A arm's loop test against the baseline
+    (``{"aa": [k, n], "base": [k, n], "p": two-sided Fisher}``: an A/A arm that loops differently means the
+    launch matters, which the loop test assumes it does not).
     """
 
     greedy_pairs: int = 0
@@ -211,9 +217,14 @@ class Calibration:
     kl_floor: tuple[float, ...] = ()
     speed_ratio: float | None = None
     speed_spread: float = 0.0
+    greedy_hard: int = 0
+    aa_loops: dict = field(default_factory=dict)
+    kl_floor_max: tuple[float, ...] = ()
+    kl_floor_tokens: tuple[int, ...] = ()
 
     def to_dict(self) -> dict:
         return {"greedy_pairs": self.greedy_pairs, "greedy_diverged": self.greedy_diverged,
+                "greedy_hard": self.greedy_hard, "aa_loops": {str(k): v for k, v in self.aa_loops.items()},
                 "near_tie_margin": self.near_tie_margin, "kl_floor_mean": mean_se(self.kl_floor)[0],
                 "kl_floor_se": mean_se(self.kl_floor)[1], "kl_floor_n": len(self.kl_floor),
                 "speed_ratio": self.speed_ratio, "speed_spread": self.speed_spread}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -44,8 +44,72 @@ def _rates(rate: float | Sequence[float], prompts: int) -> list[float]:
     return [float(r) for r in rate]
 
 
-#: ``draw(profile, prompt index, round, rng) -> (metrics, finish_reason)``: one sample's outcome.
+#: ``draw(profile, prompt index, round, rng) -> (metrics, finish_reason[, extra])``: one sample's outcome;
+#: ``extra`` may give ``kl_k3`` (the KL probe, nats/token) and ``answer_ok`` (the expected-answer check).
 Draw = Callable[[str, int, int, np.random.Generator], tuple]
+
+
+@dataclass
+class _Run:
+    """The samples of one run so far (records as samples.jsonl holds them, and the observations)."""
+
+    names: list[str]
+    records: list[dict] = field(default_factory=list)
+    obs: dict[str, list[SampleObs]] = field(default_factory=dict)
+    next_round: dict[str, int] = field(default_factory=dict)
+
+
+def _launched(rates: np.ndarray, sd: float, rng: np.random.Generator) -> np.ndarray:
+    """Degenerate rates of one launch: each shifted by one log-odds effect ~ N(0, ``sd``) for the launch (0 and 1
+    stay put)."""
+    if sd <= 0:
+        return rates
+    with np.errstate(divide="ignore"):
+        logit = np.log(rates) - np.log1p(-rates)
+    return 1 / (1 + np.exp(-(logit + rng.normal(0.0, sd))))
+
+
+def _sample(run: _Run, rates, design: Design, *, baseline: str, prompts: int, temperature: float,
+            rng: np.random.Generator, metrics: tuple, draw: Draw | None, launch_sd: float = 0.0) -> None:
+    """Sample every arm up to ``design.rounds`` (baseline first), stopping each cell as the runner does:
+    a cell settled by what is stored gets no new sample (a resume's ``settle_stored``). Each call is one
+    launch per arm: with ``launch_sd`` its rates move by a per-launch log-odds effect."""
+    loop_m, clean_m = metrics
+    for name in run.names:
+        per_prompt = None if draw else _launched(np.asarray(_rates(rates[name], prompts)), launch_sd, rng)
+        obs = run.obs.setdefault(name, [])
+        start = run.next_round.get(name, 0)
+        if start and design.sequential and cell_decision(run.records, profile=name, baseline=baseline,
+                                                         temperature=temperature, design=design)["settled"]:
+            continue
+        for i in range(start, design.rounds):
+            if draw:
+                outs = [draw(name, j, i, rng) for j in range(prompts)]
+            else:
+                outs = [(loop_m, "length") if bad else (clean_m, "stop") for bad in rng.random(prompts) < per_prompt]
+            for j, (m, finish, *more) in enumerate(outs):
+                extra = more[0] if more else {}
+                o = SampleObs(name, temperature, f"p{j}", i, 1000 + i, m, finish, 200, 0.0, None,
+                              kl_k3=extra.get("kl_k3"), answer_ok=extra.get("answer_ok"),
+                              kl_max_k3=extra.get("kl_max_k3"), kl_tokens=extra.get("kl_tokens"))
+                run.records.append({"profile": name, "temperature": temperature, "prompt_id": f"p{j}",
+                                    "sample_index": i, "error": None, "finish_reason": finish,
+                                    "metrics": {"loop": {"period": 6} if m.is_loop else None,
+                                                "near_loop": bool(getattr(m, "near_loop", False))}})
+                obs.append(o)
+            run.next_round[name] = i + 1
+            if design.sequential and cell_decision(run.records, profile=name, baseline=baseline,
+                                                   temperature=temperature, design=design)["settled"]:
+                break
+
+
+def _judge(run: _Run, design: Design, *, baseline: str, temperature: float) -> RunOutcome:
+    obs = run.obs
+    base_cells = [summarize_cell(baseline, temperature, False, obs[baseline])]
+    spec = {p: ([summarize_cell(p, temperature, True, obs[p])], obs[p]) for p in run.names if p != baseline}
+    found = judge_all(spec, base_cells, obs[baseline], design=design)
+    return RunOutcome({p: v.kind for p, v in found.items()}, {p: len(obs[p]) for p in run.names},
+                      {p: v.evidence for p, v in found.items()})
 
 
 def simulate_run(rates: Mapping[str, float | Sequence[float] | None], design: Design, *,
@@ -56,32 +120,33 @@ def simulate_run(rates: Mapping[str, float | Sequence[float] | None], design: De
     cell as the runner does. ``draw`` replaces the Bernoulli outcomes (e.g. decoding with the sim in
     process; ``rates`` then only names the profiles). Returns the verdict kinds and the samples each arm
     used."""
-    loop_m, clean_m = metrics or (analyze_text(_LOOP_TEXT), analyze_text(_CLEAN_TEXT))
+    return simulate_chain(rates, design, resumes=0, baseline=baseline, prompts=prompts, temperature=temperature,
+                          rng=rng, metrics=metrics, draw=draw)[0]
+
+
+def simulate_chain(rates: Mapping[str, float | Sequence[float] | None], design: Design, *, resumes: int,
+                   baseline: str = "baseline", prompts: int = 5, temperature: float = 0.7,
+                   rng: np.random.Generator, metrics: tuple | None = None, draw: Draw | None = None,
+                   until_decided: bool = True, replan: bool = False, launch_sd: float = 0.0) -> list[RunOutcome]:
+    """A first run and up to ``resumes`` resumes, each following the tool's own ``next:`` advice: while some
+    profile is ``inconclusive`` (``until_decided``; else always), ``--resume --samples`` the design's next
+    look (2x, 4x, ... the first run's rounds: ``Design.stage_ends``). Stored samples are kept, cells settled
+    by them get no new sample. ``replan``: each resume a new design spending the whole alpha again (the
+    rule before issue 20, for comparison). ``launch_sd``: a per-launch log-odds effect on every arm's rates
+    (each run relaunches every arm), which the rule assumes is 0. Returns the outcome after each run."""
+    metrics = metrics or (analyze_text(_LOOP_TEXT), analyze_text(_CLEAN_TEXT))
     names = [baseline] + [p for p in rates if p != baseline]
-    records: list[dict] = []
-    obs: dict[str, list[SampleObs]] = {p: [] for p in names}
-    for name in names:
-        per_prompt = None if draw else np.asarray(_rates(rates[name], prompts))
-        for i in range(design.rounds):
-            if draw:
-                outs = [draw(name, j, i, rng) for j in range(prompts)]
-            else:
-                outs = [(loop_m, "length") if bad else (clean_m, "stop") for bad in rng.random(prompts) < per_prompt]
-            for j, (m, finish) in enumerate(outs):
-                o = SampleObs(name, temperature, f"p{j}", i, 1000 + i, m, finish, 200, 0.0, None)
-                records.append({"profile": name, "temperature": temperature, "prompt_id": f"p{j}",
-                                "sample_index": i, "error": None, "finish_reason": finish,
-                                "metrics": {"loop": {"period": 6} if m.is_loop else None,
-                                            "near_loop": bool(getattr(m, "near_loop", False))}})
-                obs[name].append(o)
-            if design.sequential and cell_decision(records, profile=name, baseline=baseline,
-                                                   temperature=temperature, design=design)["settled"]:
-                break
-    base_cells = [summarize_cell(baseline, temperature, False, obs[baseline])]
-    spec = {p: ([summarize_cell(p, temperature, True, obs[p])], obs[p]) for p in names if p != baseline}
-    found = judge_all(spec, base_cells, obs[baseline], design=design)
-    return RunOutcome({p: v.kind for p, v in found.items()}, {p: len(obs[p]) for p in names},
-                      {p: v.evidence for p, v in found.items()})
+    run = _Run(names)
+    out = []
+    for stage, end in enumerate(design.stage_ends()[: resumes + 1]):
+        d = replace(design, rounds=end, first_rounds=None, resumes=0) if replan else \
+            replace(design, rounds=end, first_rounds=design.k0)
+        _sample(run, rates, d, baseline=baseline, prompts=prompts, temperature=temperature, rng=rng,
+                metrics=metrics, draw=draw, launch_sd=launch_sd)
+        out.append(_judge(run, d, baseline=baseline, temperature=temperature))
+        if until_decided and "inconclusive" not in out[-1].verdicts.values():
+            break
+    return out
 
 
 @dataclass
@@ -93,22 +158,30 @@ class ErrorRates:
     kinds: dict[str, dict[str, float]]
     mean_samples: dict[str, float]
     any_corrupt: float
+    healthy_any: float = 0.0
 
 
 def error_rates(rates: Mapping[str, float | Sequence[float]], design: Design, *, trials: int = 200,
-                seed: int = 0, prompts: int = 5, baseline: str = "baseline") -> ErrorRates:
-    """:func:`simulate_run` ``trials`` times from one seeded generator."""
+                seed: int = 0, prompts: int = 5, baseline: str = "baseline", resumes: int = 0,
+                replan: bool = False) -> ErrorRates:
+    """:func:`simulate_run` ``trials`` times from one seeded generator; with ``resumes``, a chain of up to
+    that many resumes (:func:`simulate_chain`): ``any_corrupt`` is then the share of chains where *some*
+    run said ``spec-corrupts-output`` (the family-wise error over the chain), ``kinds`` the last verdicts
+    and ``healthy_any`` the share of chains where some run said ``healthy``."""
     rng = np.random.default_rng(seed)
     metrics = (analyze_text(_LOOP_TEXT), analyze_text(_CLEAN_TEXT))
     kinds: dict[str, Counter] = {}
     used: dict[str, list[int]] = {}
-    corrupt = 0
+    corrupt = healthy = 0
     for _ in range(trials):
-        out = simulate_run(rates, design, baseline=baseline, prompts=prompts, rng=rng, metrics=metrics)
-        corrupt += any(k == "spec-corrupts-output" for k in out.verdicts.values())
+        chain = simulate_chain(rates, design, resumes=resumes, baseline=baseline, prompts=prompts, rng=rng,
+                               metrics=metrics, replan=replan)
+        out = chain[-1]
+        corrupt += any(k == "spec-corrupts-output" for o in chain for k in o.verdicts.values())
+        healthy += any(k == "healthy" for o in chain for k in o.verdicts.values())
         for p, k in out.verdicts.items():
             kinds.setdefault(p, Counter())[k] += 1
         for p, n in out.samples.items():
             used.setdefault(p, []).append(n)
     return ErrorRates(trials, {p: {k: v / trials for k, v in sorted(c.items())} for p, c in kinds.items()},
-                      {p: float(np.mean(v)) for p, v in used.items()}, corrupt / trials)
+                      {p: float(np.mean(v)) for p, v in used.items()}, corrupt / trials, healthy / trials)

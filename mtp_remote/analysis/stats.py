@@ -136,14 +136,18 @@ def spending(t: float, alpha: float, kind: str = "obrien-fleming") -> float:
 
 
 def samples_needed(k_spec: int, n_spec: int, k_base: int, n_base: int, *, alpha: float = 0.05,
-                   power: float = 0.8, margin: float | None = None, max_n: int = 100_000) -> int | None:
+                   power: float = 0.8, margin: float | None = None, max_n: int = 100_000,
+                   bound_alpha: float | None = None) -> int | None:
     """Samples per arm at which the observed loop rates would settle the comparison, with power ``power``.
 
     Two ways to settle: *detect* — Fisher's one-sided test at ``alpha`` (pass the multiplicity-adjusted
     level) on the expected counts, sized from the observed rates by Cohen's h and stepped up until exact (a
     baseline rate of 0 is taken as ``0.5 / (n_base + 1)``); *bound* (with ``margin``) — the one-sided
     Newcombe upper bound of the excess at confidence ``1 - alpha`` falls below ``margin`` on the expected
-    counts at the observed rates (the spec rate taken as at least the baseline's). Returns the smaller; None
+    counts at the observed rates (the spec rate taken as at least the baseline's) with power ``power`` too:
+    the bound is taken at confidence ``Phi(z_{1 - bound_alpha} + z_power)`` (``bound_alpha`` default
+    ``alpha``), i.e. the expected bound plus ``z_power`` of its own spread meets the margin — the n at which
+    the *expected* bound meets it would decide only about half the time. Returns the smaller; None
     only when neither is reachable within ``max_n`` (an observed excess of about ``margin`` or more that is
     too small to detect).
     """
@@ -164,9 +168,10 @@ def samples_needed(k_spec: int, n_spec: int, k_base: int, n_base: int, *, alpha:
     if margin is not None:
         b = k_base / n_base
         s = max(b, k_spec / n_spec)
+        conf = _NORMAL.cdf(_z(1 - (bound_alpha or alpha)) + _z(power))
         n = 2
         while s - b < margin and n <= min(max_n, found[0] if found else max_n):
-            if diff_upper_bound(round(s * n), n, round(b * n), n, 1 - alpha) < margin:
+            if diff_upper_bound(round(s * n), n, round(b * n), n, conf) < margin:
                 found.append(n)
                 break
             n = math.ceil(n * 1.1) + 1

@@ -6,23 +6,24 @@ speculative profile against the baseline with the group-sequential rule of ``sto
 runner's early stopping calls) and returns one :class:`Verdict` each. A sample counts as *degenerate* when it
 loops, or when it was cut at ``max_tokens`` inside a near loop. Rules, first match wins (``docs/metrics.md``):
 
-1. ``spec-corrupts-output``: a temperature > 0 cell whose sequential p-value (unpaired one-sided Fisher on all
-   samples of each arm, alpha spent over the looks), Holm-adjusted over every (speculative profile,
-   temperature > 0) cell of the run, is below ``alpha``. A cell the stop rule settled as "spec loops more"
-   always ends here.
+1. ``spec-corrupts-output``: a temperature > 0 cell whose sequential p-value (unpaired one-sided Fisher,
+   alpha spent over the looks and resumes), Holm-adjusted over the run's family — every (speculative profile,
+   temperature > 0) cell plus one lossless member per profile (``lossless.py``: greedy, KL, accuracy vs the
+   host's floor) — is below ``alpha``; or the profile's lossless member is, loops or not. A cell the stop
+   rule settled as "spec loops more" always ends here.
 2. ``base-model-degenerates``: the baseline loops in at least :data:`BASE_DEGENERATE_RATE` of a T > 0 cell (and
-   at least 2 samples) *and* the speculative excess is bounded below the margin in every T > 0 cell.
-3. ``inconclusive``: the excess is not bounded below the margin ("no large excess detected; up to X % not
-   ruled out"), no temperature above 0 was compared, or the greedy gate (T = 0) failed; the evidence gives
-   the samples per arm that would decide (``stats.samples_needed`` at the adjusted alpha).
+   at least 2 samples), the speculative excess is bounded below the margin in every T > 0 cell and the
+   lossless checks pass.
+3. ``inconclusive``: the excess is not bounded below the margin ("no large excess detected; loop excess up to
+   X % not ruled out"), no temperature above 0 was compared, or a lossless check did not pass; the evidence
+   gives the samples per arm that would decide (``stats.samples_needed``, power 0.8). Exits 3.
 4. ``spec-ineffective``: acceptance length (non-degenerate samples) at most :data:`INEFFECTIVE_ACCEPT`.
 5. ``spec-slower``: the bootstrap interval of the non-degenerate tokens/s ratio lies below 1 (below the host's
    run-to-run spread when calibrated); without samples, a point ratio below :data:`SLOWER_RATIO`.
-6. ``healthy`` otherwise: every T > 0 excess bounded below the margin and the greedy gate passed.
+6. ``healthy`` otherwise: every T > 0 excess bounded below the margin (said rounded up, :func:`bound_up`)
+   and every lossless check passed.
 
-T = 0 is gatekeeping evidence outside the Holm family: a greedy output that loops where the baseline's does
-not, or diverges from it where the baseline's top-2 margin is not a near tie, keeps a profile from
-``healthy``. A server that crashed or hung after it was ready is ``crashed:<cause>`` / ``hung:<cause>``.
+A server that crashed or hung after it was ready is ``crashed:<cause>`` / ``hung:<cause>``.
 """
 
 from __future__ import annotations
@@ -31,15 +32,16 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
-from ..errors import EXIT_CORRUPT, EXIT_HEALTHY
+from ..errors import EXIT_CORRUPT, EXIT_HEALTHY, EXIT_INCONCLUSIVE
 from .cells import CellSummary, SampleObs, mean_of
-from .divergence import NEAR_TIE_MARGIN, Calibration, calibrate, kl_gap
+from .divergence import NEAR_TIE_MARGIN, Calibration
+from .lossless import LosslessTest, lossless_member, lossless_tests
 from .pairing import greedy_report
-from .stats import fisher_loops, holm, ratio_ci, samples_needed
-from .stopping import Design, look_counts, sequential_test
+from .stats import holm, ratio_ci, samples_needed
+from .stopping import Design, look_counts, sequential_test, stage_counts
 
-__all__ = ["FAILURE_PREFIXES", "KINDS", "Verdict", "exit_code", "is_failure", "judge", "judge_all", "launch_failed",
-           "measure_calibration"]
+__all__ = ["FAILURE_PREFIXES", "KINDS", "Verdict", "bound_up", "exit_code", "is_failure", "judge", "judge_all",
+           "launch_failed", "lossless_planned"]
 
 BASE_DEGENERATE_RATE = 0.25
 INEFFECTIVE_ACCEPT = 1.2
@@ -56,11 +58,12 @@ FAILURE_PREFIXES = ("launch-failed", "crashed", "hung")
 class Verdict:
     """The verdict on one speculative profile; ``kind`` is one of :data:`KINDS`.
 
-    ``p_value``/``temperature``: the deciding comparison (Holm-adjusted sequential p). ``comparisons``: one
-    dict per temperature (spec/base degenerate counts and n, p, adjusted p, excess bound, samples needed,
-    speed ratio, acceptance, greedy divergence). ``kl_probe``: the KL probe against its floor when both
-    sides had two probed samples (``divergence.KlGap`` as a dict, plus ``floor_source``: ``"calibration"``
-    for the A/A arm's floor, ``"baseline"`` otherwise).
+    ``p_value``/``temperature``: the deciding comparison (Holm-adjusted p). ``comparisons``: one dict per
+    temperature (spec/base degenerate counts and n, p, adjusted p, excess bound and its confidence, samples
+    needed, speed ratio, acceptance, greedy divergence). ``kl_probe``: the KL probe against its floor when
+    both sides had two probed samples (``divergence.KlGap`` as a dict, plus ``floor_source``:
+    ``"calibration"`` or ``"baseline"``, and the KL test's ``above``, ``p``, ``threshold`` — its absolute
+    bound — and ``flagged``). ``lossless``: every lossless test (``lossless.LosslessTest.to_dict``).
     """
 
     profile: str
@@ -71,6 +74,7 @@ class Verdict:
     comparisons: list[dict]
     warnings: list[str] = field(default_factory=list)
     kl_probe: dict | None = None
+    lossless: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -94,12 +98,14 @@ def launch_failed(profile: str, cause: str, hint: str, *, after_ready: bool = Fa
 
 def exit_code(verdicts: Iterable[Verdict | str]) -> int:
     """1 (``errors.EXIT_CORRUPT``) if any verdict is ``spec-corrupts-output`` or a failure (:func:`is_failure`),
-    else 0. ``base-model-degenerates``, ``inconclusive``, ``spec-ineffective`` and ``spec-slower`` exit 0: they
-    are findings, not a broken speculative decoder (the report shows them)."""
-    for v in verdicts:
-        kind = v if isinstance(v, str) else v.kind
-        if kind == "spec-corrupts-output" or is_failure(kind):
-            return EXIT_CORRUPT
+    else 3 (``errors.EXIT_INCONCLUSIVE``) if any is ``inconclusive`` (a nightly in CI must not pass without
+    evidence), else 0. ``base-model-degenerates``, ``spec-ineffective`` and ``spec-slower`` exit 0: they are
+    findings, not a broken speculative decoder (the report shows them)."""
+    kinds = [v if isinstance(v, str) else v.kind for v in verdicts]
+    if any(k == "spec-corrupts-output" or is_failure(k) for k in kinds):
+        return EXIT_CORRUPT
+    if "inconclusive" in kinds:
+        return EXIT_INCONCLUSIVE
     return EXIT_HEALTHY
 
 
@@ -115,7 +121,7 @@ def _fmt_t(t: float) -> str:
     return f"{t:g}"
 
 
-def _rows(spec_cells, base_cells, spec_samples, design: Design) -> list[dict]:
+def _rows(spec_cells, base_cells, spec_samples, design: Design, base_samples=()) -> list[dict]:
     """One comparison row per temperature present in both arms; T > 0 rows carry the sequential test."""
     base_by_t = {float(c.temperature): c for c in base_cells}
     rows = []
@@ -137,19 +143,21 @@ def _rows(spec_cells, base_cells, spec_samples, design: Design) -> list[dict]:
             outcomes = [(s.sample_index, s.is_degenerate) for s in spec_samples
                         if s.ok and float(s.temperature) == t]
             looks = look_counts(outcomes, design) if outcomes else {design.looks()[-1]: (sc.loops, sc.n)}
-            test = sequential_test(looks, bc.loops, bc.n, design)
+            base_out = [(s.sample_index, s.is_degenerate) for s in base_samples if s.ok and float(s.temperature) == t]
+            base = stage_counts(base_out, design) if base_out else {design.stage_end(design.looks()[-1]): (bc.loops, bc.n)}
+            test = sequential_test(looks, base, None, design)
             row.update(p=test.p_value, p_look=test.look, bound=test.bound, bound_look=test.bound_look,
+                       bound_confidence=1 - design.alpha_bound,
                        samples_needed=samples_needed(sc.loops, sc.n, bc.loops, bc.n, alpha=design.alpha_cell,
-                                                     margin=design.margin))
-        else:  # greedy: reported, not tested (gatekeeping evidence)
-            row.update(p=fisher_loops(sc.loops, sc.n, bc.loops, bc.n), p_look=None, bound=None,
-                       bound_look=None, samples_needed=None)
+                                                     margin=design.margin, bound_alpha=design.next_bound_alpha))
+        else:  # greedy: loop counts reported, not tested (the greedy lossless test judges T = 0)
+            row.update(p=None, p_look=None, bound=None, bound_look=None, samples_needed=None)
         rows.append(row)
     return rows
 
 
 def _greedy(spec_samples, base_samples, rows, near_tie_margin: float) -> tuple[str, str | None]:
-    """(evidence phrase, reason the T = 0 gate fails or None)."""
+    """(evidence phrase, the first divergence beyond a near tie in words or None); fills the T = 0 row."""
     pairs = greedy_report(spec_samples, base_samples, near_tie_margin)
     if not pairs:
         return "", None
@@ -175,7 +183,7 @@ def _greedy(spec_samples, base_samples, rows, near_tie_margin: float) -> tuple[s
     elif hard:
         g = min(hard, key=lambda g: g.divergence.first_index)
         gate = (f"greedy output diverges at token {g.divergence.first_index} of prompt {g.prompt_id} where the "
-                f"baseline's top-2 margin is {g.margin:.2f} nats (not a near tie, < {near_tie_margin:.2g})")
+                f"baseline's top-2 margin is {g.margin:.2f} nats (not a near tie: > {near_tie_margin:.2g})")
     return phrase, gate
 
 
@@ -194,26 +202,6 @@ def _warnings(spec_cells, rows) -> list[str]:
             out.append(f"T={_fmt_t(r['temperature'])}: tokens/s ratio {r['speed_ratio']:.2f} is inflated by "
                        f"loops; non-looping samples: {r['speed_ratio_nonloop']:.2f}")
     return out
-
-
-def _kl_probe(spec_cells, base_cells, spec_samples, base_samples, calibration) -> tuple[dict | None, list[str]]:
-    """The KL probe (``Verdict.kl_probe``) and its warning when flagged. Per-sample k3 when samples are given
-    (else cell means); the floor is the calibration's when measured."""
-    spec = [s.kl_k3 for s in spec_samples if s.ok and s.kl_k3 is not None]
-    base = [s.kl_k3 for s in base_samples if s.ok and s.kl_k3 is not None]
-    if not spec_samples:
-        spec = [c.mean_kl_k3 for c in spec_cells if c.mean_kl_k3 is not None]
-        base = [c.mean_kl_k3 for c in base_cells if c.mean_kl_k3 is not None]
-    calibrated = bool(calibration and calibration.kl_floor)
-    gap = kl_gap(spec, list(calibration.kl_floor) if calibrated else base)
-    if gap is None:
-        return None, []
-    probe = {**asdict(gap), "floor_source": "calibration" if calibrated else "baseline"}
-    if gap.flagged:
-        return probe, [(f"KL probe: mean k3 {gap.mean:.3g} vs floor {gap.floor_mean:.3g} nats/token "
-                        f"(more than 3 standard errors above): speculative tokens are less likely under a clean "
-                        f"prefill")]
-    return probe, []
 
 
 def _speed(spec_cells, base_cells, spec_samples, base_samples) -> tuple[float | None, tuple | None]:
@@ -241,34 +229,74 @@ def _need(r: dict, design: Design) -> str:
             f"raise compare.margin or accept the finding")
 
 
+def bound_up(bound: float) -> str:
+    """An excess bound as the evidence states it: rounded *up* to 0.1 point (4.31 % -> "4.4%"), so the words
+    never claim more than the bound."""
+    return f"{math.ceil(bound * 1000 - 1e-9) / 10:.1f}%"
+
+
+def _lossless_pass(tests: Sequence[LosslessTest], alpha: float, greedy_detail: str | None) -> str | None:
+    """None when every lossless test passes (``healthy`` needs it), else the phrase saying which does not:
+    a test at p < ``alpha`` on its own, a greedy divergence beyond a near tie above the floor's count
+    (``greedy_detail``: the first such divergence, in words), or a mean k3 above the KL test's absolute bound
+    even where the exceedance test is not significant (SGLang's own test passes only below its bound)."""
+    for t in sorted(tests, key=lambda t: t.p_value):
+        greedy_open = t.name == "greedy" and t.counts["hard"] > t.counts["floor_hard"]
+        kl_open = t.name == "kl" and t.effect_ok  # the arm's mean k3 above the absolute bound: not lossless
+        if t.p_value < alpha or greedy_open or kl_open:
+            detail = f"{greedy_detail}; " if t.name == "greedy" and greedy_detail else ""
+            return f"lossless check not passed: {detail}{t.evidence}"
+    return None
+
+
 def _judge_one(profile, spec_cells, base_cells, spec_samples, base_samples, rows, design: Design,
-               calibration: Calibration | None) -> Verdict:
+               calibration: Calibration | None, lossless: list[LosslessTest], lossless_p: dict | None,
+               kl: dict | None) -> Verdict:
     near_tie = calibration.near_tie_margin if calibration else NEAR_TIE_MARGIN
-    greedy, gate = _greedy(spec_samples, base_samples, rows, near_tie)
-    kl, kl_warning = _kl_probe(spec_cells, base_cells, spec_samples, base_samples, calibration)
-    warnings = _warnings(spec_cells, rows) + kl_warning
+    greedy, greedy_detail = _greedy(spec_samples, base_samples, rows, near_tie)
+    warnings = _warnings(spec_cells, rows)
+    for t in lossless:
+        if t.name == "kl" and not t.effect_ok and t.raw_p < design.alpha:
+            warnings.append(f"KL probe: {t.evidence}: a difference from the floor, under the bound (a kernel "
+                            f"difference, not corruption)")
     tail = f"; {greedy}" if greedy else ""
     m = next((r["family"] for r in rows if "family" in r), design.family)
+    if kl is not None:
+        kl["flagged"] = any(t.name == "kl" and t.p_value < design.alpha for t in lossless)
+    holm_note = f"Holm over {m} test{'s' if m > 1 else ''}"
 
-    def verdict(kind, evidence, row=None):
-        return Verdict(profile, kind, evidence, row.get("p_adjusted") if row else None,
-                       row["temperature"] if row else None, rows, warnings, kl)
+    def verdict(kind, evidence, row=None, p=None):
+        return Verdict(profile, kind, evidence, p if p is not None else (row.get("p_adjusted") if row else None),
+                       row["temperature"] if row else None, rows, warnings, kl, [t.to_dict() for t in lossless])
 
     def tested(r):
-        return f"{_counts(r)} (p={_fmt_p(r['p_adjusted'])}, Holm over {m} cell{'s' if m > 1 else ''})"
+        return f"{_counts(r)} (p={_fmt_p(r['p_adjusted'])}, {holm_note})"
 
     def excess(r):
-        return f"{_counts(r)}: no large excess detected; up to {r['bound']:.0%} not ruled out"
+        return f"{_counts(r)}: no large excess detected; loop excess up to {bound_up(r['bound'])} not ruled out"
 
-    if not rows:
-        return verdict("inconclusive", "no temperature has both a speculative and a baseline cell")
     fam = [r for r in rows if r["in_family"]]
     corrupt = [r for r in fam if r["p_adjusted"] < design.alpha]
+    broken = lossless_p is not None and lossless_p["p_adjusted"] < design.alpha
+    violated = [t for t in lossless if t.p_value < design.alpha] if broken else []
+    lossless_ev = "; ".join(f"lossless: {t.evidence}" for t in violated)
     if corrupt:
         r = min(corrupt, key=lambda r: r["p_adjusted"])
-        return verdict("spec-corrupts-output", f"loops: {tested(r)}{tail}", r)
+        return verdict("spec-corrupts-output", f"loops: {tested(r)}" + (f"; {lossless_ev}" if violated else "")
+                       + tail, r)
+    if broken:
+        loops = "; ".join(_counts(r) for r in fam)
+        return verdict("spec-corrupts-output",
+                       f"{lossless_ev} (lossless p={_fmt_p(lossless_p['p_adjusted'])}, {holm_note}; "
+                       f"Bonferroni over {len(lossless)} check{'s' if len(lossless) > 1 else ''})"
+                       + (f"; loops: {loops}" if loops else "") + tail,
+                       min(fam, key=lambda r: r["p_adjusted"]) if fam else None, p=lossless_p["p_adjusted"])
+    if not rows:
+        return verdict("inconclusive", "no temperature has both a speculative and a baseline cell")
     if not fam:
         return verdict("inconclusive", f"no temperature above 0 was compared: loop rates cannot be bounded{tail}")
+    gate = _lossless_pass(lossless, design.alpha, greedy_detail)
+    conf = f"{(1 - design.alpha_bound) * 100:.4g}%"
     open_ = [r for r in fam if r["bound"] >= design.margin]
     worst = max(open_, key=lambda r: r["bound"]) if open_ else None
     degenerate = [r for r in fam if r["base_loops"] >= 2 and r["base_loop_rate"] >= BASE_DEGENERATE_RATE]
@@ -276,19 +304,20 @@ def _judge_one(profile, spec_cells, base_cells, spec_samples, base_samples, rows
         r = max(degenerate, key=lambda r: r["base_loop_rate"])
         if worst is None and gate is None:
             return verdict("base-model-degenerates",
-                           f"the baseline loops too: {_counts(r)}; the speculative excess is below "
-                           f"{max(x['bound'] for x in fam):.0%} (margin {design.margin:.0%}){tail}", r)
+                           f"the baseline loops too: {_counts(r)}; no speculative loop excess above "
+                           f"{bound_up(max(x['bound'] for x in fam))} at {conf} (margin {design.margin:.0%}){tail}",
+                           r)
         if worst is not None:
             return verdict("inconclusive", f"the baseline loops too, but {excess(worst)} (margin "
                            f"{design.margin:.0%}); {_need(worst, design)}{tail}", worst)
     if worst is not None:
         return verdict("inconclusive", f"{excess(worst)} (healthy needs it below {design.margin:.0%}); "
-                       f"{_need(worst, design)}{tail}", worst)
+                       f"{_need(worst, design)}" + (f"; {gate}" if gate else "") + tail, worst)
     if gate is not None:
-        return verdict("inconclusive", f"{gate}; loop rates: " + "; ".join(_counts(r) for r in fam),
+        return verdict("inconclusive", f"{gate}; loop rates: " + "; ".join(_counts(r) for r in fam) + tail,
                        min(fam, key=lambda r: r["p_adjusted"]))
     decisive = max(fam, key=lambda r: r["bound"])
-    bound = f"excess below {decisive['bound']:.0%}"
+    bound = f"no loop excess above {bound_up(decisive['bound'])} at {conf}"
     accepts = [c.accept_length_nonloop for c in spec_cells if c.accept_length_nonloop is not None]
     accept = mean_of(accepts)
     ratio, ci = _speed(spec_cells, base_cells, spec_samples, base_samples)
@@ -299,6 +328,8 @@ def _judge_one(profile, spec_cells, base_cells, spec_samples, base_samples, rows
         if spread:
             speed += f", run-to-run spread ±{spread:.0%}"
     loops = f"{_counts(decisive)}, {bound}"
+    if lossless:
+        loops += "; lossless checks passed (" + ", ".join(t.name for t in lossless) + ")"
     if accept is not None and accept <= INEFFECTIVE_ACCEPT:
         return verdict("spec-ineffective", f"acceptance length {accept:.2f} (about 1: drafts are rejected)"
                        + (f"; {speed}" if speed else "") + f"; {loops}", decisive)
@@ -314,6 +345,12 @@ def _judge_one(profile, spec_cells, base_cells, spec_samples, base_samples, rows
     return verdict("healthy", "; ".join(parts) + tail, decisive)
 
 
+def lossless_planned(temperatures: Sequence[float], *, kl_probe: bool, expected_answers: bool) -> bool:
+    """Whether a run of this plan has lossless evidence (a T = 0 cell, the KL probe, or expected answers): each
+    speculative profile then adds one lossless member to the Holm family (``diagnosis.design_of``)."""
+    return any(float(t) == 0 for t in temperatures) or kl_probe or expected_answers
+
+
 def judge_all(spec: Mapping[str, tuple[Sequence[CellSummary], Sequence[SampleObs]]],
               base_cells: Sequence[CellSummary], base_samples: Sequence[SampleObs] = (), *,
               design: Design | None = None, calibration: Calibration | None = None) -> dict[str, Verdict]:
@@ -321,38 +358,33 @@ def judge_all(spec: Mapping[str, tuple[Sequence[CellSummary], Sequence[SampleObs
 
     Cells are matched by temperature (spec cells without a baseline cell at theirs are ignored). All samples
     of each arm count (unpaired); ``design`` is the one the runner stopped sampling with (default: one look at
-    the end, ``alpha`` 0.05, margin 5 points); its ``family`` is raised to the number of T > 0 cells judged
-    here when smaller. Samples enable the sequential looks (by ``sample_index``), the greedy gate, bootstrap
-    speed intervals and per-sample KL. ``calibration``: the host's noise floors (A/A arm)."""
+    the end, ``alpha`` 0.05, margin 5 points); its ``family`` is raised to the number of tests judged here
+    when smaller: every (profile, T > 0) loop cell plus one lossless member per profile with lossless
+    evidence (``lossless.lossless_member``), Holm-adjusted together. Samples enable the sequential looks
+    (by ``sample_index``), the lossless tests, bootstrap speed intervals. ``calibration``: the host's noise
+    floors (A/A arm)."""
     design = design or Design()
+    near_tie = calibration.near_tie_margin if calibration else NEAR_TIE_MARGIN
+    checks = {name: lossless_tests(list(samples), list(base_samples), calibration, near_tie)
+              for name, (_, samples) in spec.items()}
+    members = {name: lossless_member(tests) for name, (tests, _) in checks.items()}
     base_t = {float(c.temperature) for c in base_cells}
     n_family = sum(1 for cells, _ in spec.values() for c in cells if c.temperature > 0 and c.temperature in base_t)
+    n_family += sum(p is not None for p in members.values())
     design = replace(design, family=max(design.family, n_family))
-    per = {name: _rows(cells, base_cells, samples, design) for name, (cells, samples) in spec.items()}
+    per = {name: _rows(cells, base_cells, samples, design, base_samples) for name, (cells, samples) in spec.items()}
     family = [r for rows in per.values() for r in rows if r["in_family"]]
-    for r, a in zip(family, holm([r["p"] for r in family])):
+    lossless_rows = {name: {"p": p} for name, p in members.items() if p is not None}
+    everything = family + list(lossless_rows.values())
+    for r, a in zip(everything, holm([r["p"] for r in everything])):
         r["p_adjusted"] = a
-        r["family"] = len(family)
+        r["family"] = len(everything)
     for rows in per.values():
         for r in rows:
             r.setdefault("p_adjusted", r["p"])
     return {name: _judge_one(name, list(spec[name][0]), list(base_cells), list(spec[name][1]), base_samples,
-                             per[name], design, calibration) for name in spec}
-
-
-def measure_calibration(base_samples: Sequence[SampleObs], aa_samples: Sequence[SampleObs]) -> Calibration:
-    """This host's noise floors from the baseline and its A/A relaunch (``compare.calibration``): greedy
-    pairs that diverge and the baseline's top-2 margins where they flip, per-sample k3 of both arms, and
-    the A/A over baseline tokens/s ratio over non-degenerate samples (``divergence.calibrate``)."""
-    pairs = greedy_report(aa_samples, base_samples, NEAR_TIE_MARGIN)
-    diverged = [g for g in pairs if not g.divergence.identical]
-    flips = [g.margin for g in diverged if g.margin is not None]
-    kl = [s.kl_k3 for s in [*base_samples, *aa_samples] if s.ok and s.kl_k3 is not None]
-
-    def speed(samples):
-        return mean_of(s.tokens_per_s for s in samples if s.ok and not s.is_degenerate)
-
-    return calibrate(flips, len(pairs), len(diverged), kl, _ratio(speed(aa_samples), speed(base_samples)))
+                             per[name], design, calibration, checks[name][0], lossless_rows.get(name),
+                             checks[name][1]) for name in spec}
 
 
 def judge(profile: str, spec_cells: Sequence[CellSummary], base_cells: Sequence[CellSummary], *,

@@ -11,7 +11,6 @@ AnalysisInputError naming the file, what is wrong and the shapes accepted.
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from pathlib import Path
 
 from ..client import _join_reasoning
 from ..errors import AnalysisInputError
+from ..files import MAX_INPUT_BYTES, InputTooLarge, loads_json, read_bounded
 
 SHAPES = "plain text, a /v1/chat/completions or /generate JSON response body, or samples.jsonl"
 
@@ -115,13 +115,13 @@ def read_texts(path: str, skipped: list[str] | None = None) -> Iterator[tuple[st
     leaves one in samples.jsonl, and ``--resume`` keeps it in the middle of the file
     (:func:`mtp_remote.report.history.open_samples_for_append`). A line that is not JSON at all still fails the file."""
     if path == "-":
-        yield from _sniffed("<stdin>", sys.stdin.read())
+        yield from _sniffed("<stdin>", read_stdin())
         return
     raw = read_text_file(path)
     suffix = Path(path).suffix.lower()
     if suffix in JSON_SUFFIXES:
         try:
-            data = json.loads(raw)
+            data = loads_json(raw)
         except ValueError as exc:
             raise AnalysisInputError(f"{path}: not valid JSON ({exc}); expected {SHAPES}") from None
         yield from _from_json(path, data)
@@ -134,7 +134,7 @@ def read_texts(path: str, skipped: list[str] | None = None) -> Iterator[tuple[st
             if not line.strip() or line.strip() == "[DONE]":
                 continue
             try:
-                record = json.loads(line)
+                record = loads_json(line)
             except ValueError as exc:
                 if skipped is None or not line.lstrip().startswith("{"):
                     raise AnalysisInputError(f"{path}: line {n} is not valid JSON ({exc})") from None
@@ -158,19 +158,30 @@ def read_text_file(path: str, *, expected: str = SHAPES, nul_padding: bool = Fal
     it is missing, a directory, unreadable or binary; ``expected`` says what should have been given.
     ``nul_padding``: NUL bytes that open the file are allowed (a log cut by logrotate's copytruncate starts
     with NUL padding while its writer keeps its offset); NULs after other bytes still mean binary."""
-    p = Path(path)
+    def refuse_binary(head: bytes) -> None:  # NULs that open a log (nul_padding) were dropped as they were read
+        if b"\0" in head:
+            raise AnalysisInputError(f"{path}: binary file; expected {expected}")
+
     try:
-        data = p.read_bytes()
+        data = read_bounded(path, skip_leading_nul=nul_padding, check_head=refuse_binary)
+    except InputTooLarge as exc:
+        raise AnalysisInputError(f"{path}: {exc}; expected {expected}") from None
     except FileNotFoundError:
         raise AnalysisInputError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise AnalysisInputError(f"{path}: is a directory; give files ({expected})") from None
     except OSError as exc:
         raise AnalysisInputError(f"{path}: cannot read ({exc.strerror})") from None
-    head = data[:8192]
-    if b"\0" in head and not (nul_padding and len(head.replace(b"\0", b"")) == len(head.lstrip(b"\0"))):
-        raise AnalysisInputError(f"{path}: binary file; expected {expected}")
     return data.decode("utf-8", errors="replace")
+
+
+def read_stdin(limit: int = MAX_INPUT_BYTES) -> str:
+    """Standard input as text, at most ``limit`` bytes (``< /dev/zero`` is refused, not read whole). Raises
+    AnalysisInputError past the bound."""
+    data = sys.stdin.buffer.read(limit + 1) if hasattr(sys.stdin, "buffer") else sys.stdin.read(limit + 1)
+    if len(data) > limit:
+        raise AnalysisInputError(f"<stdin>: larger than {limit >> 20} MiB; read at most that much")
+    return data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
 
 
 def _sniffed(label: str, raw: str) -> Iterator[tuple[str, str, list[int] | None]]:
@@ -178,10 +189,10 @@ def _sniffed(label: str, raw: str) -> Iterator[tuple[str, str, list[int] | None]
     stripped = raw.lstrip()
     if stripped.startswith(("{", "[")):
         try:
-            docs = [json.loads(raw)]
+            docs = [loads_json(raw)]
         except ValueError:
             try:
-                docs = [json.loads(ln) for ln in raw.splitlines() if ln.strip()]
+                docs = [loads_json(ln) for ln in raw.splitlines() if ln.strip()]
             except ValueError:
                 docs = []
         try:

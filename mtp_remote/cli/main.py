@@ -38,7 +38,8 @@ from .tools import classify_log_cmd, lint_command_cmd
 
 _EPILOG = """\b
 Exit codes: 0 healthy (or a finding that is not corruption), 1 a speculative profile corrupts output,
-failed or regressed, 2 the run could not be done (config, SSH, lock, baseline), 130 interrupted
+failed or regressed, 2 the run could not be done (config, SSH, lock, baseline), 3 inconclusive (no evidence
+either way: resume as the next line says), 130 interrupted
 (Ctrl-C/SIGTERM: our servers stopped, samples kept, the resume command printed).
 
 \b
@@ -48,7 +49,51 @@ Shell completion (bash): eval "$(_MTP_REMOTE_COMPLETE=bash_source mtp-remote)"  
 """
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=_EPILOG)
+_HYPHEN = "\0"  # stands for "-" while click wraps: textwrap breaks after a hyphen, which split flags and words
+
+
+class NoHyphenBreakFormatter(click.HelpFormatter):
+    """click's help formatter, never breaking a line inside a hyphenated word (``--mamba-full-memory-ratio``,
+    ``loop-free``): each hyphen stands as a NUL while textwrap wraps and is put back in :meth:`getvalue`."""
+
+    def write_text(self, text: str) -> None:
+        super().write_text(text.replace("-", _HYPHEN))
+
+    def write_dl(self, rows, col_max: int = 30, col_spacing: int = 2) -> None:
+        super().write_dl([(a, b.replace("-", _HYPHEN)) for a, b in rows], col_max, col_spacing)
+
+    def getvalue(self) -> str:
+        return super().getvalue().replace(_HYPHEN, "-")
+
+
+class HelpContext(click.Context):
+    formatter_class = NoHyphenBreakFormatter
+
+
+class FullHelpGroup(click.Group):
+    """A click group whose command list shows each command's whole first sentence, wrapped to the terminal
+    (click cuts it to the width left over with "...", which lost the end of every command's doc). Its
+    commands' help is formatted by :class:`NoHyphenBreakFormatter` too."""
+
+    context_class = HelpContext
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        cmd.context_class = HelpContext
+        super().add_command(cmd, name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(limit=10_000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=FullHelpGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120},
+             epilog=_EPILOG)
 @click.version_option(__version__, prog_name="mtp-remote")
 @click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
 def main(verbose: int) -> None:
@@ -273,7 +318,7 @@ def history_cmd(host, group, runs_dir, history_db, limit, as_json):
 @_inventory_opt
 @_host_opt
 @_playbook_opt
-@click.option("--from", "from_run", metavar="RUN_ID", default=None,
+@click.option("--from", "--from-run", "from_run", metavar="RUN_ID", default=None,
               help="The diagnose run to start from: its corrupting profile, and its baseline samples when host and "
                    "experiment match.")
 @click.option("--profile", default=None, help="The corrupting speculative profile (default: from --from, else the first).")
@@ -325,7 +370,7 @@ def mitigate(inventory, host, playbook, from_run, profile, only, samples, runs_d
 @click.option("--good", default=None, help="Good launch flags: a profile name or a flag string (default: the baseline).")
 @click.option("--bad", default=None, help="Bad launch flags: a profile name or a flag string (default: the corrupting profile).")
 @click.option("--repeats", type=click.IntRange(min=1), default=None, help="Per-prompt sample budget of each test.")
-@click.option("--from", "from_run", metavar="RUN_ID", default=None, help="Diagnose run: corrupting profile and baseline samples.")
+@click.option("--from", "--from-run", "from_run", metavar="RUN_ID", default=None, help="Diagnose run: corrupting profile and baseline samples.")
 @runs_dir_option()
 @click.option("--resume", metavar="RUN_ID", default=None,
               help="Continue bisect run RUN_ID: finished tests are not launched again, the interrupted one continues.")

@@ -92,9 +92,9 @@ def report_cmd(run, runs_dir, open_it):
     A run that could not be done has no report: its status and cause are printed (exit 2)."""
     from ..report.console import print_run_end, verdict_table  # deferred: keeps --version/--help fast
     from ..report.document import load_summary  # deferred: keeps --version/--help fast
-    from ..runs.rundirs import rerender, resolve_run  # deferred: keeps --version/--help fast
+    from ..runs.compare import readable_run, rerender, resolve_run  # deferred: keeps --version/--help fast
 
-    run_dir = resolve_run(run, runs_dir)
+    run_dir = readable_run(resolve_run(run, runs_dir), ("run",), "report")
     paths = rerender(run_dir)
     doc = load_summary(run_dir)
     console = make_console()
@@ -145,10 +145,9 @@ def compare_cmd(run_a, run_b, runs_dir, as_json):
 
     RUN_A is the reference, RUN_B (default: last) the run under test; each is a run id, 'last' or a
     directory. Exit 1 when a cell of B loops significantly more than in A (one-sided p < 0.05)."""
-    from ..runs.compare import compare_runs  # deferred: keeps --version/--help fast
-    from ..runs.rundirs import resolve_run  # deferred: keeps --version/--help fast
+    from ..runs.compare import compare_runs, readable_run, resolve_run  # deferred: keeps --version/--help fast
 
-    res = compare_runs(resolve_run(run_a, runs_dir), resolve_run(run_b, runs_dir))
+    res = compare_runs(*(readable_run(resolve_run(r, runs_dir), ("run",), "compare") for r in (run_a, run_b)))
     if as_json:
         click.echo(json.dumps(res, indent=2))
     else:

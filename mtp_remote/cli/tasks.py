@@ -44,6 +44,77 @@ def _host_name(c) -> str | None:
     return host or None
 
 
+def _fab_hosts_given(argv: list[str] | None = None) -> str | None:
+    """fab's ``-H``/``--hosts`` value as typed (``a,b`` or a group), or None. Fabric splits it at commas and
+    calls the task once per host, one after the other; the tasks that run on many hosts at once need it whole.
+    Read from ``fab``'s own command line only (a task called any other way has no -H)."""
+    import os
+    import sys
+
+    argv = sys.argv if argv is None else argv
+    if not argv or os.path.basename(argv[0]) != "fab":
+        return None
+    value = None
+    words = argv[1:]
+    for i, word in enumerate(words):
+        if word in ("-H", "--hosts") and i + 1 < len(words):
+            value = words[i + 1]
+        elif word.startswith("--hosts="):
+            value = word.split("=", 1)[1]
+        elif word.startswith("-H") and len(word) > 2 and not word.startswith("--"):
+            value = word[2:].lstrip("=")
+    return value
+
+
+def _as_fleet(c, command: str, inventory, *, as_json: bool = False, **kw) -> int | None:
+    """``fab -H a,b TASK`` / ``fab -H GROUP TASK`` for the tasks that run on many hosts at once (diagnose,
+    mitigate, preflight, status, stop): the first of Fabric's per-host calls runs ``command`` on every host in
+    parallel (as ``mtp-remote CMD -H a,b`` and ``fab fleet`` do) and prints the fleet report; the later calls,
+    whose hosts that report covered, do nothing. Returns the exit code when this call was a fleet's (the
+    caller returns), None for a single host (the caller goes on)."""
+    spec, host = _fab_hosts_given(), _host_name(c)
+    if not spec or host is None:
+        return None
+    from ..fleet.fleet import fleet_hosts, print_fleet, run_fleet  # deferred: keeps fab -l fast
+
+    parts = [p.strip() for p in spec.split(",") if p.strip()]
+    try:
+        hosts = fleet_hosts(inventory, spec)
+        if len(parts) < 2 and hosts == [host]:
+            return None  # one host, named as itself
+    except MtpRemoteError as e:
+        raise _fail(e) from None
+    if host != parts[0]:
+        return 0  # the first call ran the fleet with this host in it
+    console = make_console(stderr=as_json)
+    try:
+        report = run_fleet(command, hosts, inventory=inventory, write=command in ("diagnose", "mitigate"),
+                           on_progress=lambda h, m: console.print(f"[dim]\\[{h}][/] {escape(m)}", highlight=False),
+                           **kw)
+    except MtpRemoteError as e:
+        raise _fail(e) from None
+    if as_json:
+        _json_out(report.to_dict())
+        return report.exit_code
+    return print_fleet(console, report, runs_dir=kw.get("runs_dir", "runs"), inventory=inventory)
+
+
+def _whole(value, field: str) -> int | None:
+    """A fab option that must be a whole number >= 1 (Invoke passes a string), or None; ends the task (exit 2)
+    naming the option otherwise."""
+    if value is None:
+        return None
+    if not str(value).isdigit() or int(value) < 1:
+        raise _fail(ConfigError(f"must be a whole number >= 1, not {value!r}", field=field))
+    return int(value)
+
+
+def _end(code: int) -> None:
+    """End a task that ran as a fleet with the fleet's exit code."""
+    if code:
+        raise Exit(code=code)
+
+
 def _refuse_inventory_as_key(c) -> None:
     """fab's own ``-i`` is its SSH key file, a core option taken after the task name too: ``fab diagnose -i
     my-inventory.yaml`` would otherwise run on the default inventory's hosts without a word. A ``.yaml``/``.yml``
@@ -109,6 +180,10 @@ def diagnose(c, playbook=DEFAULT_PLAYBOOK, inventory=None, profile=None, samples
     )
 
     INTERRUPTS.install()
+    if (code := _as_fleet(c, "diagnose", inventory, as_json=json, playbook=playbook, runs_dir=runs_dir,
+                          samples=_whole(samples, "--samples"))) is not None:
+        _end(code)
+        return
     console = make_console(stderr=json)
     rh = RichHooks(console)
     hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample, on_loop=rh.on_loop,
@@ -146,6 +221,9 @@ def preflight(c, playbook=DEFAULT_PLAYBOOK, inventory=None, json=False):
     from ..host.ops import preflight as run_preflight  # deferred: keeps --version/--help fast
     from ..report.console import checks_table  # deferred: keeps --version/--help fast
 
+    if (code := _as_fleet(c, "preflight", inventory, as_json=json, playbook=playbook)) is not None:
+        _end(code)
+        return
     try:
         _, _, pb = _hosts().load_config(inventory, playbook, _host_name(c))  # the host's `playbook:` unless given
         with _hosts().open_host(inventory, _host_name(c)) as (cfg, conn, py):
@@ -166,6 +244,9 @@ def status(c, inventory=None, json=False):
     from ..host.ops import status as run_status  # deferred: keeps --version/--help fast
     from ..report.console import status_table  # deferred: keeps --version/--help fast
 
+    if (code := _as_fleet(c, "status", inventory, as_json=json)) is not None:
+        _end(code)
+        return
     try:
         with _hosts().open_host(inventory, _host_name(c)) as (cfg, conn, py):
             st = run_status(conn, cfg, py)
@@ -185,9 +266,15 @@ def stop(c, force=False, term_timeout=None, inventory=None):
     from ..host.ops import stop as run_stop  # deferred: keeps --version/--help fast
     from ..report.console import print_stop, progress_printer  # deferred: rich renderers
 
-    console = make_console()
     try:
         term_s = _seconds(term_timeout, "--term-timeout", default=30.0)
+    except MtpRemoteError as e:
+        raise _fail(e) from None
+    if (code := _as_fleet(c, "stop", inventory, force=force, term_s=term_s)) is not None:
+        _end(code)
+        return
+    console = make_console()
+    try:
         with _hosts().open_host(inventory, _host_name(c)) as (cfg, conn, py):
             res = run_stop(conn, cfg, py, force=force, term_s=term_s, on_progress=progress_printer(console))
     except MtpRemoteError as e:
@@ -287,18 +374,25 @@ def _rich_hooks(console):
 
 
 @task(auto_shortflags=False, help={"playbook": _PB_HELP, "inventory": "inventory YAML",
-            "from_run": "diagnose run to start from (its corrupting profile; its baseline samples when they match)",
-            "profile": "the corrupting profile (default: from --from-run, else the first speculative one)",
+            "from_": "diagnose run to start from (its corrupting profile; its baseline samples when they match)",
+            "from_run": "the same as --from (mtp-remote mitigate spells it --from too)",
+            "profile": "the corrupting profile (default: from --from, else the first speculative one)",
             "candidate": "only these candidates, comma-separated", "samples": "per-prompt budget per candidate",
             "resume": "continue mitigation run RUN_ID", "runs_dir": _RUNS_DIR_HELP})
-def mitigate(c, playbook=DEFAULT_PLAYBOOK, inventory=None, from_run=None, profile=None,
+def mitigate(c, playbook=DEFAULT_PLAYBOOK, inventory=None, from_=None, from_run=None, profile=None,
              candidate=None, samples=None, resume=None, runs_dir=None):
     """Try flag changes on a corrupting profile and rank the loop-free ones by speed (-H NAME)."""
     runs_dir = runs_dir or str(default_runs_dir())
     from ..fleet.fleet import print_mitigation  # deferred: keeps --version/--help fast
     from ..search.mitigate import mitigate as run_mitigate  # deferred: keeps --version/--help fast
 
+    from_run = from_ or from_run
     INTERRUPTS.install()
+    if (code := _as_fleet(c, "mitigate", inventory, playbook=playbook, runs_dir=runs_dir, from_run=from_run,
+                          samples=_whole(samples, "--samples"),
+                          only=[x for x in (candidate or "").split(",") if x] or None)) is not None:
+        _end(code)
+        return
     console = make_console()
     try:
         if samples is not None and (not str(samples).isdigit() or int(samples) < 1):
@@ -319,14 +413,17 @@ def mitigate(c, playbook=DEFAULT_PLAYBOOK, inventory=None, from_run=None, profil
 
 @task(name="bisect", auto_shortflags=False, help={"good": "good flags: profile name or flag string (default: baseline)",
             "bad": "bad flags: profile name or flag string (default: the corrupting profile)",
-            "repeats": "per-prompt sample budget of each test", "from_run": "diagnose run to start from",
+            "repeats": "per-prompt sample budget of each test", "from_": "diagnose run to start from",
+            "from_run": "the same as --from (mtp-remote bisect spells it --from too)",
             "playbook": _PB_HELP, "inventory": "inventory YAML", "runs_dir": _RUNS_DIR_HELP,
             "resume": "continue bisect run RUN_ID (finished tests are not launched again)"})
-def bisect_task(c, good=None, bad=None, repeats=None, from_run=None, playbook=DEFAULT_PLAYBOOK,
+def bisect_task(c, good=None, bad=None, repeats=None, from_=None, from_run=None, playbook=DEFAULT_PLAYBOOK,
                 inventory=None, runs_dir=None, resume=None):
     """Find the minimal flag change from a good to a bad launch line that still corrupts output (ddmin)."""
     runs_dir = runs_dir or str(default_runs_dir())
     from ..search.bisect import bisect as run_bisect  # deferred: keeps --version/--help fast
+
+    from_run = from_ or from_run
 
     INTERRUPTS.install()
     console = make_console()
@@ -350,16 +447,25 @@ def bisect_task(c, good=None, bad=None, repeats=None, from_run=None, playbook=DE
             "hosts": "a,b,c or an inventory group", "playbook": _PB_HELP, "inventory": "inventory YAML",
             "samples": "override samples (diagnose, mitigate)", "workers": "hosts at once (default 8)",
             "runs_dir": _RUNS_DIR_HELP})
-def fleet(c, command, hosts, playbook=DEFAULT_PLAYBOOK, inventory=None, samples=None,
+def fleet(c, command=None, hosts=None, playbook=DEFAULT_PLAYBOOK, inventory=None, samples=None,
           workers="8", runs_dir=None):
     """Run a command on many hosts at once; one report with per-host verdicts and the hosts that disagree.
 
-    (fab -H a,b,c TASK runs TASK on each host one after the other; this runs them in parallel.)"""
+    --command is required; --hosts defaults to fab's -H (a,b,c or a group). fab -H a,b,c TASK does the same
+    for diagnose, mitigate, preflight, status and stop."""
     runs_dir = runs_dir or str(default_runs_dir())
     from ..experiment.hosts import fleet_hosts  # deferred: keeps --version/--help fast
-    from ..fleet.fleet import print_fleet, run_fleet  # deferred: keeps --version/--help fast
+    from ..fleet.fleet import COMMANDS, print_fleet, run_fleet  # deferred: keeps --version/--help fast
 
     _refuse_inventory_as_key(c)
+    if not hosts and (given := _fab_hosts_given()):
+        if _host_name(c) not in (None, given.split(",")[0].strip()):
+            return  # Fabric calls a task once per -H host: the first call ran them all
+        hosts = given
+    if not command or not hosts:
+        missing = " and ".join(x for x, v in (("--command CMD", command), ("--hosts a,b|GROUP", hosts)) if not v)
+        raise _fail(ConfigError(f"fab fleet needs {missing} (commands: {', '.join(COMMANDS)}); e.g. `fab fleet "
+                                f"--command status --hosts sims`", field="fleet"))
     console = make_console()
     try:
         report = run_fleet(command, fleet_hosts(inventory, hosts), inventory=inventory, playbook=playbook,
@@ -395,7 +501,10 @@ def nightly(c, hosts=None, playbook="playbooks/nightly.yaml", inventory=None, ru
     INTERRUPTS.install()
     console = make_console(stderr=json)
     hooks = Hooks(interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
-    spec = hosts or _host_name(c)
+    given = None if hosts else _fab_hosts_given()  # fab -H a,b: Fabric calls this once per host; the first runs all
+    if given and "," in given and _host_name(c) != given.split(",")[0].strip():
+        return
+    spec = hosts or given or _host_name(c)
     _refuse_inventory_as_key(c)  # also with --hosts given
     fleet = fleet_spec(inventory, spec)
     try:

@@ -32,13 +32,14 @@ class UsageError(click.ClickException):
 
 
 def _read_text(path: str) -> str:
-    from mtp_remote.cli.inputs import (
-        read_text_file,  # deferred: inputs imports the HTTP client, --help stays fast
+    from mtp_remote.cli.inputs import (  # deferred: inputs imports the HTTP client, --help stays fast
+        read_stdin,
+        read_text_file,
     )
 
-    if path == "-":
-        return sys.stdin.read()
     try:
+        if path == "-":
+            return read_stdin()
         return read_text_file(path, expected="server logs, or - for standard input", nul_padding=True)
     except AnalysisInputError as exc:
         raise UsageError(str(exc)) from None
@@ -51,7 +52,7 @@ def classify_log_cmd(as_json: bool, files: tuple[str, ...]) -> None:
     """Classify SGLang server logs: final state, hint, startup milestones, decode stats.
 
     FILE may be - for standard input. Exits 0 when every log is ready or still starting, 1 when any shows a
-    fatal class, 2 for a file that cannot be read."""
+    fatal class, 2 for a file that cannot be read or that holds no SGLang line (state no_sglang_lines)."""
     from mtp_remote.remote.logs import classify_log, milestone_durations  # deferred: keeps --help fast
 
     texts = [(f, _read_text(f)) for f in files]  # fail on a missing file before printing anything
@@ -59,12 +60,14 @@ def classify_log_cmd(as_json: bool, files: tuple[str, ...]) -> None:
         results = [(f, classify_log(text)) for f, text in texts]
         for f, r in results:
             click.echo(json.dumps(r.to_dict(file=f)))
-        raise SystemExit(1 if any(r.is_fatal for _, r in results) else 0)
+        raise SystemExit(_exit_code([r for _, r in results]))
     table = Table(show_lines=False)
     for col in ("file", "state", "reached", "decode", "hint"):
         table.add_column(col, overflow="fold", no_wrap=col == "state")
+    results = []
     for f, text in texts:
         r = classify_log(text)
+        results.append(r)
         reached = "-"
         if r.milestones:
             elapsed = sum(milestone_durations(r.milestones, start=r.started_at).values())
@@ -79,9 +82,16 @@ def classify_log_cmd(as_json: bool, files: tuple[str, ...]) -> None:
                 parts.append(f"{last.gen_throughput:.1f} tok/s")
             decode = ", ".join(parts)
         state = f"[{_STYLE.get(r.severity, 'white')}]{r.cls}[/]"
-        table.add_row(Path(f).name, state, reached, decode, r.hint)
+        table.add_row(escape(Path(f).name), state, reached, decode, escape(r.hint))
     make_console().print(table)
-    raise SystemExit(1 if any(classify_log(text).is_fatal for _, text in texts) else 0)
+    raise SystemExit(_exit_code(results))
+
+
+def _exit_code(results) -> int:
+    """1 when any log shows a fatal class, else 2 when any file holds no SGLang line, else 0."""
+    if any(r.is_fatal for r in results):
+        return 1
+    return 2 if any(r.cls == "no_sglang_lines" for r in results) else 0
 
 
 def _line_secrets(command_line: str) -> list[str]:
@@ -128,7 +138,8 @@ def lint_command_cmd(as_json: bool, sglang_version: str | None, with_defaults: b
         click.echo(mask_text(json.dumps(result.to_dict(with_defaults=with_defaults), default=repr), secrets))
     else:
         console = make_console()  # outside a terminal a finding stays on one line (a flag to copy is never split)
-        console.print(f"SGLang {result.sglang_version} flag table: "
+        which = "" if result.requested_version else " (the newest: no --sglang-version given)"
+        console.print(f"SGLang {result.sglang_version} flag table{which}: "
                       + ("[green]no findings[/]" if result.ok else f"[red]{len(result.findings)} finding(s)[/]"))
         for f in result.findings:
             target = f" {f.flag}" if f.flag else ""

@@ -5,6 +5,7 @@ engine, python, workdir, model, port, GPUs, env), their groups and default (:cla
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -145,6 +146,40 @@ class Inventory(_Strict):
         return self.hosts[key]
 
 
+#: Shifts the port of every host on this machine (``transport: local``, as the shipped sim hosts 30011/30012 and
+#: real-cpu 30021): a second user or clone on the same machine runs them without colliding. Such a host then
+#: keeps its server record, logs and lock in its own workdir (``<workdir>-<port>``), so neither instance can
+#: take the other's server for its own.
+PORT_OFFSET_ENV = "MTP_REMOTE_PORT_OFFSET"
+
+
+def port_offset(env: dict[str, str] | None = None) -> int:
+    """``$MTP_REMOTE_PORT_OFFSET`` as an int (0 when unset). Raises ConfigError for anything but an integer."""
+    raw = (os.environ if env is None else env).get(PORT_OFFSET_ENV, "").strip()
+    if not raw:
+        return 0
+    if not re.fullmatch(r"-?[0-9]{1,5}", raw):
+        raise ConfigError(f"must be a whole number of ports (e.g. 100), not {raw!r}", field=PORT_OFFSET_ENV)
+    return int(raw)
+
+
+def apply_port_offset(inv: Inventory, offset: int) -> Inventory:
+    """``inv`` with ``offset`` added to the port of every local host and ``-<port>`` to its workdir. Raises
+    ConfigError when a port leaves 1-65535."""
+    if not offset:
+        return inv
+    for name, host in inv.hosts.items():
+        if host.transport != "local":
+            continue
+        port = host.port + offset
+        if not 1 <= port <= 65535:
+            raise ConfigError(f"moves host {name}'s port {host.port} to {port}, outside 1-65535", field=PORT_OFFSET_ENV)
+        host.port = port
+        host.workdir = f"{host.workdir.rstrip('/')}-{port}"
+    return inv
+
+
 def load_inventory(path: str | Path) -> Inventory:
-    """Read ``inventory.yaml``. Raises ConfigError with file and field on any problem."""
-    return _load(path, Inventory, "default_host, hosts")
+    """Read ``inventory.yaml``, with :data:`PORT_OFFSET_ENV` applied to its local hosts. Raises ConfigError
+    with file and field on any problem."""
+    return apply_port_offset(_load(path, Inventory, "default_host, hosts"), port_offset())

@@ -50,21 +50,33 @@ class MitigationConfig(_WithFlags):
 class Prompt(_Strict):
     id: str = Field(..., description="Short stable id, used for pairing and in reports")
     text: str = Field(..., description="The user message")
+    expected: str | None = Field(
+        None, description="The answer this prompt must give (e.g. \"4\" for \"What is 2+2?\"): a sample is right when "
+                          "its answer (after </think>) contains it as whole tokens; accuracy per arm is compared "
+                          "(a lossless check, analysis.lossless)")
 
 
 class CompareConfig(_Strict):
-    alpha: float = Field(0.05, gt=0, lt=1, description="Family-wise error rate for the loop-rate tests")
+    alpha: float = Field(0.05, gt=0, lt=1, description="Family-wise error rate of `spec-corrupts-output` (loop and "
+                                                        "lossless tests, over the first run and its resumes)")
     margin: float = Field(
         0.05, gt=0, lt=1, description="Loop-rate excess (absolute, spec - baseline) that matters: `healthy` needs "
                                       "the upper confidence bound of the excess below it at every temperature > 0")
     spending: Literal["obrien-fleming", "pocock"] = Field(
         "obrien-fleming", description="Alpha spending over the looks of early stopping (analysis.stopping)")
     calibration: bool = Field(
-        False, description="Relaunch the baseline as an A/A arm (profile `<baseline>-aa`, another concurrency) to "
-                           "measure this host's greedy divergence, KL floor and run-to-run speed spread; the "
-                           "near-tie margin, KL flag and speed verdict then use them")
+        False, description="Relaunch the baseline as an A/A arm (profile `<baseline>-aa`, sampled like the baseline) "
+                           "to measure this host's greedy divergence, KL floor, run-to-run speed spread and launch "
+                           "effect on the loop rate; the near-tie margin, lossless tests and speed verdict then use "
+                           "them")
     calibration_concurrency: int | None = Field(
-        None, ge=1, description="Requests in flight for the A/A arm; default half the baseline's (2 if that is 1)")
+        None, ge=1, description="Requests in flight for the A/A arm; default the baseline's (the A/A arm is run like "
+                                "the baseline, so it measures the launch, not a concurrency change)")
+    resumes: int = Field(
+        3, ge=0, le=6, description="Resumes (`--resume --samples N`) the design allows, at 2x, 4x, 8x ... the first "
+                                   "run's samples: the first run leaves 20 % of alpha to them, so any chain of resumes "
+                                   "keeps the family-wise error at alpha (0: the first run spends it all). Fixed at the "
+                                   "first run (summary.json design)")
 
 
 class TimeoutsConfig(_Strict):

@@ -28,7 +28,7 @@ SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASS)$", re.IGNORECASE)
 #: Environment values shown in logs, records and reports; every other value from the config is masked
 #: (a secret may hide under any name: ``DB_PASSWD``, ``GH_TOKEN_RO``).
 SHOWN_ENV = re.compile(r"^(SGLANG_SIM_[A-Z0-9_]*|CUDA_VISIBLE_DEVICES|HF_HUB_OFFLINE|TRANSFORMERS_OFFLINE|"
-                       r"NCCL_DEBUG|PYTHONUNBUFFERED|SGLANG_SIM_STATE_DIR|TORCH_CUDA_ARCH_LIST)$")
+                       r"NCCL_DEBUG|PYTHONUNBUFFERED|SGLANG_SIM_STATE_DIR|TORCH_CUDA_ARCH_LIST|SGLANG_MAMBA_CONV_DTYPE)$")
 #: SGLang options mtp-remote sets itself (``--model-path`` from the host, ``--host``/``--port`` bound to
 #: loopback) or that could set them behind its back (``--config`` reads a YAML of options). A playbook token
 #: naming one of them, or a prefix of one (argparse accepts unique abbreviations: ``--po 1``,
@@ -166,12 +166,19 @@ class _WithFlags(_Strict):
         return _check_flags(v)
 
 
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a mapping with the same key twice (PyYAML keeps the last one silently)."""
+    """SafeLoader that refuses a mapping with the same key twice (PyYAML keeps the last one silently). A merge
+    key (``<<: *anchor``, YAML 1.1) is supported as SafeLoader does: the anchor's keys first, then the mapping's
+    own, which may override them; only a key written twice in the mapping itself is a duplicate."""
 
     def construct_mapping(self, node, deep=False):
         seen: dict = {}
         for key_node, _ in node.value:
+            if key_node.tag == _MERGE_TAG:  # SafeConstructor.flatten_mapping merges these in
+                continue
             key = self.construct_object(key_node, deep=deep)
             try:
                 hash(key)
@@ -205,7 +212,23 @@ def _read_yaml(path: Path) -> Any:
     try:
         return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: no arbitrary objects
     except yaml.YAMLError as e:
-        raise ConfigError(f"not valid YAML: {e}", file=str(path)) from None
+        raise ConfigError(yaml_problem(e), file=str(path)) from None
+    except RecursionError:  # PyYAML composes and constructs nodes recursively
+        raise ConfigError("nested too deeply (over ~1,000 levels); not a config file", file=str(path)) from None
+
+
+def yaml_problem(err: yaml.YAMLError) -> str:
+    """A YAML parser error as one line that points into the file: ``line 3, column 4: not valid YAML: expected
+    ',' or ']', but got ':' (while parsing a flow sequence at line 2, column 11)``. PyYAML's own text names the
+    stream ``"<unicode string>"`` and spreads over several lines, which hides the file the caller names."""
+    mark = getattr(err, "problem_mark", None)
+    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    context, cmark = getattr(err, "context", None), getattr(err, "context_mark", None)
+    ctx = ""
+    if context:
+        ctx = f" ({context}" + (f" at line {cmark.line + 1}, column {cmark.column + 1}" if cmark is not None else "") + ")"
+    return f"{where}not valid YAML: {problem}{ctx}"
 
 
 def _allowed_fields(model: type[BaseModel], loc: tuple) -> list[str]:

@@ -1,5 +1,5 @@
-"""Calibration: the A/A arm, the baseline relaunched under another name (``compare.calibration``) and sampled at
-another concurrency, so the verdict can tell a noisy host from a speculative profile that corrupts output."""
+"""Calibration: the A/A arm, the baseline relaunched under another name (``compare.calibration``) and sampled like
+it, so the verdict can tell a noisy host (and a launch effect) from a speculative profile that corrupts output."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ def calibration_profile(playbook: Playbook) -> str:
     return f"{playbook.baseline}-aa"
 
 
-def calibration_plan(pb: Playbook, lp: LaunchPlan) -> tuple[LaunchPlan, int]:
+def calibration_plan(pb: Playbook, lp: LaunchPlan) -> tuple[LaunchPlan, int | None]:
     """The A/A arm of the baseline's plan ``lp``: its launch and requests under :func:`calibration_profile`'s
-    name, and the concurrency it is sampled at (``compare.calibration_concurrency``, default half the baseline's,
-    or 2)."""
+    name, and the concurrency it is sampled at: ``compare.calibration_concurrency``, else None — the
+    baseline's. At half concurrency (the old default) its "run-to-run spread" measured the concurrency change
+    (±12-57 %) and disabled ``spec-slower``; run like the baseline, what differs is the launch alone."""
     name = calibration_profile(pb)
-    limit = pb.concurrency or pb.max_running_requests()
-    concurrency = pb.compare.calibration_concurrency or (limit // 2 if limit > 1 else 2)
-    return replace(lp, profile=name, requests=[replace(r, profile=name) for r in lp.requests]), concurrency
+    return replace(lp, profile=name, requests=[replace(r, profile=name) for r in lp.requests]), \
+        pb.compare.calibration_concurrency

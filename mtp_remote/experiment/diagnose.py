@@ -16,14 +16,15 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ..analysis.diagnosis import design_of
+from ..analysis.diagnosis import design_of, record_design
 from ..analysis.diagnosis import diagnose as diagnose_samples
 from ..analysis.verdict import exit_code as verdicts_exit_code
 from ..config.inventory import HostConfig
 from ..config.paths import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK, HISTORY_FILE, find_inventory
 from ..config.playbook import Playbook
 from ..config.validation import is_name
-from ..errors import EXIT_RUN_FAILED, ConfigError, Interrupted, MtpRemoteError, TransportLost
+from ..errors import EXIT_RUN_FAILED, ConfigError, Interrupted, MtpRemoteError, RunsDirError, TransportLost
+from ..files import load_json_file
 from ..lint.flag_table import available_versions
 from ..lint.lint import misspelled_flags
 from ..remote import connect as transport
@@ -52,9 +53,12 @@ class DiagnoseResult:
 
 
 def opening_line(host: HostConfig, pb: Playbook, run_id: str, *, n_requests: int, n_profiles: int,
-                 playbook_file: str | Path, resumed: bool = False) -> str:
+                 playbook_file: str | Path, resumed: bool = False, command: str = "run",
+                 planned: str | None = None) -> str:
     """The one line a run opens with: host, engine, simulated or real, playbook, run id, requests planned
-    (the budget under early stopping) and the faults injected (simulated hosts; none on a real engine)."""
+    (the budget under early stopping) and the faults injected (simulated hosts; none on a real engine).
+    ``command``: what the run is (``run`` for diagnose/nightly, ``mitigate run``, ``bisect run``);
+    ``planned``: what is planned, when it is not "N requests over P profiles" (bisect: tests not known yet)."""
     faults = []
     if host.is_sim:
         if host.env.get("SGLANG_SIM_FAULTS"):
@@ -63,9 +67,10 @@ def opening_line(host: HostConfig, pb: Playbook, run_id: str, *, n_requests: int
                    if p.env.get("SGLANG_SIM_FAULTS")]
     kind = "simulated" if host.is_sim else "real"
     budget = " (budget; early stopping)" if pb.early_stop else ""
-    return (f"run {run_id}{' (resumed)' if resumed else ''}: host {host.name} [{host.transport}], engine "
-            f"{host.engine} ({kind}); playbook {pb.name} ({playbook_file}); {n_requests} requests planned "
-            f"over {n_profiles} profiles{budget}; faults injected: {', '.join(faults) or 'none'}")
+    planned = planned or f"{n_requests} requests planned over {n_profiles} profiles{budget}"
+    return (f"{command} {run_id}{' (resumed)' if resumed else ''}: host {host.name} [{host.transport}], engine "
+            f"{host.engine} ({kind}); playbook {pb.name} ({playbook_file}); {planned}; faults injected: "
+            f"{', '.join(faults) or 'none'}")
 
 
 def _prewarm_report_imports() -> None:
@@ -116,7 +121,7 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
 
     ``resume`` continues an earlier run id (stored samples are not requested again); ``overrides`` updates
     playbook fields (e.g. ``{"samples": 2}``). Returns the summary and the exit code (0 healthy, 1 a
-    speculative profile corrupts output or failed to launch). Raises MtpRemoteError when the run cannot be
+    speculative profile corrupts output or failed to launch, 3 inconclusive: ``analysis.verdict.exit_code``). Raises MtpRemoteError when the run cannot be
     done; the samples stored so far are kept. Every run that got as far as the host — completed, failed or
     interrupted — is recorded in ``history`` (default ``RUNS_DIR/history.sqlite``); one that failed also
     leaves summary.json (status, cause), junit.xml and metrics.prom (:mod:`mtp_remote.report.records`), and the
@@ -149,19 +154,24 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
     except OSError as e:
         raise ConfigError(f"cannot create the run directory: {e.strerror}", file=str(run_dir),
                           field="--runs-dir") from None
-    started = _check_or_write_run_file(run_dir, host_cfg, pb, run_id, started, resume=bool(resume))
+    n_spec = sum(1 for lp in plan if lp.speculative)
+    started, recorded = _check_or_write_run_file(run_dir, host_cfg, pb, run_id, started, resume=bool(resume),
+                                                 design=record_design(pb, n_spec))
     hooks = hooks or Hooks()
+    pb, plan = _at_a_look(pb, plan, recorded, host_cfg, profiles, hooks)
     history_db = Path(history) if history is not None else Path(runs_dir) / HISTORY_FILE
     hooks.on_progress(opening_line(host_cfg, pb, run_id, n_requests=sum(len(lp.requests) for lp in plan),
                                    n_profiles=len(plan), playbook_file=playbook, resumed=bool(resume)))
     runner = Runner(host_cfg, pb, run_dir, run_id=run_id, python=remote_python(host_cfg), profiles=profiles,
-                    hooks=hooks, c=c)
+                    hooks=hooks, c=c, design=recorded)
     resume_cmd = _resume_command(run_id, inventory, host_cfg.name, playbook, runs_dir, overrides, profiles)
     _prewarm_report_imports()
     try:
         profile_runs = runner.run()
     except BaseException as e:
         interrupted = isinstance(e, KeyboardInterrupt) or runner.hooks.interrupted()
+        if isinstance(e, OSError) and e.errno in RunsDirError.DISK_ERRNOS:  # a copy into the run directory
+            e = RunsDirError.of(e, e.filename or run_dir)
         if not interrupted and not isinstance(e, MtpRemoteError):
             ssh = transport.as_connect_error(e, host_cfg.name)
             if ssh is None:
@@ -172,8 +182,8 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
         if not n and not resume:
             _forget_unresumable(run_dir)
         if n or stop_cmd:
-            _write_partial(run_dir, runner, resume_cmd if n else None, error=None if interrupted else e,
-                           stop_cmd=stop_cmd)
+            _best_effort(_write_partial, run_dir, runner, resume_cmd if n else None,
+                         error=None if interrupted else e, stop_cmd=stop_cmd)
 
         if interrupted:
             kept = (f"{n} samples are kept in {run_dir}/samples.jsonl — continue with: {resume_cmd}" if n else
@@ -185,7 +195,7 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
                              playbook={"name": pb.name, "file": str(playbook), "alpha": pb.compare.alpha},
                              started_at=started, error=err, n_samples=n, resume=resume_cmd if n else None,
                              status="interrupted" if interrupted else "failed")
-        write_failed_run(run_dir, doc, history_db)
+        _best_effort(write_failed_run, run_dir, doc, history_db)  # a full RUNS_DIR takes none of it
         if not interrupted:
             if stop_cmd:
                 err.message += f"; left on the host: {', '.join(runner.left_on_host)} — stop with: {stop_cmd}"
@@ -197,20 +207,28 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
     samples = latest_samples(load_samples(run_dir / "samples.jsonl"))
     spec = {pr.profile: pr.speculative for pr in profile_runs}
     aa = calibration_profile(pb)
-    failures = {pr.profile: (pr.cause or "unknown", pr.hint or "",
-                             pr.crashed is not None and pr.crashed.get("cause") != "requests_failed")
-                for pr in profile_runs if not pr.launched and (pr.outcome or {}).get("kind") != "skipped"}
+    failures = {pr.profile: pr.failure() for pr in profile_runs if pr.failure() is not None}
+    design = design_of(pb, sum(1 for p in spec if p not in (pb.baseline, aa)), recorded=recorded)
     diag = diagnose_samples(baseline=pb.baseline, profiles=spec, samples=samples, launch_failures=failures,
-                            design=design_of(pb, sum(1 for p in spec if p not in (pb.baseline, aa))),
-                            calibration_profile=aa)
+                            design=design, calibration_profile=aa,
+                            expected={p.id: p.expected for p in pb.prompts if p.expected is not None})
     code = verdicts_exit_code(diag.verdicts)
     doc = build_summary(run_id=run_id, host=host_cfg, playbook=pb, profile_runs=profile_runs, diagnosis=diag,
                         exit_code=code, started_at=started, n_samples=len(samples), playbook_file=str(playbook),
                         samples=samples)
-    save_summary(doc, run_dir)
-    write_markdown(doc, samples, run_dir)
-    write_html(doc, samples, run_dir)
-    write_ci_outputs(doc, run_dir)
+    doc["design"] = {**recorded, "rounds": design.rounds, "looks_reached": list(design.looks())}
+    try:
+        save_summary(doc, run_dir)
+        write_markdown(doc, samples, run_dir)
+        write_html(doc, samples, run_dir)
+        write_ci_outputs(doc, run_dir)
+    except OSError as e:
+        if e.errno not in RunsDirError.DISK_ERRNOS:
+            raise
+        err = RunsDirError.of(e, e.filename or run_dir)
+        err.message += f" ({len(samples)} samples kept; write the reports with: {resume_cmd})"
+        err.run_id, err.run_dir = run_id, run_dir
+        raise err from None
 
     record_history(history_db, doc, run_dir)
     return DiagnoseResult(run_id=run_id, run_dir=run_dir, summary=doc, exit_code=code)
@@ -231,14 +249,19 @@ def experiment_fingerprint(host: HostConfig, pb: Playbook) -> dict:
 
 
 def _check_or_write_run_file(run_dir: Path, host: HostConfig, pb: Playbook, run_id: str, started: datetime,
-                             *, resume: bool) -> datetime:
-    """Write run.json for a new run; on resume, refuse a different host or experiment (ConfigError naming
-    what differs) and return the original start time."""
+                             *, resume: bool, design: dict) -> tuple[datetime, dict]:
+    """Write run.json for a new run, with its ``design`` (``diagnosis.record_design``: the looks and alpha
+    spending every resume continues); on resume, refuse a different host or experiment (ConfigError naming
+    what differs) and return the original start time and the recorded design (a run recorded before designs
+    were: the first run's rounds are taken as this design's, with no resume look)."""
     path = run_dir / RUN_FILE
     fp = mask_secrets(experiment_fingerprint(host, pb), playbook_secrets(pb, host))
     if resume:
-        stored = json.loads(path.read_text())
-        old = stored["fingerprint"]
+        try:
+            stored = load_json_file(path)
+            old = stored["fingerprint"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ConfigError(f"run {run_id} cannot be resumed: {path} is unreadable ({e})", field="--resume") from None
         diffs = [f"{k} ({old.get(k)!r} then, {fp[k]!r} now)" for k in
                  ("host", "engine", "model_path", "address", "gpus", "python", "host_env") if old.get(k) != fp[k]]
         diffs += [f"playbook.{k}" for k in sorted(set(old["playbook"]) | set(fp["playbook"]))
@@ -247,10 +270,26 @@ def _check_or_write_run_file(run_dir: Path, host: HostConfig, pb: Playbook, run_
             raise ConfigError(f"run {run_id} was made with a different {'; '.join(diffs)}; resume it with the same "
                               f"host, inventory settings and playbook (stored in {path}), or start a new run",
                               field="--resume")
-        return datetime.fromisoformat(stored["started_at"])
-    path.write_text(json.dumps({"run_id": run_id, "started_at": started.isoformat(), "fingerprint": fp},
-                               indent=2) + "\n")
-    return started
+        return datetime.fromisoformat(stored["started_at"]), stored.get("design") or {**design, "resumes": 0}
+    path.write_text(json.dumps({"run_id": run_id, "started_at": started.isoformat(), "fingerprint": fp,
+                                "design": design}, indent=2) + "\n")
+    return started, design
+
+
+def _at_a_look(pb: Playbook, plan, recorded: dict, host: HostConfig, profiles, hooks):
+    """A resume samples to a look of the recorded design: ``samples`` between two looks is raised to the next
+    one (said in a progress line), past the last allowed look lowered to it. Returns (playbook, plan)."""
+    first = recorded.get("first_rounds") or pb.samples
+    looks = [first * 2 ** s for s in range(int(recorded.get("resumes") or 0) + 1)]
+    want = pb.samples
+    if want <= first or want in looks:
+        return pb, plan
+    at = next((j for j in looks if j >= want), looks[-1])
+    why = "the next look of this run's design" if at >= want else "the design's last look (compare.resumes)"
+    hooks.on_progress(f"--samples {want} is not a look of this run's design (looks at {', '.join(map(str, looks))} "
+                      f"samples per prompt, fixed at its first run): sampling to {at}, {why}")
+    pb = pb.model_copy(update={"samples": at})
+    return pb, plan_run(host, pb, host.workdir, profiles)
 
 
 def _resume_command(run_id: str, inventory, host: str, playbook, runs_dir, overrides: dict | None,
@@ -287,6 +326,15 @@ def _write_partial(run_dir: Path, runner: Runner, resume_cmd: str | None, *, err
         note["stop"] = stop_cmd
     (run_dir / "partial.json").write_text(json.dumps(note, indent=2) + "\n")
     return n
+
+
+def _best_effort(write, *args, **kwargs) -> None:
+    """``write(*args, **kwargs)`` of a failed run's records: a file system that will not take them (the run's
+    own error may be that RUNS_DIR is full) is logged, never raised over the run's error."""
+    try:
+        write(*args, **kwargs)
+    except OSError as e:
+        log.warning("could not write the failed run's records in %s: %s", args[0], e.strerror or e)
 
 
 def _forget_unresumable(run_dir: Path) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from ..client import Completion, ServerClient
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
-from ..errors import LaunchError, TransportLost
+from ..errors import LaunchError, RunsDirError, TransportLost
 from ..interrupts import run_async
 from ..remote import connect as transport
 from ..remote import facts, process
@@ -85,6 +85,16 @@ class ProfileRun:
     def launched(self) -> bool:
         """Ready, and did not die while sampling."""
         return self.outcome is not None and self.outcome.get("kind") == "ready" and self.crashed is None
+
+    def failure(self) -> tuple[str, str, bool] | None:
+        """``(cause, hint, after_ready)`` when the profile failed -- never ready (``launch-failed:<cause>``),
+        or ready and then crashed or hung while sampling (``after_ready``: ``crashed:<cause>``/``hung:<cause>``;
+        every request failing is not a crash) -- None when it ran or was skipped. The one reading of a
+        profile's failure that diagnose, mitigate and bisect hand to the verdict."""
+        if self.launched or (self.outcome or {}).get("kind") == "skipped":
+            return None
+        after_ready = self.crashed is not None and self.crashed.get("cause") != "requests_failed"
+        return self.cause or "unknown", self.hint or "", after_ready
 
 
 @dataclass
@@ -159,8 +169,9 @@ class Runner:
     launch)."""
 
     def __init__(self, host: HostConfig, playbook: Playbook, run_dir: Path, *, run_id: str, python: str,
-                 profiles: list[str] | None = None, hooks: Hooks | None = None, c=None):
+                 profiles: list[str] | None = None, hooks: Hooks | None = None, c=None, design: dict | None = None):
         self.host = host
+        self.design = design  # the design the run's first launch recorded (diagnosis.record_design)
         self.playbook = playbook
         self.run_dir = run_dir
         self.run_id = run_id
@@ -212,10 +223,11 @@ class Runner:
         return self.profile_runs
 
     def _calibration_plan(self, lp: LaunchPlan) -> LaunchPlan:
-        """The A/A arm (:func:`~mtp_remote.experiment.calibration.calibration_plan`), sampled at its own
-        concurrency."""
+        """The A/A arm (:func:`~mtp_remote.experiment.calibration.calibration_plan`), sampled like the baseline
+        unless ``compare.calibration_concurrency`` says otherwise."""
         plan, concurrency = calibration_plan(self.playbook, lp)
-        self._concurrency[plan.profile] = concurrency
+        if concurrency is not None:
+            self._concurrency[plan.profile] = concurrency
         return plan
 
     def _adopt_leftover(self, lc: ServerLifecycle, launches: list[LaunchPlan]) -> bool:
@@ -256,6 +268,17 @@ class Runner:
                 dest.write_text(mask_log_secrets(mask_text(text, self._secrets)))
                 self.hooks.on_progress(f"stopped a server left by an earlier run (PID {res.pid}); "
                                        f"its log {res.log_path} is kept and copied to {dest}")
+
+    @staticmethod
+    def _keep(path: Path, text: str) -> RunsDirError | None:
+        """Write a copy into the run directory; the error (not raised: a copy never hides the run's own error)
+        when the file system will not take it."""
+        try:
+            path.write_text(text)
+        except OSError as e:
+            log.warning("could not write %s: %s", path, e.strerror)
+            return RunsDirError.of(e, path)
+        return None
 
     # -- a host that may drop: read, stop, release without losing the cause ---------------------------------
 
@@ -377,8 +400,8 @@ class Runner:
         finally:
             self._tunnel = None
             if keep and completed and pr.launched and not self.hooks.interrupted():
-                self._keep(lc, lp, pr, rec, stream, outcome, getattr(c, "drops", 0) - drops0,
-                           since=kept.log_offset if kept else 0)
+                log_error = self._keep_running(lc, lp, pr, rec, stream, outcome, getattr(c, "drops", 0) - drops0,
+                                               since=kept.log_offset if kept else 0)
             else:
                 t_stop = time.monotonic()
                 try:
@@ -387,16 +410,18 @@ class Runner:
                     pr.stop_s = round(time.monotonic() - t_stop, 3)
                     pr.ssh_drops = getattr(c, "drops", 0) - drops0
                     text = self._log_text(lc, rec, stream, dropped=pr.ssh_drops > 0)
-                    (self.run_dir / "logs" / f"{lp.profile}.log").write_text(
-                        mask_log_secrets(mask_text(text, self._secrets)))
                     # a reused server's log holds the profile before too: its decode lines are that one's
                     pr.decode = [d.to_dict() for d in classify_log(text[kept.log_offset if kept else 0:]).decode]
+                    log_error = self._keep(self.run_dir / "logs" / f"{lp.profile}.log",
+                                           mask_log_secrets(mask_text(text, self._secrets)))
                 if res is None:
                     pr.stop = (f"not stopped: the SSH connection is lost; the server of profile {lp.profile!r} "
                                f"(PID {rec.pid}, port {self.host.port}) may still be running")
                     self.left_on_host.append(f"server PID {rec.pid} (profile {lp.profile}, port {self.host.port})")
                 else:
                     pr.stop, pr.gpu_release_s = res.describe(), res.gpu_release_s
+        if log_error is not None:  # the server is stopped; a run dir that takes no log takes no sample either
+            raise log_error
         if self._kept is not None and self._kept.profile == lp.profile:
             return  # left running for the next profile: no stop to report on
         if pr.ssh_drops:
@@ -414,17 +439,18 @@ class Runner:
                               f"there is nothing to compare against", cause=pr.cause,
                               evidence="\n".join((pr.outcome or {}).get("log_tail", [])))
 
-    def _keep(self, lc: ServerLifecycle, lp: LaunchPlan, pr: ProfileRun, rec, stream: LogStream | None,
-              outcome: WaitOutcome, drops: int, since: int = 0) -> None:
+    def _keep_running(self, lc: ServerLifecycle, lp: LaunchPlan, pr: ProfileRun, rec, stream: LogStream | None,
+                      outcome: WaitOutcome, drops: int, since: int = 0) -> RunsDirError | None:
         """Leave ``lp``'s server running for the next profile (same argv): its log so far is copied now (its
-        decode lines from ``since``, where the log of the profile before on this server ended)."""
+        decode lines from ``since``, where the log of the profile before on this server ended); the copy's error
+        as :meth:`_keep` gives it."""
         self._kept = KeptServer(rec=rec, stream=stream, outcome=outcome, profile=lp.profile, key=server_key(lp),
                                 log_offset=len(stream.text) if stream is not None else 0)
         pr.ssh_drops = drops
         text = stream.text if stream is not None else self._read_log(lc, rec.log_path)
-        (self.run_dir / "logs" / f"{lp.profile}.log").write_text(mask_log_secrets(mask_text(text, self._secrets)))
         pr.decode = [d.to_dict() for d in classify_log(text[since:]).decode]
         pr.stop = "kept running: the next profile has the same argv and environment"
+        return self._keep(self.run_dir / "logs" / f"{lp.profile}.log", mask_log_secrets(mask_text(text, self._secrets)))
 
     def _stop_kept(self, lc: ServerLifecycle) -> None:
         """Stop a server kept for a launch that did not come (its log stream closed first)."""
@@ -587,5 +613,6 @@ class Runner:
     def _cells(self, lp: LaunchPlan, todo: list[RequestSpec]) -> Cells:
         """The early-stopping bookkeeping of ``lp``'s cells, deciding with :func:`~mtp_remote.experiment.early_stop.cell_decision`."""
         return Cells(lp, todo, samples_path=self.samples_path, baseline=self.playbook.baseline,
-                     decide=lambda t, records: cell_decision(self.playbook, self.profiles, lp, t, records))
+                     decide=lambda t, records: cell_decision(self.playbook, self.profiles, lp, t, records,
+                                                             recorded=self.design))
 

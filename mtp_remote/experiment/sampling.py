@@ -8,7 +8,6 @@ server and the HTTP client and calls these.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
 from collections import Counter, deque
@@ -19,6 +18,7 @@ from ..analysis.degeneracy import analyze_text
 from ..analysis.settled import LoopWatch
 from ..analysis.samples import analysed_text
 from ..client import Completion
+from ..files import loads_json
 from .plan import LaunchPlan, RequestSpec
 
 log = logging.getLogger(__name__)
@@ -46,6 +46,7 @@ def sample_record(req: RequestSpec, comp: Completion, *, speculative: bool, api:
         # the tokens not generated (``saved_tokens``: max_tokens - at_tokens) and whether the abort was accepted
         "loop_stop": ({**comp.stop, "saved_tokens": max(max_tokens - comp.completion_tokens, 0)}
                       if comp.stop is not None else None),
+        "request": comp.request,  # {"endpoint", "body"}: what was sent, exactly (bug-report replays it)
     }
 
 
@@ -74,11 +75,14 @@ def load_samples(path: Path) -> list[dict]:
     if not path.exists():
         return []
     out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            log.warning("skipping a truncated line in %s", path)
+    with path.open(encoding="utf-8", errors="replace") as f:  # line by line: never the whole file at once
+        for line in f:
+            if not line.strip():
+                continue
+            try:
+                out.append(loads_json(line))
+            except ValueError:  # a truncated line, or one nested past the parser's depth
+                log.warning("skipping a truncated line in %s", path)
     return out
 
 

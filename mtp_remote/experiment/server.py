@@ -133,19 +133,17 @@ def _parse_poll(output: str) -> Polled:
     return Polled(alive, text + dec.decode(b"", final=True), len(raw))  # the log's last bytes: nothing follows
 
 
-#: Create the lock if absent (noclobber); stdin: our lock line. Prints "acquired", or "held" and the holder's line.
-_LOCK_CREATE = ('umask 077; IFS= read -r mine; if (set -C; printf "%s\\n" "$mine" > "$1") 2>/dev/null; '
-                'then echo acquired; else echo held; cat "$1" 2>/dev/null; fi')
 #: Replace the lock only if it still holds the line we judged stale, under a mkdir mutex (a mutex left by a
 #: crashed contender is broken after 60 s). stdin: the line seen, then ours. Prints "acquired" or "held" + line.
 _LOCK_TAKEOVER = (
     'umask 077; IFS= read -r seen; IFS= read -r mine; m="$1.takeover"; n=0; '
     'until mkdir "$m" 2>/dev/null; do n=$((n + 1)); '
     '  if [ $n -ge 100 ]; then if [ -n "$(find "$m" -maxdepth 0 -mmin +1 2>/dev/null)" ]; then rmdir "$m"; n=0; '
-    '    else echo held; cat "$1" 2>/dev/null; exit 0; fi; fi; sleep 0.05 2>/dev/null || sleep 1; done; '
-    'cur=$(cat "$1" 2>/dev/null); '
-    'if [ -z "$cur" ] || [ "$cur" = "$seen" ]; then printf "%s\\n" "$mine" > "$1.new.$$" && mv -f "$1.new.$$" "$1" '
-    '&& echo acquired || echo held; else echo held; printf "%s\\n" "$cur"; fi; rmdir "$m"')
+    '    else echo held; head -c 512 "$1" 2>/dev/null | head -n 1; exit 0; fi; fi; sleep 0.05 2>/dev/null || sleep 1; done; '
+    'cur=$(head -c 512 "$1" 2>/dev/null | head -n 1); '
+    'if [ ! -e "$1" ] || [ "$cur" = "$seen" ]; then rm -f "$1.new.$$"; (set -C; printf "%s\\n" "$mine" > "$1.new.$$") 2>/dev/null '
+    '&& mv -f "$1.new.$$" "$1" && echo acquired || { rm -f "$1.new.$$"; echo held; }; '
+    'else echo held; printf "%s\\n" "$cur"; fi; rmdir "$m"')
 
 
 class ServerLifecycle:
@@ -180,28 +178,32 @@ class ServerLifecycle:
                           in_stream=hostscripts.WholeStdin(stdin) if stdin is not None else False)
 
     def prepare(self, lock_owner: str | None = None) -> None:
-        """Resolve ``~`` in the workdir against the remote $HOME, create what is missing (new directories
-        mode 0700; an existing workdir keeps its mode: it may be a shared directory we do not own) with
-        ``logs/<run-id>/``, and check it takes a write — one round trip. With ``lock_owner`` the host lock is
-        taken in the same round trip (see :meth:`acquire_lock`). Raises RemoteError naming the workdir when it
-        cannot be created or written, LockError when the lock is held."""
-        script = ('umask 077; case $1 in "~") wd=$HOME ;; "~/"*) wd=$HOME/${1#"~/"} ;; *) wd=$1 ;; esac; '
-                  'printf "%s\\n" "$wd"; mkdir -p "$wd/logs/$2" 2>/dev/null; [ -d "$wd/logs/$2" ] || exit 3; '
-                  't="$wd/.write-test.$$"; { printf x > "$t" && rm -f "$t"; } 2>/dev/null || { echo "not writable" >&2; exit 4; }')
+        """Find the directory we work in on the host and create what is missing — one host-side step
+        (``workdir.sh``): ``~`` resolved against the remote $HOME; a private workdir (ours, writable by no one
+        else) is used as it is, a shared one (mode 1777, another user's) keeps its mode and we work in our own
+        ``uid-UID`` subdirectory of it (0700, checked each time); new directories are 0700; ``logs/<run-id>/``;
+        a write test. With ``lock_owner`` the host lock is taken in the same round trip (see
+        :meth:`acquire_lock`). Raises RemoteError naming the workdir when it cannot be created, written or
+        trusted, LockError when the lock is held."""
+        rep = self._workdir_step(lock_owner)
         if lock_owner is not None:
-            script += '; set -- "$wd/lock"; ' + _LOCK_CREATE
-        r = self._run(f"sh -c {shlex.quote(script)} sh {shlex.quote(self.workdir)} {shlex.quote(self.run_id)}",
-                      stdin=self._lock_line(lock_owner) + "\n" if lock_owner is not None else None)
-        if r.stdout.strip():
-            self.workdir = r.stdout.splitlines()[0]
-        if r.exited != 0:
-            what = "is not writable" if r.exited == 4 else "cannot be created"
+            self._judge_lock(lock_owner, rep)
+
+    def _workdir_step(self, lock_owner: str | None) -> hostscripts.WorkdirReport:
+        args = [self.workdir, "create", self.run_id] + (["lock"] if lock_owner is not None else [])
+        r = hostscripts.run_script(self.c, "workdir.sh", args,
+                                   stdin=self._lock_line(lock_owner) + "\n" if lock_owner is not None else None)
+        rep = hostscripts.parse_workdir(r.stdout)
+        if rep.path:
+            self.workdir = rep.path
+        if rep.result != "ok":
+            what = {"not-writable": "is not writable", "not-private": f"cannot be trusted ({rep.detail})"}.get(
+                rep.result, "cannot be created")
             raise RemoteError(f"workdir {self.workdir} on {self.host.name} {what}; set a writable `workdir` for "
                               f"this host in the inventory", host=self.host.name,
-                              command=f"mkdir -p {self.workdir}/logs/{self.run_id}", exit_code=r.exited,
-                              output=r.stderr)
-        if lock_owner is not None:
-            self._judge_lock(lock_owner, r.stdout.partition("\n")[2])
+                              command=f"workdir.sh {self.workdir} create", exit_code=r.exited,
+                              output=r.stderr or r.stdout)
+        return rep
 
     def log_path(self, profile: str) -> str:
         return f"{self.workdir}/logs/{self.run_id}/{profile}.log"
@@ -212,38 +214,46 @@ class ServerLifecycle:
         return f"{owner} {self.run_id} {int(time.time())} {os.getpid()}"
 
     def acquire_lock(self, owner: str, stale_s: float = 6 * 3600) -> None:
-        """Take ``<workdir>/lock`` (noclobber create) as ``owner`` (``user@machine``).
+        """Take ``<workdir>/lock`` (noclobber create, in the same step that checks the workdir) as ``owner``
+        (``user@machine``).
 
         The lock holds owner, run id, epoch seconds and the driver's PID. It is taken over when it is older
-        than ``stale_s`` seconds, or when it was taken on this same machine by a driver process that no
-        longer exists (a run that was killed). The takeover is a compare-and-swap under a ``mkdir`` mutex:
-        of two contenders for one stale lock exactly one wins. Raises LockError naming the holder otherwise."""
-        path = f"{self.workdir}/lock"
-        r = self._run(f"sh -c {shlex.quote(_LOCK_CREATE)} sh {shlex.quote(path)}", stdin=self._lock_line(owner) + "\n")
-        self._judge_lock(owner, r.stdout, stale_s)
+        than ``stale_s`` seconds, when it was taken on this same machine by a driver process that no longer
+        exists (a run that was killed), or when it is corrupt (not those four fields: a crash mid-write, a
+        full disk) and its file is over a minute old — a lock being written is never taken. The takeover is a
+        compare-and-swap under a ``mkdir`` mutex: of two contenders for one stale lock exactly one wins. Raises
+        LockError naming the holder otherwise."""
+        self._judge_lock(owner, self._workdir_step(owner), stale_s)
 
-    def _judge_lock(self, owner: str, output: str, stale_s: float = 6 * 3600) -> None:
-        """Given the lock-create step's output: done when acquired, else take a stale lock over or raise."""
-        if output.startswith("acquired"):
+    def _judge_lock(self, owner: str, rep: hostscripts.WorkdirReport, stale_s: float = 6 * 3600) -> None:
+        """Given the workdir step's lock report: done when acquired, else take a stale lock over or raise."""
+        if rep.lock == "acquired":
             return
         path = f"{self.workdir}/lock"
+        if rep.lock_foreign:
+            raise LockError(f"{path} is not a file of ours; remove it (it is never trusted)", host=self.host.name)
         content = self._lock_line(owner)
+        seen, old = rep.holder, rep.lock_old
         for _ in range(3):  # the holder may change under us: judge the lock we saw, swap only that one
-            seen = output.partition("\n")[2].strip()
             cur = seen.split()
-            age = time.time() - float(cur[2]) if len(cur) >= 3 and cur[2].isdigit() else 0.0
-            dead_local = (len(cur) >= 4 and cur[0] == owner and cur[3].isdigit()
-                          and not _local_pid_alive(int(cur[3])))
-            if cur and age < stale_s and not dead_local:
+            corrupt = len(cur) < 4 or not (cur[2].isdigit() and cur[3].isdigit())
+            age = time.time() - float(cur[2]) if not corrupt else 0.0
+            dead_local = not corrupt and cur[0] == owner and not _local_pid_alive(int(cur[3]))
+            if corrupt and not old:
+                raise LockError(f"the host lock {path} is corrupt ({seen[:80]!r}); it counts as stale once it is a "
+                                f"minute old (a lock being written is never taken)", host=self.host.name)
+            if not corrupt and age < stale_s and not dead_local:
                 raise LockError(
-                    f"host is locked by {cur[0]} (run {cur[1] if len(cur) > 1 else '?'}, {age:.0f} s ago); wait "
+                    f"host is locked by {cur[0]} (run {cur[1]}, {age:.0f} s ago); wait "
                     f"for it or remove {self.workdir}/lock if that run is dead", host=self.host.name)
-            output = self._run(f"sh -c {shlex.quote(_LOCK_TAKEOVER)} sh {shlex.quote(path)}",
-                               stdin=f"{seen}\n{content}\n").stdout
-            if output.startswith("acquired"):
-                self.on_progress(f"took over a stale lock ({' '.join(cur[:2])}, {age:.0f} s old"
-                                 f"{', its driver is gone' if dead_local else ''})")
+            out = self._run(f"sh -c {shlex.quote(_LOCK_TAKEOVER)} sh {shlex.quote(path)}",
+                            stdin=f"{seen}\n{content}\n").stdout
+            if out.startswith("acquired"):
+                what = "a corrupt lock" if corrupt else f"a stale lock ({' '.join(cur[:2])}, {age:.0f} s old"
+                self.on_progress(f"took over {what}{', its driver is gone' if dead_local else ''}"
+                                 f"{'' if corrupt else ')'}")
                 return
+            seen, old = out.partition("\n")[2].strip(), False
         raise LockError(f"could not take the lock {path}: it keeps changing hands", host=self.host.name)
 
     def release_lock(self) -> None:
@@ -301,6 +311,9 @@ class ServerLifecycle:
                 f"{profile}: could not write the server record in {self.workdir} (disk full or read-only?); the "
                 f"server just started (PID {rep.pid}) was stopped so none is left untracked",
                 cause="record_write_failed")
+        if rep.result == "not-private":
+            raise LaunchError(f"{profile}: workdir {self.workdir} cannot be trusted (not a directory of ours that "
+                              f"only we can write); nothing was started", cause="workdir_not_private")
         if rep.result in ("cannot-write-record", "cannot-write-workdir", "no-workdir"):
             raise LaunchError(f"{profile}: workdir {self.workdir} is not writable ({rep.result}); nothing was "
                               f"started", cause="workdir_not_writable")

@@ -13,6 +13,7 @@ from ..analysis.stopping import is_degenerate_record
 from ..client import Completion, ServerClient
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
+from ..errors import RunsDirError
 from ..remote.commands import api_key_of
 from ..report.history import open_samples_for_append
 from .plan import LaunchPlan, RequestSpec
@@ -24,7 +25,20 @@ async def sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, playb
     """Send ``todo`` through ``limit`` workers fed by one queue, so a slot is refilled the moment its
     request returns (no round barrier); with ``early_stop`` a cell stops being fed once it is settled
     (:class:`~mtp_remote.experiment.sampling.Cells`). A response's metrics and JSON line are done by a separate task (metrics in a worker
-    thread) while its worker already sends the next request, so no slot waits for bookkeeping."""
+    thread) while its worker already sends the next request, so no slot waits for bookkeeping. Every finishing
+    task's error is retrieved: one that cannot store its sample (RUNS_DIR full) stops the workers and is raised
+    as RunsDirError once the samples already received are stored."""
+    try:
+        await _sample(url, lp, todo, pr, playbook=playbook, host=host, hooks=hooks, samples_path=samples_path,
+                      limit=limit, cells=cells, send_riding_out=send_riding_out)
+    except OSError as e:  # opening or closing samples.jsonl (a close flushes what is still buffered)
+        if e.errno not in RunsDirError.DISK_ERRNOS:
+            raise
+        raise RunsDirError.of(e, samples_path) from None
+
+
+async def _sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, playbook: Playbook, host: HostConfig,
+                  hooks, samples_path: Path, limit: int, cells: Cells | None, send_riding_out) -> None:
     pb = playbook
     queue = deque(sorted(todo, key=send_order))
     occupancy = Occupancy(limit)
@@ -40,6 +54,17 @@ async def sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, playb
                 return req
         occupancy.queue_empty()
         return None
+
+    failures: list[BaseException] = []  # a finishing task's error (a full RUNS_DIR): ends the sampling
+    workers: list[asyncio.Future] = []
+    finishing: set[asyncio.Future] = set()
+
+    def finished(task: asyncio.Future) -> None:  # every finishing task's error is retrieved, here
+        finishing.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            failures.append(task.exception())
+            for w in workers:  # nothing more can be stored: stop sending (stored samples are kept)
+                w.cancel()
 
     with open_samples_for_append(samples_path) as f:  # ends a truncated last line first
         async with ServerClient(url, timeout_s=pb.timeouts.request_s, max_connections=limit + 2,
@@ -70,8 +95,11 @@ async def sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, playb
                 rec = await asyncio.to_thread(
                     sample_record, req, comp, speculative=lp.speculative, api=pb.api, kl=kl,
                     think_opened_by_prompt=pb.think_opened_by_prompt, max_tokens=pb.max_tokens)
-                f.write(json.dumps(rec) + "\n")
-                f.flush()
+                try:
+                    f.write(json.dumps(rec) + "\n")
+                    f.flush()
+                except OSError as e:  # the run cannot go on: finished() stops the workers
+                    raise RunsDirError.of(e, samples_path) from None
                 progress["done"] += 1
                 if is_degenerate_record(rec.get("metrics"), rec.get("finish_reason")):
                     hooks.on_loop(lp.profile)
@@ -79,21 +107,22 @@ async def sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, playb
                     progress["total"] -= cells.completed(req, rec, queue, hooks.on_progress)
                 hooks.on_sample(lp.profile, progress["done"], progress["total"])
 
-            finishing: set[asyncio.Future] = set()
-
             async def worker() -> None:
-                while (req := next_request()) is not None:
+                while not failures and (req := next_request()) is not None:
                     comp, kl = await send(req)
                     task = asyncio.ensure_future(finish(req, comp, kl))
                     finishing.add(task)
-                    task.add_done_callback(finishing.discard)
+                    task.add_done_callback(finished)
                     hooks.checkpoint()
 
-            workers = [asyncio.ensure_future(worker()) for _ in range(min(limit, len(queue)))]
+            workers.extend(asyncio.ensure_future(worker()) for _ in range(min(limit, len(queue))))
             try:
                 await asyncio.gather(*workers)
                 while finishing:
-                    await asyncio.gather(*finishing)
+                    await asyncio.gather(*finishing, return_exceptions=True)
+            except asyncio.CancelledError:
+                if not failures:  # cancelled from outside (the crash watch, an interrupt)
+                    raise
             finally:
                 for w in workers:  # one failed or we were cancelled: the others stop sending too
                     w.cancel()
@@ -103,6 +132,8 @@ async def sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, playb
                 pr.occupancy = occupancy.to_dict()
                 if cells is not None:
                     pr.stopping.update(cells.decisions())
+            if failures:
+                raise failures[0]
             pr.server_info = await sc.server_info()
             if pr.loop_stops:  # the aborted requests are gone before the stop (its drain waits on any left)
                 pr.idle_after_stops_s = await sc.wait_idle(timeout_s=10.0)

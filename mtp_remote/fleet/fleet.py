@@ -28,7 +28,8 @@ from rich.table import Table
 
 from ..config.paths import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK
 from ..config.playbook import load_playbook
-from ..errors import EXIT_RUN_FAILED, MtpRemoteError
+from ..errors import EXIT_RUN_FAILED, MtpRemoteError, worst_exit
+from ..files import load_json_file
 from ..experiment import diagnose as api
 from ..experiment.hosts import find_playbook, load_config, open_host
 from ..experiment.runner import Hooks, new_run_id
@@ -80,7 +81,7 @@ class FleetReport:
 
     @property
     def exit_code(self) -> int:
-        return max((h.exit_code for h in self.hosts), default=0)
+        return worst_exit(h.exit_code for h in self.hosts)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -317,6 +318,14 @@ def print_fleet(console, report: FleetReport, runs_dir="runs", inventory=None) -
     return report.exit_code
 
 
+def _summary_or_none(path: Path) -> dict | None:
+    """A host's summary.json, or None when it is missing or unreadable (then the host's error says why)."""
+    try:
+        return load_json_file(path)
+    except (OSError, ValueError):
+        return None
+
+
 def fleet_next_steps(report: FleetReport, runs_dir="runs", *, inventory=None) -> list[str]:
     """The ``next:`` lines after a fleet diagnose: one per host with something to do (each host's own next step,
     from its ``summary.json``, as a single-host run prints it; a host that could not be run: its cause and the
@@ -329,8 +338,9 @@ def fleet_next_steps(report: FleetReport, runs_dir="runs", *, inventory=None) ->
     for h in report.hosts:
         run_dir = Path(runs_dir) / h.run_id if h.run_id else None
         summary = run_dir / "summary.json" if run_dir else None
-        if summary is not None and summary.exists():
-            step = next_step(json.loads(summary.read_text()), run_dir, inventory=inventory)
+        doc = _summary_or_none(summary) if summary is not None else None
+        if doc is not None:
+            step = next_step(doc, run_dir, inventory=inventory)
         elif h.error:
             step = (f"fix the cause ({h.error}), then check the host: "
                     f"`mtp-remote preflight -H {h.host}{inventory_option(inventory)}`")
@@ -352,7 +362,8 @@ def mitigation_table(doc: dict):
     for h in HEADERS:
         t.add_column(h, overflow="fold", no_wrap=h in ("rank", "candidate", "tok/s", "vs base", "verdict"))
     for row in table_rows(doc):
-        style = "green" if row[0] else ("red" if "corrupts" in row[-1] else None)
+        style = ("cyan" if row[-1].startswith("baseline") else "green" if row[0] else
+                 "red" if "corrupts" in row[-1] else None)
         t.add_row(*row[:-1], row[-1].split(":")[0] if row[-1].startswith(("skipped", "pending")) else row[-1],
                   style=style)
     return t
@@ -421,8 +432,8 @@ def spread_mitigate(hosts: list[str], *, inventory=DEFAULT_INVENTORY, playbook=D
             continue
         runs[host] = doc["run_id"]
         for r in doc["rows"]:
-            if r["status"] == "skipped" and host != same[0]:
-                continue
+            if r["status"] in ("skipped", "baseline") and host != same[0]:
+                continue  # one row of each (every host's own baseline is the 1.00x of its rows)
             if r["status"] == "reference" and r.get("n") is None:
                 continue
             rows.append(CandidateResult(**{**{k: v for k, v in r.items() if k != "rank"},

@@ -25,7 +25,7 @@ from pathlib import Path
 from ..config.inventory import load_inventory
 from ..config.paths import HISTORY_FILE, find_inventory
 from ..config.playbook import load_playbook
-from ..errors import EXIT_CORRUPT, ConfigError, MtpRemoteError
+from ..errors import EXIT_CORRUPT, ConfigError, MtpRemoteError, worst_exit
 from ..experiment import diagnose as api
 from ..experiment.hosts import find_playbook
 from ..experiment.runner import Hooks, new_run_id
@@ -142,7 +142,7 @@ def _run(inventory, host, playbook, runs_dir, history_db, hooks, fleet=None) -> 
     earlier = store.good_runs(db, host=doc["host"]["name"], playbook=doc["playbook"]["name"], before_run=res.run_id)
     rep = check_regressions(doc, earlier)
     doc["regression"] = rep.to_dict()
-    code = max(res.exit_code, EXIT_CORRUPT if rep.regressed else 0)
+    code = worst_exit([res.exit_code, EXIT_CORRUPT if rep.regressed else 0])
     doc["exit_code"] = code
     save_summary(doc, res.run_dir)
     write_ci_outputs(doc, res.run_dir)

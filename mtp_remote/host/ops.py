@@ -22,13 +22,16 @@ from ..analysis.samples import analysed_text
 from ..client import ServerClient
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
-from ..errors import ConfigError, LaunchError, MtpRemoteError
+from ..errors import ConfigError, LaunchError, MtpRemoteError, RemoteError, TransportLost
 from ..experiment.server import ServerLifecycle
 from ..interrupts import run_async
+from ..lint.flag_table import version_key
 from ..lint.lint import _result_from_answer, lint_command
 from ..lint.probe import parse_probe_output, probe_command, probe_source
+from ..remote import connect as transport
 from ..remote import facts, hostscripts, process, snapshot
 from ..remote.commands import api_key_of, mask_log_secrets, server_argv, server_env
+from ..remote.envfacts import sim_version_command
 from ..remote.foreign import ForeignProcess, find_foreign, force_targets
 
 MIN_FREE_DISK_MIB = 2048
@@ -80,9 +83,20 @@ def lifecycle(c, host: HostConfig, python: str, run_id: str = "ops",
     return lc
 
 
+def host_workdir(c, host: HostConfig) -> hostscripts.WorkdirReport:
+    """Where we work on the host, found without creating anything (``workdir.sh read``: ``~`` resolved, our
+    ``uid-UID`` subdirectory of a shared workdir); ``result`` is "missing" when nothing is there yet. Raises
+    RemoteError when it is there but is not a directory of ours that only we can write."""
+    rep = hostscripts.read_workdir(c, host.workdir)
+    if rep.result not in ("ok", "missing"):
+        raise RemoteError(f"workdir {rep.path or host.workdir} on {host.name} cannot be trusted "
+                          f"({rep.detail or rep.result}); nothing was read from it", host=host.name)
+    return rep
+
+
 def remote_workdir(c, host: HostConfig) -> str:
-    """The host's workdir with ``~`` resolved against the remote $HOME."""
-    return facts.resolve_path(facts.get_home(c), host.workdir)
+    """The directory we work in on the host (:func:`host_workdir`'s path; it may not exist yet)."""
+    return host_workdir(c, host).path
 
 
 @contextlib.contextmanager
@@ -176,9 +190,11 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
     if not host.is_sim:
         sections.update(sglang=_py_version_command(python, "sglang"), torch=_py_version_command(python, "torch"),
                         model=f"cat {shlex.quote(host.model_path + '/config.json')}")
-    sections["workdir"] = (f"(umask 077; mkdir -p {wd}) 2>/dev/null; t={wd}/.write-test.$$; "
-                           f"if (printf x > \"$t\") 2>/dev/null; then rm -f \"$t\"; echo writable; else echo read-only; "
-                           f"fi; df -Pk {wd}")
+    # read-only: the write test goes to the workdir or, when it does not exist yet, to the directory the first
+    # run will create it in (a file made with noclobber and removed, also when the write fails)
+    sections["workdir"] = (f'd={wd}; while [ ! -e "$d" ] && [ "$d" != / ] && [ "$d" != . ]; do d=$(dirname "$d"); '
+                           f'done; echo "$d"; t="$d/.write-test.$$"; if (set -C; printf x > "$t") 2>/dev/null; '
+                           f'then rm -f "$t"; echo writable; else rm -f "$t"; echo read-only; fi; df -Pk "$d"')
     sections.update(_host_sections(host, python, workdir))
     snap = snapshot.run_snapshot(c, sections)  # every read-only fact below: one round trip
     hf = _HostFacts.parse(snap)
@@ -191,7 +207,10 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
                         f"{python} {r.stdout.strip()}" if r.exited == 0 else f"{python} not runnable: {r.stdout.strip()[:200]}"))
     sglang_version = None
     if host.is_sim:
-        checks.append(Check("sglang", "ok", "simulated engine (mtp_remote.sim)"))
+        r = _run(c, sim_version_command(host, python))
+        sglang_version = r.stdout.strip() if r.exited == 0 and r.stdout.strip() else None
+        checks.append(Check("sglang", "ok", f"simulated engine (mtp_remote.sim), imitating SGLang "
+                                            f"{sglang_version or '(unknown)'}"))
     else:
         for pkg in ("sglang", "torch"):
             r = sec(pkg)
@@ -222,11 +241,16 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
             except ValueError:
                 checks.append(Check("model", "warn", f"{host.model_path}/config.json is not valid JSON"))
     r = sec("workdir")
-    writable = r.stdout.startswith("writable")
+    there, _, rest = r.stdout.partition("\n")
+    writable = rest.startswith("writable")
+    exists = there == workdir
+    shown = there if there.startswith("/") or not host.workdir.startswith("~") else "~/" + there.lstrip("./")
     checks.append(Check("workdir", "ok" if writable else "fail",
-                        f"{host.workdir} is writable" if writable else
-                        f"{host.workdir} is not writable (read-only or missing): the server record, logs and lock "
-                        f"live there; set a writable `workdir` for this host"))
+                        (f"{host.workdir} is writable" if exists else
+                         f"{host.workdir} does not exist yet; the first run creates it in {shown}, which is writable")
+                        if writable else
+                        f"{host.workdir if exists else shown} is not writable (read-only or missing): the server "
+                        f"record, logs and lock live there; set a writable `workdir` for this host"))
     free = parse_df(r.stdout)
     checks.append(Check("disk", "ok" if free and free >= MIN_FREE_DISK_MIB else "warn",
                         f"{free} MiB free in the workdir's filesystem" if free is not None else "df failed"))
@@ -236,7 +260,7 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
     rec = hf.record
     foreign = hf.foreign(host, rec.pgid if rec else None, rec.children if rec else None)
     checks.append(Check("foreign-processes", "warn" if foreign else "ok",
-                        "; ".join(f.describe() for f in foreign) if foreign else "no SGLang process we did not start"))
+                        "\n".join(f.describe() for f in foreign) if foreign else "no SGLang process we did not start"))
     if playbook is not None:
         checks.extend(_lint_checks(c, host, playbook, python, sglang_version, architectures))
     return checks
@@ -264,10 +288,15 @@ def _lint_checks(c, host: HostConfig, playbook: Playbook, python: str, sglang_ve
     names = playbook.profile_order()
     argvs = [server_argv(host, playbook, n) for n in names]
     results = None if host.is_sim or sglang_version is None else _remote_real_parser(c, python, argvs, architectures)
-    source = "host's SGLang parser" if results else f"flag table for SGLang {sglang_version or 'newest'}"
+    source = "host's SGLang parser"
     if results is None:
         results = [lint_command("python -m sglang.launch_server " + " ".join(shlex.quote(a) for a in argv),
                                 sglang_version=sglang_version, architectures=architectures) for argv in argvs]
+        used = results[0].sglang_version if results else None
+        source = (f"SGLang {used} flag table, the host's release" if sglang_version and used and
+                  version_key(used)[:3] == version_key(sglang_version)[:3] else
+                  f"SGLang {used} flag table, for the host's {sglang_version}" if sglang_version else
+                  f"SGLang {used} flag table, the newest: the host's release is unknown")
     out = []
     for name, res in zip(names, results):
         findings = res.to_dict()["findings"]
@@ -311,10 +340,14 @@ def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float
 
     Returns {"ours": StopResult dict, "foreign": [listed], "targets": [PIDs --force may signal],
     "forced": [PIDs signalled], "killed": [PIDs that needed SIGKILL], "gpu_release_s"}."""
-    lc = lifecycle(c, host, python, on_progress=on_progress)
-    with held_lock(lc):
-        res = lc.stop(term_s=term_s, drain_s=term_s, drain_name="--term-timeout", gpu_release_s=gpu_release_s)
-    foreign = foreign_processes(c, host, python, lc.workdir, None)
+    where = host_workdir(c, host)
+    if where.result == "missing":  # nothing of ours can run there, and a stop creates nothing
+        res, workdir = process.StopResult(pid=0, found="none"), where.path
+    else:
+        lc = ServerLifecycle(c, host, python=python, workdir=where.path, run_id="ops", on_progress=on_progress)
+        res = _stop_riding_out(c, host, lc, term_s=term_s, gpu_release_s=gpu_release_s)
+        workdir = lc.workdir
+    foreign = foreign_processes(c, host, python, workdir, None)
     targets = force_targets(foreign, host.port)
     out = {"ours": asdict(res), "ours_text": res.describe(), "foreign": [f.to_dict() for f in foreign],
            "targets": [f.pid for f in targets], "forced": [], "killed": [], "gpu_release_s": None}
@@ -325,8 +358,28 @@ def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float
                 on_progress(f"--force: signalling {f.describe()}")
         out["killed"] = process.signal_pids(c, [(f.pid, f.start_ticks) for f in targets], term_s=min(term_s, 30.0))
         out["forced"] = pids
-        out["gpu_release_s"], _ = process.wait_gpu_release(c, lc.smi, set(pids), gpu_release_s, on_progress)
+        out["gpu_release_s"], _ = process.wait_gpu_release(c, facts.nvidia_smi(host, python, workdir), set(pids),
+                                                           gpu_release_s, on_progress)
     return out
+
+
+def _stop_riding_out(c, host: HostConfig, lc: ServerLifecycle, *, term_s: float,
+                     gpu_release_s: float) -> process.StopResult:
+    """``lc.stop`` under the host lock; a stop cut by a dropped SSH connection runs once more on the re-opened
+    connection (it reads the record again). When the host cannot be reached, the TransportLost says that the
+    record is kept and to run ``stop`` again."""
+    for attempt in (1, 2):
+        try:
+            with held_lock(lc):
+                return lc.stop(term_s=term_s, drain_s=term_s, drain_name="--term-timeout",
+                               gpu_release_s=gpu_release_s)
+        except TransportLost as e:
+            if attempt == 2 or transport.is_lost(c):
+                e.message += (f"; the stop did not finish: the server record is kept on {host.name} (nothing was "
+                              f"dropped), so run the stop again once the host can be reached: `mtp-remote stop -H "
+                              f"{host.name}` (or `fab -H {host.name} stop`)")
+                raise
+    raise AssertionError("unreachable")
 
 
 def launch(c, host: HostConfig, playbook: Playbook, profile: str, python: str, *, run_id: str,

@@ -14,12 +14,12 @@ from mtp_remote.errors import MtpRemoteError
 from mtp_remote.lint.argv_parse import parse_argv, suggest_from
 from mtp_remote.lint.cmdline import split_launch_command
 from mtp_remote.lint.findings import Finding, LintResult
-from mtp_remote.lint.flag_table import choose_flag_table
+from mtp_remote.lint.flag_history import explain_unknown
+from mtp_remote.lint.flag_table import available_versions, choose_flag_table
 from mtp_remote.lint.probe import run_probe
 from mtp_remote.lint.rules import LintContext, apply_rules, release_notes, unexpanded_variables
 from mtp_remote.lint.secrets import mask_result, secret_values
 
-from .flag_table import available_versions
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +28,9 @@ def lint_command(cmd: str, *, sglang_version: str | None = None,
                  architectures: tuple[str, ...] = ()) -> LintResult:
     """Lint one launch line (``[ENV=..] [nohup] python -m sglang.launch_server ...`` or ``sglang serve``).
 
-    ``sglang_version`` is the host's SGLang (the newest table is used when None; for a release without its
-    own table the nearest one is used and ``warnings`` says which); ``architectures`` are the model's
+    ``sglang_version`` is the host's SGLang (the newest table is used when None, and ``warnings`` says so;
+    for a release without its own table the nearest one is used and ``warnings`` says which); a flag the
+    table lacks that another release has is reported with its history (renamed, removed, added later); ``architectures`` are the model's
     config.json ``architectures`` when known (else the model path's name decides whether the model is
     hybrid). Release-keyed rules follow ``sglang_version`` itself. Returns flags as ``{dest: value}``
     (defaults included; ``explicit`` names what the line set) and findings in argv order, then value
@@ -38,10 +39,15 @@ def lint_command(cmd: str, *, sglang_version: str | None = None,
     """
     line = split_launch_command(cmd)
     table, warning = choose_flag_table(sglang_version)
+    if sglang_version is None:
+        warning = (f"no SGLang release given: linted with SGLang {table.sglang_version}'s flag table, the newest "
+                   f"of {', '.join(available_versions())}; flags are added, renamed and removed between releases, "
+                   f"so name the host's release (lint-command --sglang-version V)")
     parsed = parse_argv(line.argv, table)
     ctx = LintContext(flags=parsed.values, version=sglang_version or table.sglang_version,
                       explicit=parsed.explicit, env=line.env, architectures=tuple(architectures))
-    findings = [*unexpanded_variables(line.argv, parsed.owners, line.env), *parsed.findings, *apply_rules(ctx)]
+    findings = [*unexpanded_variables(line.argv, parsed.owners, line.env), *with_history(parsed.findings, table),
+                *apply_rules(ctx)]
     result = LintResult(flags=parsed.values, findings=findings, sglang_version=table.sglang_version,
                         source="table", env=line.env, explicit=frozenset(parsed.explicit),
                         requested_version=sglang_version, warnings=[warning] if warning else [],
@@ -83,6 +89,11 @@ def _result_from_answer(answer: dict, argv: list[str], version: str | None,
     secrets = secret_values(argv, answer.get("flags") or {}, {}, {})
     if not answer["ok"]:
         finding = _finding_from_argparse(answer.get("error", ""), answer.get("option_strings", []))
+        if version is not None:
+            try:
+                finding = with_history([finding], choose_flag_table(version)[0])[0]
+            except MtpRemoteError:
+                pass
         result = LintResult(flags={}, findings=[*unexpanded_variables(argv, {}, {}), finding],
                             sglang_version=version, source="real-parser", requested_version=version)
         return mask_result(result, secrets)
@@ -94,6 +105,17 @@ def _result_from_answer(answer: dict, argv: list[str], version: str | None,
     result = LintResult(flags=flags, findings=findings, sglang_version=version, source="real-parser",
                         explicit=frozenset(explicit), requested_version=version, notes=release_notes(ctx))
     return mask_result(result, secrets)
+
+
+def with_history(findings: list[Finding], table) -> list[Finding]:
+    """``findings`` with every ``unknown-flag`` of a flag another release has explained by its history
+    (:func:`mtp_remote.lint.flag_history.explain_unknown`): renamed (the new name becomes the suggestion),
+    removed, or added later; a flag no table knows keeps its did-you-mean."""
+    out = []
+    for f in findings:
+        history = explain_unknown(f.flag, table) if f.code == "unknown-flag" and f.flag else None
+        out.append(f if history is None else Finding(f.code, f.flag, history.suggest or f.suggestion, history.message))
+    return out
 
 
 _UNRECOGNIZED = re.compile(r"unrecognized arguments: (.*)")

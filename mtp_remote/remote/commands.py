@@ -119,15 +119,17 @@ def mask_secrets(obj, secrets: Iterable[str]):
 
 def api_key_of(argv: Sequence[str]) -> str | None:
     """The value of ``--api-key`` (or a prefix of it argparse expands) in an argv (the server then wants it
-    as a Bearer token), or None."""
+    as a Bearer token), or None. Given more than once (base flags, then a profile's), the last one: argparse,
+    and so SGLang, keeps the last value of a repeated option."""
+    key = None
     for i, a in enumerate(argv):
         name = a.split("=", 1)[0]
         if len(name) > 5 and "--api-key".startswith(name):
             if "=" in a:
-                return a.split("=", 1)[1]
-            if i + 1 < len(argv):
-                return argv[i + 1]
-    return None
+                key = a.split("=", 1)[1]
+            elif i + 1 < len(argv):
+                key = argv[i + 1]
+    return key
 
 
 def server_argv(host: HostConfig, playbook: Playbook, profile: str) -> list[str]:

@@ -20,6 +20,7 @@ import os
 import select
 import selectors
 import socket
+import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -50,6 +51,24 @@ def reconnect_bound_s(host: HostConfig) -> float:
     return 3 * host.connect_timeout
 
 
+#: The largest private key file handed to paramiko (which reads it whole): ``key_file: /dev/zero`` is refused.
+MAX_KEY_FILE_BYTES = 1 << 20
+
+
+def _key_file(host: HostConfig) -> str:
+    """The host's ``key_file`` (``~`` expanded) when it is a regular file of at most MAX_KEY_FILE_BYTES. Raises
+    ConnectError naming it otherwise; a missing file is left for paramiko to report as it does."""
+    path = os.path.expanduser(host.key_file)
+    try:
+        st = os.stat(path)
+    except OSError:
+        return path
+    if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_KEY_FILE_BYTES:
+        raise ConnectError(f"key file {path} for {host.name} is not a private key file (not a regular file of at "
+                           f"most {MAX_KEY_FILE_BYTES >> 20} MiB)", host=host.name)
+    return path
+
+
 def _connection(host: HostConfig, *, address: str, user: str | None, port: int, gateway=None):
     from fabric import Config
 
@@ -58,8 +77,7 @@ def _connection(host: HostConfig, *, address: str, user: str | None, port: int, 
     banner_s = min(host.connect_timeout, BANNER_TIMEOUT_S)
     connect_kwargs: dict = {"banner_timeout": banner_s}
     if host.key_file:
-        connect_kwargs.update(key_filename=os.path.expanduser(host.key_file), look_for_keys=False,
-                              allow_agent=False)
+        connect_kwargs.update(key_filename=_key_file(host), look_for_keys=False, allow_agent=False)
     config = Config(overrides={"load_ssh_configs": host.key_file is None, "run": {"in_stream": False}})
     conn = HostConnection(address, user=user, port=port, gateway=gateway, config=config,
                           connect_timeout=max(1, round(host.connect_timeout)), connect_kwargs=connect_kwargs,

@@ -15,7 +15,7 @@ import shlex
 from dataclasses import asdict, dataclass, field
 
 from ..config.inventory import HostConfig
-from . import facts
+from . import facts, hostscripts
 
 _VERSIONS = ("import importlib.metadata as m\n"
              "for p in ('sglang', 'torch'):\n"
@@ -43,8 +43,7 @@ def environment_command(host: HostConfig, python: str, workdir: str) -> str:
     """One script printing the facts between ``=== mtp-remote:NAME`` markers (``workdir`` resolved)."""
     py = shlex.quote(python)
     if host.is_sim:
-        ver = "".join(f"{k}={shlex.quote(host.env[k])} " for k in ("SGLANG_SIM_VERSION",) if k in host.env)
-        versions = f"echo sglang $(env {ver}{py} -m mtp_remote.sim.version); echo torch -"
+        versions = f"echo sglang $({sim_version_command(host, python)}); echo torch -"
         model = "echo '{\"architectures\": []}'"
     else:
         versions = f"{py} -c {shlex.quote(_VERSIONS)}"
@@ -53,6 +52,13 @@ def environment_command(host: HostConfig, python: str, workdir: str) -> str:
     parts = [("versions", versions), ("gpus", f"{smi} --query-gpu=name,driver_version --format=csv,noheader"),
              ("model", model)]
     return "; ".join(f"echo '{_MARK}{name}'; {cmd} 2>/dev/null" for name, cmd in parts)
+
+
+def sim_version_command(host: HostConfig, python: str) -> str:
+    """The command that prints the SGLang release a sim host imitates (its ``SGLANG_SIM_VERSION``, else the
+    sim's default): every check that lints or chooses by release reads a sim host's release from it."""
+    ver = "".join(f"{k}={shlex.quote(host.env[k])} " for k in ("SGLANG_SIM_VERSION",) if k in host.env)
+    return f"env {ver}{shlex.quote(python)} -m mtp_remote.sim.version"
 
 
 def parse_environment(output: str, *, simulated: bool = False) -> EnvFacts:
@@ -85,6 +91,6 @@ def parse_environment(output: str, *, simulated: bool = False) -> EnvFacts:
 
 def get_environment(c, host: HostConfig, python: str) -> EnvFacts:
     """Run :func:`environment_command` on ``c`` (one command) and parse it."""
-    workdir = facts.resolve_path(facts.get_home(c), host.workdir)
+    workdir = hostscripts.read_workdir(c, host.workdir).path  # ~ resolved; our subdirectory of a shared one
     r = c.run(environment_command(host, python, workdir), hide=True, warn=True, in_stream=False)
     return parse_environment(r.stdout, simulated=host.is_sim)

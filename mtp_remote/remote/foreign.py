@@ -40,8 +40,57 @@ class ForeignProcess:
         return asdict(self)
 
     def describe(self) -> str:
+        """``PID 42 (server, user bob, 31 s old, 20480 MiB GPU): python -m sglang.launch_server --model-path
+        /m --port 30000``: the command line by :func:`brief_command`, never cut inside an argument."""
         mem = f", {self.gpu_mib} MiB GPU" if self.gpu_mib else ""
-        return f"PID {self.pid} ({self.kind}, user {self.user}, {self.age_s} s old{mem}): {self.args[:120]}"
+        return f"PID {self.pid} ({self.kind}, user {self.user}, {self.age_s} s old{mem}): {brief_command(self.args)}"
+
+
+#: The arguments that tell an operator which server a process is: kept (with their value) when a long
+#: command line is shortened.
+KEY_FLAGS = ("--model-path", "--model", "--port", "--host", "--tp-size", "--tp", "--dp-size", "--served-model-name",
+             "--speculative-algorithm", "--base-gpu-id", "--nccl-port")
+
+
+def brief_command(args: str, limit: int = 200) -> str:
+    """A command line (as ps joins it: words separated by spaces) at most about ``limit`` characters long,
+    shortened by whole words only: the program and its module, then every :data:`KEY_FLAGS` flag with its
+    value (``--port 30021``, ``--port=30021``), then the other words while they fit (a flag with its value or
+    not at all); ``…`` where arguments were left out and ``(+N more arguments)`` at the end. A line within
+    ``limit`` is returned whole."""
+    if len(args) <= limit:
+        return args
+    words = args.split(" ")
+    keep = [False] * len(words)
+    head = 3 if len(words) > 2 and words[1] == "-m" else 1
+    for i in range(min(head, len(words))):
+        keep[i] = True
+    for i, w in enumerate(words):
+        name = w.split("=", 1)[0]
+        if name in KEY_FLAGS:
+            keep[i] = True
+            if "=" not in w and i + 1 < len(words) and not words[i + 1].startswith("--"):
+                keep[i + 1] = True
+    size = sum(len(w) + 1 for w, k in zip(words, keep) if k)
+    i = 0
+    while i < len(words):  # the rest in order, a flag together with its value, while they fit
+        end = i + 2 if words[i].startswith("--") and i + 1 < len(words) and not words[i + 1].startswith("--") else i + 1
+        if not any(keep[i:end]):
+            cost = sum(len(w) + 1 for w in words[i:end])
+            if size + cost > limit:
+                break
+            keep[i:end] = [True] * (end - i)
+            size += cost
+        i = end
+    left = keep.count(False)
+    shown_words: list[str] = []
+    for i, (w, k) in enumerate(zip(words, keep)):
+        if k:
+            shown_words.append(w)
+        elif i == 0 or keep[i - 1]:
+            shown_words.append("…")  # where arguments were left out
+    shown = " ".join(shown_words)
+    return shown + (f" (+{left} more argument{'s' if left != 1 else ''})" if left else "")
 
 
 def server_kind(argv: tuple[str, ...] | list[str]) -> str | None:

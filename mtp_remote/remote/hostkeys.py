@@ -24,6 +24,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import HostKeyError
+from ..files import InputTooLarge, read_bounded
+
 MARKERS = ("@cert-authority", "@revoked")
 
 #: How ``ssh-keygen -l`` names key types (the part in parentheses).
@@ -142,13 +145,22 @@ def parse_known_hosts(text: str, path: Path | str = "known_hosts") -> KnownHosts
     return kh
 
 
+#: The largest known_hosts file read (bytes): ~200,000 keys; ``known_hosts: /dev/zero`` is refused, not read whole.
+MAX_KNOWN_HOSTS_BYTES = 64 << 20
+
+
 def load_known_hosts(path: Path | str) -> KnownHosts:
-    """Read and parse ``path`` (through a symlink); a missing file is an empty KnownHosts."""
+    """Read and parse ``path`` (through a symlink; at most :data:`MAX_KNOWN_HOSTS_BYTES`); a missing file is an
+    empty KnownHosts. Raises HostKeyError naming the file when it is larger."""
     p = Path(os.path.expanduser(str(path)))
     try:
-        text = p.read_text(errors="replace")
+        text = read_bounded(p, MAX_KNOWN_HOSTS_BYTES).decode("utf-8", errors="replace")
     except FileNotFoundError:
         text = ""
+    except InputTooLarge as e:
+        raise HostKeyError(f"{p}: {e}; not a known_hosts file (set `known_hosts` for this host)") from None
+    except OSError as e:
+        raise HostKeyError(f"{p}: cannot read the known_hosts file ({e.strerror})") from None
     return parse_known_hosts(text, p)
 
 

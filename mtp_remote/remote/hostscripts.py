@@ -101,12 +101,46 @@ def _pairs(output: str) -> tuple[dict[str, str], list[str]]:
     return kv, lines
 
 
+# -- workdir ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class WorkdirReport:
+    """What workdir.sh found. ``path``: the directory we work in (the configured one when it is private, else
+    our ``uid-UID`` subdirectory of it); ``result``: ok, missing, not-private, cannot-create, not-writable or
+    no-result; ``detail``: the text after a ``not-private``. ``lock``: acquired, held, or "" when not asked;
+    ``holder``: the held lock's first line; ``lock_old``: the lock file is over a minute old; ``lock_foreign``:
+    the lock is not a file of ours (never trusted, never taken over)."""
+
+    path: str
+    result: str
+    detail: str = ""
+    lock: str = ""
+    holder: str = ""
+    lock_old: bool = False
+    lock_foreign: bool = False
+
+
+def read_workdir(c, configured: str) -> WorkdirReport:
+    """Where we work on the host for the ``configured`` workdir, found without creating anything (one round
+    trip: ``workdir.sh read``)."""
+    return parse_workdir(run_script(c, "workdir.sh", [configured, "read"]).stdout)
+
+
+def parse_workdir(output: str) -> WorkdirReport:
+    """Parse workdir.sh's output."""
+    kv, lines = _pairs(output)
+    result, _, detail = kv.get("result", "no-result").partition(" ")
+    return WorkdirReport(path=kv.get("workdir", ""), result=result, detail=detail, lock=kv.get("lock", ""),
+                         holder=kv.get("holder", ""), lock_old="lock-old" in lines,
+                         lock_foreign="lock-foreign" in lines)
+
+
 # -- launch -------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class LaunchReport:
     """What launch.sh saw. ``result``: ok, port-in-use, exited, record-failed, cannot-write-record,
-    cannot-write-workdir, no-workdir, bad-template, or ``no-result`` when the script said nothing.
+    cannot-write-workdir, no-workdir, not-private, bad-template, or ``no-result`` when the script said nothing.
     Identity fields are set only when ``result`` is ok; ``start_ticks`` in clock ticks after boot."""
 
     result: str
@@ -159,6 +193,7 @@ class StopReport:
     refused: str = ""
     members: list[int] = field(default_factory=list)
     orphans: list[int] = field(default_factory=list)
+    strangers: list[int] = field(default_factory=list)  # in the leaderless group but not ours: left alone
     signals: list[str] = field(default_factory=list)
     gpu_mib_held: int = 0
     exit_s: float = 0.0
@@ -186,7 +221,7 @@ def parse_stop(output: str) -> StopReport:
     return StopReport(
         found=kv.get("found", "none"), pid=num("pid"), pgid=num("pgid"), reason=kv.get("reason", ""),
         refused=kv.get("refused", ""), members=sorted(ints(kv.get("members", ""))),
-        orphans=sorted(ints(kv.get("orphans", ""))),
+        orphans=sorted(ints(kv.get("orphans", ""))), strangers=sorted(ints(kv.get("strangers", ""))),
         signals=[line.split(" ", 1)[1] for line in lines if line.startswith("signal ")],
         gpu_mib_held=num("gpu_mib"), exit_s=num("exit_cs") / 100, gpu_release_s=num("gpu_release_cs") / 100,
         record_json=rec, error=result[len("error "):] if result.startswith("error") else "",

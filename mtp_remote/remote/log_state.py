@@ -151,10 +151,11 @@ class StateScan:
         return self._unknown()
 
     def _first_valid(self, sig: Signature) -> re.Match | None:
-        if sig.needs and not any(self.text.find(lit, self.after, self.end) >= 0 for lit in sig.needs):
+        begin = 0 if sig.before_ready else self.after  # a failed warmup stands whatever ready line follows it
+        if sig.needs and not any(self.text.find(lit, begin, self.end) >= 0 for lit in sig.needs):
             return None
         first = None
-        for n, m in enumerate(sig.regex.finditer(self.text, self.after, self.end)):
+        for n, m in enumerate(sig.regex.finditer(self.text, begin, self.end)):
             if n >= 64:
                 break
             if self._skipped(m.start()):
@@ -170,8 +171,8 @@ class StateScan:
 
     def _describe(self, sig: Signature, m: re.Match) -> dict:
         groups = {k: v for k, v in m.groupdict().items() if v is not None}
-        if "port2" in groups:  # a second spelling of the port in one pattern
-            groups.setdefault("port", groups.pop("port2"))
+        for key in [k for k in groups if k[-1:] in ("2", "3")]:  # another spelling of a group in one pattern
+            groups.setdefault(key[:-1], groups.pop(key))
         line = line_at(self.text, m.start())
         cls, hint = sig.cls, sig.hint
         if sig.phase == "launch" and m.start() >= self.serving_from:

@@ -13,13 +13,15 @@ launches is judged, and its milestones and decode stats read, by the last one.
 
 The log's *final state*: a fatal signature after the last ``The server is fired up and ready to roll!``
 line wins over ``ready``; a fatal line before it is history (the server still came up), except a failed
-bind of the HTTP port (``signatures.HTTP_BIND_FAILED``), fatal wherever it stands. Launch-time errors
+bind of the HTTP port (``signatures.HTTP_BIND_FAILED``), fatal wherever it stands, and a failed warmup
+(``before_ready`` signatures), which the ready line after it does not undo. Launch-time errors
 seen after serving began are ``scheduler_died``; request-level tracebacks (``Exception in ASGI
 application``) and errors followed by progress are not fatal; a traceback no signature knows is at least a
 fatal ``unknown`` (see :mod:`mtp_remote.remote.signatures`). After ``SIGTERM received`` the state is
 ``stopping``, then ``stopped`` (drain finished with 0 requests) or ``drain_stuck`` (N > 0 repeated); a fatal
 line before the SIGTERM still wins. Without a ready line and without a fatal line the server is
-``starting``. ``docs/CLASSIFIER.md`` lists every class with an example.
+``starting``, unless the text holds no SGLang line at all (:data:`SGLANG_LINE`: not an SGLang log, or not
+yet one): ``no_sglang_lines``, which is not fatal (a server may print other lines before its first). ``docs/CLASSIFIER.md`` lists every class with an example.
 """
 
 from __future__ import annotations
@@ -45,6 +47,11 @@ MILESTONE_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
     ("ready", re.compile(re.escape(READY_LINE))),
 )
 MILESTONE_NAMES = tuple(name for name, _ in MILESTONE_PATTERNS)
+#: A line only an SGLang server (or its launcher) writes: SGLang's logger prefix ``[2026-11-02 09:14:47 TP0]``,
+#: its ``server_args=ServerArgs(`` line, argparse's ``usage: launch_server.py``/``python -m sglang...``, a traceback through ``sglang/`` sources, a ``sglang::`` process name.
+SGLANG_LINE = re.compile(r"^\[\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?: [^\]\n]*)?\] "
+                         r"|server_args=ServerArgs\(|^usage: \S*(?:launch_server|sglang)"
+                         r"|[/\\]sglang[/\\]\S*\.py\b|sglang::|Traceback \(most recent call last\)", re.MULTILINE)
 # SGLang's prefix: "[2026-11-02 09:14:47 TP0] ..." or "[2026-11-02 09:14:47] ..." (rank suffix optional).
 _TIMESTAMP = re.compile(r"\[(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})(?:[.,]\d+)?(?: [^\]]*)?\]")
 # "Decode batch, #running-req: 8, ..." (0.5.x) and "Decode batch. #running-req: 1, ..." (0.4.x).
@@ -166,6 +173,9 @@ def classify_log(text: str, *, serving: bool = False) -> LogClassification:
         return LogClassification(cls=cls, severity="fatal" if cls == "drain_stuck" else "ok",
                                  hint=STATE_HINTS[cls].format(n=n), fatal_line=None, **common)
     cls = "ready" if scan.ready_at >= 0 else "starting"
+    if cls == "starting" and not milestones and text.strip() and not SGLANG_LINE.search(text):
+        return LogClassification(cls="no_sglang_lines", severity="ok", hint=STATE_HINTS["no_sglang_lines"],
+                                 fatal_line=None, **common)
     warning = scan.warning()
     if warning is not None:
         sig, m = warning

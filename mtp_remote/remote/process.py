@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from ..errors import RemoteError, StopError
+from ..files import loads_json
 from . import facts, hostscripts
 from .commands import mask_argv
 
@@ -59,7 +60,7 @@ class ServerRecord:
 
     @classmethod
     def from_json(cls, text: str) -> ServerRecord:
-        data = json.loads(text)
+        data = loads_json(text)
         if "cmdline" in data:  # records from before masking kept the full command line
             data["cmdline"] = mask_argv([str(a) for a in data["cmdline"]])
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
@@ -87,8 +88,14 @@ class StopResult:
     reason: str = ""
     kill_reason: str = ""  # why SIGTERM was not enough (the drain bound and what the server's log said)
     unlocked: bool = False  # the run's host lock was released in the same step (``unlock=``)
+    strangers: list[int] = field(default_factory=list)  # in the old process group, not ours: never signalled
 
     def describe(self) -> str:
+        return self._describe() + (f"; PIDs {self.strangers} hold its old process group number but are not ours "
+                                   f"(started before it, or another command line): left alone"
+                                   if self.strangers else "")
+
+    def _describe(self) -> str:
         if self.found == "none":
             return "no server recorded"
         if self.found == "not-ours":
@@ -108,8 +115,15 @@ def _run(c, cmd: str, *, warn: bool = True):
 
 
 def read_record_command(workdir: str) -> str:
+    """Print server.json and server.children — each only when it is a file of ours (never through a symlink,
+    never one another user planted)."""
     wd = shlex.quote(workdir)
-    return f"cat {wd}/{RECORD} 2>/dev/null; printf '\\n--children--\\n'; cat {wd}/{CHILDREN} 2>/dev/null"
+
+    def ours(name: str) -> str:
+        f = f"{wd}/{name}"
+        return f"{{ [ -f {f} ] && [ ! -L {f} ] && [ -O {f} ] && cat {f}; }} 2>/dev/null"
+
+    return f"{ours(RECORD)}; printf '\\n--children--\\n'; {ours(CHILDREN)}"
 
 
 def parse_record(output: str) -> ServerRecord | None:
@@ -139,7 +153,8 @@ def write_record(c, workdir: str, rec: ServerRecord) -> None:
     Used by tests and tools that adopt a process; launch.sh writes its own record on the host."""
     wd = shlex.quote(workdir)
     ident = f"{rec.pid} {rec.pgid} {rec.start_ticks} {rec.boot_id or '-'} {rec.cmdline_sha256 or '-'}"
-    script = (f"umask 077; IFS= read -r ident; cat > {wd}/{RECORD}.tmp.$$ && "
+    script = (f"umask 077; set -C; rm -f {wd}/{RECORD}.tmp.$$ {wd}/{IDENT}.tmp.$$ {wd}/{PIDFILE}.tmp.$$; "
+              f"IFS= read -r ident; cat > {wd}/{RECORD}.tmp.$$ && "
               f"printf '%s\\n' \"$ident\" > {wd}/{IDENT}.tmp.$$ && printf '%s\\n' {rec.pid} > {wd}/{PIDFILE}.tmp.$$ && "
               f"mv -f {wd}/{RECORD}.tmp.$$ {wd}/{RECORD} && mv -f {wd}/{IDENT}.tmp.$$ {wd}/{IDENT} && "
               f"mv -f {wd}/{PIDFILE}.tmp.$$ {wd}/{PIDFILE}")
@@ -258,7 +273,7 @@ def stop_server(c, workdir: str, smi: str, *, term_s: float = 60.0, gpu_release_
                      members=sorted(set(rep.members) | set(rep.orphans)), exit_s=rep.exit_s,
                      gpu_release_s=rep.gpu_release_s, gpu_mib_held=rep.gpu_mib_held,
                      log_path=rec.log_path if rec else None, reason=rep.refused or rep.reason,
-                     unlocked=rep.unlocked)
+                     unlocked=rep.unlocked, strangers=rep.strangers)
     if rec is not None and "KILL" in rep.signals and "TERM" in rep.signals:
         res.kill_reason = _kill_reason(c, rec, bound, drain_s, drain_name)
         if on_progress:

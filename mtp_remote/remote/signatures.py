@@ -22,6 +22,9 @@ The table is a set of signature *families* with fallbacks, not a closed list of 
   print the ready line. That ready line is the other server's answer, not this server's readiness.
 - ``wraps=True`` marks a message that wraps another error (``Capture cuda graph failed: <cause>``): the
   ``cause`` group is classified again with this table and names the class when it matches.
+- ``before_ready=True`` marks a launch failure that a ready line printed after it does not undo: a failed
+  warmup. Releases that warm up in a thread (and with several warmup requests) log the ready line after a
+  warmup request failed; the server is not usable then, whatever that line says.
 - ``generic=True`` marks a line that only says *that* a process died (``Received sigquit from a child
   process``): when a complete traceback with nothing after it precedes it, that traceback's exception names
   the death in the hint (the class stays ``scheduler_died``).
@@ -63,6 +66,7 @@ class Signature:
     anywhere: bool = False
     wraps: bool = False
     generic: bool = False
+    before_ready: bool = False
     needs: tuple[str, ...] = ()
     regex: re.Pattern = field(init=False, repr=False, compare=False)
 
@@ -119,9 +123,26 @@ SIGNATURES: tuple[Signature, ...] = (
        "hybrid model + speculative decoding + radix cache: add --disable-radix-cache (or use "
        "--mamba-scheduler-strategy extra_buffer with SGLANG_ENABLE_SPEC_V2=1 on a release that supports it)",
        phase="launch"),
+    # --chat-template / --completion-template naming neither a built-in template nor a file on the host
+    # (template_manager.py: "Chat template X is not a built-in template name or a valid chat template file path.");
+    # a .jinja path that vanished between the check and the open is a FileNotFoundError naming the file. Listed
+    # before model_not_found: a template under /models/ is still a template.
+    _S("config_error", "fatal",
+       r"(?P<kind>Chat|Completion) template (?P<value>.{0,300}?) is not a built-in template name"
+       r"|(?:FileNotFoundError|OSError|TemplateNotFound)\b.{0,200}?(?P<value2>'[^'\n]*(?:\.jinja|template)[^'\n]*'"
+       r"|\S*\.jinja\b)"
+       r"|(?i:(?:chat|completion)[ _-]template)\S*:? (?:file )?(?:not found|does not exist)(?::? (?P<value3>\S+))?",
+       "--chat-template (or --completion-template) {value} is neither a built-in template name nor a file on the "
+       "host: fix the path (the server reads it on the host, relative to its working directory) or give a "
+       "built-in name", phase="launch", needs=("template name", ".jinja", "template", "Template")),
     _S("unsupported_architecture", "fatal",
        r"Model architectures? .{0,200}?(?:are|is) not supported"
-       r"|does not recognize this architecture",
+       r"|does not recognize this architecture"
+       # model_loader/utils.py: no native model class and the Transformers fallback cannot serve it (spelled
+       # "SGlang" in some releases); the warning "has no SGLang implementation, falling back to Transformers"
+       # alone is not fatal (:data:`SIGNATURES` warnings)
+       r"|has no (?i:sglang) implementation and|Transformers implementation of \S+ is not compatible with (?i:sglang)"
+       r"|Unrecognized configuration class",
        "this SGLang/transformers release does not know the model's architecture: upgrade SGLang "
        "(and transformers) on the host, or check config.json `architectures`", phase="launch"),
     _S("model_not_found", "fatal",
@@ -221,9 +242,9 @@ SIGNATURES: tuple[Signature, ...] = (
        "the server stopped answering (detokenizer/scheduler heartbeat lost): restart it and read the "
        "lines above for the scheduler's error"),
     _S("warmup_failed", "fatal",
-       r"Initialization failed\. warmup error|[Ww]armup (?:failed|error)",
+       r"Initialization failed\. warmup error|[Ww]arm[ -]?up (?:request )?(?:failed|error)|[Ff]ailed to warm[ -]?up",
        "the warmup request failed: read the traceback above it; try --skip-server-warmup only to debug",
-       phase="launch", needs=("armup",)),
+       before_ready=True, needs=("armup", "arm up", "arm-up")),
     _S("config_error", "fatal",
        r"^(?:ValueError|AssertionError|NotImplementedError|TypeError)(?:: .+|\s*$)",  # a bare `assert` has no text
        "SGLang rejected the server arguments: fix the flag combination named in the message", phase="launch"),
@@ -257,6 +278,10 @@ SIGNATURES: tuple[Signature, ...] = (
        r"(?i:watchdog timeout) \([^)\n]*self\.soft=True",
        "a scheduler step took longer than --soft-watchdog-timeout; the soft watchdog only dumped stacks (no kill): "
        "look for a slow GPU or a stuck NCCL collective if it repeats"),
+    _S("transformers_fallback", "warning",
+       r"has no (?i:sglang) implementation, falling back to Transformers",
+       "the model's architecture has no native SGLang implementation: it runs on the slower Transformers backend, "
+       "where speculative decoding and CUDA graphs may be unsupported"),
     _S("prefill_oom", "warning",
        r"Prefill out of memory",
        "prefill ran out of memory: lower --chunked-prefill-size or --max-running-requests"),
@@ -300,6 +325,8 @@ SHUTDOWN_DONE = re.compile(r"Finished server process|Application shutdown comple
 STATE_HINTS: dict[str, str] = {
     "ready": "server is ready",
     "starting": "server is still starting: keep waiting, or read the last milestone",
+    "no_sglang_lines": ("found no SGLang lines in this text (no [date time] log prefix, no server_args=, no "
+                        "launch_server usage or traceback): is it an SGLang server log?"),
     "stopping": "server received SIGTERM and is draining its requests",
     "stopped": "server was stopped cleanly (SIGTERM, drain finished with 0 requests left)",
     "drain_stuck": ("server received SIGTERM but {n} request(s) never finish draining; SGLang waits on them with "

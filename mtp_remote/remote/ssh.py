@@ -175,7 +175,9 @@ class HostConnection(Connection):
     """A Fabric ``Connection`` with host-key checking, bounded reconnects and clear failures (see module).
 
     ``host_label`` names the inventory host in messages; ``reconnect_s`` bounds the time spent reconnecting
-    after a drop (seconds); ``banner_s`` the wait for the server's SSH banner."""
+    after a drop (seconds), counted from the moment the drop was found, across every later step that needs the
+    connection (the stop, the log copy, the lock's release each try again, but within the same bound: it is
+    what the user waits); ``banner_s`` the wait for the server's SSH banner."""
 
     def __init__(self, *args, host_label: str, reconnect_s: float, banner_s: float,
                  known: KnownHosts | None = None, **kwargs):
@@ -186,6 +188,7 @@ class HostConnection(Connection):
                   lost=None,  # the TransportLost once a reconnect gave up
                   drops=0,  # times an open connection was found dead
                   reopened_at=None,  # time.monotonic() of the last successful reconnect
+                  dropped_at=None,  # time.monotonic() when the current outage was found (None: connected)
                   _open_lock=threading.RLock())
 
     @property
@@ -215,11 +218,12 @@ class HostConnection(Connection):
             if self.lost is not None:
                 raise self.lost
             first = self.generation == 0
-            if not first:
-                self._set(drops=self.drops + 1)
+            if not first and self.dropped_at is None:
+                self._set(drops=self.drops + 1, dropped_at=time.monotonic())
                 log.info("SSH connection to %s dropped; reconnecting (up to %.0f s)", self.where, self.reconnect_s)
-            deadline = time.monotonic() + self.reconnect_s
-            attempt, delay, t0 = 0, 0.25, time.monotonic()
+            t0 = time.monotonic() if first else self.dropped_at
+            deadline = t0 + self.reconnect_s
+            attempt, delay = 0, 0.25
             while True:
                 attempt += 1
                 try:
@@ -234,7 +238,9 @@ class HostConnection(Connection):
                                                 user=self.user)
                     with_retry = transient and (attempt < 3 if first else time.monotonic() + delay < deadline)
                     if not with_retry:
-                        with_retry_note = "" if first else f"; gave up reconnecting after {time.monotonic() - t0:.0f} s"
+                        with_retry_note = "" if first else (
+                            f"; gave up reconnecting {time.monotonic() - t0:.0f} s after the drop (the bound: "
+                            f"{self.reconnect_s:.0f} s, 3 × connect_timeout)")
                         if first:
                             raise ConnectError(cause, host=self.host_label) from None
                         self._set(lost=TransportLost(f"SSH connection to {self.where} lost: {cause}{with_retry_note}",
@@ -243,7 +249,7 @@ class HostConnection(Connection):
                     log.debug("SSH connect attempt %d to %s: %s; retrying in %.2f s", attempt, self.where, cause, delay)
                     time.sleep(delay)
                     delay = min(delay * 2, 4.0)
-            self._set(generation=self.generation + 1)
+            self._set(generation=self.generation + 1, dropped_at=None)
             if not first:
                 self._set(reopened_at=time.monotonic())
                 log.info("SSH connection to %s re-opened in %.2f s", self.where, time.monotonic() - t0)
@@ -264,8 +270,11 @@ class HostConnection(Connection):
                 t.close()
 
     def revive(self) -> bool:
-        """One more bounded reconnect after the connection was marked lost; True when connected again."""
+        """One more reconnect after the connection was marked lost, within what is left of the drop's bound
+        (none left: False at once, so the steps after a lost connection add no wait); True when connected."""
         with self._open_lock:
+            if self.dropped_at is not None and time.monotonic() >= self.dropped_at + self.reconnect_s:
+                return False
             self._set(lost=None)
             try:
                 self.open()

@@ -80,7 +80,7 @@ def render_prometheus(doc: dict) -> str:
              "# HELP mtp_remote_last_run_timestamp_seconds End of the last run (Unix time, seconds).",
              "# TYPE mtp_remote_last_run_timestamp_seconds gauge",
              f"mtp_remote_last_run_timestamp_seconds{{{who}}} {ts_s:.3f}",
-             "# HELP mtp_remote_exit_code Exit code of the last run (0 healthy, 1 corrupt/failed profile, 2 not done).",
+             "# HELP mtp_remote_exit_code Exit code of the last run (0 healthy, 1 corrupt/failed profile, 2 not done, 3 inconclusive).",
              "# TYPE mtp_remote_exit_code gauge", f"mtp_remote_exit_code{{{who}}} {doc.get('exit_code', 2)}"]
     if doc.get("regression") is not None:
         n_reg = sum(1 for c in doc["regression"].get("checks", []) if c.get("regressed"))

@@ -55,13 +55,16 @@ def verdict_table(doc: dict) -> Table:
     return t
 
 
-#: Width of tables when the output is not a terminal (logs, CI, pipes).
-PIPE_WIDTH = 160
+#: Width of the console when the output is not a terminal (logs, CI, pipes, a file): wider than any table, so a
+#: table keeps every cell on one line at its natural width instead of squeezing a column until a flag or a
+#: path breaks mid-word (a file has no right margin; a reader's pager or editor scrolls).
+PIPE_WIDTH = 100_000
 
 
 def make_console(stderr: bool = False) -> Console:
-    """A rich console. Outside a terminal (logs, CI, pipes): tables 160 columns wide, and lines are never
-    wrapped (``soft_wrap``), so a flag or a command to copy is never split across lines; no colour codes."""
+    """A rich console. Outside a terminal (logs, CI, pipes, files): tables at their natural width (each cell on
+    one line, :data:`PIPE_WIDTH`), and lines are never wrapped (``soft_wrap``), so a flag, a path or a command
+    to copy is never split across lines; no colour codes."""
     stream = sys.stderr if stderr else sys.stdout
     tty = stream.isatty()
     return Console(stderr=stderr, width=None if tty else PIPE_WIDTH, soft_wrap=not tty, log_path=False)
@@ -104,7 +107,9 @@ def next_step(doc: dict, run_dir, *, inventory=None) -> str:
     if failed:
         first = kinds[failed[0]]
         runbook = RUNBOOK["launch"] if first.startswith("launch-failed") else RUNBOOK["crashed"]
-        return (f"{', '.join(failed)} failed: `mtp-remote classify-log {run_dir}/logs/{failed[0]}.log`; "
+        report = ("" if first.startswith("launch-failed") else
+                  f"; a server that fails while serving is a bug worth reporting: `mtp-remote bug-report {run}`")
+        return (f"{', '.join(failed)} failed: `mtp-remote classify-log {run_dir}/logs/{failed[0]}.log`{report}; "
                 f"see {runbook}")
     # -H: without it, mitigate and --resume act on the inventory's default host, not the one this run was on
     host = (doc.get("host") or {}).get("name")
@@ -116,9 +121,19 @@ def next_step(doc: dict, run_dir, *, inventory=None) -> str:
         need = [c["samples_needed"] for v in doc.get("verdicts", []) if v.get("kind") == "inconclusive"
                 for c in v.get("comparisons") or [] if c.get("samples_needed")]
         prompts = len((doc.get("playbook") or {}).get("prompts") or [])
+        design = doc.get("design") or {}
+        first = design.get("first_rounds")
+        stages = [first * 2 ** s for s in range(int(design.get("resumes") or 0) + 1)] if first else []
+        later = [j for j in stages if j > int(design.get("rounds") or first or 0)]
+        if design and not later:
+            return (f"this run's design has no look left (compare.resumes, fixed at its first run): start a new run "
+                    f"with more samples, e.g. `mtp-remote diagnose{on} --samples N`")
         if need and prompts:  # --samples is per prompt at T > 0; the evidence counts samples per arm
-            per = -(-max(need) // prompts)
-            return (f"add samples: `mtp-remote diagnose --resume {run}{on} --samples {per}` ({per} per prompt x "
+            want = -(-max(need) // prompts)
+            per = next((j for j in later if j >= want), later[-1]) if later else want
+            look = " (the design's next look that gets there)" if later and per >= want else \
+                " (the design's last look)" if later else ""
+            return (f"add samples: `mtp-remote diagnose --resume {run}{on} --samples {per}`{look} ({per} per prompt x "
                     f"{prompts} prompts = {per * prompts} per arm at each T > 0; the evidence asks for about "
                     f"{max(need)})")
         return f"add samples: `mtp-remote diagnose --resume {run}{on} --samples N` (N per prompt; the evidence says how many per arm)"

@@ -17,6 +17,7 @@ from .. import __version__
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
 from ..errors import ConfigError
+from ..files import InputTooLarge, JsonTooDeep, load_json_file
 from ..remote.commands import mask_secrets, playbook_secrets
 from .accounting import time_split, token_accounting
 
@@ -72,6 +73,7 @@ def build_summary(*, run_id: str, host: HostConfig, playbook: Playbook, profile_
             "profiles": {n: {"flags": p.flags, "speculative": p.speculative} for n, p in playbook.profiles.items()},
             "prompts": [p.model_dump() for p in playbook.prompts], "temperatures": playbook.temperatures,
             "samples": playbook.samples, "greedy_samples": playbook.greedy_samples, "max_tokens": playbook.max_tokens, "api": playbook.api,
+            "top_p": playbook.top_p, "seed": playbook.seed, "prompt_template": playbook.prompt_template,
             "alpha": playbook.compare.alpha, "margin": playbook.compare.margin,
         },
         "profiles": [_profile_dict(pr) for pr in profile_runs],
@@ -124,9 +126,13 @@ def load_summary(path: str | Path) -> dict:
     if p.is_dir():
         p = p / "summary.json"
     try:
-        doc = json.loads(p.read_text())
+        doc = load_json_file(p)
     except FileNotFoundError:
         raise ConfigError("no summary.json here", file=str(p)) from None
+    except (InputTooLarge, JsonTooDeep) as e:
+        raise ConfigError(str(e), file=str(p)) from None
+    except OSError as e:
+        raise ConfigError(f"cannot read: {e.strerror}", file=str(p)) from None
     except ValueError as e:
         raise ConfigError(f"not valid JSON: {e}", file=str(p)) from None
     if doc.get("schema_version", 0) > SCHEMA_VERSION:

@@ -1,9 +1,12 @@
 """Render ``report.html``: one self-contained page (inline CSS, plots as base64 PNG) from a summary document.
 
-Plots (matplotlib, Agg backend): loop rate per profile and temperature with 95 % Wilson intervals;
-acceptance length and tokens/s per cell, over all and over non-looping samples; a histogram of loop onsets
-(token index where the loop starts). Pure apart from rendering: reads the document and samples, never the
-network.
+Plots (matplotlib, Agg backend): loop rate per profile and temperature with 95 % Wilson intervals, each
+bar labelled with its count (k/n) and, for a speculative profile, the p-value of its comparison with the
+baseline at that temperature; acceptance length and tokens/s per cell, over all and over non-looping
+samples; a histogram of loop onsets (token index where the loop starts), one series per profile and
+temperature. Tables beside them: loops per prompt (:func:`per_prompt_loops`). Times read as
+``2026-12-02 10:15:03 UTC`` (:func:`mtp_remote.report.markdown.readable_time`). Pure apart from rendering:
+reads the document and samples, never the network.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from .markdown import REPORT_GLOBALS, worst_samples
 
 def _png(fig) -> str:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     import matplotlib.pyplot as plt
 
     plt.close(fig)
@@ -37,18 +40,71 @@ def plots(doc: dict, samples: list[dict]) -> dict[str, str]:
     if not cells:
         return {}
     out = {}
-    out["loop_rate"] = _png(loop_rate_figure(cells))
+    out["loop_rate"] = _png(loop_rate_figure(cells, bar_p_values(doc)))
     out["speed"] = _png(speed_figure(cells))
-
-    onsets = [(s.get("metrics") or {}).get("loop_start_token") for s in samples]
-    onsets = [o for o in onsets if o is not None]
-    if onsets:
-        fig, ax = plt.subplots(figsize=(6, 2.6))
-        ax.hist(onsets, bins=min(30, max(5, len(onsets) // 2)))
-        ax.set_xlabel("loop onset (token index)")
-        ax.set_ylabel("samples")
-        out["onset"] = _png(fig)
+    series = onset_series(samples)
+    if series:
+        out["onset"] = _png(onset_figure(series, plt))
     return out
+
+
+def bar_p_values(doc: dict) -> dict[tuple[str, float], float]:
+    """``{(profile, temperature): p}``: the adjusted p-value of each speculative profile's loop comparison with
+    the baseline at that temperature (the verdict's comparisons), for the loop-rate bars."""
+    out = {}
+    for v in doc.get("verdicts") or []:
+        for r in v.get("comparisons") or []:
+            p = r.get("p_adjusted", r.get("p"))
+            if p is not None:
+                out[(v["profile"], float(r["temperature"]))] = float(p)
+    return out
+
+
+def onset_series(samples: list[dict]) -> dict[str, list[int]]:
+    """Loop onsets (token index where the loop starts) per ``"profile T=t"``, in sample order."""
+    out: dict[str, list[int]] = {}
+    for s in samples:
+        onset = (s.get("metrics") or {}).get("loop_start_token")
+        if onset is not None:
+            out.setdefault(f"{s['profile']} T={float(s['temperature']):g}", []).append(int(onset))
+    return out
+
+
+def onset_figure(series: dict[str, list[int]], plt):
+    """A histogram of loop onsets with one series (colour) per profile and temperature, on shared bins."""
+    allv = [o for v in series.values() for o in v]
+    bins = min(30, max(5, len(allv) // 2))
+    fig, ax = plt.subplots(figsize=(8, 3.4))
+    ax.hist(list(series.values()), bins=bins, label=[f"{k} (n={len(v)})" for k, v in series.items()],
+            histtype="barstacked" if len(series) > 1 else "bar")
+    ax.set_xlabel("loop onset (token index)")
+    ax.set_ylabel("looping samples")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def per_prompt_loops(doc: dict, samples: list[dict]) -> dict:
+    """Loops per prompt: ``{"columns": ["mtp T=0.7", ...], "rows": [{"prompt_id", "cells": ["3/4", ...],
+    "hot": [bool, ...]}]}`` over the latest sample of each request (degenerate as the verdict counts it: a
+    loop, or a near loop cut at ``max_tokens``); ``hot`` marks a cell where at least half the samples loop."""
+    from ..analysis.stopping import is_degenerate_record
+
+    latest: dict[tuple, dict] = {}
+    for s in samples:
+        latest[(s["profile"], float(s["temperature"]), s["prompt_id"], s.get("sample_index"))] = s
+    cols = list(dict.fromkeys((c["profile"], float(c["temperature"])) for c in doc.get("cells") or []))
+    prompts = [p.get("id") for p in (doc.get("playbook") or {}).get("prompts", [])] or \
+        list(dict.fromkeys(k[2] for k in latest))
+    rows = []
+    for pid in prompts:
+        cells, hot = [], []
+        for prof, t in cols:
+            got = [s for k, s in latest.items() if k[:3] == (prof, t, pid) and not s.get("error")]
+            k = sum(is_degenerate_record(s.get("metrics"), s.get("finish_reason")) for s in got)
+            cells.append(f"{k}/{len(got)}" if got else "–")
+            hot.append(bool(got) and 2 * k >= len(got) and k > 0)
+        rows.append({"prompt_id": pid, "cells": cells, "hot": hot})
+    return {"columns": [f"{p} T={t:g}" for p, t in cols], "rows": rows}
 
 
 #: Inches per bar group / per cell, and the figure width limits (inches), so labels keep their room.
@@ -64,9 +120,10 @@ def _fit_labels(ax, n: int, *, rotate_over: int = 4) -> None:
             label.set_rotation_mode("anchor")
 
 
-def loop_rate_figure(cells: list[dict]):
-    """Bars of loop rate per profile (colour) and temperature (group) with 95 % Wilson intervals; the
-    figure widens with the number of bars and the legend moves outside past 4 profiles."""
+def loop_rate_figure(cells: list[dict], p_values: dict[tuple[str, float], float] | None = None):
+    """Bars of loop rate per profile (colour) and temperature (group) with 95 % Wilson intervals, each bar
+    labelled with ``k/n`` and, where ``p_values`` has its (profile, temperature), ``p=…``; the figure widens
+    with the number of bars and the legend moves outside past 4 profiles."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -75,10 +132,11 @@ def loop_rate_figure(cells: list[dict]):
     profiles = list(dict.fromkeys(c["profile"] for c in cells))
     temps = sorted({c["temperature"] for c in cells})
     width = 0.8 / max(1, len(profiles))
-    w = min(_MAX_W, max(6.0, 0.35 * len(profiles) * len(temps) + 2))
-    fig, ax = plt.subplots(figsize=(w, 3.2))
+    p_values = p_values or {}
+    w = min(_MAX_W, max(8.0, 0.6 * len(profiles) * len(temps) + 2))
+    fig, ax = plt.subplots(figsize=(w, 4.2))
     for i, p in enumerate(profiles):
-        xs, ys, lo, hi = [], [], [], []
+        xs, ys, lo, hi, labels = [], [], [], [], []
         for j, t in enumerate(temps):
             c = next((c for c in cells if c["profile"] == p and c["temperature"] == t), None)
             if c is None:
@@ -87,9 +145,16 @@ def loop_rate_figure(cells: list[dict]):
             ys.append(c["loop_rate"])
             lo.append(c["loop_rate"] - c["loop_ci"][0])
             hi.append(c["loop_ci"][1] - c["loop_rate"])
+            pv = p_values.get((p, float(t)))
+            count = f"{c['loops']}/{c['n']}" if "loops" in c and "n" in c else ""
+            labels.append((c["loop_ci"][1], count + (f"\np={pv:.2g}" if pv is not None else "")))
         ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, label=p)
+        for x, (top, text) in zip(xs, labels):
+            ax.annotate(text, (x, top), xytext=(0, 3), textcoords="offset points", ha="center", va="bottom",
+                        fontsize=8)
     ax.set_xticks([j + width * (len(profiles) - 1) / 2 for j in range(len(temps))], [f"T={t:g}" for t in temps])
-    ax.set_ylim(0, 1.05)
+    ax.set_ylim(0, 1.25)
+    ax.set_yticks([0, 0.25, 0.5, 0.75, 1.0])
     ax.set_ylabel("loop rate (95 % Wilson CI)")
     if len(profiles) > 4:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
@@ -132,7 +197,8 @@ def render_html(doc: dict, samples: list[dict] | None = None) -> str:
     samples = samples or []
     env = Environment(loader=PackageLoader("mtp_remote.report", "templates"), autoescape=select_autoescape(["html", "j2"]))
     env.globals.update(REPORT_GLOBALS)
-    return env.get_template("report.html.j2").render(doc=doc, plots=plots(doc, samples), worst=worst_samples(samples))
+    return env.get_template("report.html.j2").render(doc=doc, plots=plots(doc, samples), worst=worst_samples(samples),
+                                                     per_prompt=per_prompt_loops(doc, samples))
 
 
 def write_html(doc: dict, samples: list[dict], run_dir: Path) -> Path:

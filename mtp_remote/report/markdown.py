@@ -29,7 +29,7 @@ def sig(x, digits: int = 3) -> str:
 
 
 #: One line on what the A/A arm is, shared by report.md and report.html.
-AA_EXPLAINED = ("An A/A arm relaunches the baseline unchanged (at another concurrency): whatever differs between "
+AA_EXPLAINED = ("An A/A arm relaunches the baseline unchanged and samples it the same way: whatever differs between "
                 "the two is this host's run-to-run noise, not speculative decoding, so it is measured, not judged, "
                 "and sets the floors the verdicts must clear.")
 
@@ -102,7 +102,24 @@ def worst_samples(samples: list[dict]) -> list[dict]:
 
 
 #: What both templates may call.
-REPORT_GLOBALS = {"pct": pct, "num": num, "sig": sig, "arm_counts": arm_counts, "calibration_rows": calibration_rows,
+def readable_time(iso: str | None) -> str:
+    """``2026-12-02T10:15:03.123456+00:00`` -> ``2026-12-02 10:15:03 UTC`` (seconds, no microseconds; the
+    zone named); text that is no ISO time is returned as it is."""
+    from datetime import datetime, timezone
+
+    if not iso:
+        return "–"
+    try:
+        at = datetime.fromisoformat(str(iso).replace("Z", "+00:00"))
+    except ValueError:
+        return str(iso)
+    if at.tzinfo is not None:
+        at = at.astimezone(timezone.utc)
+        return at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return at.strftime("%Y-%m-%d %H:%M:%S")
+
+
+REPORT_GLOBALS = {"when": readable_time, "pct": pct, "num": num, "sig": sig, "arm_counts": arm_counts, "calibration_rows": calibration_rows,
                   "calibration_arms": calibration_arms, "kl_probes": kl_probes, "AA_EXPLAINED": AA_EXPLAINED,
                   "time_split_line": time_split_line}
 

@@ -1,4 +1,4 @@
-"""Two runs on disk compared cell by cell (finding a run and re-rendering it: :mod:`~mtp_remote.runs.rundirs`).
+"""Runs on disk: find one (``last``, a run id, a directory), re-render its reports, compare two of them.
 
 ``compare_runs(a, b)`` pairs the cells (profile, temperature) of two run directories and tests each
 difference: loop rate by Fisher's exact test (one-sided "b loops more" and two-sided), acceptance length side
@@ -9,10 +9,110 @@ by side, speed by Welch's t-test and the Mann-Whitney U test on the per-sample d
 
 from __future__ import annotations
 
+import json
+from datetime import datetime, timezone
 from pathlib import Path
 
 from ..analysis.runstats import loop_diff, speed_diff
-from .rundirs import load_run
+from ..config.validation import is_name
+from ..errors import ConfigError
+from ..experiment.sampling import latest_samples, load_samples
+from ..report.document import load_summary
+from ..report.html import write_html
+from ..report.markdown import write_markdown
+from ..report.records import cause_line
+
+
+#: The kinds of run directory, as :func:`run_kind` names them: ``run`` (a ``diagnose``/``nightly`` of one host:
+#: summary.json with cells and verdicts, what ``report``, ``compare`` and ``bug-report`` read) and
+#: ``nightly-fleet`` (``runs/fleet-<id>/``: one row per host, what ``history --group`` lists).
+RUN_KINDS = ("run", "nightly-fleet")
+
+
+def run_kind(doc: dict) -> str:
+    """The kind of a summary.json document: its ``kind`` field (fleet summaries carry one), else ``run``."""
+    return str(doc.get("kind") or "run")
+
+
+def _started(doc: dict, d: Path) -> tuple:
+    """Sort key by start time: the summary's ``started_at`` (ISO-8601 UTC), else the directory's mtime."""
+    try:
+        at = datetime.fromisoformat(str(doc["started_at"]).replace("Z", "+00:00"))
+        if at.tzinfo is None:
+            at = at.replace(tzinfo=timezone.utc)
+        return at.timestamp(), d.name
+    except (KeyError, ValueError, TypeError):
+        return d.stat().st_mtime, d.name
+
+
+def run_dirs(runs_dir: str | Path, kinds: tuple[str, ...] | None = ("run",)) -> list[Path]:
+    """Run directories under ``runs_dir`` that hold a summary.json of one of ``kinds`` (None: any), oldest
+    first by start time. Names do not order runs: ``fleet-<id>`` sorts after every dated run id, so a fleet
+    nightly would stay "last" for ever. A summary.json that cannot be read counts by its directory's mtime
+    and as kind ``run`` (the command that reads it then says what is wrong with it)."""
+    root = Path(runs_dir)
+    if not root.is_dir():
+        return []
+    found = []
+    for p in root.glob("*/summary.json"):
+        try:
+            doc = json.loads(p.read_text())
+            doc = doc if isinstance(doc, dict) else {}
+        except (OSError, ValueError):
+            doc = {}
+        if kinds is None or run_kind(doc) in kinds:
+            found.append((_started(doc, p.parent), p.parent))
+    return [d for _, d in sorted(found)]
+
+
+def resolve_run(ref: str | None, runs_dir: str | Path = "runs", kinds: tuple[str, ...] = ("run",)) -> Path:
+    """The run directory for ``ref``: ``last`` (or None) the newest run by start time among those of
+    ``kinds`` (what the calling command can read: by default a host's ``diagnose``/``nightly`` run, never a
+    fleet summary), a run id under ``runs_dir``, or a path to a run directory or its summary.json. Raises
+    ConfigError naming what exists."""
+    if ref in (None, "", "last"):
+        runs = run_dirs(runs_dir, kinds)
+        if not runs:
+            raise ConfigError("no run with a summary.json yet (`mtp-remote diagnose` writes one)", file=str(runs_dir))
+        return runs[-1]
+    p = Path(ref)
+    if p.name == "summary.json" and p.is_file():
+        return p.parent
+    if (p / "summary.json").is_file():
+        return p
+    if is_name(ref) and (Path(runs_dir) / ref / "summary.json").is_file():
+        return Path(runs_dir) / ref
+    recent = ", ".join(d.name for d in run_dirs(runs_dir, kinds)[-5:]) or "none"
+    raise ConfigError(f"no run {ref!r} (no summary.json); recent runs: {recent}; or give 'last' or a directory",
+                      file=str(runs_dir), field="RUN")
+
+
+def readable_run(run_dir: Path, kinds: tuple[str, ...], command: str) -> Path:
+    """``run_dir`` when its summary is of one of ``kinds``; else a ConfigError that says what it is and what
+    ``command`` reads (a fleet nightly's directory given to ``compare``: its hosts' runs are the ones to name)."""
+    doc = load_summary(run_dir)
+    kind = run_kind(doc)
+    if kind in kinds:
+        return run_dir
+    hosts = [h.get("run_id") for h in doc.get("hosts", []) if h.get("run_id")]
+    more = f"; its hosts' runs: {', '.join(hosts)}" if hosts else ""
+    raise ConfigError(f"{run_dir.name} is a {kind} summary, and {command} reads a host's run{more}",
+                      file=str(run_dir / "summary.json"), field="RUN")
+
+
+def load_run(run_dir: Path) -> tuple[dict, list[dict]]:
+    """(summary document, latest samples) of a run directory; samples [] when samples.jsonl is absent."""
+    return load_summary(run_dir), latest_samples(load_samples(run_dir / "samples.jsonl"))
+
+
+def rerender(run_dir: Path) -> dict[str, Path]:
+    """Write report.md and report.html of a completed run again from its summary.json and samples.jsonl
+    (e.g. after upgrading mtp-remote). Raises ConfigError for a run that did not complete (no cells)."""
+    doc, samples = load_run(run_dir)
+    if doc.get("status", "completed") != "completed":
+        raise ConfigError(f"run {doc.get('run_id')} {doc.get('status')}: {cause_line(doc)}; it has no report "
+                          f"(summary.json, junit.xml and metrics.prom say why)", file=str(run_dir / "summary.json"))
+    return {"md": write_markdown(doc, samples, run_dir), "html": write_html(doc, samples, run_dir)}
 
 
 def _speeds(samples: list[dict]) -> dict[tuple[str, float], list[float]]:

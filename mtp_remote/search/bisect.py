@@ -26,9 +26,11 @@ from pathlib import Path
 
 from ..config.playbook import Playbook, ProfileConfig
 from ..errors import ConfigError, Interrupted, MtpRemoteError
-from ..experiment.diagnose import experiment_fingerprint
-from ..experiment.sampling import latest_samples
+from ..files import load_json_file
+from ..experiment.diagnose import experiment_fingerprint, opening_line
 from ..experiment.hosts import load_config, remote_python
+from ..experiment.sampling import latest_samples
+from ..experiment.plan import plan_requests
 from ..experiment.runner import Hooks, Runner, new_run_id
 from ..experiment.sampling import load_samples
 from ..remote import connect as transport
@@ -146,7 +148,6 @@ def bisect(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yaml"
         if (doc["good"], doc["bad"]) != (good_flags, bad_flags):
             raise ConfigError(f"run {resume}'s good/bad lines no longer read the same from the playbook; resume "
                               "it with the playbook it was made with", field="--resume")
-        hooks.on_progress(f"resuming bisect {run_id}: {len(doc['tests'])} tests stored, not launched again")
     else:
         run_dir.mkdir(parents=True)
         reused = None
@@ -197,8 +198,7 @@ def bisect(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yaml"
                       profiles=[name], hooks=hooks, c=conn).run()
         doc["pending"] = None
         pr = next((r for r in runs if r.profile == name), None)
-        failure = (pr.cause or "unknown", pr.hint or "") if pr and not pr.launched and \
-            (pr.outcome or {}).get("kind") != "skipped" else None
+        failure = pr.failure() if pr else None
         verdict, _ = _judge(base.baseline, name, latest_samples(load_samples(run_dir / "samples.jsonl")), failure, base.compare.alpha)
         outcome = {"spec-corrupts-output": "fail"}.get(verdict.kind) or (
             "pass" if verdict.kind in ("healthy", "spec-slower", "spec-ineffective") else "unresolved")
@@ -210,6 +210,14 @@ def bisect(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yaml"
         return outcome
 
     conn = None
+    per_test = len(plan_requests(base, base.baseline))
+    good_name = good or pb.baseline
+    hooks.on_progress(opening_line(
+        host_cfg, base, run_id, n_requests=per_test, n_profiles=0, playbook_file=playbook, resumed=bool(resume),
+        command="bisect run",
+        planned=(f"{len(changes)} flag difference(s) from {good_name} (good) to {bad or bad_name} (bad); up to "
+                 f"{per_test} requests per test launch (budget; early stopping), one launch per test; "
+                 f"{len(doc['tests'])} test(s) stored" + (", not launched again" if resume else ""))))
     try:
         save()
         conn = c or transport.connect(host_cfg)
@@ -285,7 +293,7 @@ def _flags_of(pb: Playbook, spec: str) -> list[str]:
 
 def load_bisect(run_dir: Path) -> dict | None:
     try:
-        return json.loads((run_dir / BISECT_FILE).read_text())
+        return load_json_file(run_dir / BISECT_FILE)
     except (OSError, ValueError):
         return None
 

@@ -26,18 +26,21 @@ from ..config.inventory import HostConfig
 from ..config.playbook import Playbook, ProfileConfig
 from ..config.validation import is_name
 from ..errors import ConfigError, Interrupted, MtpRemoteError
-from ..experiment.diagnose import RUN_FILE, experiment_fingerprint
-from ..experiment.sampling import latest_samples
+from ..files import load_json_file
+from ..experiment.diagnose import RUN_FILE, experiment_fingerprint, opening_line
 from ..experiment.hosts import load_config, remote_python
+from ..experiment.sampling import latest_samples
+from ..experiment.plan import plan_requests
 from ..experiment.runner import Hooks, Runner, new_run_id
 from ..experiment.sampling import load_samples
 from ..remote import connect as transport
 from ..remote.commands import mask_secrets, playbook_secrets
 from ..remote.envfacts import EnvFacts, get_environment
 from ..report.records import cause_line
-from .candidates import Candidate, plan_candidates
+from .candidates import Candidate, parse_flags, plan_candidates
 from .ranking import (
     SPEED_CONFIDENCE,
+    beats_baseline,
     flag_changes,
     fmt_cost_ci,
     fmt_ratio_ci,
@@ -135,12 +138,13 @@ def judge_profile(baseline: str, name: str, samples: list[dict], launch_failure,
     acc = _mean(c.accept_length_nonloop if c.accept_length_nonloop is not None else c.accept_length for c in mine)
     ls, bls = _log_speed(samples, name, {c.temperature for c in mine}), \
         _log_speed(samples, baseline, {c.temperature for c in base})
-    return {"verdict": v.kind, "evidence": v.evidence,
+    return {"verdict": v.kind, "evidence": v.evidence, "base_tokens_per_s": _mean(c.tokens_per_s_nonloop for c in base),
             "loops": sum(r["spec_loops"] for r in rows) if rows else None,
             "n": sum(r["spec_n"] for r in rows) if rows else None,
             "base_loops": sum(r["base_loops"] for r in rows) if rows else None,
             "base_n": sum(r["base_n"] for r in rows) if rows else None,
-            "p": v.p_value if v.p_value is not None else (min((r["p_adjusted"] for r in rows), default=None)),
+            "p": v.p_value if v.p_value is not None else min(
+                (r["p_adjusted"] for r in rows if r.get("p_adjusted") is not None), default=None),
             "accept_length": acc, "tokens_per_s": tps,
             "log_speed": ls.to_dict() if ls else None, "base_log_speed": bls.to_dict() if bls else None,
             **speed_fields(ls, bls)}
@@ -198,7 +202,7 @@ def _reuse_check(from_dir: Path, host: HostConfig, pb: Playbook, profile: str) -
     """None when the diagnose run in ``from_dir`` was made on the same host with the same experiment (baseline
     and ``profile`` flags, prompts, sampling); else what differs."""
     try:
-        stored = json.loads((from_dir / RUN_FILE).read_text())["fingerprint"]
+        stored = load_json_file(from_dir / RUN_FILE)["fingerprint"]
     except (OSError, ValueError, KeyError):
         return f"{from_dir / RUN_FILE} is missing or unreadable"  # a whole phrase: no "differ" after it
     now = mask_secrets(experiment_fingerprint(host, pb), playbook_secrets(pb, host))
@@ -259,9 +263,11 @@ def _load_from(runs_dir: Path, from_run: str | None) -> tuple[Path | None, dict 
     _check_run_id(from_run, "--from")
     d = runs_dir / from_run
     try:
-        doc = json.loads((d / "summary.json").read_text())
+        doc = load_json_file(d / "summary.json")
     except FileNotFoundError:
         raise ConfigError(f"no diagnose run {from_run!r} in {runs_dir}/ (no summary.json)", field="--from") from None
+    except OSError as e:
+        raise ConfigError(f"cannot read: {e.strerror}", file=str(d / "summary.json")) from None
     except ValueError as e:
         raise ConfigError(f"summary.json is not valid JSON: {e}", file=str(d / "summary.json")) from None
     if doc.get("status", "completed") != "completed":  # no verdict and no samples: nothing to start from
@@ -296,7 +302,7 @@ def mitigate(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yam
         _check_run_id(resume, "--resume")
         run_dir = runs_dir / resume
         try:
-            state = json.loads((run_dir / MITIGATION_FILE).read_text())
+            state = load_json_file(run_dir / MITIGATION_FILE)
         except (OSError, ValueError):
             raise ConfigError(f"no mitigation run {resume!r} to resume in {runs_dir}/ (no {MITIGATION_FILE})",
                               field="--resume") from None
@@ -352,9 +358,17 @@ def mitigate(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yam
                     state["reused"] = f"{n} samples of {pb.baseline} and {profile} from {from_run}"
                 else:
                     state["reused"] = f"nothing reused from {from_run}: {why_not}"
-                hooks.on_progress(state["reused"])
             _save(run_dir, state)
         dpb = derived_playbook(pb, profile, candidates, samples=samples)
+        launched = [profile] + [x.name for x in candidates if x.skipped is None]
+        n_req = len(plan_requests(dpb, dpb.baseline)) + sum(len(plan_requests(dpb, n)) for n in launched)
+        hooks.on_progress(opening_line(
+            host_cfg, dpb, run_id, n_requests=n_req, n_profiles=1 + len(launched), playbook_file=playbook,
+            resumed=bool(resume), command="mitigate run",
+            planned=(f"{n_req} requests planned (budget; early stopping) over the baseline, {profile} as deployed "
+                     f"and {len(launched) - 1} candidate(s) ({sum(1 for x in candidates if x.skipped)} skipped)")))
+        if state.get("reused") and not resume:
+            hooks.on_progress(state["reused"])
         _run_all(conn, host_cfg, dpb, run_dir, run_id, python, profile, candidates, state, hooks)
     except KeyboardInterrupt:
         raise Interrupted(f"interrupted; the servers we started were stopped and the samples are kept — continue "
@@ -398,8 +412,8 @@ def _run_all(c, host: HostConfig, pb: Playbook, run_dir: Path, run_id: str, pyth
         runs = Runner(host, only_profiles(pb, [name]), run_dir, run_id=run_id, python=python, profiles=[name],
                       hooks=hooks, c=c).run()
         pr = next((r for r in runs if r.profile == name), None)
-        if pr is not None and not pr.launched and (pr.outcome or {}).get("kind") != "skipped":
-            launch_failures[name] = [pr.cause or "unknown", pr.hint or ""]
+        if pr is not None and pr.failure() is not None:
+            launch_failures[name] = list(pr.failure())  # [cause, hint, after_ready]: crashed:<cause> after ready
         state["done"].append(name)
         _save(run_dir, state)
 
@@ -417,6 +431,7 @@ def build_document(state: dict, pb: Playbook, run_dir: Path, candidates: list[Ca
     ref_flags = tuple(pb.profiles[profile].flags)
     rows = [CandidateResult(name=profile, change="as deployed", source="playbook", status="reference",
                             flags=ref_flags, flag_changes=0, **(_stats(ref) if ref else {}))]
+    judged = [ref] if ref else []
     for cand in candidates:
         row = CandidateResult(name=cand.name, change=cand.change, source=cand.source, status="skipped",
                               evidence=cand.skipped or "", flags=cand.flags,
@@ -425,6 +440,7 @@ def build_document(state: dict, pb: Playbook, run_dir: Path, candidates: list[Ca
             have = any(s["profile"] == cand.name for s in samples) or cand.name in failures
             if have:
                 st = judge_profile(pb.baseline, cand.name, samples, failures.get(cand.name), alpha)
+                judged.append(st)
                 row = CandidateResult(name=cand.name, change=cand.change, source=cand.source,
                                       status=status_of(st["verdict"], st.get("loops")), flags=cand.flags,
                                       flag_changes=row.flag_changes, **_stats(st))
@@ -433,13 +449,40 @@ def build_document(state: dict, pb: Playbook, run_dir: Path, candidates: list[Ca
             else:
                 row.status, row.evidence = "pending", "not run yet"
         rows.append(row)
+    base = baseline_row(pb.baseline, judged, ref_ls, ref_flags)
+    if base is not None:
+        rows.append(base)
     ranked = rank_results(rows)
     best = pick_best(ranked)
     doc = {**state, "finished_at": datetime.now(timezone.utc).isoformat(), "speed_confidence": SPEED_CONFIDENCE,
-           "rows": [r.to_dict() for r in ranked], "best": best.name if best else None,
+           "baseline": pb.baseline, "rows": [r.to_dict() for r in ranked], "best": best.name if best else None,
            "exit_code": 0 if best else 1}
     doc["recommendation"] = recommendation(doc)
     return doc
+
+
+def baseline_row(baseline: str, judged: list[dict], ref_ls: LogSpeed | None,
+                 ref_flags: tuple[str, ...]) -> CandidateResult | None:
+    """The baseline as a row of the ranking (status ``baseline``: no speculation, so no speculative loop; the
+    figures every other row is measured against): its loops and non-looping tokens/s, speed 1.00x the
+    baseline by definition, and its speed cost against the as-deployed profile. ``judged``: the
+    :func:`judge_profile` results of this run (each carries the shared baseline's figures); None without one."""
+    st = next((j for j in judged if j.get("base_n")), None)
+    if st is None:
+        return None
+    ls = LogSpeed.from_dict(st.get("base_log_speed"))
+    cost = speed_fields(ls, None, ref_ls) if ls else {"speed_cost": None, "speed_cost_ci": None}
+    return CandidateResult(name=baseline, change="no speculation", source="baseline", status="baseline",
+                           verdict="baseline", evidence="speculation off: what every row is measured against",
+                           loops=st["base_loops"], n=st["base_n"], base_loops=st["base_loops"], base_n=st["base_n"],
+                           tokens_per_s=st.get("base_tokens_per_s"), speed_vs_baseline=1.0,
+                           log_speed=st.get("base_log_speed"), base_log_speed=st.get("base_log_speed"),
+                           speed_cost=cost["speed_cost"], speed_cost_ci=cost["speed_cost_ci"],
+                           flag_changes=len(dict(_flag_pairs(ref_flags))))
+
+
+def _flag_pairs(flags):
+    return parse_flags(list(flags))
 
 
 def _stats(st: dict) -> dict:
@@ -457,9 +500,13 @@ def table_rows(doc: dict) -> list[list[str]]:
     out = []
     for r in doc["rows"]:
         loops = (f"{r['loops']}/{r['n']} vs {r['base_loops']}/{r['base_n']}" if r.get("n") is not None else "–")
+        if r["status"] == "baseline" and r.get("n") is not None:
+            loops = f"{r['loops']}/{r['n']} (no speculation)"
         if r.get("p") is not None and r.get("n") is not None:
             loops += f" (p={r['p']:.2g})"
         verdict = r.get("verdict") or r["status"]
+        if r["status"] == "baseline":
+            verdict = "baseline: speculation off"
         if r["status"] in ("skipped", "pending"):
             verdict = f"{r['status']}: {r['evidence']}"
         name = r["name"] + (f" @{r['host']}" if r.get("host") else "")
@@ -491,7 +538,9 @@ def render_markdown(doc: dict) -> str:
         lines += ["", ("`=#1`: tied with #1 (not distinguishable at these samples): the 95 % Welch interval of "
                        "its tokens/s over #1's contains 1.")]
     if best:
-        lines += ["", "Profile flags: `" + " ".join(shlex.quote(f) for f in best["flags"]) + "`"]
+        keep = not any(r["status"] == "baseline" for r in doc["rows"]) or beats_baseline(best)
+        label = "Profile flags" if keep else f"{best['name']}'s profile flags, if speculation must stay on"
+        lines += ["", f"{label}: `" + " ".join(shlex.quote(f) for f in best["flags"]) + "`"]
     lines += ["", ("Speeds over non-looping samples: ratio of geometric-mean tokens/s with a 95 % Welch t interval "
                    "on ln(tokens/s) (docs/metrics.md, \"Speed intervals in mitigate\").")]
     return "\n".join(lines) + "\n"

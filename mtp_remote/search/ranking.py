@@ -20,7 +20,9 @@ from .candidates import parse_flags
 
 #: Confidence of every speed interval in the mitigation table.
 SPEED_CONFIDENCE = 0.95
-_ORDER = {"loop-free": 0, "undecided": 1, "pending": 2, "corrupts": 3, "crashed": 4, "launch-failed": 4,
+#: Rows ranked by speed: the loop-free candidates and the baseline (speculation off), which every cure must beat.
+RANKED = ("loop-free", "baseline")
+_ORDER = {"loop-free": 0, "baseline": 0, "undecided": 1, "pending": 2, "corrupts": 3, "crashed": 4, "launch-failed": 4,
           "skipped": 5, "reference": 6}
 
 
@@ -64,13 +66,14 @@ def versus_top(r, top, confidence: float = SPEED_CONFIDENCE):
 
 
 def rank_results(rows: list, by: str = "speed_vs_baseline", confidence: float = SPEED_CONFIDENCE) -> list:
-    """Loop-free rows first, fastest point estimate first (``by``: the speed over the baseline — on one host
-    the same order as tokens/s, across hosts the only comparable figure), numbered; a loop-free row whose
+    """Loop-free rows and the baseline row (speculation off, 1.00x) first, fastest point estimate first
+    (``by``: the speed over the baseline — on one host the same order as tokens/s, across hosts the only
+    comparable figure), numbered; a loop-free row whose
     speed the samples cannot separate from #1's (:func:`versus_top` contains 1, or has too few samples to
     tell) gets ``tied_with`` = #1's name. Then undecided, corrupting, failed and skipped rows; the reference
     row last. Rows are :class:`~mtp_remote.search.mitigate.CandidateResult`; returns them sorted."""
     out = sorted(rows, key=lambda r: (_ORDER.get(r.status, 9), -(getattr(r, by) or 0.0)))
-    free = [x for x in out if x.status == "loop-free"]
+    free = [x for x in out if x.status in RANKED]
     for i, r in enumerate(free):
         r.rank = i + 1
         r.tied_with = None
@@ -88,9 +91,23 @@ def pick_best(ranked: list):
     free = [r for r in ranked if r.status == "loop-free"]
     if not free:
         return None
-    group = [free[0]] + [r for r in free[1:] if r.tied_with == free[0].name]
+    top = free[0]
+    group = [top] + [r for r in free[1:] if r.tied_with == top.name or _tied(r, top)]
     return min(group, key=lambda r: (r.flag_changes if r.flag_changes is not None else math.inf,
                                      -(r.speed_vs_baseline or 0.0)))
+
+
+def _tied(r, top) -> bool:
+    """True when the samples cannot separate ``r``'s speed from ``top``'s (Welch interval contains 1)."""
+    c = versus_top(r, top)
+    return c is None or not c.excludes_one
+
+
+def beats_baseline(row: dict) -> bool:
+    """True when a loop-free row is faster than the baseline beyond doubt: its 95 % interval of the speed over
+    the baseline lies above 1. Not faster, or not distinguishably so: turning speculation off is as fast."""
+    ci = row.get("speed_ci")
+    return bool(ci) and ci[0] > 1.0
 
 
 def fmt_ratio_ci(ratio: float | None, ci: Sequence[float] | None) -> str:
@@ -113,9 +130,19 @@ def recommendation(doc: dict) -> str:
     "X or Y: their speeds are not distinguishable with N samples; X has the smaller change"."""
     rows = doc.get("rows", [])
     best = next((r for r in rows if r["name"] == doc.get("best") and r["status"] == "loop-free"), None)
+    base = next((r for r in rows if r["status"] == "baseline"), None)
+    base_speed = (f"{base['tokens_per_s']:.0f} tok/s" if base and base.get("tokens_per_s") is not None
+                  else "its own speed")
     if best is None:
-        return ("No candidate is loop-free: run `mtp-remote bisect` for the minimal trigger and report it "
-                "upstream (`mtp-remote bug-report`).")
+        return _no_cure(rows, doc, base_speed)
+    if base is not None and not beats_baseline(best):
+        how = "slower than" if (best.get("speed_ci") and best["speed_ci"][1] < 1.0) else \
+            "not faster than" if (best.get("speed_vs_baseline") or 0.0) <= 1.0 else "not distinguishably faster than"
+        tps = f", {best['tokens_per_s']:.0f} tok/s" if best.get("tokens_per_s") is not None else ""
+        return (f"Recommendation: **run without speculation** (the {base['name']} profile, {base_speed}): the "
+                f"fastest loop-free cure, {best['name']} ({best['change']}), runs at "
+                f"{fmt_ratio_ci(best.get('speed_vs_baseline'), best.get('speed_ci'))} the baseline's tokens/s"
+                f"{tps}, {how} turning speculation off.")
     free = [r for r in rows if r["status"] == "loop-free"]
     top = free[0]
     group = [top] + [r for r in free[1:] if r.get("tied_with") == top["name"]]
@@ -139,3 +166,27 @@ def recommendation(doc: dict) -> str:
         why = f"{best['name']} has the higher point estimate"
     return (f"Best: {names}: their speeds are not distinguishable with {n} non-looping samples each; {why}. "
             f"{best['name']} ({best['change']}): loop-free, {speed}{cost}.")
+
+
+def _no_cure(rows: list[dict], doc: dict, base_speed: str) -> str:
+    """The sentence when no candidate is loop-free: what the candidates did instead (crashes are a bug to
+    report, not "no cure"), and speculation off as what runs meanwhile."""
+    tried = [r for r in rows if r["status"] not in ("reference", "baseline", "skipped", "pending")]
+    crashed = [r for r in tried if r["status"] in ("crashed", "launch-failed")]
+    corrupt = [r for r in tried if r["status"] == "corrupts"]
+    run = doc.get("run_id") or "RUN_ID"
+    meanwhile = f"meanwhile run without speculation (the baseline, {base_speed})"
+    if crashed and len(crashed) == len(tried):
+        causes = ", ".join(f"{r['name']}: {r.get('verdict') or r['status']}" for r in crashed)
+        return (f"No candidate could be judged: every one that was tried failed ({causes}). A server that "
+                f"crashes is a bug worth reporting: `mtp-remote bug-report {run}`; {meanwhile}.")
+    parts = []
+    if corrupt:
+        parts.append(f"{len(corrupt)} still loop{'s' if len(corrupt) == 1 else ''}")
+    if crashed:
+        parts.append(f"{len(crashed)} failed ({', '.join(r.get('verdict') or r['status'] for r in crashed)})")
+    if len(tried) > len(corrupt) + len(crashed):
+        parts.append(f"{len(tried) - len(corrupt) - len(crashed)} undecided")
+    what = "; ".join(parts) or "none was run"
+    return (f"No candidate is loop-free ({what}): run `mtp-remote bisect` for the minimal trigger and report it "
+            f"upstream (`mtp-remote bug-report`); {meanwhile}.")

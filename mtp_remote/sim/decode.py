@@ -103,16 +103,20 @@ def argmax(dist: Dist) -> int:
 PLAIN, VERIFY, PREFILL = 0, 1, 2
 
 
-def jittered(model: ToyModel, st: State, sigma: float, path: int) -> dict[int, float]:
-    """``model.logits(st)`` plus a deterministic jitter of standard deviation ``sigma`` nats per token that
-    depends on the kernel ``path`` (the ``numeric_noise`` fault: bf16 kernels that differ between decode,
-    verify and prefill, so near ties flip and logprobs disagree slightly). ``sigma`` 0 returns the logits."""
+def jittered(model: ToyModel, st: State, sigma: float, path: int, batch: int = 1, launch: int = 0) -> dict[int, float]:
+    """``model.logits(st)`` plus a jitter of standard deviation ``sigma`` nats per token that depends on the
+    kernel ``path``, on the ``batch`` size the step ran in and on the ``launch`` (the ``numeric_noise``
+    fault: bf16 kernels that differ between decode, verify and prefill, whose reductions split differently
+    with the batch composition and whose atomics differ run to run — so near ties flip between two launches of
+    one server and logprobs disagree slightly). Deterministic given all four; batch 1, launch 0 is the
+    jitter of a lone request in process. ``sigma`` 0 returns the logits."""
     lg = model.logits(st)
     if sigma <= 0:
         return lg
     out = {}
+    where = f":{batch}:{launch}" if (batch, launch) != (1, 0) else ""
     for tok, w in lg.items():
-        u = zlib.crc32(f"{model.salt}:{st.n}:{st.prev}:{tok}:{path}".encode()) / 2**32
+        u = zlib.crc32(f"{model.salt}:{st.n}:{st.prev}:{tok}:{path}{where}".encode()) / 2**32
         out[tok] = w + (u - 0.5) * 3.4641016 * sigma  # uniform with standard deviation sigma
     return out
 
@@ -125,8 +129,10 @@ class Sequence:
     """
 
     def __init__(self, model: ToyModel, sp: SamplingParams, rng: random.Random, spec_steps: int = 0,
-                 leak: bool = False, noise: float = 0.0):
+                 leak: bool = False, noise: float = 0.0, launch: int = 0):
         self.noise = noise
+        self.launch = launch  # the server launch's numeric salt (numeric_noise)
+        self.batch = 1  # requests in the batch of the current step (set by the engine)
         self._path = VERIFY if spec_steps > 0 else PLAIN
         self.model = model
         self.sp = sp
@@ -157,7 +163,8 @@ class Sequence:
         return self._spec_step()
 
     def _logits(self, st: State) -> dict[int, float]:
-        return jittered(self.model, st, self.noise, self._path) if self.noise else self.model.logits(st)
+        return jittered(self.model, st, self.noise, self._path, min(self.batch, 64), self.launch) if self.noise \
+            else self.model.logits(st)
 
     def _pick(self, dist: Dist) -> int:
         return argmax(dist) if self.sp.temperature < 1e-5 else sample(dist, self.rng)
@@ -247,13 +254,13 @@ class Sequence:
         return False
 
 
-def score_tokens(model: ToyModel, ids: list[int], noise: float = 0.0) -> list[float]:
+def score_tokens(model: ToyModel, ids: list[int], noise: float = 0.0, launch: int = 0) -> list[float]:
     """Prefill scoring: raw logprob of each of ``ids`` given the ones before, from the initial state (clean:
     no speculation, nothing leaked). On a healthy server this equals the decode-time logprobs (up to the
-    ``numeric_noise`` jitter of the prefill path, ``noise`` nats)."""
+    ``numeric_noise`` jitter of the prefill path, ``noise`` nats, on this ``launch``)."""
     st = model.initial_state()
     out = []
     for t in ids:
-        out.append(raw_logprob(jittered(model, st, noise, PREFILL), t))
+        out.append(raw_logprob(jittered(model, st, noise, PREFILL, 1, launch), t))
         st = model.step(st, t)
     return out

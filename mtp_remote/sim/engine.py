@@ -68,6 +68,8 @@ class Engine:
         self.knobs = knobs_for(faults)
         self.leak = leak_active(args, faults)
         self.noise = float(faults.value("numeric_noise")) if "numeric_noise" in faults else 0.0
+        #: this launch's numeric salt: kernels' rounding differs run to run (numeric_noise; 1..2^31)
+        self.launch = 1 + random.Random(os.getpid() ^ time.time_ns()).getrandbits(31)
         self.spec_steps = args.speculative_num_steps if args.speculative else 0
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
@@ -97,7 +99,8 @@ class Engine:
         """Build a request (prompt text for the model, ids for counting) ready for :meth:`submit`."""
         model = ToyModel.for_prompt(prompt_text, self.vocab, self.knobs)
         seed = sp.seed if sp.seed is not None else self._seed_counter.getrandbits(63)
-        seq = Sequence(model, sp, random.Random(seed), self.spec_steps, self.leak, noise=self.noise)
+        seq = Sequence(model, sp, random.Random(seed), self.spec_steps, self.leak, noise=self.noise,
+                       launch=self.launch)
         return Request(rid or uuid.uuid4().hex, prompt_ids, seq, time.monotonic(),
                        updates=asyncio.Queue() if stream else None, warmup=warmup or self.warming_up)
 
@@ -162,6 +165,7 @@ class Engine:
             tokens = 0
             stepped = list(self.running)
             for req in stepped:
+                req.seq.batch = len(stepped)  # numeric_noise: the rounding depends on the batch composition
                 tokens += req.seq.step()
                 if req.updates is not None:
                     req.updates.put_nowait(None)

@@ -42,10 +42,12 @@ class Holder:
     alive: bool
 
 
-def state_dir() -> Path:
-    """The shared state folder (``SGLANG_SIM_STATE_DIR`` or ``~/.cache/mtp-remote-sim``), created 0700."""
+def state_dir(*, create: bool = True) -> Path:
+    """The shared state folder (``SGLANG_SIM_STATE_DIR`` or ``~/.cache/mtp-remote-sim``), created 0700 unless
+    ``create`` is False (a reader, like ``nvidia-smi``, creates nothing: a missing folder holds no process)."""
     d = Path(os.environ.get("SGLANG_SIM_STATE_DIR") or Path.home() / ".cache" / "mtp-remote-sim")
-    (d / "procs").mkdir(parents=True, exist_ok=True, mode=0o700)
+    if create:
+        (d / "procs").mkdir(parents=True, exist_ok=True, mode=0o700)
     return d
 
 
@@ -112,7 +114,7 @@ def holders(now: float | None = None) -> list[Holder]:
     """Every process whose memory is still reported; drops records whose release delay has passed."""
     now = time.time() if now is None else now
     out: list[Holder] = []
-    for p in sorted((state_dir() / "procs").glob("*.json")):
+    for p in sorted((state_dir(create=False) / "procs").glob("*.json")):
         try:
             data = json.loads(p.read_text())
         except (OSError, ValueError):

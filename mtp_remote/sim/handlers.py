@@ -99,7 +99,7 @@ def input_logprobs(srv, ids: list[int], start: int) -> list:
     prompt, replay = split_prompt_ids(ids)
     model = ToyModel.for_prompt(srv.vocab.decode(prompt), srv.vocab, srv.engine.knobs)
     lps: list = ([None] + [-2.0 - (t % 997) / 250.0 for t in prompt[1:]]
-                 + score_tokens(model, replay, noise=srv.engine.noise))
+                 + score_tokens(model, replay, noise=srv.engine.noise, launch=srv.engine.launch))
     return [[lp, t, None] for lp, t in zip(lps[start:], ids[start:])]
 
 

@@ -25,9 +25,10 @@ class Recorder:
 
     def __init__(self, stop_after: int | None = None, stop_on_launch: str | None = None):
         self.stop_after, self.stop_on_launch = stop_after, stop_on_launch
-        self.launched, self.finished, self.requested = [], [], False
+        self.launched, self.finished, self.requested, self.messages = [], [], False, []
 
     def on_progress(self, msg: str) -> None:
+        self.messages.append(msg)
         if m := re.match(r"^(\S+): launching ", msg):
             self.launched.append(m.group(1))
             self.requested = self.requested or m.group(1) == self.stop_on_launch
@@ -57,12 +58,16 @@ def test_an_interrupted_bisect_resumes_without_relaunching_finished_tests(tmp_pa
     assert first.finished == ["t1", "t2"] and [t["name"] for t in stored["tests"]] == ["t1", "t2"]
     assert first.launched == ["baseline", "t1", "t2"] and stored["pending"] is None
     assert stored["tests"][0]["outcome"] == "fail"  # the whole bad line corrupts
+    opening = first.messages[0]  # the run opens with its one line, as diagnose's does
+    assert opening.startswith(f"bisect run {run_dir.name}: host sim [local], engine sim (simulated); playbook ")
+    assert "flag difference(s) from baseline (good)" in opening and "faults injected: state_leak" in opening
 
     # resumed, then interrupted again while the next test's server starts: that test is left pending
     second = Recorder(stop_on_launch="t3")
     with pytest.raises(Interrupted):
         bisect(**args, resume=run_dir.name, hooks=second.hooks())
     assert second.launched == ["t3"] and second.finished == []
+    assert second.messages[0].startswith(f"bisect run {run_dir.name} (resumed): ") and "2 test(s) stored, not launched again" in second.messages[0]
     pending = json.loads((run_dir / "bisect.json").read_text())["pending"]
     t3_before = _keys(run_dir, "t3")
     assert pending["name"] == "t3"

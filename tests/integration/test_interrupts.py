@@ -88,7 +88,7 @@ def test_an_interrupt_at_each_phase_stops_our_servers_keeps_samples_and_resumes_
     assert m, out
     r = subprocess.run([sys.executable, "-m", "mtp_remote.cli", "diagnose", "-i", inv, "-p", pb, "--runs-dir",
                         str(runs), "--resume", m.group(1)], capture_output=True, text=True, timeout=300, check=False)
-    assert r.returncode in (0, 1), r.stdout + r.stderr
+    assert r.returncode in (0, 1, 3), r.stdout + r.stderr
     done = [s for s in _samples(runs) if s.get("error") is None]
     keys = [(s["profile"], s["prompt_id"], s["sample_index"]) for s in done]
     assert len(keys) == len(set(keys)) == 2 * 4 * 2, "every planned sample exactly once after resume"
@@ -106,7 +106,7 @@ def test_a_second_run_on_a_locked_host_is_refused_and_the_first_is_untouched(tmp
                         str(tmp_path / "runs2")], capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 2 and "locked by" in (r.stdout + r.stderr), r.stdout + r.stderr
     rest, _ = first.communicate(timeout=300)
-    assert first.returncode == 0, rest
+    assert first.returncode in (0, 3), rest  # 8 clean samples per arm: inconclusive (3) is the likely verdict
 
 
 def test_a_truncated_samples_file_resumes_without_losing_the_next_record(tmp_path):
@@ -126,7 +126,7 @@ def test_a_truncated_samples_file_resumes_without_losing_the_next_record(tmp_pat
         f.write(cut)  # a write cut by a crash
     r = subprocess.run([sys.executable, "-m", "mtp_remote.cli", "diagnose", "-i", inv, "-p", pb, "--runs-dir",
                         str(runs), "--resume", run_id], capture_output=True, text=True, timeout=300, check=False)
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.returncode in (0, 3), r.stdout + r.stderr  # inconclusive (3) at 8 samples per arm
     lines = path.read_text().splitlines()
     unreadable = []
     for x in lines:

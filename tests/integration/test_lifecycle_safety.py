@@ -28,6 +28,7 @@ from mtp_remote.experiment.server import ServerLifecycle
 from mtp_remote.remote import facts, process
 from mtp_remote.remote.commands import server_argv, server_env
 from tests.integration.test_lifecycle import PLAYBOOK, sim_host
+from tests.support.disk import fill, small_tmpfs
 
 pytestmark = pytest.mark.sim
 
@@ -153,29 +154,15 @@ def test_a_launch_that_cannot_write_its_record_stops_the_server_it_started(tmp_p
 @pytest.fixture
 def tiny_tmpfs(tmp_path):
     """A 64 KiB tmpfs under tmp_path (root only; skipped otherwise)."""
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0755", "tmpfs", str(mnt)], capture_output=True, check=False)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
-    try:
+    with small_tmpfs(tmp_path / "small", "64k") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def test_a_full_disk_starts_nothing_and_says_the_workdir_is_not_writable(tmp_path, tiny_tmpfs):
     host = sim_host(tmp_path)
     host.workdir = str(tiny_tmpfs / "wd")
     lc = lifecycle(host)
-    fd = os.open(tiny_tmpfs / "fill", os.O_WRONLY | os.O_CREAT)  # fill every block
-    try:
-        while os.write(fd, b"\0" * 4096):
-            pass
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    fill(tiny_tmpfs / "fill")
     with pytest.raises(LaunchError) as e:
         launch(lc)
     assert e.value.cause in ("workdir_not_writable", "record_write_failed"), e.value.message

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from mtp_remote.cli.main import main
 from mtp_remote.experiment import diagnose as api
+from mtp_remote.experiment.runner import Hooks
 from mtp_remote.search.bisect import bisect
 from mtp_remote.search.mitigate import mitigate
 from tests.conftest import ROOT, free_port
@@ -74,8 +75,13 @@ def test_mitigate_ranks_the_cure_first_with_its_speed_and_skips_the_no_op(field)
     assert f"{first['speed_vs_baseline']:.2f}x [{lo:.2f}–{hi:.2f}]" in md
     assert res.document["recommendation"].startswith("Best: **no-overlap** (") and res.document["recommendation"] in md
     n = len((res.run_dir / "samples.jsonl").read_text().splitlines())
-    again = mitigate(inventory=inv, playbook=pb, runs_dir=runs, resume=res.run_id)
+    said = []
+    again = mitigate(inventory=inv, playbook=pb, runs_dir=runs, resume=res.run_id, hooks=Hooks(on_progress=said.append))
     assert len((res.run_dir / "samples.jsonl").read_text().splitlines()) == n, "resume launched nothing"
+    assert said[0].startswith(f"mitigate run {res.run_id} (resumed): host {HOST} [local], engine sim (simulated)")
+    assert "over the baseline, mtp as deployed and 2 candidate(s) (1 skipped)" in said[0]
+    base = next(r for r in res.document["rows"] if r["name"] == "baseline")
+    assert base["status"] == "baseline" and base["rank"] is not None and base["speed_vs_baseline"] == 1.0
     assert again.document["best"] == "no-overlap"
 
 
@@ -166,11 +172,12 @@ def test_spread_shares_the_candidates_out_over_same_release_hosts_and_merges_one
                           playbook=str(tmp_path / "pb.yaml"), runs_dir=tmp_path / "runs",
                           only=["no-overlap", "no-cuda-graph", "no-radix"])
     where = {r["name"]: r["host"] for r in doc["rows"]}
-    assert where == {"no-overlap": "sim-a", "no-cuda-graph": "sim-b", "no-radix": "sim-a", "mtp": "sim-a"}
+    assert where == {"no-overlap": "sim-a", "no-cuda-graph": "sim-b", "no-radix": "sim-a", "mtp": "sim-a",
+                     "baseline": "sim-a"}  # one baseline row: the first host's
     assert doc["rows"][0]["name"] == "no-overlap" and doc["best"] == "no-overlap" and doc["left_out"] == {}
     statuses = {r["name"]: r["status"] for r in doc["rows"]}
     assert statuses == {"no-overlap": "loop-free", "no-cuda-graph": "corrupts", "no-radix": "skipped",
-                        "mtp": "reference"}
+                        "mtp": "reference", "baseline": "baseline"}
 
 
 def test_two_cures_of_the_same_modelled_speed_are_ranked_with_a_tie_exactly_when_the_samples_cannot_tell(field):

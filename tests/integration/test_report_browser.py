@@ -35,3 +35,34 @@ def test_the_html_report_opens_in_a_headless_browser_without_errors(run, tmp_pat
     subprocess.run([CHROMIUM, *FLAGS, *profile, "--window-size=1200,2400", f"--screenshot={shot}", page.as_uri()],
                    capture_output=True, timeout=120, check=True)
     assert shot.stat().st_size > 20_000  # a rendered page with plots, not a blank one
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium (make test installs it when run as root)")
+def test_the_report_shows_counts_and_p_on_the_bars_a_per_prompt_table_split_onsets_and_readable_times(run, tmp_path):  # noqa: F811
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mtp_remote.report.html import bar_p_values, loop_rate_figure, onset_figure, onset_series, write_html
+
+    doc, samples, run_dir = run
+    fig = loop_rate_figure(doc["cells"], bar_p_values(doc))
+    notes = [t.get_text() for t in fig.axes[0].texts]
+    assert "0/16" in notes and any(n.startswith("14/16\np=") for n in notes), notes
+    series = onset_series(samples)
+    assert list(series) == ["mtp T=0.7"] and len(series["mtp T=0.7"]) == 14
+    legend = [t.get_text() for t in onset_figure({**series, "baseline T=0.7": [5]}, plt).axes[0].get_legend().get_texts()]
+    assert legend == ["mtp T=0.7 (n=14)", "baseline T=0.7 (n=1)"]
+
+    page = write_html(doc, samples, run_dir)
+    profile = ["--user-data-dir=" + str(tmp_path / "chrome")]
+    dom = subprocess.run([CHROMIUM, *FLAGS, *profile, "--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=120).stdout
+    assert 'data-images-ok="true"' in dom
+    started = re.search(r'<span id="started">([^<]*)</span>', dom).group(1)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", started), started
+    table = dom.split('id="per-prompt"', 1)[1].split("</table>", 1)[0]
+    assert "<th>baseline T=0.7</th>" in table and "<th>mtp T=0.7</th>" in table
+    assert re.findall(r"<td>(p\d)</td>", table) == ["p0", "p1", "p2", "p3"]
+    assert "4/4" in table and "0/4" in table

@@ -51,9 +51,10 @@ def test_the_summary_names_the_aa_arm_and_measures_its_floors(calibrated_run):
     (probe,) = [v["kl_probe"] for v in doc["verdicts"]]
     assert probe["floor_source"] == "calibration" and probe["floor_n"] == cal["kl_floor_n"]
     assert probe["floor_mean"] == pytest.approx(cal["kl_floor_mean"])
-    assert probe["threshold"] >= probe["floor_mean"] + 3 * probe["floor_se"]
-    assert probe["flagged"] == (probe["mean"] > probe["threshold"])
-    assert probe["flagged"] == any(w.startswith("KL probe") for w in doc["verdicts"][0]["warnings"])
+    assert probe["threshold"] >= 2e-4  # the absolute bound: max(2e-4, 2 x the floor's token-weighted mean)
+    assert probe["flagged"] == (probe["mean"] > probe["threshold"] and probe["p"] < 0.05)
+    v = doc["verdicts"][0]  # state_leak: lossless evidence in the verdict when the probe flags it
+    assert not probe["flagged"] or (v["kind"] == "spec-corrupts-output" and "decode vs prefill" in v["evidence"])
 
 
 @pytest.mark.parametrize("fmt", ["md", "html"])

@@ -127,8 +127,13 @@ def test_history_lists_every_diagnose(two_runs):
 
 
 def test_report_last_re_renders_the_newest_run(two_runs):
-    root, _, _ = two_runs
-    newest = max(p for p in (root / "runs").iterdir() if p.is_dir())
+    root, a, _ = two_runs
+    newest = next(p for p in (root / "runs").iterdir() if p.is_dir() and p.name != a.run_id)
+    # a fleet nightly's directory, later and named after every dated run id: not a run `report` reads
+    fleet = root / "runs" / "fleet-20991231-235959-ffff"
+    fleet.mkdir(exist_ok=True)
+    (fleet / "summary.json").write_text(json.dumps({"schema_version": 1, "kind": "nightly-fleet", "hosts": [],
+                                                    "started_at": "2099-12-31T23:59:59+00:00"}))
     (newest / "report.html").unlink()
     r = CliRunner().invoke(main, ["report", "last", "--runs-dir", str(root / "runs")])
     assert r.exit_code == 0, r.output
@@ -138,6 +143,11 @@ def test_report_last_re_renders_the_newest_run(two_runs):
     assert "the run's exit code was 1" in r.output, "the run's code, not this command's (0)"
     r = CliRunner().invoke(main, ["report", "nosuch", "--runs-dir", str(root / "runs")])
     assert r.exit_code == 2 and "recent runs:" in r.output
+    r = CliRunner().invoke(main, ["compare", a.run_id, "last", "--runs-dir", str(root / "runs"), "--json"])
+    assert json.loads(r.stdout)["b"]["run_id"] == newest.name, "compare RUN last: the same newest host run"
+    import shutil
+
+    shutil.rmtree(fleet)
 
 
 def test_compare_tests_the_difference_between_two_runs(two_runs):

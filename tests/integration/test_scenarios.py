@@ -31,12 +31,12 @@ def write_config(tmp_path, faults: str | None, *, time_scale: str = "0.01", **pl
     return str(tmp_path / "inventory.yaml"), str(tmp_path / "pb.yaml")
 
 
-# 12 samples per arm bound a loop-rate excess below 20 points, not 5 (the default margin); a looping baseline
-# needs 32 per arm to bound the excess below 50 points
+# 12 samples per arm bound a loop-rate excess below 21 points (at 96 %: the first run leaves 20 % of alpha to
+# resumes), not 5 (the default margin); a looping baseline needs 32 per arm to bound the excess below 50 points
 @pytest.mark.parametrize("faults,expected,extra", [  # healthy (speed-dependent): tests/integration/test_speed_verdicts.py
     ("state_leak", "spec-corrupts-output", {}),
     ("base_loops", "base-model-degenerates", {"samples": 8, "compare": {"margin": 0.5}}),
-    ("low_accept", "spec-ineffective", {"compare": {"margin": 0.2}}),
+    ("low_accept", "spec-ineffective", {"compare": {"margin": 0.25}}),
 ])
 def test_each_scenario_gets_its_verdict(tmp_path, faults, expected, extra):
     inv, pb = write_config(tmp_path, faults, **extra)
@@ -70,7 +70,7 @@ def test_early_stopping_settles_state_leak_on_a_fraction_of_the_budget(tmp_path)
 
 
 def test_resume_requests_only_what_is_missing(tmp_path):
-    inv, pb = write_config(tmp_path, None, samples=3, compare={"margin": 0.2})  # 12 per arm bound 20 points
+    inv, pb = write_config(tmp_path, None, samples=3, compare={"margin": 0.25})  # 12 per arm bound 21 points
     first = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs", profiles=["baseline"])
     stored = (first.run_dir / "samples.jsonl").read_text().splitlines()
     assert len(stored) == 12
@@ -109,7 +109,7 @@ def test_nightly_records_history_and_flags_a_regression(tmp_path):
     runs = tmp_path / "runs"
     codes = []
     for faults in (None, "state_leak"):  # the same host, healthy one night and corrupt the next
-        inv, pb = write_config(tmp_path, faults, early_stop=True, samples=4, compare={"margin": 0.2})
+        inv, pb = write_config(tmp_path, faults, early_stop=True, samples=4, compare={"margin": 0.25})
         r = CliRunner().invoke(main, ["nightly", "-i", inv, "-p", pb, "--runs-dir", str(runs)])
         codes.append(r.exit_code)
     assert codes == [0, 1], r.output
@@ -179,7 +179,8 @@ def test_healthy_needs_enough_samples_to_rule_out_a_loop_excess(tmp_path):
     inv, pb = write_config(tmp_path, None, samples=1)  # 4 vs 4 samples: 0/4 vs 0/4 proves little
     res = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs")
     (v,) = res.summary["verdicts"]
-    assert v["kind"] == "inconclusive" and "no large excess detected; up to" in v["evidence"]
+    assert v["kind"] == "inconclusive" and "no large excess detected; loop excess up to" in v["evidence"]
+    assert res.exit_code == 3  # no evidence either way: a CI job does not pass
 
 
 @pytest.mark.parametrize("watchdog,cause", [("3000", "stalled"), ("100", "watchdog_timeout")])
@@ -209,9 +210,9 @@ def test_an_aa_arm_calibrates_a_noisy_host_and_the_kl_probe_still_catches_state_
         found[faults] = res.summary
     noisy = found["numeric_noise=0.3"]
     (v,) = noisy["verdicts"]  # the A/A arm is measured, not judged
-    assert v["kind"] != "spec-corrupts-output" and not any(w.startswith("KL probe") for w in v["warnings"])
+    assert v["kind"] != "spec-corrupts-output" and not v["kl_probe"]["flagged"]
     cal = noisy["calibration"]
     assert cal["greedy_pairs"] == 4 and cal["kl_floor_n"] == 32 and cal["kl_floor_mean"] > 1e-3
     assert "baseline-aa" in {p["profile"] for p in noisy["profiles"]}
     (leak,) = found["state_leak,numeric_noise=0.02"]["verdicts"]
-    assert leak["kind"] == "spec-corrupts-output" and any(w.startswith("KL probe") for w in leak["warnings"])
+    assert leak["kind"] == "spec-corrupts-output" and leak["kl_probe"]["flagged"]

@@ -119,7 +119,7 @@ def test_no_secret_leaks_from_any_command_output_file_or_process_list(tmp_path, 
     cli = CliRunner()
     outputs: list[str] = []
 
-    def run(*args, ok=(0, 1)):
+    def run(*args, ok=(0, 1, 3)):
         r = cli.invoke(main, list(args))
         outputs.append(r.output)  # stdout and stderr
         assert r.exit_code in ok, r.output + repr(r.exception)

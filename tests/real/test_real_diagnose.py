@@ -59,7 +59,7 @@ def test_diagnose_baseline_on_real_sglang(real_engine, tmp_path):
 @pytest.mark.skipif(os.environ.get("MTP_REMOTE_REAL_FULL") != "1", reason="make test-real runs it (a few minutes)")
 def test_diagnose_baseline_vs_standalone_on_real_sglang(real_engine, tmp_path):
     code, doc, samples, output = _diagnose(tmp_path, real_engine)
-    assert code in (0, 1), output
+    assert code in (0, 1, 3), output  # 3: inconclusive
     (verdict,) = doc["verdicts"]
     assert verdict["profile"] == "standalone"
     spec = [s for s in samples if s["profile"] == "standalone"]

@@ -69,3 +69,18 @@ def test_strong_noise_flips_a_greedy_token_without_any_loop():
             top = a.top_logprobs[d.first_index]
             flips.append(top[0][0] - top[1][0])
     assert flips and max(flips) < 0.3  # the toy model's closest calls are near ties only under this jitter
+
+
+def test_the_jitter_depends_on_the_launch_and_the_batch_so_two_launches_of_one_server_are_not_bitwise_equal():
+    from mtp_remote.sim.decode import PLAIN, jittered
+
+    head, replay = split_prompt_ids(VOCAB.encode(TEMPLATE.format(prompt=PROMPTS[0])))
+    model = ToyModel.for_prompt(VOCAB.decode(head), VOCAB, ModelKnobs())
+    st = model.initial_state()
+    for t in replay:
+        st = model.step(st, t)
+    alone = jittered(model, st, 0.02, PLAIN)
+    assert jittered(model, st, 0.02, PLAIN) == alone  # deterministic given path, batch and launch
+    assert jittered(model, st, 0.02, PLAIN, 1, 7) != alone and jittered(model, st, 0.02, PLAIN, 8, 0) != alone
+    lg = model.logits(st)
+    assert max(abs(jittered(model, st, 0.02, PLAIN, 8, 7)[t] - w) for t, w in lg.items()) < 0.02 * 1.8

@@ -31,7 +31,7 @@ def _inventory(tmp_path, sshd) -> str:
 
 def _playbook(tmp_path) -> str:
     pb = yaml.safe_load((ROOT / "playbooks" / "diagnose-mtp.yaml").read_text())
-    pb.update(samples=3, max_tokens=768, compare={"margin": 0.2})  # 12 clean samples per arm bound 20 points
+    pb.update(samples=3, max_tokens=768, compare={"margin": 0.25})  # 12 clean samples per arm bound 21 points
     pb["prompts"] = pb["prompts"][:4]
     path = tmp_path / "pb.yaml"
     path.write_text(yaml.safe_dump(pb))

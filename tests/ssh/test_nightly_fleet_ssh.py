@@ -35,11 +35,11 @@ def _inventory(tmp_path, sshd) -> str:
 
 
 def _playbook(tmp_path) -> str:
-    """The shipped nightly, small: 4 prompts x 3 samples at T=0.7 (12 clean samples per arm bound 20 points,
+    """The shipped nightly, small: 4 prompts x 3 samples at T=0.7 (12 clean samples per arm bound 21 points,
     hence the margin), the sizes of test_fleet_ssh.py."""
     shipped = yaml.safe_load((ROOT / "playbooks" / "nightly.yaml").read_text())
     small = {**shipped, "samples": 3, "max_tokens": 768, "temperatures": [0.7], "prompts": shipped["prompts"][:4],
-             "compare": {"margin": 0.2}}
+             "compare": {"margin": 0.25}}
     (tmp_path / "nightly.yaml").write_text(yaml.safe_dump(small))
     return str(tmp_path / "nightly.yaml")
 

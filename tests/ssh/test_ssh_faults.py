@@ -95,7 +95,8 @@ def test_a_connection_dropped_during_sampling_is_reopened_and_the_cut_requests_a
     res = api.diagnose(inventory=inv, playbook=pb, host="gpu", runs_dir=runs, hooks=Hooks(on_progress=events.append))
     assert killed, "the sessions were killed while sampling"
     (verdict,) = res.summary["verdicts"]  # a verdict on every sample (speed verdicts vary on a loaded machine)
-    assert verdict["kind"] in ("healthy", "spec-slower", "inconclusive") and res.exit_code == 0, verdict
+    assert verdict["kind"] in ("healthy", "spec-slower", "inconclusive") and res.exit_code == (
+        3 if verdict["kind"] == "inconclusive" else 0), verdict
     baseline = res.summary["profiles"][0]
     assert baseline["ssh_drops"] >= 1 and baseline["outcome"]["kind"] == "ready"
     assert any("the SSH connection dropped" in e and "re-opened" in e for e in events), events
@@ -138,9 +139,9 @@ def test_sshd_gone_during_a_nightly_ends_it_as_transport_lost_exit_2_then_stop_a
     assert not _servers_on(port)
     code, out, err = _cli("diagnose", "-i", inv, "-p", pb, "-H", "gpu", "--runs-dir", str(runs),
                           "--resume", run_dir.name, "--json")
-    assert code == 0, (out[-2000:], err[-2000:])
     summary = json.loads(out)
-    assert [v["kind"] for v in summary["verdicts"]] in NOT_CORRUPT
+    kinds = [v["kind"] for v in summary["verdicts"]]
+    assert kinds in NOT_CORRUPT and code == (3 if kinds == ["inconclusive"] else 0), (out[-2000:], err[-2000:])
     assert len({(s["profile"], s["temperature"], s["prompt_id"], s["sample_index"]) for s in _stored(runs)}) \
         == 2 * PER_PROFILE
     assert not (run_dir / "partial.json").exists()
@@ -167,7 +168,8 @@ def test_drops_while_waiting_for_readiness_and_during_stop_are_ridden_out(own_ss
                        hooks=Hooks(on_progress=on_progress))
     assert kills.get("launch-killed") and kills.get("stop-killed"), kills
     assert [p["outcome"]["kind"] for p in res.summary["profiles"]] == ["ready", "ready"]
-    assert res.exit_code == 0 and [v["kind"] for v in res.summary["verdicts"]] in NOT_CORRUPT
+    kinds = [v["kind"] for v in res.summary["verdicts"]]
+    assert kinds in NOT_CORRUPT and res.exit_code == (3 if kinds == ["inconclusive"] else 0), kinds
     # a stop cut by the drop is re-run: it reports the GPU memory released, or (when the host-side stop script
     # had already finished its work before the session died) the group already gone
     assert all("released" in p["stop"] or "already exited" in p["stop"] for p in res.summary["profiles"]), \

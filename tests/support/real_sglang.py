@@ -1,7 +1,7 @@
-"""Test scaffolding: one cached venv with real SGLang 0.5.9 that runs on a CPU, and a tiny model for it.
+"""Test scaffolding: one cached venv with real SGLang 0.5.9 that runs on a CPU, and the tiny models for it.
 
 ``ensure_real_sglang()`` (also ``make real-setup`` = ``python -m tests.support.real_sglang``) builds, once per
-machine, ``~/.cache/mtp-remote/sglang-0.5.9-cpu-v1/`` (``$MTP_REMOTE_REAL_CACHE`` moves the parent):
+machine, ``~/.cache/mtp-remote/sglang-0.5.9-cpu-v2/`` (``$MTP_REMOTE_REAL_CACHE`` moves the parent):
 
 - ``venv/``: ``sglang==0.5.9`` and ``sgl-kernel==0.3.21`` without their dependency pins (those pull CUDA
   builds of torch), the CPU build of torch (``torch==2.13.0``, a file on this machine's disk), and the
@@ -9,15 +9,21 @@ machine, ``~/.cache/mtp-remote/sglang-0.5.9-cpu-v1/`` (``$MTP_REMOTE_REAL_CACHE`
 - the shims of ``tests/support/real_sglang_shims/`` (see its README), written into that venv only: the
   sgl_kernel loader returns None instead of raising when no compiled library loads (its ``.so`` files, 1.5 GB,
   are deleted), an import-only torchvision stand-in, and CPU ports of the two CUDA tree ops that SGLang's
-  STANDALONE/EAGLE speculative path calls;
+  STANDALONE/EAGLE speculative path calls; and, for the hybrid model, the patches and GDN stand-ins of
+  ``tests/support/real_hybrid.py`` plus the injectable faults of ``real_sglang_shims/mtp_real_faults.py``
+  (inert unless ``MTP_REMOTE_REAL_FAULTS`` is set in the server's environment);
 - ``model/``: a tiny ``Qwen3ForCausalLM`` (2 layers, hidden 64, random weights from a fixed seed, bf16) with a
   tokenizer trained locally — no model hub;
+- ``hybrid/``: a tiny ``Qwen3NextForCausalLM`` (3 Gated-DeltaNet + 1 full-attention layer, small MoE, one MTP
+  layer for NEXTN; same tokenizer) and ``hybrid-accept/``, its variant whose every draft is accepted
+  (``real_sglang_shims/build_tiny_hybrid.py``);
 - ``READY.json``: the stamp, written last (versions, build times); a build without it is removed and redone.
 
-An exclusive ``flock`` on ``sglang-0.5.9-cpu-v1.lock`` beside it keeps two processes (two test sessions, CI
+An exclusive ``flock`` on ``sglang-0.5.9-cpu-v2.lock`` beside it keeps two processes (two test sessions, CI
 and a developer) from building at once: the second waits, then finds the stamp. Bump :data:`LAYOUT` when what
-is built changes; old layouts stay until deleted. Nothing in ``mtp_remote/`` imports this module: the
-``real-cpu`` inventory host only names the venv's python and the model directory.
+is built changes; old layouts stay until deleted (``cpu-v1``, dense model only, is left to the clones that
+still name it). Nothing in ``mtp_remote/`` imports this module: the ``real-cpu`` and ``real-hybrid*`` inventory
+hosts only name the venv's python and a model directory.
 """
 
 from __future__ import annotations
@@ -34,10 +40,11 @@ from pathlib import Path
 
 from mtp_remote.errors import MtpRemoteError
 from mtp_remote.lint.sglang_env import _STUB_SOURCE, IMPORT_STUBS, _run, registry_unreachable
+from tests.support import real_hybrid
 
 SGLANG_VERSION = "0.5.9"
 SGL_KERNEL_VERSION = "0.3.21"
-LAYOUT = "cpu-v1"
+LAYOUT = "cpu-v2"
 NAME = f"sglang-{SGLANG_VERSION}-{LAYOUT}"
 SHIMS = Path(__file__).resolve().parent / "real_sglang_shims"
 
@@ -68,9 +75,12 @@ class RealEngine:
     root: str
     python: str
     model_path: str
+    hybrid_model_path: str
+    hybrid_accept_model_path: str
     sglang_version: str
     install_s: float
     model_s: float
+    hybrid_model_s: float
     reused: bool
 
 
@@ -102,8 +112,10 @@ def ensure_real_sglang(*, rebuild: bool = False, timeout_s: float = 1800.0, log=
 
 def _engine(root: Path, info: dict, *, reused: bool) -> RealEngine:
     return RealEngine(root=str(root), python=str(root / "venv" / "bin" / "python"),
-                      model_path=str(root / "model"), sglang_version=info["sglang_version"],
-                      install_s=info["install_s"], model_s=info["model_s"], reused=reused)
+                      model_path=str(root / "model"), hybrid_model_path=str(root / "hybrid"),
+                      hybrid_accept_model_path=str(root / "hybrid-accept"), sglang_version=info["sglang_version"],
+                      install_s=info["install_s"], model_s=info["model_s"],
+                      hybrid_model_s=info["hybrid_model_s"], reused=reused)
 
 
 def _lock(lock, timeout_s: float, log) -> None:
@@ -135,7 +147,9 @@ def _build(root: Path, timeout_s: float, log) -> dict:
     site = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                      "find site-packages", timeout_s).strip())
     _install_shims(site)
+    real_hybrid.install_hybrid_shims(site)
     version = _run([str(python), "-c", _CHECK], "import the shimmed SGLang", timeout_s).strip().splitlines()[-1]
+    _run([str(python), "-c", real_hybrid.CHECK], "import the hybrid backend with its stand-ins", timeout_s)
     install_s = time.monotonic() - t0
     log(f"venv ready in {install_s:.0f} s (sglang {version}); building the tiny model")
     t1 = time.monotonic()
@@ -143,9 +157,16 @@ def _build(root: Path, timeout_s: float, log) -> dict:
                             "build the tiny model", timeout_s).strip().splitlines()[-1])
     model_s = time.monotonic() - t1
     log(f"model ready in {model_s:.0f} s: {model['architecture']}, {model['parameters']} parameters")
+    t2 = time.monotonic()
+    hybrid = json.loads(_run([str(python), str(SHIMS / "build_tiny_hybrid.py"), str(root / "model"),
+                              str(root / "hybrid"), str(root / "hybrid-accept")],
+                             "build the tiny hybrid model", timeout_s).strip().splitlines()[-1])
+    hybrid_model_s = time.monotonic() - t2
+    log(f"hybrid model ready in {hybrid_model_s:.0f} s: {hybrid['architecture']}, {hybrid['parameters']} parameters")
     return {"sglang_version": version, "sgl_kernel_version": SGL_KERNEL_VERSION, "layout": LAYOUT,
             "python": sys.version.split()[0], "install_s": round(install_s, 1), "model_s": round(model_s, 1),
-            "model": model, "built_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            "hybrid_model_s": round(hybrid_model_s, 1), "model": model, "hybrid_model": hybrid,
+            "built_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
 
 
 def _install_shims(site: Path) -> None:

@@ -17,16 +17,18 @@ umask 077
 fail() { rm -f "$envf" "$wd/server.ident.tmp.$$" "$wd/server.json.tmp.$$" "$wd/server.pid.tmp.$$"; say "result $1"; exit 0; }
 envf="$wd/.launch-env.$$"
 cd "$wd" 2>/dev/null || { envf=/nonexistent; fail "no-workdir"; }
+private_dir "$wd" || { envf=/nonexistent; fail "not-private"; }  # checked each time (workdir.sh)
 IFS= read -r template || template=""
 case $template in "{"*"}") ;; *) envf=/nonexistent; fail "bad-template" ;; esac
-cat > "$envf" 2>/dev/null || fail "cannot-write-workdir"
+rm -f "$envf"; ( set -C; cat > "$envf" ) 2>/dev/null || fail "cannot-write-workdir"  # noclobber: O_EXCL
 # the port, before anything starts (SGLang itself notices a busy port only after loading the weights)
 hex=$(printf '%04X' "$port")
 if grep -Eq "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:[0-9A-F]{4} 0A " /proc/net/tcp /proc/net/tcp6 2>/dev/null; then
   fail "port-in-use"
 fi
 # the record location must take a write (a byte: a full disk still creates empty files) before we start
-printf x > "$wd/server.ident.tmp.$$" 2>/dev/null || fail "cannot-write-record"
+rm -f "$wd/server.ident.tmp.$$"
+( set -C; printf x > "$wd/server.ident.tmp.$$" ) 2>/dev/null || fail "cannot-write-record"
 rm -f "$wd/server.ident.tmp.$$"
 t0=$(up)
 # the environment loader: JSON in, os.environ out (names checked again: a shell name, whole), then exec
@@ -77,6 +79,8 @@ set -- $ident
 say "ident $1 $2 $3 $boot $sha"
 # the record: identity first (server.ident, what stop reads), then server.json (identity + static fields)
 rec_ok=1
+rm -f "$wd/server.ident.tmp.$$" "$wd/server.json.tmp.$$" "$wd/server.pid.tmp.$$"
+set -C  # the record's temporary files are created, never opened through something already there
 { say "$1 $2 $3 $boot $sha" > "$wd/server.ident.tmp.$$" && mv -f "$wd/server.ident.tmp.$$" "$wd/server.ident"; } 2>/dev/null || rec_ok=0
 if [ $rec_ok = 1 ]; then
   { printf '{"pid": %s, "pgid": %s, "start_ticks": %s, "boot_id": "%s", "cmdline_sha256": "%s", ' \
@@ -85,6 +89,7 @@ if [ $rec_ok = 1 ]; then
     && say "$1" > "$wd/server.pid.tmp.$$" 2>/dev/null && mv -f "$wd/server.pid.tmp.$$" "$wd/server.pid" 2>/dev/null \
     || rec_ok=0
 fi
+set +C
 if [ $rec_ok = 0 ]; then  # an untracked server must not stay: stop what we just started
   kill -KILL "-$1" 2>/dev/null
   n=0

@@ -14,6 +14,21 @@ alive_start() {  # PID -> its start time if it lives (not a zombie), else fails
   case $1 in Z|X) return 1 ;; esac
   echo "$5"
 }
+same_start() {  # PID START -> 0 while PID lives (not a zombie) with that start time ("-": any start time)
+  _s=$(alive_start "$1") || return 1
+  [ "$2" = "-" ] || [ "$_s" = "$2" ]
+}
+pairs_left() {  # "PID START ..." -> the pairs whose PID still lives with that start time, same format
+  set -- $1
+  while [ $# -ge 2 ]; do same_start "$1" "$2" && printf '%s %s ' "$1" "$2"; shift 2; done
+}
+cmdline_ours() {  # PID SHA -> 0 when PID's command line hashes to SHA (the server we started, or a fork of it)
+  # or is an SGLang process title (sglang::scheduler_TP0, sglang::detokenizer: what its children set)
+  _h=$(sha256sum < "/proc/$1/cmdline" 2>/dev/null) || return 1
+  [ "$2" != "-" ] && [ "${_h%% *}" = "$2" ] && return 0
+  case $(head -c 8 "/proc/$1/cmdline" 2>/dev/null | tr -d '\000') in "sglang::") return 0 ;; esac
+  return 1
+}
 all_stats() { cat /proc/[0-9]*/stat 2>/dev/null; }
 group_members() {  # PGID -> PIDs of live members of that process group
   all_stats | awk -v g="$1" '{ s = $0; sub(/^.*\) /, "", s); split(s, f, " ");
@@ -41,7 +56,22 @@ record_children() {  # WD PID START [PREFIX] -> while PID lives with START, writ
   _s=$(alive_start "$2") && [ "$_s" = "$3" ] || { say "${_pre}result gone"; return 0; }
   _kids=$(descendants "$2")
   printf '%s\n' "$_kids" | while read -r _p _t; do [ -n "$_p" ] && say "${_pre}child $_p $_t"; done
-  ( umask 077; printf '%s\n' "$_kids" > "$1/server.children.tmp.$$" && mv -f "$1/server.children.tmp.$$" "$1/server.children" ) 2>/dev/null \
+  private_dir "$1" || { say "${_pre}result error $1 is not a directory of ours"; return 0; }
+  ( umask 077; set -C; rm -f "$1/server.children.tmp.$$"
+    printf '%s\n' "$_kids" > "$1/server.children.tmp.$$" && mv -f "$1/server.children.tmp.$$" "$1/server.children" ) 2>/dev/null \
     || { rm -f "$1/server.children.tmp.$$"; say "${_pre}result error cannot write $1/server.children"; return 0; }
   say "${_pre}result ok"
+}
+private_dir() {  # DIR -> 0 when DIR is a directory, not a symlink, owned by us, that no one else may write
+  [ -d "$1" ] && [ ! -L "$1" ] && [ -O "$1" ] || return 1
+  case $(ls -ld "$1" 2>/dev/null) in ?????w*|????????w*) return 1 ;; esac
+}
+workdir_of() {  # CONFIGURED -> the directory we work in: CONFIGURED when it is private (private_dir), else (a
+  # shared directory: mode 1777, another user's, group-writable) our own subdirectory CONFIGURED/uid-UID
+  case $1 in "~") _w=$HOME ;; "~/"*) _w=$HOME/${1#"~/"} ;; *) _w=$1 ;; esac
+  [ -L "$_w" ] && [ -d "$_w" ] && _w=$(cd -P "$_w" && pwd)
+  if [ ! -e "$_w" ] || private_dir "$_w"; then echo "$_w"; else echo "$_w/uid-$(id -u)"; fi
+}
+owned() {  # FILE -> 0 when FILE is a regular file, not a symlink, owned by us (a record we may trust)
+  [ -f "$1" ] && [ ! -L "$1" ] && [ -O "$1" ]
 }

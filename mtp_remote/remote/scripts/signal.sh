@@ -9,17 +9,10 @@
 set -u
 term_s=$1 kill_s=$2
 shift 2
-same() {  # PID START -> 0 while PID lives with that start time
-  s=$(alive_start "$1") || return 1
-  [ "$2" = "-" ] || [ "$s" = "$2" ]
-}
-left() {  # the listed PIDs still alive with their start time
-  set -- $targets
-  while [ $# -ge 2 ]; do same "$1" "$2" && printf '%s %s ' "$1" "$2"; shift 2; done
-}
+left() { pairs_left "$targets"; }  # the listed PIDs still alive with their start time
 targets=""
 while [ $# -ge 2 ]; do
-  if same "$1" "$2"; then kill -TERM "$1" 2>/dev/null && say "signal TERM $1"; targets="$targets $1 $2"
+  if same_start "$1" "$2"; then kill -TERM "$1" 2>/dev/null && say "signal TERM $1"; targets="$targets $1 $2"
   else say "skipped $1"; fi
   shift 2
 done

@@ -8,8 +8,12 @@
 # recorded start time, boot and command-line hash; the group is signalled only when pgid == pid and no
 # ancestor of this shell is in it. SIGTERM to the group, wait TERM_S, SIGKILL, wait KILL_S, SIGKILL recorded
 # children that left the group (same PID and start time), then wait up to GPU_S until nvidia-smi lists none
-# of them. stdout: "key value" lines, "progress TEXT" while it runs, "unlocked" when UNLOCK released the lock,
-last "result ok" or "result error TEXT".
+# of them. With the leader gone the group number may be a stranger's now: no group is signalled, only the
+# members that started at or after the recorded start and have our command line (the recorded hash, or an
+# SGLang title sglang::...) or are recorded children, each by PID ("strangers PIDS" names the others).
+# WORKDIR must be a private directory of ours and each record a regular file of ours (never a symlink): else
+# nothing is read or signalled. stdout: "key value" lines, "progress TEXT" while it runs, "unlocked" when
+# UNLOCK released the lock, last "result ok" or "result error TEXT".
 set -u
 wd=$1 term_s=$2 kill_s=$3 gpu_s=$4 unlock=$5
 shift 5
@@ -17,6 +21,16 @@ ok() {  # the stop ended well: release the run's lock if asked, then say so
   if [ "$unlock" != "-" ] && grep -qF " $unlock " "$wd/lock" 2>/dev/null && rm -f "$wd/lock"; then say "unlocked"; fi
   say "result ok"; exit 0
 }
+drop_record() { rm -f "$wd/server.ident" "$wd/server.json" "$wd/server.pid" "$wd/server.children"; }
+if ! private_dir "$wd"; then  # checked each time (workdir.sh): a shared or planted directory is never read
+  [ -e "$wd" ] || [ -L "$wd" ] || { say "found none"; say "result ok"; exit 0; }  # nothing there: create nothing
+  say "result error $wd is not a directory of ours that only we can write: no record read, nothing signalled"; exit 0
+fi
+for f in server.ident server.json server.children; do  # a record is trusted only when it is a file of ours
+  if { [ -e "$wd/$f" ] || [ -L "$wd/$f" ]; } && ! owned "$wd/$f"; then
+    say "found none"; say "refused $wd/$f is not a file of ours: not trusted"; drop_record; ok
+  fi
+done
 ident=$(cat "$wd/server.ident" 2>/dev/null)
 if [ -z "$ident" ] && [ -f "$wd/server.json" ]; then  # a record from before server.ident existed
   ident=$(tr -d '\n\t ' < "$wd/server.json" 2>/dev/null |
@@ -39,7 +53,6 @@ fi
 say "pid $pid"
 say "pgid $pgid"
 say "record-begin"; cat "$wd/server.json" 2>/dev/null; say ""; say "record-end"
-drop_record() { rm -f "$wd/server.ident" "$wd/server.json" "$wd/server.pid" "$wd/server.children"; }
 cur_boot=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo -)
 if [ "$boot" != "-" ] && [ "$cur_boot" != "-" ] && [ "$boot" != "$cur_boot" ]; then
   say "found gone"; say "reason the host rebooted since the launch"; drop_record; ok
@@ -62,10 +75,28 @@ fi
 members=$(group_members "$pgid")
 strays() {  # recorded children still alive with their recorded start time
   printf '%s\n' "$children" | while read -r cp cs; do
-    [ -n "$cp" ] || continue
-    s=$(alive_start "$cp") && [ "$s" = "$cs" ] && printf '%s ' "$cp"
+    [ -n "$cp" ] && same_start "$cp" "$cs" && printf '%s ' "$cp"
   done
 }
+recorded_child() {  # PID START -> 0 when PID is one of the recorded children with that start time
+  printf '%s\n' "$children" | grep -qx "$1 $2"
+}
+# with the leader gone its PGID may have been reused (a stranger that daemonised under that number): a member
+# is ours only when it started at or after our server and has our command line (or is a recorded child)
+targets=""
+if [ $found = gone ] && [ -n "$members" ]; then
+  strangers=""
+  for m in $members; do
+    ms=$(alive_start "$m") || continue
+    if [ "$ms" -ge "$start" ] 2>/dev/null && { recorded_child "$m" "$ms" || cmdline_ours "$m" "$sha"; }; then
+      targets="$targets$m $ms "
+    else
+      strangers="$strangers $m"
+    fi
+  done
+  [ -z "$strangers" ] || say "strangers$strangers"
+  members=$(set -- $targets; while [ $# -ge 2 ]; do printf '%s ' "$1"; shift 2; done)
+fi
 left=$(strays)
 if [ $found = gone ] && { [ -n "$members" ] || [ -n "$left" ]; }; then found=group-only; fi
 say "found $found"
@@ -88,19 +119,28 @@ gpu_mib() {  # MiB held by any of $pids, or nothing when nvidia-smi is missing
 }
 g=$(gpu_mib "$@"); say "gpu_mib ${g%% *}"
 t0=$(up)
-wait_gone() {  # DEADLINE_CS -> 0 when group $pgid has no live member before the deadline
+live() {  # what is left to wait for: the live group (leader alive: the group is ours), else our members by PID
+  if [ $found = running ]; then group_members "$pgid"; else set -- $(pairs_left "$targets"); while [ $# -ge 2 ]; do printf '%s ' "$1"; shift 2; done; fi
+}
+send() {  # SIG -> to the group (leader alive), else to each of our members by PID while it has its start time
+  if [ $found = running ]; then kill "-$1" "-$pgid" 2>/dev/null; return; fi
+  set -- "$1" $(pairs_left "$targets")
+  _sig=$1; shift
+  while [ $# -ge 2 ]; do kill "-$_sig" "$1" 2>/dev/null; shift 2; done
+}
+wait_gone() {  # DEADLINE_CS -> 0 when nothing of ours in group $pgid lives before the deadline
   while :; do
-    members=$(group_members "$pgid")
+    members=$(live)
     [ -z "$members" ] && return 0
     [ "$(up)" -ge "$1" ] && return 1
     nap 0.05
   done
 }
 if [ -n "$members" ]; then
-  kill -TERM "-$pgid" 2>/dev/null; say "signal TERM"
+  send TERM; say "signal TERM"
   say "progress SIGTERM sent to process group $pgid; waiting up to $term_s s for it to drain"
   if ! wait_gone $(( $(up) + term_s * 100 )); then
-    kill -KILL "-$pgid" 2>/dev/null; say "signal KILL"
+    send KILL; say "signal KILL"
     say "progress process group $pgid still alive after $term_s s; SIGKILL sent"
     if ! wait_gone $(( $(up) + kill_s * 100 )); then
       say "result error process group $pgid survived SIGKILL: PIDs $members"; exit 0

@@ -120,3 +120,20 @@ def test_to_dict_is_flat_with_nulls_without_a_loop():
     assert json.dumps(d)
     looped = analyze_text("x" + " a b c" * 20).to_dict()
     assert looped["loop"] is True and looped["loop_kind"] == "tail" and looped["loop_start_char"] == 2
+
+
+def test_a_counter_loop_with_two_distinct_words_repeated_150_times_is_a_near_loop():
+    text = "<think>\n" + " ".join(f"Check {i}: {i}+{i} = {2 * i}, ok." for i in range(1, 151))
+    m = analyze_text(text)
+    assert m.loop is None and m.near_loop and m.near.repeats == 150
+
+
+def test_paraphrase_cycling_at_the_end_is_a_near_loop_and_a_counting_list_is_not():
+    import random
+
+    rng = random.Random(0)
+    says = ["The user asks about 2+2.", "So the question is 2+2.", "They want to know 2+2.",
+            "The question here is about 2+2."]
+    cycling = analyze_text("<think>\n" + " ".join(rng.choice(says) for _ in range(150)))
+    assert cycling.loop is None and cycling.near_loop
+    assert not analyze_text(", ".join(str(i) for i in range(400))).near_loop

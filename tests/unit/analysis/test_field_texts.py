@@ -90,11 +90,16 @@ def test_a_near_loop_reports_its_unit_repeats_start_and_fraction():
     assert (row["near_loop"], row["near_loop_unit_tokens"], row["near_loop_start_char"]) == (True, 19, near.start_char)
 
 
-def test_an_exact_loop_of_words_is_also_a_near_loop_but_a_character_loop_is_not():
+def test_every_loop_is_a_near_loop_whatever_its_unit_is_made_of():
     sentence = analyze_text((CORPUS / "t01_sentence_loop_unclosed_think.txt").read_text())
     assert sentence.is_loop and sentence.near_loop
     chars = analyze_text((CORPUS / "t02_single_char_loop_after_tool_intent.txt").read_text())
-    assert chars.is_loop and not chars.near_loop  # fewer than 3 distinct words in the unit
+    assert chars.is_loop and chars.near_loop  # fewer than 3 distinct words in the unit: a loop all the same
+    hi = analyze_text("Hi. " * 100)  # issue 22: "loop yes, near loop no" was a contradiction
+    assert hi.is_loop and hi.near_loop
+    assert (hi.near.unit_tokens, hi.near.repeats, hi.near.start_char) == (2, 100, 0)
+    counting = analyze_text((CORPUS / "t06_healthy_counting_list.txt").read_text())
+    assert not counting.is_loop and not counting.near_loop  # no loop, and no counter hides one
 
 
 def test_structured_spans_cover_fences_and_rule_lines_only():

@@ -116,3 +116,19 @@ def test_nightly_on_state_leak_decoded_by_the_sim_corrupts_output_for_both_profi
                        draw=sim_draw(0.0, leak=True))
     assert out.verdicts == {"mtp": "spec-corrupts-output", "mtp2": "spec-corrupts-output"}, out.evidence
     assert out.samples["mtp"] == out.samples["mtp2"] == 10  # settled at the second look
+
+
+def test_state_leak_at_one_speculative_step_on_the_nightly_playbook_is_not_healthy():
+    # nightly.yaml: 12 per prompt, early stopping, the KL probe and expected answers on (one lossless member);
+    # loops ~7 % at one step (often 0/60 at the nightly's size), so the lossless checks must keep it from healthy
+    import numpy as np
+
+    from bench.sim_pools import Arm, SimDecoder
+    from mtp_remote.analysis.montecarlo import simulate_run
+
+    dec = SimDecoder(max_new=2048)
+    arms = {"baseline": Arm(0, False, 0.02), "mtp": Arm(1, True, 0.02)}
+    out = simulate_run({"baseline": None, "mtp": None}, Design(rounds=12, family=2, sequential=True, resumes=3),
+                       rng=np.random.default_rng(5),
+                       draw=lambda p, j, i, rng: dec.sample(j, arms[p], int(rng.integers(1 << 30))))
+    assert out.verdicts["mtp"] != "healthy", out.evidence

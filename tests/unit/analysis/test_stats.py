@@ -59,8 +59,9 @@ def test_samples_needed_is_a_size_where_the_observed_rates_would_be_significant(
 
 def test_samples_needed_uses_the_adjusted_alpha_and_can_bound_a_null_excess():
     assert samples_needed(3, 8, 0, 8, alpha=0.05 / 4) > samples_needed(3, 8, 0, 8, alpha=0.05)
-    n = samples_needed(0, 20, 0, 20, margin=0.05)  # 0/n vs 0/n: Wilson upper bound below 5 %
-    assert n is not None and 50 < n < 60
+    n = samples_needed(0, 20, 0, 20, margin=0.05)  # 0/n vs 0/n: the bound below 5 % with 80 % power
+    assert n is not None and 100 < n < 140
+    assert 50 < samples_needed(0, 20, 0, 20, margin=0.05, power=0.5) < 60  # the expected bound alone: ~55
     assert diff_upper_bound(0, n, 0, n, 0.95) < 0.05 <= diff_upper_bound(0, 45, 0, 45, 0.95)
 
 

@@ -74,7 +74,7 @@ def test_spec_looping_far_more_than_baseline_corrupts_output_and_the_evidence_na
     v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs)
     assert v.kind == "spec-corrupts-output" and v.temperature == 0.7
     # T=0 is outside the family: one cell, p = Fisher's 2.83e-8 unadjusted
-    assert v.evidence.startswith("loops: spec 15/16 vs baseline 0/16 degenerate at T=0.7 (p=2.8e-08, Holm over 1 cell)")
+    assert v.evidence.startswith("loops: spec 15/16 vs baseline 0/16 degenerate at T=0.7 (p=2.8e-08, Holm over 1 test)")
     assert exit_code([v]) == 1
 
 
@@ -83,7 +83,7 @@ def test_holm_runs_over_every_speculative_profile_and_temperature_above_zero():
     spec_b, sb = cells("eagle", {0.7: (0, 16), 1.0: (0, 16)}, spec=True)
     base, bs = cells("baseline", {0.7: (0, 16), 1.0: (0, 16)}, spec=False)
     found = judge_all({"mtp": (spec_a, sa), "eagle": (spec_b, sb)}, base, bs)
-    assert found["mtp"].kind == "spec-corrupts-output" and "Holm over 4 cells" in found["mtp"].evidence
+    assert found["mtp"].kind == "spec-corrupts-output" and "Holm over 4 tests" in found["mtp"].evidence
     assert found["mtp"].p_value == pytest.approx(4 * 2.83e-8, rel=0.01)
     assert found["eagle"].kind == "inconclusive"
 
@@ -111,7 +111,7 @@ def test_a_greedy_baseline_loop_alone_is_not_base_model_degenerates():
     spec, ss = cells("mtp", {0.0: (2, 5), 0.7: (0, 20)}, spec=True)
     base, bs = cells("baseline", {0.0: (2, 5), 0.7: (0, 20)}, spec=False)
     v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs)
-    assert v.kind == "inconclusive" and "up to 12% not ruled out" in v.evidence
+    assert v.kind == "inconclusive" and "loop excess up to 12.0% not ruled out" in v.evidence
 
 
 def test_a_small_excess_is_inconclusive_and_says_how_many_samples_would_decide():
@@ -126,7 +126,7 @@ def test_one_loop_in_twenty_or_five_in_eighty_is_not_healthy():
     spec, _ = cells("mtp", {0.7: (1, 20)}, spec=True, latency=1.0)
     base, _ = cells("baseline", {0.7: (0, 20)}, spec=False, latency=2.0)
     v = judge("mtp", spec, base)
-    assert v.kind == "inconclusive" and "no large excess detected; up to 20% not ruled out" in v.evidence
+    assert v.kind == "inconclusive" and "no large excess detected; loop excess up to 19.7% not ruled out" in v.evidence
     assert v.comparisons[0]["samples_needed"] is not None
     spec, _ = cells("mtp", {0.7: (5, 80)}, spec=True, latency=1.0)
     base, _ = cells("baseline", {0.7: (0, 80)}, spec=False, latency=2.0)
@@ -158,7 +158,7 @@ def test_clean_and_faster_speculation_within_the_margin_is_healthy():
     spec, ss = cells("mtp", {0.0: (0, 8), 0.7: (0, 80)}, spec=True, latency=1.0)
     base, bs = cells("baseline", {0.0: (0, 8), 0.7: (0, 80)}, spec=False, latency=2.0)
     v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs)
-    assert v.kind == "healthy" and "tokens/s 2.00x baseline" in v.evidence and "excess below 3%" in v.evidence
+    assert v.kind == "healthy" and "tokens/s 2.00x baseline" in v.evidence and "no loop excess above 3.3% at 95%" in v.evidence
     assert exit_code([v]) == 0
 
 
@@ -194,7 +194,7 @@ def test_greedy_divergence_at_a_near_tie_is_called_out_and_does_not_block_health
 def test_greedy_divergence_away_from_a_near_tie_keeps_a_profile_from_healthy():
     spec, ss, base, bs = _greedy_and_clean(0.5)
     v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs)
-    assert v.kind == "inconclusive" and "top-2 margin is 0.50 nats (not a near tie" in v.evidence
+    assert v.kind == "inconclusive" and "top-2 margin is 0.50 nats (not a near tie: > 0.05)" in v.evidence
     # a host whose A/A arm flips at margins up to 0.4 nats: 0.5 is within its noise (near tie below 0.6)
     v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs, calibration=Calibration(near_tie_margin=0.6))
     assert v.kind == "healthy"
@@ -213,7 +213,8 @@ def test_high_acceptance_while_looping_is_warned_about():
 def test_launch_failure_is_a_verdict_that_fails_the_run():
     v = launch_failed("mtp", "cuda_oom", "lower --mem-fraction-static")
     assert v.kind == "launch-failed:cuda_oom" and v.to_dict()["evidence"] == "lower --mem-fraction-static"
-    assert exit_code([v]) == 1 and exit_code(["healthy", "spec-slower", "inconclusive"]) == 0
+    assert exit_code([v]) == 1 and exit_code(["healthy", "spec-slower", "base-model-degenerates"]) == 0 \
+        and exit_code(["healthy", "inconclusive"]) == 3 and exit_code(["inconclusive", "spec-corrupts-output"]) == 1
 
 
 def test_a_server_that_dies_or_hangs_after_ready_is_crashed_or_hung_not_launch_failed():
@@ -236,24 +237,38 @@ def test_all_samples_of_each_arm_count_unpaired():
     assert v.kind == "spec-corrupts-output"
 
 
-def test_a_kl_probe_gap_three_standard_errors_over_the_floor_is_warned_about():
+def test_decode_logprobs_off_prefill_beyond_the_floor_and_the_bound_corrupt_output_with_no_loop():
     ss = samples("mtp", 0.7, 0, 8, spec=True)
     bs = samples("baseline", 0.7, 0, 8, spec=False)
     for i, (s, b) in enumerate(zip(ss, bs)):
-        s.kl_k3 = 0.005 + 0.001 * (i % 2)  # state_leak's size on the sim: below the old fixed 0.01 threshold
+        s.kl_k3 = 0.005 + 0.001 * (i % 2)  # state_leak's size on the sim
         b.kl_k3 = 0.0
     v = judge("mtp", [summarize_cell("mtp", 0.7, True, ss)], [summarize_cell("baseline", 0.7, False, bs)],
               spec_samples=ss, base_samples=bs)
-    assert any(w.startswith("KL probe: mean k3 0.0055 vs floor 0 nats/token") for w in v.warnings)
+    assert v.kind == "spec-corrupts-output" and v.kl_probe["flagged"], v.evidence
+    assert v.evidence.startswith("lossless: decode vs prefill logprobs: 8/8 speculative samples with a mean k3 "
+                                 "above the baseline floor's maximum"), v.evidence
     for s, b in zip(ss, bs):  # a noisy floor as large: no flag
         b.kl_k3 = s.kl_k3 + (0.002 if b.sample_index % 2 else -0.002)
     v = judge("mtp", [summarize_cell("mtp", 0.7, True, ss)], [summarize_cell("baseline", 0.7, False, bs)],
               spec_samples=ss, base_samples=bs)
-    assert not any(w.startswith("KL probe") for w in v.warnings)
+    assert v.kind != "spec-corrupts-output" and not v.kl_probe["flagged"]
+
+
+def test_a_harmless_kernel_difference_under_the_absolute_bound_is_a_warning_not_corruption():
+    ss = samples("mtp", 0.7, 0, 80, spec=True)
+    bs = samples("baseline", 0.7, 0, 80, spec=False)
+    for i, (s, b) in enumerate(zip(ss, bs)):
+        b.kl_k3 = 8e-5 * (1 + (i % 7) / 10)
+        s.kl_k3 = 1.25 * 8e-5 * (1 + ((i + 3) % 7) / 10)  # 1.25x the floor: significant, under 2e-4
+    v = judge("mtp", [summarize_cell("mtp", 0.7, True, ss)], [summarize_cell("baseline", 0.7, False, bs)],
+              spec_samples=ss, base_samples=bs)
+    assert v.kind == "healthy", v.evidence
+    assert any(w.startswith("KL probe: decode vs prefill") and "under the bound" in w for w in v.warnings)
 
 
 def test_an_aa_arm_sets_the_near_tie_margin_kl_floor_and_speed_spread():
-    from mtp_remote.analysis.verdict import measure_calibration
+    from mtp_remote.analysis.lossless import measure_calibration
 
     _, bs = cells("baseline", {0.0: (0, 4), 0.7: (0, 8)}, spec=False, latency=2.0)
     _, aa = cells("baseline-aa", {0.0: (0, 4), 0.7: (0, 8)}, spec=False, latency=2.5)
@@ -267,3 +282,14 @@ def test_an_aa_arm_sets_the_near_tie_margin_kl_floor_and_speed_spread():
     assert (cal.greedy_pairs, cal.greedy_diverged) == (4, 1) and cal.near_tie_margin == pytest.approx(0.6)
     assert len(cal.kl_floor) == 24 and cal.speed_ratio == pytest.approx(0.8)
     assert cal.speed_spread == pytest.approx(0.223, abs=1e-3) and cal.to_dict()["kl_floor_n"] == 24
+
+
+def test_a_mean_k3_above_the_absolute_bound_keeps_a_profile_from_healthy_even_when_not_significant():
+    ss = samples("mtp", 0.7, 0, 80, spec=True)
+    bs = samples("baseline", 0.7, 0, 80, spec=False)
+    for i, (s, b) in enumerate(zip(ss, bs)):
+        b.kl_k3 = 8e-5
+        s.kl_k3 = 8e-5 if i else 0.05  # one sample far off: the arm's mean 7e-4 > 2e-4, one exceedance only
+    v = judge("mtp", [summarize_cell("mtp", 0.7, True, ss)], [summarize_cell("baseline", 0.7, False, bs)],
+              spec_samples=ss, base_samples=bs)
+    assert v.kind == "inconclusive" and "lossless check not passed: decode vs prefill" in v.evidence, v.evidence

@@ -104,7 +104,8 @@ def test_bug_report_of_a_healthy_run_names_its_verdicts_instead_of_claiming_corr
     _run(runs, "r-ok", {"status": "completed", "verdicts": [{"profile": "mtp", "kind": "healthy", "evidence": ""}]})
     r = CliRunner().invoke(main, ["bug-report", "r-ok", "--runs-dir", str(runs)])
     assert r.exit_code == 2, r.output
-    assert "run r-ok has no spec-corrupts-output verdict (verdicts: mtp: healthy)" in r.stderr
+    assert ("run r-ok has no spec-corrupts-output, crashed:<cause> or hung:<cause> verdict (verdicts: mtp: healthy)"
+            in r.stderr)
     assert "corrupts output:" not in r.stdout and not (runs / "r-ok" / "bug-report.md").exists()
 
 

@@ -48,7 +48,7 @@ def test_a_bad_choice_names_the_valid_ones(tmp_path):
 
 def test_an_unknown_host_lists_the_hosts():
     inv = load_inventory(ROOT / "inventory.yaml")
-    with pytest.raises(ConfigError, match="choose one of: real-cpu, sim-healthy, sim-local"):
+    with pytest.raises(ConfigError, match="choose one of: real-cpu, real-hybrid, real-hybrid-leak, real-hybrid-overaccept, sim-healthy, sim-local"):
         inv.get("gpu-9")
 
 
@@ -212,3 +212,16 @@ def test_a_whole_file_playbook_check_names_the_field(tmp_path):
     with pytest.raises(ConfigError) as e:
         load_playbook(f)
     assert e.value.field == "baseline" and ": baseline: baseline 'nope' is not a profile; choose one of" in str(e.value)
+
+
+@pytest.mark.parametrize("body,where", [("profiles: [a\n  b: 1\n", "line 2, column 4"),
+                                        ('name: "unclosed\n', "line 2, column 1"),
+                                        ("name: x\n\tsamples: 2\n", "line 2, column 1")])
+def test_a_broken_yaml_names_its_file_and_line_not_a_unicode_string(tmp_path, body, where):
+    f = tmp_path / "broken.yaml"
+    f.write_text(body)
+    with pytest.raises(ConfigError) as e:
+        load_playbook(f)
+    msg = str(e.value)
+    assert msg.startswith(f"{f}: {where}: not valid YAML: ")
+    assert "<unicode string>" not in msg and "\n" not in msg

@@ -17,8 +17,8 @@ def test_the_real_cpu_host_names_the_cached_venv_and_model_under_this_users_home
     host = load_inventory(ROOT / "inventory.yaml").get("real-cpu")
     home = os.path.expanduser("~")
     assert (host.engine, host.transport) == ("sglang", "local")
-    assert host.python == f"{home}/.cache/mtp-remote/sglang-0.5.9-cpu-v1/venv/bin/python"
-    assert host.model_path == f"{home}/.cache/mtp-remote/sglang-0.5.9-cpu-v1/model"
+    assert host.python == f"{home}/.cache/mtp-remote/sglang-0.5.9-cpu-v2/venv/bin/python"
+    assert host.model_path == f"{home}/.cache/mtp-remote/sglang-0.5.9-cpu-v2/model"
     assert host.env == {"SGLANG_USE_CPU_ENGINE": "1", "TRITON_INTERPRET": "1"}
 
 
@@ -55,3 +55,43 @@ def test_the_engine_label_comes_from_the_servers_own_server_info():
                                            "model_path": "/m/tiny"}
     sim = load_inventory(ROOT / "inventory.yaml").get("sim-local")
     assert engine_facts(sim, [])["label"] == "simulated SGLang (mtp_remote.sim)"
+
+
+def test_the_real_hybrid_hosts_serve_the_hybrid_model_fp32_and_differ_only_in_the_injected_fault():
+    inv = load_inventory(ROOT / "inventory.yaml")
+    home = os.path.expanduser("~")
+    hosts = {name: inv.get(name) for name in ("real-hybrid", "real-hybrid-leak", "real-hybrid-overaccept")}
+    for host in hosts.values():
+        assert host.model_path == f"{home}/.cache/mtp-remote/sglang-0.5.9-cpu-v2/hybrid"
+        assert host.python == inv.get("real-cpu").python and host.playbook == "playbooks/real-hybrid.yaml"
+        assert {k: v for k, v in host.env.items() if k != "MTP_REMOTE_REAL_FAULTS"} == {
+            "SGLANG_USE_CPU_ENGINE": "1", "TRITON_INTERPRET": "1", "SGLANG_MAMBA_CONV_DTYPE": "float32"}
+    assert [h.env.get("MTP_REMOTE_REAL_FAULTS") for h in hosts.values()] == [None, "mamba_state_leak", "accept_all_drafts"]
+    assert len({h.port for h in hosts.values()} | {inv.get("real-cpu").port}) == 4
+
+
+def test_real_hybrid_runs_baseline_vs_nextn_with_the_fields_flags_in_fp32():
+    _, host, pb = load_config(ROOT / "inventory.yaml", DEFAULT_PLAYBOOK, "real-hybrid")
+    assert pb.name == "real-hybrid" and pb.profile_order()[:2] == ["baseline", "nextn"]
+    spec, base = server_argv(host, pb, "nextn"), server_argv(host, pb, "baseline")
+    for flag, value in (("--speculative-algorithm", "NEXTN"), ("--speculative-num-steps", "3"),
+                        ("--speculative-eagle-topk", "1"), ("--speculative-num-draft-tokens", "4")):
+        assert spec[spec.index(flag) + 1] == value and flag not in base
+    for argv in (spec, base):
+        assert argv[argv.index("--dtype") + 1] == "float32"
+        assert argv[argv.index("--mamba-scheduler-strategy") + 1] == "extra_buffer"
+        assert argv[argv.index("--attention-backend") + 1] == "triton" and "--mamba-full-memory-ratio" in argv
+    assert pb.temperatures == [0.0] and pb.kl_probe and pb.compare.calibration
+
+
+def test_the_dense_real_cpu_playbook_runs_fp32_where_the_triton_interpreter_runs():
+    _, host, pb = load_config(ROOT / "inventory.yaml", DEFAULT_PLAYBOOK, "real-cpu")
+    for profile in pb.profile_order():
+        argv = server_argv(host, pb, profile)
+        assert argv[argv.index("--dtype") + 1] == "float32"
+
+
+def test_the_mamba_conv_dtype_is_shown_and_an_injected_faults_name_is_masked_like_any_other_value():
+    masked = load_inventory(ROOT / "inventory.yaml").get("real-hybrid-overaccept").masked_env()
+    assert masked["SGLANG_MAMBA_CONV_DTYPE"] == "float32"  # else `--dtype float32` reads `--dtype ***` in reports
+    assert masked["MTP_REMOTE_REAL_FAULTS"] == "***"  # the tool is told nothing about the fault

@@ -58,3 +58,16 @@ def test_a_log_that_copytruncate_left_nul_padded_is_read_but_nuls_after_text_are
     (tmp_path / "mixed.log").write_bytes(b"[2026-12-01 10:00:00] text\0\0\0more")
     result = CliRunner().invoke(classify_log_cmd, [str(tmp_path / "mixed.log")])
     assert result.exit_code == 2 and "binary file" in result.output
+
+
+def test_a_file_that_is_no_sglang_log_says_it_found_no_sglang_lines_not_keep_waiting(tmp_path):
+    readme = tmp_path / "notes.txt"
+    readme.write_text("deploy notes\n- restart the box on Mondays\n- [ ] check the disks\n")
+    result = CliRunner(env={"COLUMNS": "240"}).invoke(classify_log_cmd, [str(readme)])
+    assert result.exit_code == 2, result.output
+    assert "no_sglang_lines" in result.output and "found no SGLang lines" in result.output
+    assert "[date time]" in result.output  # the hint's brackets are text, not rich markup
+    assert "keep waiting" not in result.output and "starting" not in result.output
+    empty_so_far = tmp_path / "server.log"
+    empty_so_far.write_text("")
+    assert json.loads(CliRunner().invoke(classify_log_cmd, ["--json", str(empty_so_far)]).output)["cls"] == "starting"

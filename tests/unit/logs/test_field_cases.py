@@ -13,7 +13,7 @@ from mtp_remote.remote.logs import classify_log
 CASES = Path(__file__).resolve().parent / "field_cases"
 LABELS = json.loads((CASES / "labels.json").read_text())
 CORPUS = Path(__file__).resolve().parents[3].parent / "shared" / "corpus" / "logs"
-NOT_FATAL = ("ready", "starting", "stopping", "stopped")
+NOT_FATAL = ("ready", "starting", "stopping", "stopped", "no_sglang_lines")
 
 
 @pytest.mark.parametrize("name", sorted(LABELS))

@@ -29,10 +29,12 @@ def _parse(fact: str, output: str):
         from mtp_remote.remote.foreign import server_kind
 
         return [[p.pid, p.start_ticks, server_kind(p.argv)] for p in facts.parse_processes(output)]
-    if fact in ("launch", "stop"):
+    if fact in ("launch", "stop", "workdir"):
         from mtp_remote.remote import hostscripts
 
-        return asdict(hostscripts.parse_launch(output) if fact == "launch" else hostscripts.parse_stop(output))
+        parse = {"launch": hostscripts.parse_launch, "stop": hostscripts.parse_stop,
+                 "workdir": hostscripts.parse_workdir}[fact]
+        return asdict(parse(output))
     if fact == "children":
         from mtp_remote.remote import hostscripts
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mtp_remote.remote.facts import GpuApp, PsEntry
-from mtp_remote.remote.foreign import find_foreign
+from mtp_remote.remote.foreign import brief_command, find_foreign
 
 PS = [
     PsEntry(1, 0, 1, "root", 9000, "/sbin/init"),
@@ -90,3 +90,29 @@ def test_a_launch_report_whose_group_is_not_led_by_the_pid_is_refused():
 
     with pytest.raises(ValueError, match="not a group leader"):
         parse_launch("pid 4711\nident 4711 300 1 b s\nresult ok\n")
+
+
+REAL_CPU_LINE = ("/root/.cache/mtp-remote/sglang-0.5.9-cpu-v2/venv/bin/python -m sglang.launch_server --model-path "
+                 "/root/.cache/mtp-remote/sglang-0.5.9-cpu-v2/model --device cpu --max-total-tokens 8192 "
+                 "--attention-backend triton --dtype float32 --speculative-algorithm STANDALONE "
+                 "--speculative-draft-model-path /root/.cache/mtp-remote/sglang-0.5.9-cpu-v2/model "
+                 "--host 127.0.0.1 --port 30021")
+
+
+def test_a_long_command_line_is_shortened_by_whole_arguments_and_keeps_model_and_port():
+    short = brief_command(REAL_CPU_LINE)
+    assert short.endswith("--host 127.0.0.1 --port 30021 (+10 more arguments)")
+    assert "--model-path /root/.cache/mtp-remote/sglang-0.5.9-cpu-v2/model " in short
+    words = set(REAL_CPU_LINE.split(" ")) | {"…", "(+10", "more", "arguments)"}
+    assert set(short.split(" ")) <= words, "no argument is cut inside"
+    assert brief_command("python -m sglang.launch_server --port 30000") == "python -m sglang.launch_server --port 30000"
+
+
+def test_a_flag_is_shown_with_its_value_or_not_at_all():
+    line = "python3 -m sglang.launch_server " + "--chunked-prefill-size 8192 " * 20 + "--port=31000"
+    short = brief_command(line, limit=120)
+    assert "--port=31000" in short
+    words = short.split(" ")
+    for i, w in enumerate(words):
+        if w == "--chunked-prefill-size":
+            assert words[i + 1] == "8192"

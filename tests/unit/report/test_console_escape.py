@@ -48,5 +48,7 @@ def test_the_next_step_after_a_failed_profile_names_the_runbook_for_when_it_fail
 
     doc = {"run_id": "r1", "status": "completed", "verdicts": [{"profile": "mtp", "kind": kind}]}
     hint = next_step(doc, "runs/r1")
-    assert hint == f"mtp failed: `mtp-remote classify-log runs/r1/logs/mtp.log`; see {runbook}"
+    report = ("" if kind.startswith("launch-failed") else
+              "; a server that fails while serving is a bug worth reporting: `mtp-remote bug-report r1`")
+    assert hint == f"mtp failed: `mtp-remote classify-log runs/r1/logs/mtp.log`{report}; see {runbook}"
     assert (Path(__file__).resolve().parents[3] / runbook).is_file()

@@ -1,0 +1,46 @@
+# workdir.sh — find (and with MODE create, make) the directory this tool works in on the host (POSIX sh; lib.sh
+# is prepended).
+#
+# usage: sh -c "$(cat lib.sh workdir.sh)" sh WORKDIR MODE [RUN_ID [lock]]
+# WORKDIR as configured ("~" allowed). A private one (ours, no one else may write it, not a symlink) is used as
+# it is; in a shared one (mode 1777, another user's, group-writable) we work in WORKDIR/uid-UID, a directory of
+# our own (0700), checked each time: a planted file, symlink or directory there is refused, never followed.
+# MODE create: make what is missing (new directories 0700; an existing WORKDIR keeps its mode) with
+# logs/RUN_ID, and check the directory takes a write (the test file is made with noclobber and removed, also
+# when the write fails: a full disk leaves nothing). MODE read: create nothing.
+# With "lock" as 4th argument (MODE create), the host lock is taken in the same step (see the end).
+# stdout: "workdir PATH" (the directory we work in), then "result ok", "result missing" (read: nothing there
+# yet), "result not-private TEXT", "result cannot-create" or "result not-writable".
+set -u
+umask 077
+wd=$(workdir_of "$1")
+say "workdir $wd"
+if [ "$2" = read ]; then
+  [ -e "$wd" ] || { say "result missing"; exit 0; }
+  private_dir "$wd" || { say "result not-private $wd is not a directory of ours that only we can write"; exit 0; }
+  say "result ok"; exit 0
+fi
+mkdir -p "$wd" 2>/dev/null
+private_dir "$wd" || {
+  if [ -e "$wd" ] || [ -L "$wd" ]; then say "result not-private $wd is not a directory of ours that only we can write"
+  else say "result cannot-create"; fi
+  exit 0; }
+for d in logs "logs/$3"; do
+  mkdir "$wd/$d" 2>/dev/null
+  private_dir "$wd/$d" || {
+    if [ -e "$wd/$d" ] || [ -L "$wd/$d" ]; then say "result not-private $wd/$d is not a directory of ours"
+    else say "result cannot-create"; fi
+    exit 0; }
+done
+t="$wd/.write-test.$$"
+if ( set -C; printf x > "$t" ) 2>/dev/null; then rm -f "$t"; else rm -f "$t"; say "result not-writable"; exit 0; fi
+say "result ok"
+[ "${4:-}" = lock ] || exit 0
+# the host lock (stdin: our lock line), created with noclobber; else who holds it (first line, at most 512
+# bytes) and "lock-old" when the file is over a minute old (a corrupt lock is stale only then)
+IFS= read -r mine
+if ( set -C; printf '%s\n' "$mine" > "$wd/lock" ) 2>/dev/null; then say "lock acquired"; exit 0; fi
+say "lock held"
+owned "$wd/lock" || { say "lock-foreign"; exit 0; }
+[ -z "$(find "$wd/lock" -mmin +1 2>/dev/null)" ] || say "lock-old"
+printf 'holder %s\n' "$(head -c 512 "$wd/lock" 2>/dev/null | head -n 1)"

@@ -1,0 +1,103 @@
+"""Test scaffolding for the real-engine tests: the shipped real hosts pointed at this session's cached engine, one
+real SGLang served for the length of a ``with`` block, greedy ``/generate`` by token ids, and transformers'
+reference output on the same weights.
+
+The hosts are the inventory's entries as shipped (``real-cpu``, ``real-hybrid``, ``real-hybrid-leak``,
+``real-hybrid-overaccept``) with only the port and workdir moved (the machine is shared) and the venv and
+model paths of the engine this session built (``tests/support/real_sglang.py``). Servers bind 127.0.0.1 and
+are always stopped by PID (``ServerLifecycle.stop``) when the block ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import yaml
+from invoke import Context
+
+from mtp_remote.config.inventory import HostConfig
+from mtp_remote.config.playbook import Playbook, load_playbook
+from mtp_remote.remote.commands import server_argv, server_env
+from mtp_remote.experiment.server import ServerLifecycle
+from tests.support.ports import free_port
+from tests.support.real_sglang import SHIMS, RealEngine
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+#: The chat template of the test models' tokenizer, as the real playbooks' prompt_template writes it.
+CHAT = "<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n<think>\n"
+
+
+def shipped_host(name: str) -> dict:
+    """The inventory's entry for host ``name``, as shipped (a plain dict)."""
+    return dict(yaml.safe_load((ROOT / "inventory.yaml").read_text())["hosts"][name])
+
+
+def model_of(engine: RealEngine, name: str) -> str:
+    """The cached model a shipped real host serves: the dense model for ``real-cpu``, the hybrid for the rest."""
+    return engine.model_path if name == "real-cpu" else engine.hybrid_model_path
+
+
+def local_host(engine: RealEngine, name: str, workdir: Path, **changes) -> dict:
+    """Shipped host ``name`` on a free port and a private workdir, naming this session's engine."""
+    host = shipped_host(name)
+    host.update(port=free_port(), workdir=str(workdir), python=engine.python, model_path=model_of(engine, name),
+                playbook=str(ROOT / host["playbook"]))
+    host.update(changes)
+    return host
+
+
+def write_inventory(tmp_path: Path, hosts: dict[str, dict]) -> str:
+    """An inventory file of ``hosts`` (name → entry) under ``tmp_path``; returns its path."""
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(yaml.safe_dump({"default_host": next(iter(hosts)), "hosts": hosts}))
+    return str(inv)
+
+
+@contextlib.contextmanager
+def serving(host: dict, playbook: Playbook | str, profile: str, *, ready_s: float,
+            run_id: str = "real-test") -> Iterator[tuple[str, object]]:
+    """Launch ``profile`` of ``playbook`` on the local ``host`` (an inventory entry with ``name``), wait until
+    ready (AssertionError with the log tail otherwise) and yield ``(base url, wait outcome)``; stop it after."""
+    cfg = HostConfig.model_validate(host)
+    pb = playbook if isinstance(playbook, Playbook) else load_playbook(playbook)
+    lc = ServerLifecycle(Context(), cfg, python=cfg.python, workdir=cfg.workdir, run_id=run_id)
+    try:
+        lc.prepare()
+        rec = lc.launch(profile, server_argv(cfg, pb, profile), server_env(cfg, pb, profile, lc.workdir))
+        url = f"http://127.0.0.1:{cfg.port}"
+
+        def health() -> bool:
+            try:
+                return httpx.get(f"{url}/health", timeout=5).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        outcome = lc.wait_ready(rec, timeout_s=ready_s, health=health)
+        assert outcome.ok, outcome.describe() + "\n" + "\n".join(outcome.log_tail)
+        yield url, outcome
+    finally:
+        lc.stop(term_s=30, drain_s=10, gpu_release_s=10)
+
+
+def generate_ids(url: str, prompt_ids: list[int], max_new_tokens: int, *, timeout_s: float = 600) -> dict:
+    """Greedy ``/generate`` from token ids, no EOS stop: SGLang's response (``output_ids``, ``meta_info``)."""
+    r = httpx.post(f"{url}/generate", timeout=timeout_s, json={
+        "input_ids": prompt_ids,
+        "sampling_params": {"temperature": 0, "max_new_tokens": max_new_tokens, "ignore_eos": True}})
+    r.raise_for_status()
+    return r.json()
+
+
+def hf_reference(engine: RealEngine, model_dir: str, prompts: list[str], max_new_tokens: int,
+                 dtype: str = "float32") -> dict:
+    """transformers' greedy output on ``model_dir`` (``real_sglang_shims/hf_reference.py`` in the real venv):
+    ``{"prompt_ids": [[...]], "output_ids": [[...]]}``, one list per prompt text."""
+    proc = subprocess.run([engine.python, str(SHIMS / "hf_reference.py"), model_dir, dtype, str(max_new_tokens)],
+                          input=json.dumps(prompts), capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
