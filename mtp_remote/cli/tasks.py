@@ -75,7 +75,8 @@ def _as_fleet(c, command: str, inventory, *, as_json: bool = False, **kw) -> int
     spec, host = _fab_hosts_given(), _host_name(c)
     if not spec or host is None:
         return None
-    from ..fleet.fleet import fleet_hosts, print_fleet, run_fleet  # deferred: keeps fab -l fast
+    from ..experiment.hosts import fleet_hosts  # deferred: keeps fab -l fast
+    from ..fleet.fleet import print_fleet, run_fleet  # deferred: keeps fab -l fast
 
     parts = [p.strip() for p in spec.split(",") if p.strip()]
     try:
