@@ -18,6 +18,9 @@ Rows (each locally and, where a transport is involved, through a throwaway OpenS
   client's count (``ProfileRun.occupancy``); fixed sampling and early stopping.
 - ``cli``: ``mtp-remote --version``/``--help`` and ``fab -l`` start time beside a bare ``python -c pass``.
 - ``analyze``: ``mtp-remote analyze`` of a 1,000-sample samples.jsonl (``bench/data.py``): wall and CPU time.
+- ``commands``: ``status``, ``preflight``, ``report last`` over the sshd (``bench/bench_commands.py``).
+- ``loopstop``, ``realabort``: issue 21 (``bench/bench_loop_stop.py``): the field-case diagnosis with and without
+  the loop stop on the sim at a realistic time scale over the sshd; real SGLang's abort of a stopped request.
 
 Every figure: median and spread (p10/p90, min/max) over ``--repeats``; the machine (cores, CPU, python, load
 average) is printed with them. Not a test; the docs quote only what this prints.
@@ -55,7 +58,7 @@ from mtp_remote.experiment import diagnose as api
 from mtp_remote.experiment.server import ServerLifecycle
 from mtp_remote.remote import connect, facts, process
 
-ROWS = ("cli", "analyze", "ready", "stop", "cycle", "occupancy")
+ROWS = ("cli", "analyze", "ready", "stop", "cycle", "occupancy", "loopstop", "realabort", "commands")
 BIN = Path(sys.executable).parent
 MTP = [sys.executable, "-c", "import sys; from mtp_remote.cli.main import main; sys.argv[0] = 'mtp-remote'; main()"] \
     if SRC else [str(BIN / "mtp-remote")]
@@ -655,6 +658,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", dest="json_out", default=None, help="write the figures as JSON here")
     ap.add_argument("--write-docs", action="store_true", help="rewrite docs/PERFORMANCE.md from this run")
     ap.add_argument("--note", default="", help="a sentence for the docs about the conditions of this run")
+    ap.add_argument("--loopstop-scale", type=float, default=1.0,
+                    help="sim time scale of the loopstop row (default 1.0: realistic GPU times)")
+    ap.add_argument("--loopstop-repeats", type=int, default=1, help="repetitions of the loopstop and realabort rows")
     args = ap.parse_args(argv)
     rows = [r.strip() for r in args.only.split(",") if r.strip()]
     unknown = set(rows) - set(ROWS)
@@ -667,7 +673,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="mtp-bench-") as d, contextlib.ExitStack() as stack:
         tmp = Path(d)
         ssh_server = None
-        if not args.no_ssh and set(rows) & {"ready", "stop", "cycle", "occupancy"}:
+        if not args.no_ssh and set(rows) & {"ready", "stop", "cycle", "occupancy", "loopstop", "commands"}:
             from tests.support.sshd import running_sshd, sshd_binary
 
             if sshd_binary() is None:
@@ -690,6 +696,20 @@ def main(argv: list[str] | None = None) -> int:
                 bench_cycle(results, args.repeats, ssh_server, tmp)
             elif row == "occupancy":
                 bench_occupancy(results, args.repeats, ssh_server, tmp)
+            elif row == "loopstop":
+                from bench.bench_loop_stop import bench_loopstop
+
+                bench_loopstop(results, args.loopstop_repeats, ssh_server, tmp, scale=args.loopstop_scale, row=_row,
+                               sim_host=sim_host, write_config=write_config, transports=transports)
+            elif row == "commands":
+                from bench.bench_commands import bench_commands
+
+                bench_commands(results, args.repeats, ssh_server, tmp, row=_row, sim_host=sim_host,
+                               write_config=write_config, transports=transports, time_cmd=_time_cmd, mtp=MTP)
+            elif row == "realabort":
+                from bench.bench_loop_stop import bench_realabort
+
+                bench_realabort(results, args.loopstop_repeats, tmp, row=_row)
             print(f"  ({time.time() - t:.0f} s)", flush=True)
             doc = _document(m, args, t_start, results)
             if args.json_out:  # after every row: a run cut short keeps what it measured

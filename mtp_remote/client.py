@@ -2,13 +2,18 @@
 
 Async requests to ``/v1/chat/completions`` and ``/generate`` return a :class:`Completion` — a per-request
 result that is *data*: a failed request has ``error`` set instead of raising, so one bad request never loses
-a run. ``/health``, ``/server_info`` and ``/flush_cache`` are small helpers. Times are wall seconds measured
+a run. The streaming forms (:meth:`ServerClient.generate_stream`, :meth:`ServerClient.chat_stream`) show the
+growing output to a ``watch`` callback and, when it says so, close the stream and abort the request on the
+server (``/abort_request``, SGLang's own route; SGLang also aborts a request whose client went away). ``/health``, ``/server_info`` and ``/flush_cache`` are small helpers. Times are wall seconds measured
 on the driver (through the tunnel).
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,7 +45,12 @@ class Completion:
     top2_margins: list[float] | None = None  # logprob(top-1) - logprob(top-2) per output token
     error: str | None = None
     raw_meta: dict[str, Any] = field(default_factory=dict)
+    stop: dict | None = None  # set when ``watch`` stopped the stream: what it returned, plus ``at_tokens``
     request: dict[str, Any] | None = None  # {"endpoint", "body"}: the exact request sent (replayable)
+
+
+#: ``watch(text so far, output ids so far or None) -> dict | None``: a dict stops the request (see ``stop``).
+Watch = Callable[[str, "list[int] | None"], "dict | None"]
 
 
 def chat_request(prompt: str, *, temperature: float, max_tokens: int, top_p: float = 1.0, seed: int | None = None,
@@ -132,6 +142,18 @@ class ServerClient:
         except httpx.HTTPError:
             return False
 
+    async def wait_idle(self, timeout_s: float = 10.0, interval_s: float = 0.1) -> float | None:
+        """Wait until the server holds no request (``/flush_cache`` answers 200 only then, in SGLang as in the
+        sim: it flushes the radix cache and the acceptance counters, so read ``/server_info`` first). Seconds
+        waited, or None when it was still busy after ``timeout_s``."""
+        t0 = time.perf_counter()
+        while True:
+            if await self.flush_cache():
+                return time.perf_counter() - t0
+            if time.perf_counter() - t0 > timeout_s:
+                return None
+            await asyncio.sleep(interval_s)
+
     async def _post(self, path: str, body: dict) -> tuple[dict, float, str | None]:
         """POST JSON; (response JSON, wall seconds, error text or None). A failed request is data, not an
         exception."""
@@ -191,6 +213,139 @@ class ServerClient:
             tops = meta.get("output_top_logprobs")
             if tops:
                 comp.top2_margins = [(t[0][0] - t[1][0]) if t and len(t) > 1 else float("inf") for t in tops]
+        return comp
+
+    async def _stream(self, path: str, body: dict, on_event: Callable[[dict], bool]) -> tuple[float, str | None]:
+        """POST ``body`` with ``stream``; feed each server-sent event's JSON to ``on_event`` until it returns
+        True (then the stream is closed: the connection is dropped, not read to the end) or ``[DONE]``.
+        Returns (wall seconds, error text or None)."""
+        t0 = time.perf_counter()
+        try:
+            async with self._client.stream("POST", path, json={**body, "stream": True}) as r:
+                if r.status_code != 200:
+                    text = (await r.aread()).decode(errors="replace")
+                    return time.perf_counter() - t0, f"HTTP {r.status_code}: {text[:300]}"
+                async for line in r.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    payload = line[5:].strip()
+                    if payload == "[DONE]":
+                        break
+                    event = json.loads(payload)
+                    if isinstance(event, dict) and "error" in event and len(event) == 1:
+                        err = event["error"]
+                        return time.perf_counter() - t0, str(err.get("message") if isinstance(err, dict) else err)
+                    if on_event(event):
+                        break
+            return time.perf_counter() - t0, None
+        except (httpx.HTTPError, ValueError) as e:
+            return time.perf_counter() - t0, f"{type(e).__name__}: {e}"
+
+    async def abort(self, rid: str) -> bool:
+        """POST ``/abort_request`` for one request id (SGLang 0.5.9's route); False when it fails."""
+        try:
+            r = await self._client.post("/abort_request", json={"rid": rid}, timeout=10.0)
+            return r.status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    async def generate_stream(self, text: str, *, temperature: float, max_new_tokens: int, watch: Watch,
+                              top_p: float = 1.0, seed: int | None = None, stream_interval: int = 16) -> Completion:
+        """``/generate`` streamed: each event carries the cumulative text and output ids (SGLang's default,
+        without ``--stream-output``); ``watch`` sees them and a dict from it stops the request: the stream is
+        closed, the request aborted by its id, and the Completion holds what had arrived, ``finish_reason``
+        :data:`~mtp_remote.analysis.settled.LOOP_STOP` and ``stop`` (with ``at_tokens``). ``stream_interval``
+        (tokens per event, a sampling parameter) bounds the events' cost: each repeats the whole output."""
+        from .analysis.settled import LOOP_STOP
+
+        sp: dict[str, Any] = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens,
+                              "stream_interval": stream_interval}
+        if seed is not None:
+            sp["sampling_seed"] = seed
+        last: dict = {}
+        state: dict[str, Any] = {"stop": None, "ids": []}
+
+        def on_event(event: dict) -> bool:
+            nonlocal last
+            last = event
+            ids = event.get("output_ids")
+            meta = event.get("meta_info") or {}
+            if ids is not None:  # cumulative, or (``--stream-output``) this event's ids only: fewer than counted
+                n = meta.get("completion_tokens")
+                state["ids"] = state["ids"] + list(ids) if n is not None and len(ids) < n else list(ids)
+            hit = watch(event.get("text", ""), state["ids"] if ids is not None else None)
+            if hit is not None:
+                state["stop"] = hit
+                return True
+            return False
+
+        req = {"endpoint": "/generate", "body": {"text": text, "sampling_params": sp, "stream": True}}
+        latency, error = await self._stream("/generate", {"text": text, "sampling_params": sp}, on_event)
+        if error:
+            return Completion(latency_s=latency, error=error, request=req)
+        meta = last.get("meta_info") or {}
+        ids = state["ids"] or None
+        comp = Completion(
+            text=last.get("text", ""), finish_reason=_finish(meta.get("finish_reason")),
+            prompt_tokens=meta.get("prompt_tokens", 0),
+            completion_tokens=len(ids) if ids is not None else meta.get("completion_tokens", 0),
+            latency_s=latency, spec_verify_ct=meta.get("spec_verify_ct"),
+            spec_accept_length=meta.get("spec_accept_length"), output_ids=ids,
+            raw_meta={k: v for k, v in meta.items() if not k.endswith("logprobs")}, request=req)
+        if state["stop"] is not None:
+            comp.finish_reason = LOOP_STOP
+            comp.stop = {**state["stop"], "at_tokens": comp.completion_tokens}
+            if meta.get("id"):
+                comp.stop["aborted"] = await self.abort(str(meta["id"]))
+        return comp
+
+    async def chat_stream(self, prompt: str, *, temperature: float, max_tokens: int, watch: Watch,
+                          top_p: float = 1.0, seed: int | None = None, model: str = "default") -> Completion:
+        """``/v1/chat/completions`` streamed (reasoning and content deltas, token counts from
+        ``stream_options.continuous_usage_stats``); ``watch`` as in :meth:`generate_stream` (no ids here)."""
+        from .analysis.settled import LOOP_STOP
+
+        body: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": prompt}],
+                                "temperature": temperature, "top_p": top_p, "max_tokens": max_tokens,
+                                "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+        if seed is not None:
+            body["seed"] = seed
+        st: dict[str, Any] = {"r": None, "c": None, "usage": {}, "finish": None, "id": None, "stop": None}
+
+        def on_event(event: dict) -> bool:
+            st["id"] = st["id"] or event.get("id")
+            if event.get("usage"):
+                st["usage"] = event["usage"]
+            for choice in event.get("choices") or []:
+                delta = choice.get("delta") or {}
+                if delta.get("reasoning_content"):
+                    st["r"] = (st["r"] or "") + delta["reasoning_content"]
+                if delta.get("content"):
+                    st["c"] = (st["c"] or "") + delta["content"]
+                if choice.get("finish_reason"):
+                    st["finish"] = _finish(choice["finish_reason"])
+            hit = watch(_join_reasoning(st["r"], st["c"]), None)
+            if hit is not None:
+                st["stop"] = hit
+                return True
+            return False
+
+        req = {"endpoint": "/v1/chat/completions", "body": {**body, "stream": True}}
+        latency, error = await self._stream("/v1/chat/completions", body, on_event)
+        if error:
+            return Completion(latency_s=latency, error=error, request=req)
+        usage = st["usage"]
+        details = usage.get("completion_tokens_details") or {}
+        comp = Completion(
+            text=_join_reasoning(st["r"], st["c"]), reasoning=st["r"], content=st["c"], finish_reason=st["finish"],
+            prompt_tokens=usage.get("prompt_tokens", 0), completion_tokens=usage.get("completion_tokens", 0),
+            reasoning_tokens=usage.get("reasoning_tokens", details.get("reasoning_tokens")), latency_s=latency,
+            request=req)
+        if st["stop"] is not None:
+            comp.finish_reason = LOOP_STOP
+            comp.stop = {**st["stop"], "at_tokens": comp.completion_tokens}
+            if st["id"]:
+                comp.stop["aborted"] = await self.abort(str(st["id"]).removeprefix("chatcmpl-"))
         return comp
 
     async def score(self, input_ids: list[int], start: int) -> list[float] | None:

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from .degeneracy import TextMetrics
+from .settled import LOOP_STOP
 from .stats import wilson_interval
 
 
@@ -110,6 +111,7 @@ class CellSummary:
     loop_onsets: list[int] = field(default_factory=list)
     mean_kl_k3: float | None = None
     near_loops: int = 0
+    loop_stops: int = 0  # samples we stopped once their loop was settled (their tokens/s and acceptance: so far)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -153,4 +155,5 @@ def summarize_cell(profile: str, temperature: float, speculative: bool,
         loop_onsets=[s.metrics.loop.start_token for s in ok if s.metrics.loop],
         mean_kl_k3=mean_of(s.kl_k3 for s in ok),
         near_loops=sum(s.is_degenerate and not s.is_loop for s in ok),
+        loop_stops=sum(s.finish_reason == LOOP_STOP for s in ok),
     )

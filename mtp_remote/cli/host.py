@@ -11,7 +11,7 @@ import click
 from rich.markup import escape
 
 from ..errors import EXIT_RUN_FAILED
-from .lazy import api as _api
+from .lazy import hosts as _hosts
 from .lazy import make_console
 from .options import INTERRUPTS, _fleet, _host_opt, _inventory_opt, _playbook_opt, handle_errors
 
@@ -29,8 +29,8 @@ def preflight(inventory, host, playbook, as_json):
 
     if _fleet("preflight", inventory, host, playbook=playbook, as_json=as_json):
         return
-    _, _, pb = _api().load_config(inventory, playbook, host)  # the host's own `playbook:` unless -p
-    with _api().open_host(inventory, host) as (cfg, c, py):
+    _, _, pb = _hosts().load_config(inventory, playbook, host)  # the host's own `playbook:` unless -p
+    with _hosts().open_host(inventory, host) as (cfg, c, py):
         checks = run_preflight(c, cfg, pb, py)
     if as_json:
         click.echo(json.dumps([ch.to_dict() for ch in checks], indent=2))
@@ -51,7 +51,7 @@ def status(inventory, host, as_json):
 
     if _fleet("status", inventory, host, as_json=as_json):
         return
-    with _api().open_host(inventory, host) as (cfg, c, py):
+    with _hosts().open_host(inventory, host) as (cfg, c, py):
         st = run_status(c, cfg, py)
     if as_json:
         click.echo(json.dumps(st.to_dict(), indent=2))
@@ -75,7 +75,7 @@ def stop(inventory, host, force, term_timeout):
     if _fleet("stop", inventory, host, force=force, term_s=term_timeout):
         return
     console = make_console()
-    with _api().open_host(inventory, host) as (cfg, c, py):
+    with _hosts().open_host(inventory, host) as (cfg, c, py):
         res = run_stop(c, cfg, py, force=force, term_s=term_timeout, on_progress=progress_printer(console))
     print_stop(console, res)
 
@@ -92,9 +92,9 @@ def launch(inventory, host, playbook, profile):
     from ..host.ops import launch as run_launch  # deferred: keeps --version/--help fast
     from ..report.console import progress_printer  # deferred: rich renderers
 
-    _, _, pb = _api().load_config(inventory, playbook, host)  # the host's own `playbook:` unless -p
+    _, _, pb = _hosts().load_config(inventory, playbook, host)  # the host's own `playbook:` unless -p
     console = make_console()
-    with _api().open_host(inventory, host) as (cfg, c, py):
+    with _hosts().open_host(inventory, host) as (cfg, c, py):
         outcome = run_launch(c, cfg, pb, profile, py, run_id=new_run_id(), on_progress=progress_printer(console))
     if not outcome.ok:
         from ..experiment.server import raise_for_outcome  # deferred: keeps --version/--help fast
@@ -113,7 +113,7 @@ def logs(inventory, host, follow, lines):
     """Show the log of our server (or the newest one), optionally following it."""
     from ..host.ops import current_log, follow_log, server_alive  # deferred: keeps --version/--help fast
 
-    with _api().open_host(inventory, host) as (cfg, c, _py):
+    with _hosts().open_host(inventory, host) as (cfg, c, _py):
         path, pid = current_log(c, cfg)
         click.echo(f"==> {path} <==", err=True)
         if follow and pid is None:
@@ -141,8 +141,8 @@ def smoke(inventory, host, playbook, prompt, temperature, max_tokens, as_json):
     from ..remote import connect as transport  # deferred: keeps --version/--help fast
     from ..report.console import inventory_option, print_smoke  # deferred: rich renderers
 
-    _, _, pb = _api().load_config(inventory, playbook, host)  # the host's own `playbook:` unless -p
-    with _api().open_host(inventory, host) as (cfg, c, py), smoke_lock(c, cfg, py), transport.tunnel(c, cfg) as url:
+    _, _, pb = _hosts().load_config(inventory, playbook, host)  # the host's own `playbook:` unless -p
+    with _hosts().open_host(inventory, host) as (cfg, c, py), smoke_lock(c, cfg, py), transport.tunnel(c, cfg) as url:
         on = f" -H {shlex.quote(cfg.name)}{inventory_option(inventory)}"
         res = run_smoke(url, pb, prompt=prompt, temperature=temperature, max_tokens=max_tokens,
                         api_key=running_api_key(c, cfg, pb), launch_hint=f"`mtp-remote launch{on} --profile NAME`")

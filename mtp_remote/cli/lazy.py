@@ -17,6 +17,14 @@ def api():
     return module
 
 
+def hosts():
+    """The :mod:`mtp_remote.experiment.hosts` module (deferred, and light: opening a host needs no verdict,
+    runner nor report)."""
+    from ..experiment import hosts as module  # deferred: keeps --version/--help fast (pydantic, the transport)
+
+    return module
+
+
 def make_console(*args, **kwargs):
     """:func:`mtp_remote.report.console.make_console` (deferred: rich tables/progress and jinja2)."""
     from ..report.console import make_console as make  # deferred: keeps --version/--help fast (rich, jinja2)

@@ -118,9 +118,11 @@ def main(verbose: int) -> None:
 @click.option("--max-tokens", type=click.IntRange(min=1), default=None, help="Override max tokens per request.")
 @runs_dir_option("Where run directories are written.")
 @click.option("--resume", metavar="RUN_ID", default=None, help="Continue a run: stored samples are not requested again.")
+@click.option("--stop-on-loop/--no-stop-on-loop", "stop_on_loop", default=None,
+              help="Stop each request once its loop is settled (default: the playbook's stop_on_loop, true).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout instead of tables.")
 @handle_errors
-def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir, resume, as_json):
+def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir, resume, stop_on_loop, as_json):
     """Run the speculative vs baseline experiment on a host and give verdicts.
 
     -H a,b,c or an inventory group runs it on every host at once (fleet report, disagreeing hosts named)."""
@@ -132,14 +134,16 @@ def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir,
         verdict_table,
     )
 
-    if _fleet("diagnose", inventory, host, playbook=playbook, runs_dir=runs_dir, samples=samples, as_json=as_json):
+    if _fleet("diagnose", inventory, host, playbook=playbook, runs_dir=runs_dir, samples=samples, as_json=as_json,
+              stop_on_loop=stop_on_loop):
         return
 
     console = make_console(stderr=as_json)
     rh = RichHooks(console)
-    hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample,
+    hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample, on_loop=rh.on_loop,
                   interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
-    overrides = {k: v for k, v in (("samples", samples), ("max_tokens", max_tokens)) if v is not None}
+    overrides = {k: v for k, v in (("samples", samples), ("max_tokens", max_tokens), ("stop_on_loop", stop_on_loop))
+                 if v is not None}
     res = _api().diagnose(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir,
                        profiles=list(profiles) or None, resume=resume, hooks=hooks, overrides=overrides)
     if as_json:
@@ -210,7 +214,7 @@ def nightly(inventory, host, playbook, runs_dir, history_db, as_json, metrics_fi
         _nightly_fleet(console, fleet, inventory=inventory, playbook=playbook, runs_dir=runs_dir,
                        history_db=history_db, as_json=as_json, metrics_file=metrics_file, workers=workers)
     rh = RichHooks(console)
-    hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample,
+    hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample, on_loop=rh.on_loop,
                   interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
     res = run_nightly(inventory=inventory, host=host, playbook=playbook, runs_dir=runs_dir, history_db=history_db,
                       hooks=hooks, metrics_file=metrics_file)
@@ -330,11 +334,8 @@ def mitigate(inventory, host, playbook, from_run, profile, only, samples, runs_d
     """Try flag changes on a corrupting profile; rank the loop-free ones by speed (exit 1: none is loop-free).
 
     -H a,b,c or a group runs it on every host (fleet); with --spread the candidates are shared out instead."""
-    from ..fleet.fleet import (  # deferred: keeps --version/--help fast
-        fleet_hosts,
-        print_mitigation,
-        spread_mitigate,
-    )
+    from ..experiment.hosts import fleet_hosts  # deferred: keeps --version/--help fast
+    from ..fleet.fleet import print_mitigation, spread_mitigate  # deferred: keeps --version/--help fast
 
     if spread and len(hosts := fleet_hosts(inventory, host)) > 1:
         console = make_console()

@@ -73,18 +73,19 @@ def _console_hooks(console):
     from ..report.console import RichHooks  # deferred: keeps --version/--help fast
 
     rh = RichHooks(console)
-    return Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample,
+    return Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample, on_loop=rh.on_loop,
                  interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
 
 
 def _fleet(command: str, inventory, host, **kw) -> bool:
     """When ``-H`` names several hosts (``a,b,c`` or a group), run ``command`` on all of them at once, print
     the fleet report and exit with its code; False for a single host (the caller goes on)."""
-    from ..fleet.fleet import fleet_hosts, print_fleet, run_fleet  # deferred: keeps --version/--help fast
+    from ..experiment.hosts import fleet_hosts  # deferred: keeps --version/--help fast
 
     hosts = fleet_hosts(inventory, host)
     if len(hosts) < 2:
         return False
+    from ..fleet.fleet import print_fleet, run_fleet  # deferred: the workflows, for several hosts only
     as_json = kw.pop("as_json", False)
     console = make_console(stderr=as_json)  # --json: the report on stdout, progress on stderr
     report = run_fleet(command, hosts, inventory=inventory, max_workers=kw.pop("max_workers", 8),

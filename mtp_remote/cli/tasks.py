@@ -20,6 +20,7 @@ from ..config.paths import DEFAULT_PLAYBOOK, RUNS_DEFAULT_HELP, default_runs_dir
 from ..errors import ConfigError, Interrupted, MtpRemoteError
 from ..interrupts import Interrupts
 from .lazy import api as _api
+from .lazy import hosts as _hosts
 from .lazy import make_console
 
 _RUNS_DIR_HELP = f"where run directories go (default: {RUNS_DEFAULT_HELP})"
@@ -74,7 +75,8 @@ def _as_fleet(c, command: str, inventory, *, as_json: bool = False, **kw) -> int
     spec, host = _fab_hosts_given(), _host_name(c)
     if not spec or host is None:
         return None
-    from ..fleet.fleet import fleet_hosts, print_fleet, run_fleet  # deferred: keeps fab -l fast
+    from ..experiment.hosts import fleet_hosts  # deferred: keeps fab -l fast
+    from ..fleet.fleet import print_fleet, run_fleet  # deferred: keeps fab -l fast
 
     parts = [p.strip() for p in spec.split(",") if p.strip()]
     try:
@@ -163,9 +165,11 @@ def _fail(e: MtpRemoteError) -> Exit:
             "max_tokens": "override max tokens per request",
             "resume": "continue run RUN_ID without re-requesting stored samples",
             "runs_dir": _RUNS_DIR_HELP,
-            "json": "print summary.json to stdout (progress goes to stderr)"})
+            "json": "print summary.json to stdout (progress goes to stderr)",
+            "stop_on_loop": "--no-stop-on-loop runs every request to its end (default: stop it once its loop is "
+                            "settled)"})
 def diagnose(c, playbook=DEFAULT_PLAYBOOK, inventory=None, profile=None, samples=None,
-             max_tokens=None, resume=None, runs_dir=None, json=False):
+             max_tokens=None, resume=None, runs_dir=None, json=False, stop_on_loop=True):
     """Run the speculative vs baseline experiment on a host and print verdicts (-H NAME from inventory)."""
     runs_dir = runs_dir or str(default_runs_dir())
     from ..experiment.runner import Hooks  # deferred: keeps --version/--help fast
@@ -183,7 +187,7 @@ def diagnose(c, playbook=DEFAULT_PLAYBOOK, inventory=None, profile=None, samples
         return
     console = make_console(stderr=json)
     rh = RichHooks(console)
-    hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample,
+    hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample, on_loop=rh.on_loop,
                   interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
     try:
         overrides = {}
@@ -192,6 +196,8 @@ def diagnose(c, playbook=DEFAULT_PLAYBOOK, inventory=None, profile=None, samples
                 if not str(value).isdigit() or int(value) < 1:
                     raise ConfigError(f"must be a whole number >= 1, not {value!r}", field=f"--{name.replace('_', '-')}")
                 overrides[name] = int(value)
+        if not stop_on_loop:  # fab diagnose --no-stop-on-loop
+            overrides["stop_on_loop"] = False
         res = _api().diagnose(inventory=inventory, playbook=playbook, host=_host_name(c), runs_dir=runs_dir,
                            profiles=[profile] if profile else None, resume=resume, hooks=hooks,
                            overrides=overrides or None)
@@ -220,8 +226,8 @@ def preflight(c, playbook=DEFAULT_PLAYBOOK, inventory=None, json=False):
         _end(code)
         return
     try:
-        _, _, pb = _api().load_config(inventory, playbook, _host_name(c))  # the host's `playbook:` unless given
-        with _api().open_host(inventory, _host_name(c)) as (cfg, conn, py):
+        _, _, pb = _hosts().load_config(inventory, playbook, _host_name(c))  # the host's `playbook:` unless given
+        with _hosts().open_host(inventory, _host_name(c)) as (cfg, conn, py):
             checks = run_preflight(conn, cfg, pb, py)
     except MtpRemoteError as e:
         raise _fail(e) from None
@@ -243,7 +249,7 @@ def status(c, inventory=None, json=False):
         _end(code)
         return
     try:
-        with _api().open_host(inventory, _host_name(c)) as (cfg, conn, py):
+        with _hosts().open_host(inventory, _host_name(c)) as (cfg, conn, py):
             st = run_status(conn, cfg, py)
     except MtpRemoteError as e:
         raise _fail(e) from None
@@ -270,7 +276,7 @@ def stop(c, force=False, term_timeout=None, inventory=None):
         return
     console = make_console()
     try:
-        with _api().open_host(inventory, _host_name(c)) as (cfg, conn, py):
+        with _hosts().open_host(inventory, _host_name(c)) as (cfg, conn, py):
             res = run_stop(conn, cfg, py, force=force, term_s=term_s, on_progress=progress_printer(console))
     except MtpRemoteError as e:
         raise _fail(e) from None
@@ -289,11 +295,11 @@ def launch(c, profile=None, playbook=DEFAULT_PLAYBOOK, inventory=None):
     INTERRUPTS.install()  # SIGTERM too: the wait is interrupted and the server just started is stopped
     console = make_console()
     try:
-        _, _, pb = _api().load_config(inventory, playbook, _host_name(c))  # the host's `playbook:` unless given
+        _, _, pb = _hosts().load_config(inventory, playbook, _host_name(c))  # the host's `playbook:` unless given
         if not profile:
             raise ConfigError(f"required; choose one of: {', '.join(pb.profile_order())}",
                               field="--profile")
-        with _api().open_host(inventory, _host_name(c)) as (cfg, conn, py):
+        with _hosts().open_host(inventory, _host_name(c)) as (cfg, conn, py):
             outcome = run_launch(conn, cfg, pb, profile, py, run_id=new_run_id(), on_progress=progress_printer(console))
         raise_for_outcome(outcome)
     except MtpRemoteError as e:
@@ -313,7 +319,7 @@ def logs(c, follow=False, lines="50", inventory=None):
     try:
         if not str(lines).isdigit():
             raise ConfigError(f"must be a whole number, not {lines!r}", field="--lines")
-        with _api().open_host(inventory, _host_name(c)) as (cfg, conn, _py):
+        with _hosts().open_host(inventory, _host_name(c)) as (cfg, conn, _py):
             path, pid = current_log(conn, cfg)
             print(f"==> {path} <==")
             keep = follow and pid is not None
@@ -342,8 +348,8 @@ def smoke(c, prompt=None, temperature="0.7", playbook=DEFAULT_PLAYBOOK, inventor
             temperature = float(temperature)
         except ValueError:
             raise ConfigError(f"must be a number, not {temperature!r}", field="--temperature") from None
-        _, _, pb = _api().load_config(inventory, playbook, _host_name(c))  # the host's `playbook:` unless given
-        with (_api().open_host(inventory, _host_name(c)) as (cfg, conn, py), smoke_lock(conn, cfg, py),
+        _, _, pb = _hosts().load_config(inventory, playbook, _host_name(c))  # the host's `playbook:` unless given
+        with (_hosts().open_host(inventory, _host_name(c)) as (cfg, conn, py), smoke_lock(conn, cfg, py),
               transport.tunnel(conn, cfg) as url):
             inv = f" --inventory {shlex.quote(str(inventory))}" if inventory else ""
             res = run_smoke(url, pb, prompt=prompt, temperature=temperature,
@@ -364,7 +370,7 @@ def _rich_hooks(console):
     from ..report.console import RichHooks  # deferred: keeps --version/--help fast
 
     rh = RichHooks(console)
-    return Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample,
+    return Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample, on_loop=rh.on_loop,
                  interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
 
 
@@ -449,7 +455,8 @@ def fleet(c, command=None, hosts=None, playbook=DEFAULT_PLAYBOOK, inventory=None
     --command is required; --hosts defaults to fab's -H (a,b,c or a group). fab -H a,b,c TASK does the same
     for diagnose, mitigate, preflight, status and stop."""
     runs_dir = runs_dir or str(default_runs_dir())
-    from ..fleet.fleet import COMMANDS, fleet_hosts, print_fleet, run_fleet  # deferred: keeps --version/--help fast
+    from ..experiment.hosts import fleet_hosts  # deferred: keeps --version/--help fast
+    from ..fleet.fleet import COMMANDS, print_fleet, run_fleet  # deferred: keeps --version/--help fast
 
     _refuse_inventory_as_key(c)
     if not hosts and (given := _fab_hosts_given()):
@@ -521,7 +528,7 @@ def nightly(c, hosts=None, playbook="playbooks/nightly.yaml", inventory=None, ru
             )
 
             rh = RichHooks(console)
-            hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample,
+            hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample, on_loop=rh.on_loop,
                           interrupted=hooks.interrupted, checkpoint=hooks.checkpoint)
             one = run_nightly(inventory=inventory, host=spec, playbook=playbook, runs_dir=runs_dir,
                               history_db=history, hooks=hooks, metrics_file=metrics_file)

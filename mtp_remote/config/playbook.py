@@ -122,6 +122,10 @@ class Playbook(_Strict):
     early_stop: bool = Field(
         False, description="Sample in rounds (one sample per prompt per round) and stop a cell once its "
                            "decision is settled (analysis.stopping); `samples` is then the budget")
+    stop_on_loop: bool = Field(
+        True, description="Stream each request at T > 0 and stop it once its loop is settled (the escaped-loop "
+                          "rule, analysis.settled): the sample's loop label is the same, the rest of its tokens "
+                          "are not generated; false (or --no-stop-on-loop) runs every request to its end")
     compare: CompareConfig = Field(default_factory=CompareConfig)
     timeouts: TimeoutsConfig = Field(default_factory=TimeoutsConfig)
     mitigations: list[MitigationConfig] = Field(

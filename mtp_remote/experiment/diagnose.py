@@ -7,11 +7,9 @@ hooks given.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import shlex
-import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,9 +19,9 @@ from pydantic import ValidationError
 from ..analysis.diagnosis import design_of, record_design
 from ..analysis.diagnosis import diagnose as diagnose_samples
 from ..analysis.verdict import exit_code as verdicts_exit_code
-from ..config.inventory import HostConfig, Inventory, load_inventory
+from ..config.inventory import HostConfig
 from ..config.paths import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK, HISTORY_FILE, find_inventory
-from ..config.playbook import Playbook, load_playbook
+from ..config.playbook import Playbook
 from ..config.validation import is_name
 from ..errors import EXIT_RUN_FAILED, ConfigError, Interrupted, MtpRemoteError, RunsDirError, TransportLost
 from ..files import load_json_file
@@ -37,23 +35,13 @@ from ..report.html import write_html
 from ..report.markdown import write_markdown
 from ..report.records import failed_summary, record_history, write_failed_run
 from .calibration import calibration_profile
+from .hosts import host_playbook_file, load_config, remote_python
 from .plan import plan_run
 from .runner import Hooks, Runner, new_run_id
-from .sampling import load_samples, sample_key
+from .sampling import latest_samples, load_samples
 
 log = logging.getLogger(__name__)
 
-
-
-def find_playbook(given: str | Path | None, inventory: str | Path | None = None) -> Path:
-    """The playbook file: ``given`` (default ``playbooks/diagnose-mtp.yaml``) as it stands when it exists,
-    else the same relative path beside the inventory found by :func:`find_inventory` (so a command run from
-    a subdirectory of the project finds ``playbooks/``)."""
-    p = Path(given or DEFAULT_PLAYBOOK)
-    if p.is_absolute() or p.exists():
-        return p
-    beside = find_inventory(inventory).parent / p
-    return beside if beside.exists() else p
 
 
 @dataclass
@@ -62,34 +50,6 @@ class DiagnoseResult:
     run_dir: Path
     summary: dict
     exit_code: int
-
-
-def remote_python(host: HostConfig) -> str:
-    """The python that runs the server: the host's, else this python for a local sim, else python3."""
-    if host.python:
-        return host.python
-    if host.transport == "local" and host.is_sim:
-        return sys.executable
-    return "python3"
-
-
-def load_config(inventory: str | Path | None, playbook: str | Path | None,
-                host: str | None) -> tuple[Inventory, HostConfig, Playbook]:
-    """Inventory, host and playbook (found as :func:`find_inventory`/:func:`find_playbook` say); the host's
-    own ``playbook`` replaces the default one."""
-    inv = load_inventory(find_inventory(inventory))
-    cfg = inv.get(host)
-    return inv, cfg, load_playbook(host_playbook_file(playbook, inventory, cfg))
-
-
-def host_playbook_file(playbook: str | Path | None, inventory: str | Path | None, cfg: HostConfig) -> Path:
-    """The playbook file a command on host ``cfg`` reads: ``playbook`` as given, except that the default (None
-    or ``playbooks/diagnose-mtp.yaml`` as typed) means the host's own ``playbook:`` when it sets one; found as
-    :func:`find_playbook` says. Decided before the default is resolved to a path, so a command run from a
-    subdirectory of the project still reads the host's own playbook."""
-    if (playbook is None or str(playbook) == DEFAULT_PLAYBOOK) and cfg.playbook:
-        playbook = cfg.playbook
-    return find_playbook(playbook, inventory)
 
 
 def opening_line(host: HostConfig, pb: Playbook, run_id: str, *, n_requests: int, n_profiles: int,
@@ -254,7 +214,8 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
                             expected={p.id: p.expected for p in pb.prompts if p.expected is not None})
     code = verdicts_exit_code(diag.verdicts)
     doc = build_summary(run_id=run_id, host=host_cfg, playbook=pb, profile_runs=profile_runs, diagnosis=diag,
-                        exit_code=code, started_at=started, n_samples=len(samples), playbook_file=str(playbook))
+                        exit_code=code, started_at=started, n_samples=len(samples), playbook_file=str(playbook),
+                        samples=samples)
     doc["design"] = {**recorded, "rounds": design.rounds, "looks_reached": list(design.looks())}
     try:
         save_summary(doc, run_dir)
@@ -331,23 +292,15 @@ def _at_a_look(pb: Playbook, plan, recorded: dict, host: HostConfig, profiles, h
     return pb, plan_run(host, pb, host.workdir, profiles)
 
 
-def latest_samples(samples: list[dict]) -> list[dict]:
-    """One record per (profile, temperature, prompt, sample index): the last successful one, else the last
-    failure (a resumed run re-requests what failed, so both may be stored)."""
-    best: dict[tuple, dict] = {}
-    for x in samples:
-        key = sample_key(x)
-        if key not in best or x.get("error") is None or best[key].get("error") is not None:
-            best[key] = x
-    return list(best.values())
-
-
 def _resume_command(run_id: str, inventory, host: str, playbook, runs_dir, overrides: dict | None,
                     profiles: list[str] | None) -> str:
     cmd = (f"mtp-remote diagnose --resume {run_id} -i {shlex.quote(str(inventory))} -H {shlex.quote(host)} "
            f"-p {shlex.quote(str(playbook))} --runs-dir {shlex.quote(str(runs_dir))}")
     for key, value in (overrides or {}).items():
-        cmd += f" --{key.replace('_', '-')} {shlex.quote(str(value))}"
+        if isinstance(value, bool):  # a switch: --stop-on-loop / --no-stop-on-loop
+            cmd += f" --{'' if value else 'no-'}{key.replace('_', '-')}"
+        else:
+            cmd += f" --{key.replace('_', '-')} {shlex.quote(str(value))}"
     for p in profiles or []:
         cmd += f" --profile {shlex.quote(p)}"
     return cmd
@@ -396,16 +349,3 @@ def _forget_unresumable(run_dir: Path) -> None:
         logs.rmdir()
 
 
-@contextlib.contextmanager
-def open_host(inventory: str | Path | None = None, host: str | None = None, c=None):
-    """Yield (HostConfig, transport, remote python) for an inventory host (found by :func:`find_inventory`);
-    closes the connection after."""
-    inv = load_inventory(find_inventory(inventory))
-    cfg = inv.get(host)
-    own = c is None
-    conn = c or transport.connect(cfg)
-    try:
-        yield cfg, conn, remote_python(cfg)
-    finally:
-        if own:
-            transport.close(conn)

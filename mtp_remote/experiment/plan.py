@@ -66,3 +66,23 @@ def plan_run(host: HostConfig, playbook: Playbook, workdir: str, profiles: list[
     return [LaunchPlan(profile=p, speculative=playbook.profiles[p].speculative,
                        argv=server_argv(host, playbook, p), env=server_env(host, playbook, p, workdir),
                        requests=plan_requests(playbook, p)) for p in order]
+
+
+def server_key(lp: LaunchPlan) -> tuple:
+    """What makes two launches the same server: the exact argv (model and flags) and environment."""
+    return (tuple(lp.argv), tuple(sorted(lp.env.items())))
+
+
+def order_for_reuse(plans: list[LaunchPlan], keep_first: int = 1) -> list[LaunchPlan]:
+    """``plans`` with launches of the same server (:func:`server_key`) side by side, so that each distinct server
+    is launched once and serves them in turn; otherwise the order is kept (the first ``keep_first`` — the
+    baseline — stay first). Pure; stable."""
+    head, rest = plans[:keep_first], plans[keep_first:]
+    out = list(head)
+    for lp in rest:
+        at = max((i for i, q in enumerate(out) if server_key(q) == server_key(lp)), default=None)
+        if at is None or at < len(head) - 1:
+            out.append(lp)
+        else:
+            out.insert(at + 1, lp)
+    return out

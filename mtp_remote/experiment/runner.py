@@ -27,12 +27,13 @@ from ..config.playbook import Playbook
 from ..errors import LaunchError, RunsDirError, TransportLost
 from ..interrupts import run_async
 from ..remote import connect as transport
+from ..remote import facts, process
 from ..remote.commands import mask_argv, mask_log_secrets, mask_text, playbook_secrets
 from ..remote.follow import LogStream
 from ..remote.logs import classify_log
-from .calibration import calibration_plan
+from .calibration import calibration_plan, calibration_profile
 from .early_stop import cell_decision
-from .plan import LaunchPlan, RequestSpec, plan_run
+from .plan import LaunchPlan, RequestSpec, order_for_reuse, plan_run, server_key
 from .rideout import poll_riding_out, riding_out, send_riding_out
 from .sampling import Cells, load_samples, sample_key
 from .server import TAIL_LINES, Crashed, ServerLifecycle, TimedOut, WaitOutcome
@@ -62,6 +63,8 @@ class ProfileRun:
     gpu_release_s: float | None = None
     ready_s: float | None = None
     sampling_s: float | None = None
+    stop_s: float | None = None  # the stop: signal, drain, exit and GPU memory seen free (gpu_release_s of it)
+    wall_s: float | None = None  # the profile from its launch to the end of its stop and log copy
     server_info: dict = field(default_factory=dict)
     decode: list[dict] = field(default_factory=list)
     n_requests: int = 0
@@ -74,6 +77,9 @@ class ProfileRun:
     tunnel_channels: int | None = None  # SSH channels the tunnel opened while sampling (None: local host)
     ssh_drops: int = 0  # times the SSH connection dropped (and was re-opened) during this profile
     n_resent: int = 0  # requests cut by a dropped connection and sent again
+    reused_server: str | None = None  # the profile whose server this one used (same argv), not relaunched
+    loop_stops: int = 0  # requests stopped once their loop was settled (finish_reason "loop-stop")
+    idle_after_stops_s: float | None = None  # from the last response until the server had no request left
 
     @property
     def launched(self) -> bool:
@@ -92,6 +98,20 @@ class ProfileRun:
 
 
 @dataclass
+class KeptServer:
+    """A server left running after ``profile`` because the next launch has the same argv and environment: its
+    record, its log stream (still following it), its ready outcome and :func:`~mtp_remote.experiment.plan.server_key`."""
+
+    rec: object
+    stream: LogStream | None
+    outcome: WaitOutcome
+    profile: str
+    key: tuple
+    adopted: bool = False  # left running by an earlier attempt of this run (a resume), already announced
+    log_offset: int = 0  # characters of its log stream's text when it was kept: the next profile's part starts here
+
+
+@dataclass
 class Hooks:
     """Progress callbacks: ``on_progress(message)``, ``on_profile(profile, n_requests)``,
     ``on_sample(profile, done, total)``; ``interrupted()`` says whether the user asked to stop (an error that
@@ -100,6 +120,7 @@ class Hooks:
     on_progress: Callable[[str], None] = lambda msg: None
     on_profile: Callable[[str, int], None] = lambda profile, n: None
     on_sample: Callable[[str, int, int], None] = lambda profile, done, total: None
+    on_loop: Callable[[str], None] = lambda profile: None  # a sample of this profile came back degenerate
     interrupted: Callable[[], bool] = lambda: False
     checkpoint: Callable[[], None] = lambda: None  # raises KeyboardInterrupt if the user asked to stop
 
@@ -165,6 +186,7 @@ class Runner:
         self._profile_run: ProfileRun | None = None
         self.left_on_host: list[str] = []  # what could not be stopped/released because the host was unreachable
         self._concurrency: dict[str, int] = {}  # profile -> requests in flight, when not the playbook's
+        self._kept: KeptServer | None = None  # the server left running for the next launch of the same argv
 
     # -- run ------------------------------------------------------------------------------------------------
 
@@ -177,12 +199,23 @@ class Runner:
         try:
             lc.prepare(lock_owner=f"{getpass.getuser()}@{socket.gethostname()}")  # and the lock: one round trip
             try:
-                self._stop_leftover(lc)
+                launches = []
                 for lp in plan_run(self.host, self.playbook, lc.workdir, self.profiles):
-                    self._run_profile(c, lc, lp)
+                    launches.append(lp)
                     if lp.profile == self.playbook.baseline and self.playbook.compare.calibration:
-                        self._run_profile(c, lc, self._calibration_plan(lp))
+                        launches.append(self._calibration_plan(lp))
+                launches = order_for_reuse(launches)  # each distinct server launched once
+                if not self._adopt_leftover(lc, launches):
+                    self._stop_leftover(lc)
+                aa = calibration_profile(self.playbook)
+                for lp, nxt in zip(launches, [*launches[1:], None]):
+                    # the A/A arm is a relaunch by design: it measures launch-to-launch noise
+                    self._run_profile(c, lc, lp, keep=nxt is not None and nxt.profile != aa
+                                      and server_key(nxt) == server_key(lp))
             finally:
+                if self._kept is not None and self._kept.stream is not None:
+                    self._kept.stream.__exit__(None, None, None)
+                self._kept = None
                 self._release(lc)
         finally:
             if own_c:
@@ -196,6 +229,34 @@ class Runner:
         if concurrency is not None:
             self._concurrency[plan.profile] = concurrency
         return plan
+
+    def _adopt_leftover(self, lc: ServerLifecycle, launches: list[LaunchPlan]) -> bool:
+        """On a resume: the server this run left running (its connection dropped) is used, not stopped and
+        relaunched, when it runs exactly the argv of the first launch that still has samples to take — same run id,
+        same port, the same masked command line (the playbook's fingerprint was checked for the resume), and still
+        the process we started (PID, start time, command line) and ready. Two round trips, on resumes only."""
+        if not self.samples_path.exists():
+            return False  # a new run: nothing of its own can be running
+        rec = riding_out(lc, lambda: process.read_record(lc.c, lc.workdir), None)
+        if rec is None or rec.run_id != self.run_id or rec.port != self.host.port:
+            return False
+        done = {sample_key(s) for s in load_samples(self.samples_path) if s.get("error") is None}
+        lp = next((x for x in launches if any(r.key not in done for r in x.requests)), None)
+        if lp is None or rec.argv_masked != mask_argv(lp.argv):
+            return False
+        info = riding_out(lc, lambda: facts.get_process_info(lc.c, rec.pid), None)
+        if info is None or not info.alive or not process.is_ours(info, rec):
+            return False
+        stream = lc.follow(rec)
+        outcome = lc.wait_ready(rec, timeout_s=min(self.playbook.timeouts.ready_s, 60.0), stream=stream)
+        if not outcome.ok:
+            stream.__exit__(None, None, None)
+            return False
+        self._kept = KeptServer(rec=rec, stream=stream, outcome=outcome, profile=f"{rec.profile} (left running)",
+                                key=server_key(lp), adopted=True)
+        self.hooks.on_progress(f"{lp.profile}: the server this run left running (PID {rec.pid}) has its argv: "
+                               f"used, not relaunched")
+        return True
 
     def _stop_leftover(self, lc: ServerLifecycle) -> None:
         res = lc.stop(term_s=self.playbook.timeouts.term_s, drain_s=self.playbook.timeouts.drain_s,
@@ -254,7 +315,17 @@ class Runner:
         (:func:`~mtp_remote.experiment.rideout.send_riding_out`)."""
         return await send_riding_out(self._tunnel, request, self._profile_run)
 
-    def _run_profile(self, c, lc: ServerLifecycle, lp: LaunchPlan) -> None:
+    def _run_profile(self, c, lc: ServerLifecycle, lp: LaunchPlan, keep: bool = False) -> None:
+        """Launch (or reuse), sample and stop one profile; ``keep``: the next launch is the same server, so it is
+        left running for it (:class:`KeptServer`) instead of stopped."""
+        t_start = time.monotonic()
+        try:
+            self._run_profile_timed(c, lc, lp, keep)
+        finally:
+            if self.profile_runs and self.profile_runs[-1].profile == lp.profile:
+                self.profile_runs[-1].wall_s = round(time.monotonic() - t_start, 3)
+
+    def _run_profile_timed(self, c, lc: ServerLifecycle, lp: LaunchPlan, keep: bool) -> None:
         self.hooks.checkpoint()
         pr = ProfileRun(profile=lp.profile, speculative=lp.speculative, argv_masked=mask_argv(lp.argv))
         self.profile_runs.append(pr)
@@ -262,27 +333,43 @@ class Runner:
         done = {sample_key(s) for s in load_samples(self.samples_path) if s.get("error") is None}
         todo = [r for r in lp.requests if r.key not in done]
         pr.n_requests, pr.n_resumed = len(lp.requests), len(lp.requests) - len(todo)
+        kept = self._kept if self._kept is not None and self._kept.key == server_key(lp) else None
         if not todo:
             self.hooks.on_progress(f"{lp.profile}: all {len(lp.requests)} samples already stored; not launched")
             pr.outcome = {"kind": "skipped", "profile": lp.profile}
+            if kept is not None and not keep:  # nothing left for the server kept for it
+                self._stop_kept(lc)
             return
         is_baseline = lp.profile == self.playbook.baseline
         t0 = time.monotonic()
-        self.hooks.on_progress(f"{lp.profile}: launching ({'speculative' if lp.speculative else 'baseline'})")
-        try:
-            rec = lc.launch(lp.profile, lp.argv, lp.env)
-        except LaunchError as e:
-            pr.launch_error, pr.cause, pr.hint = e.message, e.cause or "launch_refused", e.message
-            if is_baseline:
-                raise
-            return
+        if kept is not None:
+            self._kept = None
+            pr.reused_server = kept.profile
+            if not kept.adopted:
+                self.hooks.on_progress(f"{lp.profile}: the server of {kept.profile} runs with the same argv and "
+                                       f"environment: reused, not relaunched")
+            rec = kept.rec
+        else:
+            self._stop_kept(lc)
+            self.hooks.on_progress(f"{lp.profile}: launching ({'speculative' if lp.speculative else 'baseline'})")
+            try:
+                rec = lc.launch(lp.profile, lp.argv, lp.env)
+            except LaunchError as e:
+                pr.launch_error, pr.cause, pr.hint = e.message, e.cause or "launch_refused", e.message
+                if is_baseline:
+                    raise
+                return
         lost: TransportLost | None = None
         drops0 = getattr(c, "drops", 0)
         stream: LogStream | None = None
+        outcome = None
+        completed = False  # the profile ran to its end (no exception on the way): its server may be kept
         try:
-            stream = lc.follow(rec)  # one exec session: readiness, the crash watch and the log text
+            # one exec session per server life: readiness, the crash watch and the log text
+            stream = kept.stream if kept is not None else lc.follow(rec)
             with transport.open_tunnel(c, self.host) as self._tunnel:  # opened while the server starts
-                outcome = lc.wait_ready(rec, timeout_s=self.playbook.timeouts.ready_s, stream=stream)
+                outcome = kept.outcome if kept is not None else lc.wait_ready(
+                    rec, timeout_s=self.playbook.timeouts.ready_s, stream=stream)
                 self.hooks.checkpoint()
                 if outcome.ok:
                     url = self._tunnel.url
@@ -306,27 +393,37 @@ class Runner:
             if not outcome.ok:
                 pr.cause, pr.hint = outcome.cause, outcome.hint
                 self.hooks.on_progress(outcome.describe())
+            completed = True
         except TransportLost as e:
             lost = e
             pr.cause, pr.hint = "transport_lost", e.message
         finally:
             self._tunnel = None
-            try:
-                res = self._stop(lc)
-            finally:  # the log copy is kept even when the stop fails (StopError)
-                pr.ssh_drops = getattr(c, "drops", 0) - drops0
-                text = self._log_text(lc, rec, stream, dropped=pr.ssh_drops > 0)
-                pr.decode = [d.to_dict() for d in classify_log(text).decode]
-                log_error = self._keep(self.run_dir / "logs" / f"{lp.profile}.log",
-                                       mask_log_secrets(mask_text(text, self._secrets)))
-            if res is None:
-                pr.stop = (f"not stopped: the SSH connection is lost; the server of profile {lp.profile!r} "
-                           f"(PID {rec.pid}, port {self.host.port}) may still be running")
-                self.left_on_host.append(f"server PID {rec.pid} (profile {lp.profile}, port {self.host.port})")
+            if keep and completed and pr.launched and not self.hooks.interrupted():
+                log_error = self._keep_running(lc, lp, pr, rec, stream, outcome, getattr(c, "drops", 0) - drops0,
+                                               since=kept.log_offset if kept else 0)
             else:
-                pr.stop, pr.gpu_release_s = res.describe(), res.gpu_release_s
+                t_stop = time.monotonic()
+                try:
+                    res = self._stop(lc)
+                finally:  # the log copy is kept even when the stop fails (StopError)
+                    pr.stop_s = round(time.monotonic() - t_stop, 3)
+                    pr.ssh_drops = getattr(c, "drops", 0) - drops0
+                    text = self._log_text(lc, rec, stream, dropped=pr.ssh_drops > 0)
+                    # a reused server's log holds the profile before too: its decode lines are that one's
+                    pr.decode = [d.to_dict() for d in classify_log(text[kept.log_offset if kept else 0:]).decode]
+                    log_error = self._keep(self.run_dir / "logs" / f"{lp.profile}.log",
+                                           mask_log_secrets(mask_text(text, self._secrets)))
+                if res is None:
+                    pr.stop = (f"not stopped: the SSH connection is lost; the server of profile {lp.profile!r} "
+                               f"(PID {rec.pid}, port {self.host.port}) may still be running")
+                    self.left_on_host.append(f"server PID {rec.pid} (profile {lp.profile}, port {self.host.port})")
+                else:
+                    pr.stop, pr.gpu_release_s = res.describe(), res.gpu_release_s
         if log_error is not None:  # the server is stopped; a run dir that takes no log takes no sample either
             raise log_error
+        if self._kept is not None and self._kept.profile == lp.profile:
+            return  # left running for the next profile: no stop to report on
         if pr.ssh_drops:
             self.hooks.on_progress(f"{lp.profile}: the SSH connection dropped {pr.ssh_drops} time(s); "
                                    f"{'re-opened, ' if lost is None else ''}{pr.n_resent} cut request(s) sent again")
@@ -341,6 +438,28 @@ class Runner:
             raise LaunchError(f"baseline profile {lp.profile!r} failed ({pr.cause}): {pr.hint}; without a baseline "
                               f"there is nothing to compare against", cause=pr.cause,
                               evidence="\n".join((pr.outcome or {}).get("log_tail", [])))
+
+    def _keep_running(self, lc: ServerLifecycle, lp: LaunchPlan, pr: ProfileRun, rec, stream: LogStream | None,
+                      outcome: WaitOutcome, drops: int, since: int = 0) -> RunsDirError | None:
+        """Leave ``lp``'s server running for the next profile (same argv): its log so far is copied now (its
+        decode lines from ``since``, where the log of the profile before on this server ended); the copy's error
+        as :meth:`_keep` gives it."""
+        self._kept = KeptServer(rec=rec, stream=stream, outcome=outcome, profile=lp.profile, key=server_key(lp),
+                                log_offset=len(stream.text) if stream is not None else 0)
+        pr.ssh_drops = drops
+        text = stream.text if stream is not None else self._read_log(lc, rec.log_path)
+        pr.decode = [d.to_dict() for d in classify_log(text[since:]).decode]
+        pr.stop = "kept running: the next profile has the same argv and environment"
+        return self._keep(self.run_dir / "logs" / f"{lp.profile}.log", mask_log_secrets(mask_text(text, self._secrets)))
+
+    def _stop_kept(self, lc: ServerLifecycle) -> None:
+        """Stop a server kept for a launch that did not come (its log stream closed first)."""
+        kept, self._kept = self._kept, None
+        if kept is None:
+            return
+        if kept.stream is not None:
+            kept.stream.__exit__(None, None, None)
+        self._stop(lc)
 
     def _check_errors(self, lp: LaunchPlan, pr: ProfileRun) -> None:
         """Failed requests are data, but a profile whose every request failed did not run at all."""

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..analysis.degeneracy import analyze_text
+from ..analysis.settled import LoopWatch
 from ..analysis.samples import analysed_text
 from ..client import Completion
 from ..files import loads_json
@@ -24,7 +25,7 @@ log = logging.getLogger(__name__)
 
 
 def sample_record(req: RequestSpec, comp: Completion, *, speculative: bool, api: str, kl: dict | None = None,
-                  think_opened_by_prompt: bool = False) -> dict:
+                  think_opened_by_prompt: bool = False, max_tokens: int = 0) -> dict:
     """One line of samples.jsonl: the request, the response, its degeneracy metrics and (with the KL probe)
     the k3 estimator of prefill vs decode logprobs; top-2 margins are kept at T=0 for the near-tie rule."""
     metrics = None
@@ -40,8 +41,33 @@ def sample_record(req: RequestSpec, comp: Completion, *, speculative: bool, api:
         "accept_length": round(accept, 4) if accept else None, "output_ids": comp.output_ids,
         "error": comp.error, "metrics": metrics, "kl": kl, "think_opened_by_prompt": think_opened_by_prompt,
         "top2_margins": comp.top2_margins if req.temperature == 0 else None,
+        # set when we stopped it once its loop was settled (finish_reason "loop-stop"): the rule, the loop, the
+        # tokens it had (``at_tokens``: its completion_tokens, over which its speed and acceptance are measured),
+        # the tokens not generated (``saved_tokens``: max_tokens - at_tokens) and whether the abort was accepted
+        "loop_stop": ({**comp.stop, "saved_tokens": max(max_tokens - comp.completion_tokens, 0)}
+                      if comp.stop is not None else None),
         "request": comp.request,  # {"endpoint", "body"}: what was sent, exactly (bug-report replays it)
     }
+
+
+def loop_watch(think_opened_by_prompt: bool = False) -> Callable[[str, list[int] | None], dict | None]:
+    """A fresh ``watch`` for one streamed request (:meth:`~mtp_remote.client.ServerClient.generate_stream`): the
+    settled escaped-loop rule (:class:`~mtp_remote.analysis.settled.LoopWatch`) on the text as the analysis
+    will see it; returns the settled loop as a dict, or None to go on."""
+    watch = LoopWatch()
+
+    def look(text: str, ids: list[int] | None) -> dict | None:
+        hit = watch.look(analysed_text(text, think_opened_by_prompt), ids)
+        return hit.to_dict() if hit is not None else None
+
+    return look
+
+
+def streams(req: RequestSpec, *, stop_on_loop: bool, kl_probe: bool) -> bool:
+    """Whether ``req`` is streamed and stopped once its loop is settled: with ``stop_on_loop``, at T > 0 and
+    without the KL probe. T = 0 samples run to their end: their top-2 margins (the near-tie rule) and the whole
+    greedy output (the divergence) are evidence; the KL probe re-scores the whole output."""
+    return stop_on_loop and not kl_probe and req.temperature > 0
 
 
 def load_samples(path: Path) -> list[dict]:
@@ -62,6 +88,17 @@ def load_samples(path: Path) -> list[dict]:
 
 def sample_key(s: dict) -> tuple:
     return (s["profile"], float(s["temperature"]), s["prompt_id"], s["sample_index"])
+
+
+def latest_samples(samples: list[dict]) -> list[dict]:
+    """One record per (profile, temperature, prompt, sample index): the last successful one, else the last
+    failure (a resumed run re-requests what failed, so both may be stored)."""
+    best: dict[tuple, dict] = {}
+    for x in samples:
+        key = sample_key(x)
+        if key not in best or x.get("error") is None or best[key].get("error") is not None:
+            best[key] = x
+    return list(best.values())
 
 
 def send_order(req: RequestSpec) -> tuple:

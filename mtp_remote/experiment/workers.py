@@ -9,6 +9,7 @@ from collections import deque
 from pathlib import Path
 
 from ..analysis.divergence import kl_probe
+from ..analysis.stopping import is_degenerate_record
 from ..client import Completion, ServerClient
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
@@ -16,7 +17,7 @@ from ..errors import RunsDirError
 from ..remote.commands import api_key_of
 from ..report.history import open_samples_for_append
 from .plan import LaunchPlan, RequestSpec
-from .sampling import Cells, Occupancy, sample_record, send_order
+from .sampling import Cells, Occupancy, loop_watch, sample_record, send_order, streams
 
 
 async def sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, playbook: Playbook, host: HostConfig,
@@ -71,6 +72,11 @@ async def _sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, play
 
             async def send(req: RequestSpec) -> tuple[Completion, dict | None]:
                 with occupancy.in_flight():
+                    if streams(req, stop_on_loop=pb.stop_on_loop, kl_probe=pb.kl_probe):
+                        comp = await send_streamed(sc, pb, req, send_riding_out)
+                        if comp.stop is not None:
+                            pr.loop_stops += 1
+                        return comp, None
                     if pb.api == "chat":
                         comp = await send_riding_out(lambda: sc.chat(
                             req.prompt, temperature=req.temperature, max_tokens=pb.max_tokens, top_p=pb.top_p,
@@ -88,13 +94,15 @@ async def _sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, play
                 # metrics cost 2-8 ms a sample (a loop costs most): in a thread, after the slot is refilled
                 rec = await asyncio.to_thread(
                     sample_record, req, comp, speculative=lp.speculative, api=pb.api, kl=kl,
-                    think_opened_by_prompt=pb.think_opened_by_prompt)
+                    think_opened_by_prompt=pb.think_opened_by_prompt, max_tokens=pb.max_tokens)
                 try:
                     f.write(json.dumps(rec) + "\n")
                     f.flush()
                 except OSError as e:  # the run cannot go on: finished() stops the workers
                     raise RunsDirError.of(e, samples_path) from None
                 progress["done"] += 1
+                if is_degenerate_record(rec.get("metrics"), rec.get("finish_reason")):
+                    hooks.on_loop(lp.profile)
                 if cells is not None:
                     progress["total"] -= cells.completed(req, rec, queue, hooks.on_progress)
                 hooks.on_sample(lp.profile, progress["done"], progress["total"])
@@ -127,6 +135,21 @@ async def _sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, play
             if failures:
                 raise failures[0]
             pr.server_info = await sc.server_info()
+            if pr.loop_stops:  # the aborted requests are gone before the stop (its drain waits on any left)
+                pr.idle_after_stops_s = await sc.wait_idle(timeout_s=10.0)
+
+
+async def send_streamed(sc: ServerClient, pb: Playbook, req: RequestSpec, send_riding_out) -> Completion:
+    """``req`` streamed with a fresh loop watch (:func:`~mtp_remote.experiment.sampling.loop_watch`): stopped and
+    aborted once its loop is settled; sent again like any request when a dropped connection cut it."""
+    if pb.api == "chat":
+        return await send_riding_out(lambda: sc.chat_stream(
+            req.prompt, temperature=req.temperature, max_tokens=pb.max_tokens, top_p=pb.top_p, seed=req.seed,
+            watch=loop_watch(pb.think_opened_by_prompt)))
+    text = pb.prompt_template.replace("{prompt}", req.prompt)
+    return await send_riding_out(lambda: sc.generate_stream(
+        text, temperature=req.temperature, max_new_tokens=pb.max_tokens, top_p=pb.top_p, seed=req.seed,
+        watch=loop_watch(pb.think_opened_by_prompt)))
 
 
 async def probe_completion(sc: ServerClient, host: HostConfig, playbook: Playbook, lp: LaunchPlan, req: RequestSpec,

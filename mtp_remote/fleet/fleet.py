@@ -26,12 +26,12 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from ..config.inventory import load_inventory
-from ..config.paths import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK, find_inventory
+from ..config.paths import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK
 from ..config.playbook import load_playbook
 from ..errors import EXIT_RUN_FAILED, MtpRemoteError, worst_exit
 from ..files import load_json_file
 from ..experiment import diagnose as api
+from ..experiment.hosts import find_playbook, load_config, open_host
 from ..experiment.runner import Hooks, new_run_id
 from ..host import ops
 from ..remote.envfacts import get_environment
@@ -90,16 +90,11 @@ class FleetReport:
         return d
 
 
-def fleet_hosts(inventory, spec: str | None) -> list[str]:
-    """The host names ``-H`` stands for (one host, ``a,b,c`` or a group). Raises ConfigError."""
-    return load_inventory(find_inventory(inventory)).expand(spec)
-
-
 def host_facts(inventory, host: str) -> dict:
     """Facts to compare hosts by: SGLang, torch, GPUs, driver, architectures, model path, inventory env
     (secrets masked). Any failure becomes ``{"error": ...}``."""
     try:
-        with api.open_host(inventory, host) as (cfg, c, py):
+        with open_host(inventory, host) as (cfg, c, py):
             ef = get_environment(c, cfg, py)
             return {"sglang": ef.sglang, "torch": ef.torch, "driver": ef.driver, "gpus": ", ".join(ef.gpus),
                     "architectures": ", ".join(ef.architectures), "model_path": cfg.model_path,
@@ -110,14 +105,16 @@ def host_facts(inventory, host: str) -> dict:
 
 def _run_one(command: str, host: str, *, inventory, playbook, runs_dir, on_progress, from_run=None,
              samples=None, force=False, only=None, hooks: Hooks | None = None,
-             nightly: dict | None = None, term_s: float | None = None) -> HostOutcome:
+             nightly: dict | None = None, term_s: float | None = None,
+             stop_on_loop: bool | None = None) -> HostOutcome:
     hooks = dataclasses.replace(hooks or Hooks(), on_progress=lambda m: on_progress(host, m))
     if command == "nightly":
         return _nightly_one(host, inventory=inventory, playbook=playbook, runs_dir=runs_dir, hooks=hooks,
                             **(nightly or {}))
     if command == "diagnose":
+        overrides = {k: v for k, v in (("samples", samples), ("stop_on_loop", stop_on_loop)) if v is not None}
         res = api.diagnose(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir, hooks=hooks,
-                           overrides={"samples": samples} if samples else None)
+                           overrides=overrides or None)
         vs = res.summary["verdicts"]
         return HostOutcome(host, res.exit_code, {v["profile"]: v["kind"] for v in vs},
                            "; ".join(f"{v['profile']}: {v['evidence']}" for v in vs), run_id=res.run_id)
@@ -128,9 +125,9 @@ def _run_one(command: str, host: str, *, inventory, playbook, runs_dir, on_progr
         return HostOutcome(host, res.exit_code, {"best": best or "none"},
                            f"profile {res.document['profile']}: best {best or 'none loop-free'}", run_id=res.run_id)
 
-    with api.open_host(inventory, host) as (cfg, c, py):
+    with open_host(inventory, host) as (cfg, c, py):
         if command == "preflight":
-            checks = ops.preflight(c, cfg, api.load_config(inventory, playbook, host)[2], py)
+            checks = ops.preflight(c, cfg, load_config(inventory, playbook, host)[2], py)
             bad = [ch for ch in checks if ch.status != "ok"]
             return HostOutcome(host, EXIT_RUN_FAILED if any(ch.status == "fail" for ch in checks) else 0,
                                {ch.name: ch.status for ch in checks},
@@ -178,7 +175,7 @@ def run_fleet(command: str, hosts: list[str], *, inventory=DEFAULT_INVENTORY, pl
               samples: int | None = None, force: bool = False, only: list[str] | None = None,
               on_progress: Callable[[str, str], None] = lambda host, msg: None,
               write: bool = True, hooks: Hooks | None = None, nightly: dict | None = None,
-              term_s: float | None = None) -> FleetReport:
+              term_s: float | None = None, stop_on_loop: bool | None = None) -> FleetReport:
     """Run ``command`` on every host (threads, at most ``max_workers`` at once) and build the fleet report.
 
     Per-host failures (MtpRemoteError, or any other exception: a bug on one host must not hide the others'
@@ -200,7 +197,7 @@ def run_fleet(command: str, hosts: list[str], *, inventory=DEFAULT_INVENTORY, pl
         try:
             out = _run_one(command, host, inventory=inventory, playbook=playbook, runs_dir=runs_dir,
                            on_progress=on_progress, from_run=from_run, samples=samples, force=force, only=only,
-                           hooks=hooks, nightly=nightly, term_s=term_s)
+                           hooks=hooks, nightly=nightly, term_s=term_s, stop_on_loop=stop_on_loop)
         except MtpRemoteError as e:
             out = HostOutcome(host, e.exit_code if e.exit_code else EXIT_RUN_FAILED, error=e.message)
         except Exception as e:  # noqa: BLE001 - one host's bug is that host's outcome, not the fleet's end
@@ -400,7 +397,7 @@ def spread_mitigate(hosts: list[str], *, inventory=DEFAULT_INVENTORY, playbook=D
 
     same = [h for h in hosts if "error" not in facts[h] and key(h) == key(hosts[0])]
     left_out = {h: facts[h].get("error") or f"serves {key(h)}, not {key(hosts[0])}" for h in hosts if h not in same}
-    pb = load_playbook(api.find_playbook(playbook, inventory))
+    pb = load_playbook(find_playbook(playbook, inventory))
     profile = corrupting_profile(pb, None, None)
     f0 = facts[hosts[0]]
     cands = plan_candidates(model_path=f0.get("model_path") or "", base_flags=pb.base_flags,

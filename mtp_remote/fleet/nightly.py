@@ -27,6 +27,7 @@ from ..config.paths import HISTORY_FILE, find_inventory
 from ..config.playbook import load_playbook
 from ..errors import EXIT_CORRUPT, ConfigError, MtpRemoteError, worst_exit
 from ..experiment import diagnose as api
+from ..experiment.hosts import find_playbook
 from ..experiment.runner import Hooks, new_run_id
 from ..report import history as store
 from ..report.ci import write_ci_outputs
@@ -58,7 +59,7 @@ def _names(inventory, host: str | None, playbook) -> tuple[str, str]:
     except MtpRemoteError:
         pass
     try:
-        p = load_playbook(api.find_playbook(playbook, inventory)).name
+        p = load_playbook(find_playbook(playbook, inventory)).name
     except MtpRemoteError:
         pass
     return h, p

@@ -29,7 +29,7 @@ from ..lint.flag_table import version_key
 from ..lint.lint import _result_from_answer, lint_command
 from ..lint.probe import parse_probe_output, probe_command, probe_source
 from ..remote import connect as transport
-from ..remote import facts, hostscripts, process
+from ..remote import facts, hostscripts, process, snapshot
 from ..remote.commands import api_key_of, mask_log_secrets, server_argv, server_env
 from ..remote.envfacts import sim_version_command
 from ..remote.foreign import ForeignProcess, find_foreign, force_targets
@@ -128,6 +128,49 @@ def foreign_processes(c, host: HostConfig, python: str, workdir: str, our_pgid: 
                         port_owners=facts.get_port_owners(c, host.port), our_children=our_children)
 
 
+def _host_sections(host: HostConfig, python: str, workdir: str) -> dict[str, str]:
+    """The fact commands ``status`` and ``preflight`` share (one snapshot section each; ``workdir`` as the
+    snapshot sees it, :func:`~mtp_remote.remote.snapshot.home_relative`)."""
+    smi = facts.nvidia_smi(host, python, workdir)
+    return {"record": process.read_record_command(workdir),
+            "proc": snapshot.record_process_command(workdir),
+            "tcp": facts.listening_ports_command(),
+            "gpus": facts.gpus_command(smi),
+            "apps": facts.gpu_apps_command(smi),
+            "procs": facts.processes_command(),
+            "owners": facts.port_owner_command(host.port)}
+
+
+@dataclass
+class _HostFacts:
+    """The parsed shared sections of a snapshot."""
+
+    record: process.ServerRecord | None
+    proc: facts.ProcessInfo | None
+    tcp_ports: set  # TCP ports in LISTEN state
+    gpus: list
+    apps: list
+    procs: list
+    owners: set
+
+    @classmethod
+    def parse(cls, snap: dict[str, snapshot.Section]) -> _HostFacts:
+        def out(name: str, ok_only: bool = False) -> str:
+            sec = snap.get(name)
+            return "" if sec is None or (ok_only and sec.exited != 0) else sec.stdout
+
+        return cls(record=process.parse_record(out("record")), proc=facts.parse_process_info(out("proc")),
+                   tcp_ports=facts.parse_listening_ports(out("tcp")), gpus=facts.parse_gpus(out("gpus", True)),
+                   apps=facts.parse_gpu_apps(out("apps", True)), procs=facts.parse_processes(out("procs")),
+                   owners=facts.parse_port_owners(out("owners")))
+
+    def foreign(self, host: HostConfig, our_pgid: int | None,
+                our_children: list[list[int]] | None = None) -> list[ForeignProcess]:
+        """:func:`foreign_processes` on these facts."""
+        apps = facts.apps_on_gpus(self.apps, self.gpus, host.gpus)
+        return find_foreign(self.procs, apps, our_pgid=our_pgid, port_owners=self.owners, our_children=our_children)
+
+
 def parse_df(output: str) -> int | None:
     """Free MiB from ``df -Pk PATH`` (second line, fourth column in KiB)."""
     lines = output.strip().splitlines()
@@ -141,9 +184,27 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
     """Read-only checks of a host before a run: python, SGLang and torch versions, GPUs, model, disk, port,
     foreign SGLang processes, and the lint of each profile's launch command."""
     checks = [Check("ssh", "ok", f"{host.transport} transport to {host.address or 'localhost'} works")]
-    r = _run(c, _py_version_command(python, None))
+    workdir = snapshot.home_relative(host.workdir)
+    wd = shlex.quote(workdir)
+    sections = {"python": _py_version_command(python, None) + " 2>&1"}
+    if not host.is_sim:
+        sections.update(sglang=_py_version_command(python, "sglang"), torch=_py_version_command(python, "torch"),
+                        model=f"cat {shlex.quote(host.model_path + '/config.json')}")
+    # read-only: the write test goes to the workdir or, when it does not exist yet, to the directory the first
+    # run will create it in (a file made with noclobber and removed, also when the write fails)
+    sections["workdir"] = (f'd={wd}; while [ ! -e "$d" ] && [ "$d" != / ] && [ "$d" != . ]; do d=$(dirname "$d"); '
+                           f'done; echo "$d"; t="$d/.write-test.$$"; if (set -C; printf x > "$t") 2>/dev/null; '
+                           f'then rm -f "$t"; echo writable; else rm -f "$t"; echo read-only; fi; df -Pk "$d"')
+    sections.update(_host_sections(host, python, workdir))
+    snap = snapshot.run_snapshot(c, sections)  # every read-only fact below: one round trip
+    hf = _HostFacts.parse(snap)
+
+    def sec(name: str) -> snapshot.Section:
+        return snap.get(name) or snapshot.Section("", 1)
+
+    r = sec("python")
     checks.append(Check("python", "ok" if r.exited == 0 else "fail",
-                        f"{python} {r.stdout.strip()}" if r.exited == 0 else f"{python} not runnable: {r.stderr.strip()[:200]}"))
+                        f"{python} {r.stdout.strip()}" if r.exited == 0 else f"{python} not runnable: {r.stdout.strip()[:200]}"))
     sglang_version = None
     if host.is_sim:
         r = _run(c, sim_version_command(host, python))
@@ -152,14 +213,12 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
                                             f"{sglang_version or '(unknown)'}"))
     else:
         for pkg in ("sglang", "torch"):
-            r = _run(c, _py_version_command(python, pkg))
+            r = sec(pkg)
             if pkg == "sglang" and r.exited == 0:
                 sglang_version = r.stdout.strip()
             checks.append(Check(pkg, "ok" if r.exited == 0 else "fail",
                                 r.stdout.strip() if r.exited == 0 else f"{pkg} is not installed for {python}"))
-    workdir = remote_workdir(c, host)
-    smi = facts.nvidia_smi(host, python, workdir)
-    gpus = facts.get_gpus(c, smi)
+    gpus = hf.gpus
     if gpus:
         detail = "; ".join(f"GPU{g.index} {g.name}: {g.memory_used_mib}/{g.memory_total_mib} MiB used" for g in gpus)
         busy = [g for g in gpus if g.memory_used_mib > 0.05 * g.memory_total_mib]
@@ -171,7 +230,7 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
     if host.is_sim:
         checks.append(Check("model", "ok", f"{host.model_path} (simulated: not read)"))
     else:
-        r = _run(c, f"cat {shlex.quote(host.model_path + '/config.json')}")
+        r = sec("model")
         if r.exited != 0:
             checks.append(Check("model", "fail", f"{host.model_path}/config.json not found"))
         else:
@@ -181,29 +240,25 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
                 checks.append(Check("model", "ok", f"{host.model_path}: architectures {arch}"))
             except ValueError:
                 checks.append(Check("model", "warn", f"{host.model_path}/config.json is not valid JSON"))
-    # read-only: the write test goes to the workdir or, when it does not exist yet, to the directory the first
-    # run will create it in (a file made with noclobber and removed, also when the write fails)
-    r = _run(c, f'd={shlex.quote(workdir)}; while [ ! -e "$d" ] && [ "$d" != / ]; do d=$(dirname "$d"); done; '
-                f'echo "$d"; t="$d/.write-test.$$"; if (set -C; printf x > "$t") 2>/dev/null; then rm -f "$t"; '
-                f'echo writable; else rm -f "$t"; echo read-only; fi; df -Pk "$d"')
+    r = sec("workdir")
     there, _, rest = r.stdout.partition("\n")
     writable = rest.startswith("writable")
     exists = there == workdir
+    shown = there if there.startswith("/") or not host.workdir.startswith("~") else "~/" + there.lstrip("./")
     checks.append(Check("workdir", "ok" if writable else "fail",
-                        (f"{workdir} is writable" if exists else
-                         f"{workdir} does not exist yet; the first run creates it in {there}, which is writable")
+                        (f"{host.workdir} is writable" if exists else
+                         f"{host.workdir} does not exist yet; the first run creates it in {shown}, which is writable")
                         if writable else
-                        f"{workdir if exists else there} is not writable (read-only or missing): the server record, "
-                        f"logs and lock live there; set a writable `workdir` for this host"))
+                        f"{host.workdir if exists else shown} is not writable (read-only or missing): the server "
+                        f"record, logs and lock live there; set a writable `workdir` for this host"))
     free = parse_df(r.stdout)
     checks.append(Check("disk", "ok" if free and free >= MIN_FREE_DISK_MIB else "warn",
                         f"{free} MiB free in the workdir's filesystem" if free is not None else "df failed"))
-    busy = facts.port_in_use(c, host.port)
+    busy = host.port in hf.tcp_ports
     checks.append(Check("port", "fail" if busy else "ok",
                         f"port {host.port} is {'already in use' if busy else 'free'}"))
-    rec = process.read_record(c, workdir)
-    foreign = foreign_processes(c, host, python, workdir, rec.pgid if rec else None,
-                                rec.children if rec else None)
+    rec = hf.record
+    foreign = hf.foreign(host, rec.pgid if rec else None, rec.children if rec else None)
     checks.append(Check("foreign-processes", "warn" if foreign else "ok",
                         "\n".join(f.describe() for f in foreign) if foreign else "no SGLang process we did not start"))
     if playbook is not None:
@@ -256,22 +311,20 @@ def _lint_checks(c, host: HostConfig, playbook: Playbook, python: str, sglang_ve
 
 def status(c, host: HostConfig, python: str) -> StatusReport:
     """Our server (recorded and alive?), the port, GPUs and foreign SGLang processes. Read-only."""
-    workdir = remote_workdir(c, host)
-    rec = process.read_record(c, workdir)
+    hf = _HostFacts.parse(snapshot.run_snapshot(c, _host_sections(host, python,
+                                                               snapshot.home_relative(host.workdir))))
+    rec = hf.record
     state = "none"
     if rec is not None:
-        info = facts.get_process_info(c, rec.pid)
+        info = hf.proc if hf.proc is not None and hf.proc.pid == rec.pid else None
         if info is None or not info.alive:
             state = "not running"
         else:
             state = "running" if process.is_ours(info, rec) else "not ours"
-    smi = facts.nvidia_smi(host, python, workdir)
     return StatusReport(host=host.name, server=asdict(rec) if rec else None, server_state=state,
-                        port_in_use=facts.port_in_use(c, host.port),
-                        gpus=[asdict(g) for g in facts.get_gpus(c, smi)],
-                        foreign=foreign_processes(c, host, python, workdir,
-                                                  rec.pgid if rec and state == "running" else None,
-                                                  rec.children if rec else None))
+                        port_in_use=host.port in hf.tcp_ports, gpus=[asdict(g) for g in hf.gpus],
+                        foreign=hf.foreign(host, rec.pgid if rec and state == "running" else None,
+                                           rec.children if rec else None))
 
 
 #: Seconds ``stop`` gives a SIGTERM before SIGKILL by default: a run's ``timeouts.drain_s`` (30). Longer only

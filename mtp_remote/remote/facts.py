@@ -98,7 +98,13 @@ def get_home(c) -> str:
 # -- processes ----------------------------------------------------------------------------------------
 
 def process_info_command(pid: int) -> str:
-    p = int(pid)
+    return proc_info_command_of(str(int(pid)))
+
+
+def proc_info_command_of(pid_word: str) -> str:
+    """:func:`process_info_command` for a PID given as a shell word: a number, or a variable the caller's
+    script set (``"$p"``: :func:`~mtp_remote.remote.snapshot.record_process_command`)."""
+    p = pid_word
     return f"cat /proc/{p}/stat 2>/dev/null && printf '\\n--cmdline--\\n' && tr '\\0' '\\n' < /proc/{p}/cmdline"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+import threading
 import time
 
 from rich.console import Console
@@ -145,6 +146,14 @@ def print_run_end(console: Console, doc: dict, run_dir, exit_code: int, *, after
     artefacts), the exit code, and the next step. ``afterwards``: shown again later (``report``), so the code
     is named as the run's, not this command's."""
     code = f"the run's exit code was {exit_code}" if afterwards else f"exit code {exit_code}"
+    if doc.get("time_split"):
+        from .accounting import time_split_line
+
+        stops = doc.get("loop_stop") or {}
+        saved = (f", {stops.get('tokens_saved', 0)} not generated ({stops.get('loop_stops', 0)} samples stopped at "
+                 f"their settled loop)" if stops.get("enabled") else " (loop stop off)")
+        console.print(f"time: {time_split_line(doc['time_split'])}; tokens: {doc.get('generated_tokens', 0)} "
+                      f"generated{saved}", highlight=False, markup=False)
     if doc.get("status", "completed") == "completed":
         console.print(f"report: {run_dir}/report.html (also report.md, summary.json); {code}", highlight=False)
     else:
@@ -153,15 +162,23 @@ def print_run_end(console: Console, doc: dict, run_dir, exit_code: int, *, after
     console.print(f"next: {next_step(doc, run_dir, inventory=inventory)}", highlight=False, markup=False)
 
 
+#: Seconds between progress lines while sampling when the output is not a terminal.
+HEARTBEAT_S = 20.0
+
+
 class RichHooks:
     """Runner hooks that show progress on a rich console: one line per lifecycle event with the elapsed
     time, a progress bar per profile while sampling."""
 
-    def __init__(self, console: Console):
+    def __init__(self, console: Console, heartbeat_s: float = HEARTBEAT_S):
         self.console = console
         self.t0 = time.monotonic()
         self._progress: Progress | None = None
         self._task = None
+        self.heartbeat_s = heartbeat_s
+        self._sampling: dict | None = None  # {"profile", "done", "total", "loops", "t0"} while a profile samples
+        self._beat: threading.Event | None = None
+        self._lock = threading.Lock()
 
     def on_progress(self, msg: str) -> None:
         elapsed = f"[dim]{time.monotonic() - self.t0:6.1f} s[/] "
@@ -172,19 +189,49 @@ class RichHooks:
 
     def on_profile(self, profile: str, total: int) -> None:
         self._close()
+        with self._lock:
+            self._sampling = {"profile": profile, "done": 0, "total": total, "loops": 0, "t0": time.monotonic()}
+        if not self.console.is_terminal:  # CI, journald: a progress line every heartbeat_s, not minutes of silence
+            self._beat = threading.Event()
+            threading.Thread(target=self._heartbeat, args=(self._beat,), daemon=True).start()
+            return
         self._progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                                   TimeElapsedColumn(), console=self.console, transient=True)
         self._progress.start()
         self._task = self._progress.add_task(f"{profile}: sampling", total=total)
 
     def on_sample(self, profile: str, done: int, total: int) -> None:
+        with self._lock:
+            if self._sampling is not None:
+                self._sampling.update(done=done, total=total)
         if self._progress is not None:
             self._progress.update(self._task, completed=done)
-            if done >= total:
-                self._close()
-                self.on_progress(f"{profile}: {total} samples done")
+        if done >= total and (self._progress is not None or self._beat is not None):
+            self._close()
+            self.on_progress(f"{profile}: {total} samples done")
+
+    def on_loop(self, profile: str) -> None:
+        with self._lock:
+            if self._sampling is not None:
+                self._sampling["loops"] += 1
+
+    def progress_line(self) -> str:
+        """``mtp: mtp 14/20 samples, 3 loops, 41 s`` (the profile sampling now, seconds since it began)."""
+        with self._lock:
+            s = dict(self._sampling or {})
+        if not s:
+            return "mtp: not sampling"
+        return (f"mtp: {s['profile']} {s['done']}/{s['total']} samples, {s['loops']} loops, "
+                f"{time.monotonic() - s['t0']:.0f} s")
+
+    def _heartbeat(self, stop: threading.Event) -> None:
+        while not stop.wait(self.heartbeat_s):
+            self.console.print(self.progress_line(), soft_wrap=True, highlight=False, markup=False)
 
     def _close(self) -> None:
+        if self._beat is not None:
+            self._beat.set()
+            self._beat = None
         if self._progress is not None:
             self._progress.stop()
             self._progress = None

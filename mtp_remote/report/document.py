@@ -11,14 +11,18 @@ import json
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import __version__
-from ..analysis.diagnosis import Diagnosis
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
 from ..errors import ConfigError
 from ..files import InputTooLarge, JsonTooDeep, load_json_file
 from ..remote.commands import mask_secrets, playbook_secrets
+from .accounting import time_split, token_accounting
+
+if TYPE_CHECKING:  # (diagnosis imports scipy: not needed to load or re-render a document)
+    from ..analysis.diagnosis import Diagnosis
 
 SCHEMA_VERSION = 1
 
@@ -45,9 +49,12 @@ def engine_facts(host: HostConfig, profile_runs: list) -> dict:
 
 
 def build_summary(*, run_id: str, host: HostConfig, playbook: Playbook, profile_runs: list, diagnosis: Diagnosis,
-                  exit_code: int, started_at: datetime, n_samples: int, playbook_file: str | None = None) -> dict:
-    """The summary.json document (a plain dict, JSON-able). Times: ISO-8601 UTC; durations: seconds."""
+                  exit_code: int, started_at: datetime, n_samples: int, playbook_file: str | None = None,
+                  samples: list[dict] | None = None) -> dict:
+    """The summary.json document (a plain dict, JSON-able). Times: ISO-8601 UTC; durations: seconds.
+    ``samples`` (the run's records) give ``generated_tokens``, ``tokens_saved`` and ``loop_stop``."""
     finished = datetime.now(timezone.utc)
+    tokens = token_accounting(samples or [], playbook.max_tokens)
     doc = {
         "schema_version": SCHEMA_VERSION,
         "tool": "mtp-remote",
@@ -75,6 +82,10 @@ def build_summary(*, run_id: str, host: HostConfig, playbook: Playbook, profile_
         "calibration": diagnosis.calibration,
         "n_samples": n_samples,
         "sampling": _sampling(playbook, profile_runs, n_samples),
+        "generated_tokens": tokens["generated_tokens"],
+        "tokens_saved": tokens["tokens_saved"],
+        "loop_stop": {"enabled": playbook.stop_on_loop, **tokens},
+        "time_split": time_split(profile_runs, (finished - started_at).total_seconds()),
         "exit_code": exit_code,
         "files": {"samples": "samples.jsonl", "report": "report.md", "html": "report.html", "junit": "junit.xml",
                   "metrics": "metrics.prom", "logs": "logs/"},

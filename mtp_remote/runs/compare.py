@@ -16,8 +16,7 @@ from pathlib import Path
 from ..analysis.runstats import loop_diff, speed_diff
 from ..config.validation import is_name
 from ..errors import ConfigError
-from ..experiment.diagnose import latest_samples
-from ..experiment.sampling import load_samples
+from ..experiment.sampling import latest_samples, load_samples
 from ..report.document import load_summary
 from ..report.html import write_html
 from ..report.markdown import write_markdown

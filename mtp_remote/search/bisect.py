@@ -27,7 +27,9 @@ from pathlib import Path
 from ..config.playbook import Playbook, ProfileConfig
 from ..errors import ConfigError, Interrupted, MtpRemoteError
 from ..files import load_json_file
-from ..experiment.diagnose import experiment_fingerprint, latest_samples, load_config, opening_line, remote_python
+from ..experiment.diagnose import experiment_fingerprint, opening_line
+from ..experiment.hosts import load_config, remote_python
+from ..experiment.sampling import latest_samples
 from ..experiment.plan import plan_requests
 from ..experiment.runner import Hooks, Runner, new_run_id
 from ..experiment.sampling import load_samples

@@ -3,7 +3,8 @@
 Routes (source: sglang ``python/sglang/srt/entrypoints/http_server.py`` and the OpenAI-compatible serving
 code): ``/health`` and ``/health_generate`` (503 until warmup is done or while draining; exempt from the API
 key), ``/generate``, ``/v1/chat/completions``, ``/server_info`` and ``/get_server_info``, ``/model_info`` and
-``/get_model_info``, ``/v1/models``, ``/flush_cache``, ``/metrics`` (with ``--enable-metrics``). With
+``/get_model_info``, ``/v1/models``, ``/flush_cache``, ``/abort_request``, ``/metrics`` (with
+``--enable-metrics``). A streaming request whose client goes away is aborted 2 s later, as SGLang does. With
 ``--api-key`` every other route answers 401 ``{"error": "Unauthorized"}`` without ``Authorization: Bearer
 <key>``. Every request is written to the log in uvicorn's access-log format. An exception inside a request
 (e.g. a ``sampling_params`` key SGLang's ``SamplingParams`` does not take) answers 500 ``Internal Server
@@ -78,6 +79,10 @@ def build_app(srv) -> FastAPI:
     async def chat(request: Request):
         return await _serve(request, handlers.chat, handlers.chat_stream)
 
+    @app.post("/abort_request")
+    async def abort_request(request: Request):
+        return Response(status_code=handlers.abort_request(srv, await request.json()))
+
     @app.get("/server_info")
     @app.get("/get_server_info")
     async def server_info():
@@ -98,6 +103,9 @@ def build_app(srv) -> FastAPI:
     @app.api_route("/flush_cache", methods=["GET", "POST"])
     async def flush_cache():
         ok = srv.engine.flush_cache()
+        e = srv.engine  # SGLang 0.5.9's scheduler lines, as measured on the real engine
+        srv.log.line("Cache flushed successfully!" if ok else "Cache not flushed because there are pending requests. "
+                     f"#queue-req: {len(e.waiting)}, #running-req: {len(e.running)}", 0)
         return PlainTextResponse(
             "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
             "requests, the operation will not be performed.)\n", status_code=200 if ok else 400)

@@ -75,6 +75,7 @@ class Engine:
         self.running: list[Request] = []
         self._wake = asyncio.Event()
         self.finished_requests = 0
+        self.aborted_requests = 0
         self.hung = False
         self.warming_up = False  #: requests made while True are the server's own warmup (not counted)
         self.on_crash = None  # callable(kind) set by the server
@@ -107,6 +108,27 @@ class Engine:
         """Queue a request; await ``req.done`` for the result."""
         self.waiting.append(req)
         self._wake.set()
+
+    def abort(self, rid: str, message: str = "Abort in waiting queue") -> bool:
+        """Abort a waiting or running request as SGLang's ``AbortReq`` does: it leaves the batch at once (its
+        slot is free for the next step), finishes with ``{"type": "abort"}`` and wakes its waiters. False when
+        no such request is pending (already finished, or never seen)."""
+        req = next((r for r in self.waiting if r.rid == rid), None)
+        if req is not None:
+            self.waiting.remove(req)
+        else:
+            req = next((r for r in self.running if r.rid == rid), None)
+            if req is None:
+                return False
+            self.running.remove(req)
+            message = "Abort in running batch"
+        req.seq.finish_reason = {"type": "abort", "message": message}
+        req.finished_at = time.monotonic()
+        req.done.set()
+        if req.updates is not None:
+            req.updates.put_nowait(None)
+        self.aborted_requests += 1
+        return True
 
     @property
     def idle(self) -> bool:

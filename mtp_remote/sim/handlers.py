@@ -168,15 +168,51 @@ async def generate_stream(srv, body: dict):
         yield sse({"error": {"message": str(e)}})
         return
     lp, start = bool(body.get("return_logprob")), int(body.get("logprob_start_len", -1))
-    while True:
-        await req.updates.get()
-        seq = req.seq
-        finished = seq.finished  # before the yield: the engine steps on while the event is sent
-        yield sse({"text": visible_text(srv, seq.output_ids, seq.finish_reason),
-                   "output_ids": list(seq.output_ids), "meta_info": meta_info(srv, req, lp and finished, start)})
-        if finished:
-            break
+    interval = max(1, int((body.get("sampling_params") or {}).get("stream_interval") or 1))
+    sent = 0
+    try:
+        while True:
+            await req.updates.get()
+            seq = req.seq
+            finished = seq.finished  # before the yield: the engine steps on while the event is sent
+            if not finished and len(seq.output_ids) - sent < interval:
+                continue  # ``stream_interval``: one event per that many tokens
+            sent = len(seq.output_ids)
+            yield sse({"text": visible_text(srv, seq.output_ids, seq.finish_reason),
+                       "output_ids": list(seq.output_ids),
+                       "meta_info": meta_info(srv, req, lp and finished, start)})
+            if finished:
+                break
+    finally:
+        abort_if_gone(srv, req)
     yield "data: [DONE]\n\n"
+
+
+#: Seconds after a streaming client went away before the request is aborted: SGLang 0.5.9's
+#: ``TokenizerManager.create_abort_task`` (a background task of the streaming response) sleeps 2 s, then aborts.
+ABORT_AFTER_DISCONNECT_S = 2.0
+
+
+def abort_if_gone(srv, req: Request) -> None:
+    """The stream of ``req`` ended (closed by the client, or done): abort it if it is still pending, after
+    :data:`ABORT_AFTER_DISCONNECT_S`, as SGLang does (it keeps decoding meanwhile)."""
+    if req.seq.finished:
+        return
+    try:
+        asyncio.get_running_loop().call_later(ABORT_AFTER_DISCONNECT_S, srv.engine.abort, req.rid)
+    except RuntimeError:  # no loop any more: the server is exiting
+        pass
+
+
+def abort_request(srv, body: dict) -> int:
+    """``POST /abort_request`` (``{"rid": ..., "abort_all": bool}``): 200 whether or not the request was
+    pending, as SGLang answers."""
+    if body.get("abort_all"):
+        for r in list(srv.engine.waiting) + list(srv.engine.running):
+            srv.engine.abort(r.rid)
+    elif body.get("rid"):
+        srv.engine.abort(str(body["rid"]))
+    return 200
 
 
 def chat_prompt(messages: list[dict]) -> str:
@@ -266,31 +302,43 @@ async def chat_stream(srv, body: dict):
                     "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason,
                                  "matched_stop": matched}]})
 
+    options = body.get("stream_options") or {}
+    continuous = bool(options.get("include_usage") and options.get("continuous_usage_stats"))
+
+    def usage() -> dict:
+        n, p = len(req.seq.output_ids), len(req.prompt_ids)
+        return {"prompt_tokens": p, "completion_tokens": n, "total_tokens": p + n,
+                "reasoning_tokens": _reasoning_tokens(req) if srv.args.reasoning_parser else 0}
+
     yield chunk({"role": "assistant", "content": ""})
     sent_r, sent_c = "", ""
-    while True:
-        await req.updates.get()
-        finished = req.seq.finished  # before the yield: the engine steps on while the chunk is sent
-        text = visible_text(srv, req.seq.output_ids, req.seq.finish_reason)
-        r, c = split_reasoning(text) if use_parser else (None, text)
-        r, c = r or "", c or ""
-        delta = {}
-        if r[len(sent_r):]:
-            delta["reasoning_content"] = r[len(sent_r):]
-        if c[len(sent_c):]:
-            delta["content"] = c[len(sent_c):]
-        sent_r, sent_c = r, c
-        if delta:
-            yield chunk(delta)
-        if finished:
-            break
+    try:
+        while True:
+            await req.updates.get()
+            finished = req.seq.finished  # before the yield: the engine steps on while the chunk is sent
+            text = visible_text(srv, req.seq.output_ids, req.seq.finish_reason)
+            r, c = split_reasoning(text) if use_parser else (None, text)
+            r, c = r or "", c or ""
+            delta = {}
+            if r[len(sent_r):]:
+                delta["reasoning_content"] = r[len(sent_r):]
+            if c[len(sent_c):]:
+                delta["content"] = c[len(sent_c):]
+            sent_r, sent_c = r, c
+            if delta:
+                out = json.loads(chunk(delta)[6:])
+                if continuous:  # SGLang: usage on every chunk with ``continuous_usage_stats``
+                    out["usage"] = usage()
+                yield sse(out)
+            if finished:
+                break
+    finally:
+        abort_if_gone(srv, req)
     reason, matched = _finish(req)
     yield chunk({}, reason, matched)
-    if (body.get("stream_options") or {}).get("include_usage"):
-        n, p = len(req.seq.output_ids), len(req.prompt_ids)
+    if options.get("include_usage"):
         yield sse({"id": cid, "object": "chat.completion.chunk", "created": now(), "model": model, "choices": [],
-                   "usage": {"prompt_tokens": p, "completion_tokens": n, "total_tokens": p + n,
-                             "reasoning_tokens": _reasoning_tokens(req) if srv.args.reasoning_parser else 0}})
+                   "usage": usage()})
     yield "data: [DONE]\n\n"
 
 

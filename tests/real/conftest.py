@@ -25,3 +25,19 @@ def real_engine() -> RealEngine:
         if registry_unreachable(exc):
             pytest.skip(f"package registry unreachable, cannot build real SGLang: {exc}")
         raise
+
+
+def wait_ready_with_health(lc, rec, url: str):
+    """``lc.wait_ready`` on a real server (bounded by :data:`READY_S`) with ``/health`` at ``url`` as its health
+    check; asserts it got ready (the outcome and the log tail otherwise) and returns the outcome."""
+    import httpx
+
+    def health() -> bool:
+        try:
+            return httpx.get(f"{url}/health", timeout=5).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    outcome = lc.wait_ready(rec, timeout_s=READY_S, health=health)
+    assert outcome.ok, outcome.describe() + "\n" + "\n".join(outcome.log_tail)
+    return outcome

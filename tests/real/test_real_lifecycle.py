@@ -23,7 +23,7 @@ from mtp_remote.remote import connect as transport
 from mtp_remote.remote import facts, process
 from mtp_remote.remote.commands import server_argv, server_env
 from tests.conftest import free_port
-from tests.real.conftest import READY_S
+from tests.real.conftest import READY_S, wait_ready_with_health
 
 pytestmark = [pytest.mark.real, pytest.mark.ssh, pytest.mark.timeout(1500)]
 
@@ -51,14 +51,7 @@ def test_real_sglang_over_ssh_launch_ready_generate_then_stop_with_a_request_in_
                         server_env(host, PLAYBOOK, "baseline", lc.workdir))
         assert rec.cmdline[1:3] == ["-m", "sglang.launch_server"] and rec.pgid == rec.pid
         with transport.tunnel(conn, host) as url:
-            def health() -> bool:
-                try:
-                    return httpx.get(f"{url}/health", timeout=5).status_code == 200
-                except httpx.HTTPError:
-                    return False
-
-            outcome = lc.wait_ready(rec, timeout_s=READY_S, health=health)
-            assert outcome.ok, outcome.describe() + "\n" + "\n".join(outcome.log_tail)
+            outcome = wait_ready_with_health(lc, rec, url)
             seen = [m["name"] for m in outcome.milestones]
             assert {"weights_loaded", "kv_cache_allocated", "http_up", "ready"} <= set(seen)
             members = facts.group_members(facts.get_ps(conn), rec.pgid)

@@ -11,7 +11,8 @@ import yaml
 from click.testing import CliRunner
 
 from mtp_remote.cli.main import main
-from mtp_remote.fleet.fleet import fleet_hosts, run_fleet
+from mtp_remote.experiment.hosts import fleet_hosts
+from mtp_remote.fleet.fleet import run_fleet
 from tests.conftest import ROOT, free_port
 
 pytestmark = [pytest.mark.ssh, pytest.mark.sim]

@@ -7,7 +7,7 @@ import os
 from mtp_remote.config.inventory import HostConfig, load_inventory
 from mtp_remote.config.paths import DEFAULT_PLAYBOOK
 from mtp_remote.config.playbook import load_playbook
-from mtp_remote.experiment.diagnose import load_config
+from mtp_remote.experiment.hosts import load_config
 from mtp_remote.remote.commands import server_argv, server_env
 from mtp_remote.report.document import engine_facts
 from tests.conftest import ROOT

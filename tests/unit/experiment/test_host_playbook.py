@@ -87,6 +87,7 @@ def test_a_command_run_from_a_subdirectory_still_reads_the_hosts_own_playbook(tm
     """`diagnose` resolved the default playbook to the project's `playbooks/diagnose-mtp.yaml` (a path, no longer
     the default as typed) before asking the host, so from a subdirectory the host's `playbook:` was skipped."""
     from mtp_remote.experiment import diagnose as api
+    from mtp_remote.experiment import hosts
 
     (tmp_path / "playbooks").mkdir()
     (tmp_path / "playbooks" / "diagnose-mtp.yaml").write_text((ROOT / "playbooks" / "diagnose-mtp.yaml").read_text())
@@ -99,8 +100,8 @@ def test_a_command_run_from_a_subdirectory_still_reads_the_hosts_own_playbook(tm
     with pytest.raises(ConfigError) as e:  # refused at planning, before anything is launched
         api.diagnose(inventory=None, runs_dir=tmp_path / "runs", profiles=["nosuch"])
     assert e.value.file == str(tmp_path / "playbooks" / "own.yaml") and "standalone" in str(e.value), str(e.value)
-    _, cfg, pb = api.load_config(None, "playbooks/diagnose-mtp.yaml", None)
+    _, cfg, pb = hosts.load_config(None, "playbooks/diagnose-mtp.yaml", None)
     assert pb.name == "own"
-    assert api.host_playbook_file("playbooks/diagnose-mtp.yaml", None, cfg) == tmp_path / "playbooks" / "own.yaml"
-    assert api.host_playbook_file("playbooks/diagnose-mtp.yaml", None, cfg.model_copy(update={"playbook": None})) \
+    assert hosts.host_playbook_file("playbooks/diagnose-mtp.yaml", None, cfg) == tmp_path / "playbooks" / "own.yaml"
+    assert hosts.host_playbook_file("playbooks/diagnose-mtp.yaml", None, cfg.model_copy(update={"playbook": None})) \
         == tmp_path / "playbooks" / "diagnose-mtp.yaml"

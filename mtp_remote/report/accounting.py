@@ -1,0 +1,60 @@
+"""Where a run's tokens and time went, for ``summary.json`` and the reports: generated tokens and the tokens the
+loop stop saved, and each profile's time split into launch/ready, sampling, stop and GPU release, and the tool's
+own (the rest of its wall time: tunnel, log copy, bookkeeping). Pure: samples and profile runs in, dicts out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+def token_accounting(samples: Iterable[dict], max_tokens: int) -> dict:
+    """``generated_tokens`` (completion tokens over all samples, stopped ones counted up to their stop),
+    ``tokens_saved`` (what the stopped samples did not generate: max_tokens - their tokens), ``loop_stops``
+    (samples stopped once their loop was settled), ``without_stop_at_most`` (the tokens had each stopped sample
+    run to ``max_tokens``: an upper bound, a loop may still end earlier), and the same per profile."""
+    per: dict[str, dict] = {}
+    for s in samples:
+        d = per.setdefault(s["profile"], {"generated_tokens": 0, "tokens_saved": 0, "loop_stops": 0})
+        d["generated_tokens"] += int(s.get("completion_tokens") or 0)
+        stop = s.get("loop_stop")
+        if stop:
+            d["loop_stops"] += 1
+            d["tokens_saved"] += int(stop.get("saved_tokens", max(max_tokens - int(s.get("completion_tokens") or 0),
+                                                                   0)))
+    total = {k: sum(d[k] for d in per.values()) for k in ("generated_tokens", "tokens_saved", "loop_stops")}
+    total["without_stop_at_most"] = total["generated_tokens"] + total["tokens_saved"]
+    return {**total, "by_profile": per}
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 3)
+
+
+def time_split(profile_runs: list, duration_s: float | None = None) -> dict:
+    """Per profile (seconds): ``launch_ready_s`` (launch until ready and /health 200), ``sampling_s``,
+    ``stop_s`` (signal, drain, exit and GPU memory seen free), of it ``gpu_release_s``, and ``tool_s`` (the
+    profile's wall time less those); for the run: the sums and ``outside_profiles_s`` (connect, lock, facts,
+    the leftover stop, the report: ``duration_s`` less the profiles' wall time)."""
+    rows = []
+    for pr in profile_runs:
+        wall = getattr(pr, "wall_s", None)
+        parts = [getattr(pr, k, None) or 0.0 for k in ("ready_s", "sampling_s", "stop_s")]
+        rows.append({"profile": pr.profile, "wall_s": _r(wall), "launch_ready_s": _r(pr.ready_s),
+                     "sampling_s": _r(pr.sampling_s), "stop_s": _r(getattr(pr, "stop_s", None)),
+                     "gpu_release_s": _r(pr.gpu_release_s),
+                     "tool_s": _r(max(wall - sum(parts), 0.0)) if wall is not None else None})
+    total = {k: _r(sum(r[k] or 0.0 for r in rows)) for k in ("wall_s", "launch_ready_s", "sampling_s", "stop_s",
+                                                              "gpu_release_s", "tool_s")}
+    if duration_s is not None:
+        total["outside_profiles_s"] = _r(max(duration_s - (total["wall_s"] or 0.0), 0.0))
+    return {"profiles": rows, "total": total}
+
+
+def time_split_line(split: dict) -> str:
+    """One line for the console and report.md: ``launch/ready 12.0 s, sampling 40.1 s, stop + GPU release
+    3.2 s, tool 1.4 s``."""
+    t = split["total"]
+    tool = (t.get("tool_s") or 0.0) + (t.get("outside_profiles_s") or 0.0)
+    return (f"launch/ready {t['launch_ready_s'] or 0:.1f} s, sampling {t['sampling_s'] or 0:.1f} s, "
+            f"stop + GPU release {t['stop_s'] or 0:.1f} s, tool {tool:.1f} s")
