@@ -116,8 +116,9 @@ def test_diagnose_on_each_shipped_real_hybrid_host(real_engine, tmp_path, name, 
         assert s["accept_length"] > 1
     (comparison,) = verdict["comparisons"]  # T = 0 only
     if corrupt:
-        assert comparison["greedy_diverged"] == comparison["greedy_pairs"] == 3, verdict
-        assert comparison["greedy_hard_flips"] >= 2, verdict  # measured 3/3 (seed 0), 2/3 + a near tie (seed 1)
+        n_prompts = len(load_playbook(PLAYBOOK).prompts)  # 6: 3 of 3 vs 0 of 3 cannot decide (p = 0.05)
+        assert comparison["greedy_pairs"] == n_prompts and comparison["greedy_diverged"] >= n_prompts - 2, verdict
+        assert comparison["greedy_hard_flips"] >= 2, verdict  # measured 3/3 (seed 0), 2/3 (seed 1) of the first 3
         if LOSSLESS_RULE:
             assert code == 1 and verdict["kind"] == "spec-corrupts-output", (verdict, output)
         else:
