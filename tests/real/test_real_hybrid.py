@@ -3,7 +3,7 @@ attention, one MTP layer) with NEXTN, the ``real-hybrid*`` hosts as shipped (por
 
 In ``make test``: one lifecycle (launch → ready → a NEXTN request whose acceptance length comes from SGLang's
 ``meta_info`` → stop), on the accept-all variant of the model (every draft accepted: acceptance 4.0, ~0.5 s/token),
-and one healthy/faulty pair at small size: a single ``diagnose`` whose playbook is the shipped one cut to two
+and one healthy/faulty pair at small size: a single ``diagnose`` whose playbook is the shipped one cut to five
 prompts and 8 tokens (A/A arm kept: issue 20's lossless rule needs its floor), with a second NEXTN profile carrying the ``real-hybrid-leak`` host's injected fault
 (three launches instead of four). ``make test-real`` (``MTP_REMOTE_REAL_FULL=1``) runs the whole matrix:
 ``diagnose`` on each shipped host with the shipped playbook (A/A calibration and KL probe included).
@@ -35,6 +35,9 @@ FULL = pytest.mark.skipif(os.environ.get("MTP_REMOTE_REAL_FULL") != "1", reason=
 #: whichever rule this tree holds.
 LOSSLESS_RULE = importlib.util.find_spec("mtp_remote.analysis.lossless") is not None
 PLAYBOOK = ROOT / "playbooks" / "real-hybrid.yaml"
+#: Prompts of the small pair: with 2, greedy 2/2 vs 0/2 diverged (p = 1/6) and 2 KL samples cannot reach the
+#: lossless rule's alpha, so the leak ended inconclusive; 5 of 5 vs 0 of 5 gives p = 0.004.
+PAIR_PROMPTS = 5
 FAULT_ENV = "MTP_REMOTE_REAL_FAULTS"
 
 
@@ -53,10 +56,10 @@ def test_nextn_on_the_real_hybrid_model_accepts_every_draft_of_the_accept_all_va
 
 
 def _small_pair_playbook(tmp_path: Path) -> str:
-    """The shipped playbook cut to 2 prompts x 8 tokens (A/A arm kept), plus profile ``nextn-leak``: the NEXTN
+    """The shipped playbook cut to PAIR_PROMPTS prompts x 8 tokens (A/A arm kept), plus profile ``nextn-leak``: the NEXTN
     flags with the environment of the shipped ``real-hybrid-leak`` host's fault."""
     pb = yaml.safe_load(PLAYBOOK.read_text())
-    pb["prompts"] = pb["prompts"][:2]
+    pb["prompts"] = pb["prompts"][:PAIR_PROMPTS]
     pb["max_tokens"] = 8
     fault = shipped_host("real-hybrid-leak")["env"][FAULT_ENV]
     pb["profiles"]["nextn-leak"] = dict(pb["profiles"]["nextn"], description="NEXTN, mamba state leak injected",
@@ -86,15 +89,15 @@ def test_healthy_nextn_matches_the_baseline_and_the_leaking_one_diverges_on_real
     assert doc["simulated"] is False and "real SGLang 0.5.9" in output
     verdicts = _by_profile(doc)
     assert set(verdicts) == {"nextn", "nextn-leak"}, output
-    spec = [s for s in samples if s["profile"] != "baseline"]
+    spec = [s for s in samples if s["profile"] in ("nextn", "nextn-leak")]  # not the A/A arm
     assert spec and all(s["spec_verify_ct"] > 0 and s["accept_length"] > 1 for s in spec)
     healthy, leak = verdicts["nextn"], verdicts["nextn-leak"]
     (h,), (lk,) = healthy["comparisons"], leak["comparisons"]  # T = 0 only
-    assert (h["greedy_pairs"], h["greedy_diverged"]) == (2, 0), healthy
+    assert (h["greedy_pairs"], h["greedy_diverged"]) == (PAIR_PROMPTS, 0), healthy
     assert healthy["kind"] != "spec-corrupts-output", healthy
-    assert (lk["greedy_pairs"], lk["greedy_diverged"]) == (2, 2), leak  # measured: at tokens 5 and 3
+    assert lk["greedy_pairs"] == PAIR_PROMPTS and lk["greedy_diverged"] >= PAIR_PROMPTS - 1, leak
     assert lk["greedy_first_divergence"] is not None and lk["greedy_first_divergence"] < 8, leak
-    assert lk["greedy_hard_flips"] == 2 and leak["kl_probe"]["flagged"], leak  # not near ties; KL far above 0
+    assert lk["greedy_hard_flips"] >= 3 and leak["kl_probe"]["flagged"], leak  # not near ties; KL far above 0
     if LOSSLESS_RULE:
         assert code == 1 and leak["kind"] == "spec-corrupts-output", (leak, output)
     else:
