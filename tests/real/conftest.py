@@ -12,6 +12,7 @@ import pytest
 
 from mtp_remote.errors import MtpRemoteError
 from mtp_remote.lint.sglang_env import registry_unreachable
+from tests.support import real_hosts
 from tests.support.real_sglang import RealEngine, ensure_real_sglang
 
 READY_S = 400.0  # bound on one real SGLang start (about 25 s quiet, 60-90 s on a loaded machine)
@@ -28,16 +29,5 @@ def real_engine() -> RealEngine:
 
 
 def wait_ready_with_health(lc, rec, url: str):
-    """``lc.wait_ready`` on a real server (bounded by :data:`READY_S`) with ``/health`` at ``url`` as its health
-    check; asserts it got ready (the outcome and the log tail otherwise) and returns the outcome."""
-    import httpx
-
-    def health() -> bool:
-        try:
-            return httpx.get(f"{url}/health", timeout=5).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    outcome = lc.wait_ready(rec, timeout_s=READY_S, health=health)
-    assert outcome.ok, outcome.describe() + "\n" + "\n".join(outcome.log_tail)
-    return outcome
+    """:func:`tests.support.real_hosts.wait_ready_with_health` bounded by :data:`READY_S`."""
+    return real_hosts.wait_ready_with_health(lc, rec, url, READY_S)

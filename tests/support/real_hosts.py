@@ -72,19 +72,25 @@ def serving(host: dict, playbook: Playbook | str, profile: str, *, ready_s: floa
         lc.prepare()
         rec = lc.launch(profile, server_argv(cfg, pb, profile), server_env(cfg, pb, profile, lc.workdir))
         url = f"http://127.0.0.1:{cfg.port}"
-
-        def health() -> bool:
-            try:
-                return httpx.get(f"{url}/health", timeout=5).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        outcome = lc.wait_ready(rec, timeout_s=ready_s, health=health)
-        assert outcome.ok, outcome.describe() + "\n" + "\n".join(outcome.log_tail)
-        yield url, outcome
+        yield url, wait_ready_with_health(lc, rec, url, ready_s)
     finally:
         lc.stop(term_s=30, drain_s=10, gpu_release_s=10)
         port_freed(cfg.port)  # the next launch's port check must find it free
+
+
+def wait_ready_with_health(lc: ServerLifecycle, rec, url: str, ready_s: float):
+    """``lc.wait_ready`` on a real server (bounded by ``ready_s`` seconds) with ``/health`` at ``url`` as its
+    health check; asserts it got ready (the outcome and the log tail otherwise) and returns the outcome."""
+
+    def health() -> bool:
+        try:
+            return httpx.get(f"{url}/health", timeout=5).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    outcome = lc.wait_ready(rec, timeout_s=ready_s, health=health)
+    assert outcome.ok, outcome.describe() + "\n" + "\n".join(outcome.log_tail)
+    return outcome
 
 
 def port_freed(port: int, within_s: float = 30.0) -> bool:
