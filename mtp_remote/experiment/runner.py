@@ -257,7 +257,8 @@ class Runner:
                 return
         except TransportLost:
             pass
-        self.left_on_host.append(f"the host lock {server.workdir}/lock")
+        if server.capabilities.lock:
+            self.left_on_host.append(f"the host lock {server.workdir}/lock")
 
     async def _send(self, request) -> Completion:
         """``request()`` through the profile's tunnel, riding out a dropped connection
