@@ -171,30 +171,16 @@ class _HostFacts:
         return find_foreign(self.procs, apps, our_pgid=our_pgid, port_owners=self.owners, our_children=our_children)
 
 
-def parse_df(output: str) -> int | None:
-    """Free MiB from ``df -Pk PATH`` (second line, fourth column in KiB)."""
-    lines = output.strip().splitlines()
-    if len(lines) < 2:
-        return None
-    parts = lines[-1].split()
-    return int(parts[3]) // 1024 if len(parts) >= 4 and parts[3].isdigit() else None
-
-
 def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> list[Check]:
     """Read-only checks of a host before a run: python, SGLang and torch versions, GPUs, model, disk, port,
     foreign SGLang processes, and the lint of each profile's launch command."""
     checks = [Check("ssh", "ok", f"{host.transport} transport to {host.address or 'localhost'} works")]
     workdir = snapshot.home_relative(host.workdir)
-    wd = shlex.quote(workdir)
     sections = {"python": _py_version_command(python, None) + " 2>&1"}
     if not host.is_sim:
         sections.update(sglang=_py_version_command(python, "sglang"), torch=_py_version_command(python, "torch"),
                         model=f"cat {shlex.quote(host.model_path + '/config.json')}")
-    # read-only: the write test goes to the workdir or, when it does not exist yet, to the directory the first
-    # run will create it in (a file made with noclobber and removed, also when the write fails)
-    sections["workdir"] = (f'd={wd}; while [ ! -e "$d" ] && [ "$d" != / ] && [ "$d" != . ]; do d=$(dirname "$d"); '
-                           f'done; echo "$d"; t="$d/.write-test.$$"; if (set -C; printf x > "$t") 2>/dev/null; '
-                           f'then rm -f "$t"; echo writable; else rm -f "$t"; echo read-only; fi; df -Pk "$d"')
+    sections["workdir"] = snapshot.workdir_probe_command(workdir)
     sections.update(_host_sections(host, python, workdir))
     snap = snapshot.run_snapshot(c, sections)  # every read-only fact below: one round trip
     hf = _HostFacts.parse(snap)
@@ -240,20 +226,7 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
                 checks.append(Check("model", "ok", f"{host.model_path}: architectures {arch}"))
             except ValueError:
                 checks.append(Check("model", "warn", f"{host.model_path}/config.json is not valid JSON"))
-    r = sec("workdir")
-    there, _, rest = r.stdout.partition("\n")
-    writable = rest.startswith("writable")
-    exists = there == workdir
-    shown = there if there.startswith("/") or not host.workdir.startswith("~") else "~/" + there.lstrip("./")
-    checks.append(Check("workdir", "ok" if writable else "fail",
-                        (f"{host.workdir} is writable" if exists else
-                         f"{host.workdir} does not exist yet; the first run creates it in {shown}, which is writable")
-                        if writable else
-                        f"{host.workdir if exists else shown} is not writable (read-only or missing): the server "
-                        f"record, logs and lock live there; set a writable `workdir` for this host"))
-    free = parse_df(r.stdout)
-    checks.append(Check("disk", "ok" if free and free >= MIN_FREE_DISK_MIB else "warn",
-                        f"{free} MiB free in the workdir's filesystem" if free is not None else "df failed"))
+    checks.extend(_workdir_checks(host, workdir, sec("workdir")))
     busy = host.port in hf.tcp_ports
     checks.append(Check("port", "fail" if busy else "ok",
                         f"port {host.port} is {'already in use' if busy else 'free'}"))
@@ -264,6 +237,23 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
     if playbook is not None:
         checks.extend(_lint_checks(c, host, playbook, python, sglang_version, architectures))
     return checks
+
+
+def _workdir_checks(host: HostConfig, workdir: str, r: snapshot.Section) -> list[Check]:
+    """The workdir (writable, or where the first run creates it) and its disk, from the workdir probe."""
+    there, _, rest = r.stdout.partition("\n")
+    writable = rest.startswith("writable")
+    exists = there == workdir
+    shown = there if there.startswith("/") or not host.workdir.startswith("~") else "~/" + there.lstrip("./")
+    free = snapshot.parse_df(r.stdout)
+    return [Check("workdir", "ok" if writable else "fail",
+                  (f"{host.workdir} is writable" if exists else
+                   f"{host.workdir} does not exist yet; the first run creates it in {shown}, which is writable")
+                  if writable else
+                  f"{host.workdir if exists else shown} is not writable (read-only or missing): the server "
+                  f"record, logs and lock live there; set a writable `workdir` for this host"),
+            Check("disk", "ok" if free and free >= MIN_FREE_DISK_MIB else "warn",
+                  f"{free} MiB free in the workdir's filesystem" if free is not None else "df failed")]
 
 
 def _remote_real_parser(c, python: str, argvs: list[list[str]], architectures: tuple[str, ...]):
