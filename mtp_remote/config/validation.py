@@ -232,9 +232,17 @@ def yaml_problem(err: yaml.YAMLError) -> str:
 
 
 def _allowed_fields(model: type[BaseModel], loc: tuple) -> list[str]:
-    """Field names allowed where ``loc`` points (for "did you mean")."""
+    """Field names allowed where ``loc`` points (for "did you mean"). A union of models told apart by ``kind``
+    (a host's ``server``) has the tag in ``loc``: the variant it names is the one descended into."""
     cur: type[BaseModel] | None = model
+    variants: list[type[BaseModel]] = []
     for part in loc[:-1]:
+        tagged = next((v for v in variants if "kind" in v.model_fields and v.model_fields["kind"].default == part),
+                      None)
+        variants = []
+        if tagged is not None:
+            cur = tagged
+            continue
         if cur is None:
             return []
         field = cur.model_fields.get(str(part))
@@ -242,7 +250,8 @@ def _allowed_fields(model: type[BaseModel], loc: tuple) -> list[str]:
             continue
         ann = field.annotation
         args = getattr(ann, "__args__", ())
-        cur = next((a for a in (ann, *args) if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        models = [a for a in (ann, *args) if isinstance(a, type) and issubclass(a, BaseModel)]
+        cur, variants = (models[0] if models else None), models
     return list(cur.model_fields) if cur is not None else []
 
 

@@ -22,6 +22,7 @@ def test_a_host_without_a_server_field_runs_its_servers_as_processes():
 @pytest.mark.parametrize("server,error", [
     ("{kind: docker}", "hosts.a.server: unknown server kind 'docker'; choose one of: process"),
     ("{kind: process, image: x}", "unknown field"),
+    ("{kind: process, kinds: x}", "unknown field; did you mean 'kind'?"),  # the variant the tag names
 ])
 def test_a_bad_server_field_names_file_field_and_choices(tmp_path, server, error):
     inv = tmp_path / "inventory.yaml"
