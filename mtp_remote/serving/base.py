@@ -43,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from ..errors import LaunchError
 from ..remote.connect import Tunnel
@@ -206,6 +206,7 @@ class LogFollower(Protocol):
     def __exit__(self, *exc) -> None: ...
 
 
+@runtime_checkable
 class ServerKind(Protocol):
     """Where the servers of one run on one host live, and how each is launched, followed, watched and stopped.
 
@@ -213,7 +214,8 @@ class ServerKind(Protocol):
     out a dropped connection through it); ``workdir`` where the kind keeps its files on the host (resolved by
     :meth:`prepare`); ``on_progress(message)`` takes one-line progress. Errors: ``launch`` raises LaunchError
     (with ``cause``), ``prepare`` RemoteError/LockError, ``stop`` StopError when what it stopped keeps the GPU;
-    any command may raise TransportLost."""
+    any command may raise TransportLost. ``isinstance(x, ServerKind)`` checks that ``x`` has every member (not their
+    signatures)."""
 
     capabilities: Capabilities
     c: object

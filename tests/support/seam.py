@@ -22,6 +22,7 @@ def run_through_the_seam(kind: ServerKind, host: HostConfig, playbook: Playbook,
                          python: str) -> list[ProfileRun]:
     """Run ``playbook`` on ``host`` through ``kind`` (run id ``kind.run_id``) and assert the seam's contract;
     the profile runs, for the caller's own assertions."""
+    assert isinstance(kind, ServerKind), "every member of the protocol is there"
     runs = Runner(host, playbook, run_dir, run_id=kind.run_id, python=python, kind=kind).run()
     planned = list(playbook.profiles) + (["baseline-aa"] if playbook.compare.calibration
                                          and kind.capabilities.relaunch else [])
