@@ -34,8 +34,9 @@ Kinds (``server: {kind: ...}`` of a host in the inventory, :mod:`mtp_remote.conf
   starts anything, ``stop`` never signals, no lock, no A/A relaunch (``capabilities.relaunch`` False).
 
 A new kind: one module here implementing :class:`ServerKind`, one variant of ``ServerSpec`` in
-``config/inventory.py``, its branch in :func:`mtp_remote.serving.kinds.open_server`, and tests
-(``tests/unit/serving/``: the runner against a plain fake kind shows what the runner asks of one).
+``config/inventory.py``, its branch in :func:`mtp_remote.serving.kinds.open_server`, and tests that pass
+``tests/support/seam.py``'s ``run_through_the_seam`` (what the runner asks of any kind; ``tests/unit/serving/``
+runs it on a plain fake kind and on the process kind).
 """
 
 from __future__ import annotations
