@@ -8,14 +8,15 @@ drives any kind through it and knows no shell. A server's life on the seam::
     kind.stop(...)        -> StopReport         stop what we left there (drain, then the GPU-release wait)
     kind.launch(profile, argv, env) -> record   started, with an identity record (raises LaunchError)
     kind.follow(record)   -> LogFollower|None   its log as it is written (None: the kind can only poll)
+    kind.reach()          -> Tunnel             where the driver sends requests (a context manager, opened
+                                                while the server starts)
     kind.wait_ready(record, ...) -> Ready | Crashed | TimedOut   followed to ready, with the cause
-    kind.reach()          -> Tunnel             where the driver sends requests (a context manager)
     kind.poll(record, offset) -> Polled         the crash/hang watch's look: alive + new log text
     kind.stop(...)        -> StopReport         SIGTERM or its like, the drain, the kill, the GPU-release wait
     kind.read_log(path)   -> str                the whole log (kept with the run)
-    kind.release_lock()
+    kind.release_lock()                         when the last stop did not release it (``unlock=True``)
 
-and :attr:`ServerKind.capabilities` says what the kind can and cannot guarantee (:class:`Capabilities`).
+(in the order the runner calls them; per profile from ``launch`` to ``stop``) and :attr:`ServerKind.capabilities` says what the kind can and cannot guarantee (:class:`Capabilities`).
 
 Kinds (``server: {kind: ...}`` of a host in the inventory, :mod:`mtp_remote.config.inventory`):
 
