@@ -16,7 +16,8 @@ drives any kind through it and knows no shell. A server's life on the seam::
     kind.read_log(path)   -> str                the whole log (kept with the run)
     kind.release_lock()                         when the last stop did not release it (``unlock=True``)
 
-(in the order the runner calls them; per profile from ``launch`` to ``stop``) and :attr:`ServerKind.capabilities` says what the kind can and cannot guarantee (:class:`Capabilities`).
+(in the order the runner calls them; per profile from ``launch`` to ``stop``) and
+:attr:`ServerKind.capabilities` says what the kind can and cannot guarantee (:class:`Capabilities`).
 
 Kinds (``server: {kind: ...}`` of a host in the inventory, :mod:`mtp_remote.config.inventory`):
 
