@@ -276,7 +276,8 @@ class ServerLifecycle:
 
     def launch(self, profile: str, argv: list[str], env: dict[str, str], *,
                exec_wait_s: int = 10) -> process.ServerRecord:
-        """Start the server detached and record it — one host-side step (``launch.sh``): port check, start
+        """Start the server detached and record it — one host-side step (``launch.sh``): port check, the level
+        of its GPUs' memory (``server.gpu``, what the stop waits to see again), start
         (``setsid nohup``), wait for exec, identity read once (PGID == PID, start time, command-line hash),
         record written (``server.ident``, ``server.json``) before the step ends.
 
@@ -292,7 +293,10 @@ class ServerLifecycle:
                                    profile=profile, port=self.host.port, log_path=log_path, run_id=self.run_id,
                                    started_at=time.time(), argv_masked=masked)
         stdin = json.dumps(rec.static_fields()) + "\n" + hostscripts.env_file_text(env)
-        args = [self.workdir, log_path, self.host.port, exec_wait_s, self.python, module, *argv]
+        smi = shlex.split(self.smi) if self.smi else []
+        gpus = " ".join(str(i) for i in self.host.gpus) if self.host.gpus else "-"
+        args = [self.workdir, log_path, self.host.port, exec_wait_s, gpus, len(smi), *smi, self.python, module,
+                *argv]
         log.info("launch on %s: %s", self.host.name, " ".join(shlex.quote(a) for a in rec.cmdline))
         r = hostscripts.run_script(self.c, "launch.sh", args, stdin=stdin)
         try:

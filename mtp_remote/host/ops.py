@@ -32,7 +32,7 @@ from ..remote import connect as transport
 from ..remote import facts, hostscripts, process, snapshot
 from ..remote.commands import api_key_of, mask_log_secrets, server_argv, server_env
 from ..remote.envfacts import sim_version_command
-from ..remote.foreign import ForeignProcess, find_foreign, force_targets
+from ..remote.foreign import ForeignProcess, describe_unseen, find_foreign, force_targets, unseen_gpu_memory
 
 MIN_FREE_DISK_MIB = 2048
 
@@ -57,6 +57,7 @@ class StatusReport:
     port_in_use: bool
     gpus: list[dict] = field(default_factory=list)
     foreign: list[ForeignProcess] = field(default_factory=list)
+    gpu_unseen: list[dict] = field(default_factory=list)  # [{"index", "mib"}]: held by processes we cannot see
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -170,6 +171,10 @@ class _HostFacts:
         apps = facts.apps_on_gpus(self.apps, self.gpus, host.gpus)
         return find_foreign(self.procs, apps, our_pgid=our_pgid, port_owners=self.owners, our_children=our_children)
 
+    def unseen(self, host: HostConfig) -> list[dict]:
+        """Memory on the host's GPUs that no process visible here holds (:func:`unseen_gpu_memory`)."""
+        return unseen_gpu_memory(self.gpus, self.apps, {p.pid for p in self.procs}, host.gpus)
+
 
 def parse_df(output: str) -> int | None:
     """Free MiB from ``df -Pk PATH`` (second line, fourth column in KiB)."""
@@ -222,8 +227,9 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
     if gpus:
         detail = "; ".join(f"GPU{g.index} {g.name}: {g.memory_used_mib}/{g.memory_total_mib} MiB used" for g in gpus)
         busy = [g for g in gpus if g.memory_used_mib > 0.05 * g.memory_total_mib]
-        checks.append(Check("gpus", "warn" if busy else "ok",
-                            detail + ("; memory already in use" if busy else "")))
+        unseen = describe_unseen(hf.unseen(host))
+        checks.append(Check("gpus", "warn" if busy or unseen else "ok",
+                            detail + ("; memory already in use" if busy else "") + "".join(f"; {u}" for u in unseen)))
     else:
         checks.append(Check("gpus", "fail", "nvidia-smi returned no GPUs"))
     architectures: tuple[str, ...] = ()
@@ -324,7 +330,8 @@ def status(c, host: HostConfig, python: str) -> StatusReport:
     return StatusReport(host=host.name, server=asdict(rec) if rec else None, server_state=state,
                         port_in_use=host.port in hf.tcp_ports, gpus=[asdict(g) for g in hf.gpus],
                         foreign=hf.foreign(host, rec.pgid if rec and state == "running" else None,
-                                           rec.children if rec else None))
+                                           rec.children if rec else None),
+                        gpu_unseen=hf.unseen(host))
 
 
 #: Seconds ``stop`` gives a SIGTERM before SIGKILL by default: a run's ``timeouts.drain_s`` (30). Longer only

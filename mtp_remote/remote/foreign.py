@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-from .facts import GpuApp, PsEntry
+from .facts import GpuApp, GpuInfo, PsEntry
 
 SERVER_MODULES = ("sglang.launch_server", "mtp_remote.sim.launch_server")
 _PY = re.compile(r"^python[0-9.]*[dmu]?$")
@@ -191,3 +191,29 @@ def force_targets(foreign: list[ForeignProcess], port: int) -> list[ForeignProce
     """What ``stop --force`` may signal on a host: processes that hold memory on this host's GPUs (the caller
     passes GPU apps of those GPUs only) or serve on its port — not every SGLang-like process on the machine."""
     return [f for f in foreign if f.gpu_mib > 0 or "port" in f.kind or _serves_port(f.args, port)]
+
+
+#: Memory a GPU may hold that no process accounts for before we call it held (MiB): the driver's own context and
+#: caches. stop.sh's ``GPU_TOL_MIB`` is the same tolerance for the level after a stop.
+GPU_TOLERANCE_MIB = 256
+
+
+def unseen_gpu_memory(gpus: list[GpuInfo], apps: list[GpuApp], visible: set[int], indices: list[int] | None = None,
+                      tolerance_mib: int = GPU_TOLERANCE_MIB) -> list[dict]:
+    """``[{"index": k, "mib": N}]`` for each GPU (of ``indices``; all when None) whose ``memory.used`` exceeds by
+    more than ``tolerance_mib`` what the compute apps this host can see (PIDs in ``visible``, from ``ps``) hold:
+    memory of processes in another PID namespace (inside a container the driver lists the host's PIDs, or
+    none) or of none at all. Pure; MiB as nvidia-smi reports them."""
+    out = []
+    for g in gpus:
+        if indices is not None and g.index not in indices:
+            continue
+        seen = sum(a.used_memory_mib for a in apps if a.pid in visible and (a.gpu_uuid == g.uuid or not g.uuid))
+        if g.memory_used_mib - seen > tolerance_mib:
+            out.append({"index": g.index, "mib": g.memory_used_mib - seen})
+    return out
+
+
+def describe_unseen(unseen: list[dict]) -> list[str]:
+    """One line per entry of :func:`unseen_gpu_memory`: ``N MiB held on GPU k by processes this host cannot see``."""
+    return [f"{u['mib']} MiB held on GPU {u['index']} by processes this host cannot see" for u in unseen]

@@ -184,7 +184,10 @@ def parse_launch(output: str) -> LaunchReport:
 class StopReport:
     """What stop.sh did. ``found``: none, unreadable, running, group-only, gone, not-ours; ``refused`` set
     when the group was not signalled for safety; ``error`` when the stop did not finish (group survived
-    SIGKILL, GPU memory still held). Times in seconds, memory in MiB."""
+    SIGKILL, GPU memory still held). Times in seconds, memory in MiB. ``gpu_level_mib``: how far the server's
+    GPUs were above their level before the launch when the stop began (memory of processes the host cannot
+    see: inside a container the driver lists the host's PIDs); ``gpu_release_by`` "level" when the release wait
+    ended on that level, not on the PID match."""
 
     found: str
     pid: int = 0
@@ -196,6 +199,8 @@ class StopReport:
     strangers: list[int] = field(default_factory=list)  # in the leaderless group but not ours: left alone
     signals: list[str] = field(default_factory=list)
     gpu_mib_held: int = 0
+    gpu_level_mib: int = 0  # above the GPUs' level before the launch, not held by a PID of ours we can list
+    gpu_release_by: str = "pid"  # what the GPU wait waited for last: "pid" or "level" (memory we cannot see)
     exit_s: float = 0.0
     gpu_release_s: float = 0.0
     record_json: str = ""
@@ -223,7 +228,8 @@ def parse_stop(output: str) -> StopReport:
         refused=kv.get("refused", ""), members=sorted(ints(kv.get("members", ""))),
         orphans=sorted(ints(kv.get("orphans", ""))), strangers=sorted(ints(kv.get("strangers", ""))),
         signals=[line.split(" ", 1)[1] for line in lines if line.startswith("signal ")],
-        gpu_mib_held=num("gpu_mib"), exit_s=num("exit_cs") / 100, gpu_release_s=num("gpu_release_cs") / 100,
+        gpu_mib_held=num("gpu_mib"), gpu_level_mib=num("gpu_level_mib"),
+        gpu_release_by=kv.get("gpu_release_by", "pid"), exit_s=num("exit_cs") / 100, gpu_release_s=num("gpu_release_cs") / 100,
         record_json=rec, error=result[len("error "):] if result.startswith("error") else "",
         unlocked="unlocked" in lines)
 

@@ -7,6 +7,10 @@ rank) writes ``<state dir>/procs/<pid>.json`` (state dir: ``SGLANG_SIM_STATE_DIR
 stand-in) see a holder as long as the process lives, and for its release delay after it is gone (as real
 drivers free memory a moment after the process exits): the delay runs from the exit time the process wrote
 itself, or from the first time a reader saw it dead (SIGKILL), and then the file is deleted.
+
+A holder registered with ``foreign_pid`` (the ``pid_namespace`` fault) is reported under another PID
+namespace's number, as a real driver reports the host's PIDs to ``nvidia-smi`` inside a container: its PID plus
+:data:`FOREIGN_PID_SHIFT`, above the kernel's PID limit, so no process here has it.
 """
 
 from __future__ import annotations
@@ -32,14 +36,25 @@ class GpuSpec:
     total_mib: int
 
 
+#: Added to a ``foreign_pid`` holder's PID in what nvidia-smi reports (4194304: Linux's largest PID limit).
+FOREIGN_PID_SHIFT = 1 << 22
+
+
 @dataclass(frozen=True)
 class Holder:
-    """A process holding GPU memory: pid, title, MiB per GPU index, whether it is still alive."""
+    """A process holding GPU memory: pid, title, MiB per GPU index, whether it is still alive, and whether the
+    driver reports it under another PID namespace's number (``reported_pid``)."""
 
     pid: int
     name: str
     mem_mib: dict[int, int]
     alive: bool
+    foreign_pid: bool = False
+
+    @property
+    def reported_pid(self) -> int:
+        """The PID nvidia-smi shows: its own, or (``foreign_pid``) one no process in this namespace has."""
+        return self.pid + FOREIGN_PID_SHIFT if self.foreign_pid else self.pid
 
 
 def state_dir(*, create: bool = True) -> Path:
@@ -92,11 +107,13 @@ def _write(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def register_holder(pid: int, name: str, mem_mib: dict[int, int], release_delay: float) -> None:
-    """Record that ``pid`` holds ``mem_mib`` (GPU index -> MiB); replaces an earlier record of that pid."""
+def register_holder(pid: int, name: str, mem_mib: dict[int, int], release_delay: float, *,
+                    foreign_pid: bool = False) -> None:
+    """Record that ``pid`` holds ``mem_mib`` (GPU index -> MiB); replaces an earlier record of that pid.
+    ``foreign_pid``: nvidia-smi reports it under another PID namespace's number (:attr:`Holder.reported_pid`)."""
     _write(_path(pid), {"pid": pid, "start": proc_start_ticks(pid), "name": name,
                         "mem": {str(k): int(v) for k, v in mem_mib.items()},
-                        "release_delay": release_delay, "gone_at": None})
+                        "release_delay": release_delay, "gone_at": None, "foreign_pid": foreign_pid})
 
 
 def mark_exited(pid: int) -> None:
@@ -131,5 +148,5 @@ def holders(now: float | None = None) -> list[Holder]:
                 p.unlink(missing_ok=True)
                 continue
         out.append(Holder(pid, data.get("name", "python"), {int(k): v for k, v in data["mem"].items()},
-                          alive))
+                          alive, bool(data.get("foreign_pid"))))
     return out

@@ -84,7 +84,8 @@ class SimServer:
     def _hold(self, used_gb: float) -> None:
         for rank, child in enumerate(self.children[: self.args.tp_size]):
             gpu.register_holder(child.pid, f"sglang::scheduler_TP{rank}",
-                                {self.gpus[rank % len(self.gpus)].index: int(used_gb * 1024)}, self.release_delay)
+                                {self.gpus[rank % len(self.gpus)].index: int(used_gb * 1024)}, self.release_delay,
+                                foreign_pid="pid_namespace" in self.faults)
 
     def _orphan_pid(self) -> int | None:
         if "stale_orphan" in self.faults and len(self.children) >= self.args.tp_size:

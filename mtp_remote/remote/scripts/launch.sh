@@ -1,6 +1,9 @@
 # launch.sh — start one server detached and record its identity, in one host-side step (POSIX sh).
 #
-# usage: sh -c "$(cat lib.sh launch.sh)" sh WORKDIR LOG PORT WAIT_S PYTHON MODULE [ARG...]
+# usage: sh -c "$(cat lib.sh launch.sh)" sh WORKDIR LOG PORT WAIT_S GPUS NSMI [SMI...] PYTHON MODULE [ARG...]
+# GPUS: the indices of the GPUs the server will use ("0 1"; "-": all); NSMI words of nvidia-smi's command line
+# follow (0: none). Before the start, their level (memory.used minus what processes visible here hold) goes to
+# WORKDIR/server.gpu ("INDEX MIB" lines): stop.sh waits for it after the stop (lib.sh gpu_state).
 # stdin: line 1 = the record's static fields as one JSON object (no secrets: argv already masked);
 #        the rest = the server's environment as one JSON object {"NAME": "value"}, kept in a 0600 file.
 #        The file is data, never shell: no line of it is sourced or evaluated. $envload (below), run by the
@@ -11,8 +14,12 @@
 # The record (server.ident, then server.json, server.pid) is written before the script ends; if it cannot
 # be written the server just started is SIGKILLed (its own process group) and the result says so.
 set -uf
-wd=$1 log=$2 port=$3 wait_s=$4 py=$5 mod=$6
+wd=$1 log=$2 port=$3 wait_s=$4 gpus=$5 nsmi=$6
 shift 6
+smi=""  # nvidia-smi's words, kept quoted for one `eval set --` (they come from our own argv)
+while [ "$nsmi" -gt 0 ]; do smi="$smi '$(printf '%s' "$1" | sed "s/'/'\\\\''/g")'"; shift; nsmi=$((nsmi - 1)); done
+py=$1 mod=$2
+shift 2
 umask 077
 fail() { rm -f "$envf" "$wd/server.ident.tmp.$$" "$wd/server.json.tmp.$$" "$wd/server.pid.tmp.$$"; say "result $1"; exit 0; }
 envf="$wd/.launch-env.$$"
@@ -30,6 +37,12 @@ fi
 rm -f "$wd/server.ident.tmp.$$"
 ( set -C; printf x > "$wd/server.ident.tmp.$$" ) 2>/dev/null || fail "cannot-write-record"
 rm -f "$wd/server.ident.tmp.$$"
+# the GPUs' level before the server starts (stop.sh waits until they are back to it)
+rm -f "$wd/server.gpu"
+if [ -n "$smi" ]; then
+  lv=$(eval "set -- $smi"'; pids=""; gpu_state "$gpus" "$@"' | awk '$1 == "gpu" { print $2, $4 }')
+  [ -z "$lv" ] || ( set -C; printf '%s\n' "$lv" > "$wd/server.gpu" ) 2>/dev/null || fail "cannot-write-record"
+fi
 t0=$(up)
 # the environment loader: JSON in, os.environ out (names checked again: a shell name, whole), then exec
 envload='import json, os, re, sys

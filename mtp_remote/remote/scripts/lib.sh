@@ -75,3 +75,33 @@ workdir_of() {  # CONFIGURED -> the directory we work in: CONFIGURED when it is 
 owned() {  # FILE -> 0 when FILE is a regular file, not a symlink, owned by us (a record we may trust)
   [ -f "$1" ] && [ ! -L "$1" ] && [ -O "$1" ]
 }
+GPU_TOL_MIB=256  # a GPU is back to its level before the launch within this many MiB (driver noise, caches)
+gpu_state() {  # WANT SMI... -> one nvidia-smi read of GPUs and compute apps: "gpu INDEX USED LEVEL" per GPU in
+  # WANT (indices, "-": all), then "ours MIB PIDS" (MiB held by $pids: listed by PID, or mapped through
+  # /proc/PID/status NSpid from another PID namespace to ours). LEVEL: memory.used minus what processes this
+  # host can see (a /proc entry here) and that are not ours hold: our server's memory plus whatever PIDs we
+  # cannot see hold (inside a container the driver reports the host's PIDs, or none). Nothing without nvidia-smi.
+  _want=$1; shift
+  [ $# -gt 0 ] || return 0
+  _g=$("$@" --query-gpu=index,uuid,memory.used --format=csv,noheader,nounits 2>/dev/null) || return 0
+  _a=$("$@" --query-compute-apps=pid,used_memory,gpu_uuid --format=csv,noheader,nounits 2>/dev/null) || _a=""
+  _vis="" _map=""
+  for _p in $(printf '%s\n' "$_a" | awk -F', *' '$1 ~ /^[0-9]+$/ { print $1 }'); do
+    [ -e "/proc/$_p" ] || continue
+    _vis="$_vis $_p"
+    _ns=$(sed -n 's/^NSpid:[[:space:]]*//p' "/proc/$_p/status" 2>/dev/null)
+    _in=""; for _x in $_ns; do _in=$_x; done  # its PID in the innermost namespace
+    [ "$_in" = "$_p" ] || [ -z "$_in" ] || _map="$_map $_p:$_in"
+  done
+  printf '%s\n--apps--\n%s\n' "$_g" "$_a" | awk -F', *' -v want=" $_want " -v vis="$_vis" -v map="$_map" \
+    -v pids="${pids:-}" '
+    BEGIN { n = split(pids, a, " "); for (i = 1; i <= n; i++) ours[a[i]] = 1
+            n = split(vis, a, " "); for (i = 1; i <= n; i++) seen[a[i]] = 1
+            n = split(map, a, " "); for (i = 1; i <= n; i++) { split(a[i], pm, ":"); if (pm[2] in ours) ours[pm[1]] = 1 } }
+    /^--apps--$/ { apps = 1; next }
+    !apps && $1 ~ /^[0-9]+$/ { idx[$2] = $1; used[$2] = $3; order[++g] = $2; next }
+    apps && $1 ~ /^[0-9]+$/ { if ($1 in ours) { m += $2; held = held " " $1 } else if ($1 in seen) other[$3] += $2 }
+    END { for (i = 1; i <= g; i++) { u = order[i]
+            if (want == " - " || index(want, " " idx[u] " ")) print "gpu", idx[u], used[u], used[u] - other[u] }
+          print "ours", m + 0, held }'
+}
