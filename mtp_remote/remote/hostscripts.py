@@ -20,6 +20,7 @@ from functools import cache
 from pathlib import Path
 
 from ..config.validation import ENV_NAME, is_name
+from ..errors import RemoteError
 
 SCRIPT_DIR = Path(__file__).parent / "scripts"
 
@@ -80,15 +81,37 @@ class _LineSink(io.StringIO):
         return len(data)
 
 
+#: The exit code of a host script that found a tool it needs missing (lib.sh ``need``: ``lacks TOOL``).
+EXIT_LACKS = 2
+
+
+def lacking_tool(exit_code: int | None, output: str) -> str | None:
+    """The tool a host script said the host lacks (exit 2 and a ``lacks TOOL`` line), else None."""
+    if exit_code != EXIT_LACKS:
+        return None
+    for line in output.splitlines():
+        if line.startswith("lacks ") and len(line.split()) == 2:
+            return line.split()[1]
+    return None
+
+
 def run_script(c, name: str, args: Sequence[object], *, stdin: str | None = None,
                on_progress: Callable[[str], None] | None = None):
-    """Run one host script through ``c`` (one exec session). Returns Invoke/Fabric's Result."""
+    """Run one host script through ``c`` (one exec session). Returns Invoke/Fabric's Result. Raises RemoteError
+    ``the host lacks TOOL`` when the script found a tool it needs missing (it checks them before anything:
+    nothing was read, started or signalled)."""
     kw: dict = {"warn": True, "in_stream": WholeStdin(stdin) if stdin is not None else False}
     if on_progress is not None:
         kw.update(hide=False, out_stream=_LineSink(on_progress), err_stream=io.StringIO())
     else:
         kw.update(hide=True)
-    return c.run(script_command(name, args), **kw)
+    r = c.run(script_command(name, args), **kw)
+    tool = lacking_tool(r.exited, r.stdout)
+    if tool:
+        raise RemoteError(f"the host lacks {tool}: mtp-remote's host scripts need it ({name}); install it there "
+                          f"(in a container: in its image, or mount it)", command=name, exit_code=r.exited,
+                          output=r.stdout)
+    return r
 
 
 def _pairs(output: str) -> tuple[dict[str, str], list[str]]:

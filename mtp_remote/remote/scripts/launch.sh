@@ -14,6 +14,7 @@
 # The record (server.ident, then server.json, server.pid) is written before the script ends; if it cannot
 # be written the server just started is SIGKILLed (its own process group) and the result says so.
 set -uf
+need awk cat grep mv rm sed setsid nohup sha256sum sleep tail tr
 wd=$1 log=$2 port=$3 wait_s=$4 gpus=$5 nsmi=$6
 shift 6
 smi=""  # nvidia-smi's words, kept quoted for one `eval set --` (they come from our own argv)

@@ -1,5 +1,11 @@
 # lib.sh — helpers shared by the host-side scripts (prepended to each script by scripts.py). POSIX sh.
 say() { printf '%s\n' "$*"; }
+need() {  # TOOL... -> exit 2 saying "lacks TOOL" when the host has no TOOL. Each script checks its tools first: a
+  # stop that ran without awk saw no process, said "stopped" and dropped the record of a server still running.
+  for _t in "$@"; do
+    command -v "$_t" >/dev/null 2>&1 || { say "lacks $_t"; say "result error the host lacks $_t"; exit 2; }
+  done
+}
 up() { read -r u _ < /proc/uptime; u=${u%.*}${u#*.}; echo "${u#0}"; }  # centiseconds since boot
 nap() { sleep "$1" 2>/dev/null || sleep 1; }
 stat_fields() {  # PID -> "state ppid pgid sid start" from /proc/PID/stat (fields after the last ')')

@@ -17,6 +17,7 @@
 # nothing is read or signalled. stdout: "key value" lines, "progress TEXT" while it runs, "unlocked" when
 # UNLOCK released the lock, last "result ok" or "result error TEXT".
 set -u
+need awk cat grep head ls rm sed sha256sum sleep tr
 wd=$1 term_s=$2 kill_s=$3 gpu_s=$4 unlock=$5
 shift 5
 ok() {  # the stop ended well: release the run's lock if asked, then say so
@@ -74,7 +75,8 @@ if s=$(alive_start "$pid"); then
   fi
   found=running
 fi
-members=$(group_members "$pgid")
+members=$(group_members "$pgid") || {  # never "gone" for a group we could not list: the record is kept
+  say "result error cannot list the processes of group $pgid on this host (reading /proc failed); the record is kept"; exit 0; }
 strays() {  # recorded children still alive with their recorded start time
   printf '%s\n' "$children" | while read -r cp cs; do
     [ -n "$cp" ] && same_start "$cp" "$cs" && printf '%s ' "$cp"
@@ -127,7 +129,7 @@ gpu_read() {  # SMI... -> g_mib g_pids (ours, by PID), g_over ("MIB GPU k: N MiB
 gpu_read "$@"; say "gpu_mib $g_mib"; say "gpu_level_mib ${g_over%% *}"
 t0=$(up)
 live() {  # what is left to wait for: the live group (leader alive: the group is ours), else our members by PID
-  if [ $found = running ]; then group_members "$pgid"; else set -- $(pairs_left "$targets"); while [ $# -ge 2 ]; do printf '%s ' "$1"; shift 2; done; fi
+  if [ $found = running ]; then group_members "$pgid" || return 1; else set -- $(pairs_left "$targets"); while [ $# -ge 2 ]; do printf '%s ' "$1"; shift 2; done; fi
 }
 send() {  # SIG -> to the group (leader alive), else to each of our members by PID while it has its start time
   if [ $found = running ]; then kill "-$1" "-$pgid" 2>/dev/null; return; fi
@@ -137,7 +139,7 @@ send() {  # SIG -> to the group (leader alive), else to each of our members by P
 }
 wait_gone() {  # DEADLINE_CS -> 0 when nothing of ours in group $pgid lives before the deadline
   while :; do
-    members=$(live)
+    members=$(live) || { say "result error cannot list the processes of group $pgid any more; the record is kept"; exit 0; }
     [ -z "$members" ] && return 0
     [ "$(up)" -ge "$1" ] && return 1
     nap 0.05
