@@ -307,6 +307,10 @@ class ServerLifecycle:
             raise LaunchError(
                 f"port {self.host.port} on {self.host.name} is already in use; a server we did not start may "
                 f"be running (see `mtp-remote status`) — stop it or choose another port", cause="port_in_use")
+        if rep.result == "no-python":
+            raise LaunchError(f"{profile}: python {self.python!r} is not found on {self.host.name} (a bare name is "
+                              f"looked up in PATH, never in the workdir); set `python:` to its path",
+                              cause="no_python")
         if rep.result == "exited":
             raise LaunchError(f"{profile}: server exited immediately", cause="process_exited",
                               evidence="\n".join(mask_log_secrets(x) for x in rep.log_tail) or "(empty log)")
