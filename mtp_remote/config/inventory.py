@@ -22,6 +22,10 @@ class HostConfig(_WithEnv):
     transport: Literal["ssh", "local"] = Field("ssh", description="ssh: Fabric Connection; local: Invoke Context")
     engine: Literal["sglang", "sim"] = Field(
         "sglang", description="sglang: python -m sglang.launch_server; sim: the built-in simulated engine")
+    entrypoint: Literal["launch_server", "serve"] = Field(
+        "launch_server", description="How the server is started: launch_server (python -m sglang.launch_server) or "
+                                     "serve (sglang serve: the `sglang` console script beside `python`; on a sim "
+                                     "host python -m mtp_remote.sim serve)")
     address: str | None = Field(None, description="SSH address (hostname or IP); required for transport ssh")
     user: str | None = Field(None, description="SSH user; default: the SSH config's or the local user")
     ssh_port: int = Field(22, ge=1, le=65535, description="SSH port")
@@ -83,6 +87,27 @@ class HostConfig(_WithEnv):
     def engine_module(self) -> str:
         """The Python module launched with ``python -m``."""
         return "mtp_remote.sim.launch_server" if self.is_sim else "sglang.launch_server"
+
+    def entry_words(self, python: str) -> list[str]:
+        """The words after ``python`` on the server's command line, as ``/proc/PID/cmdline`` shows them: ``-m
+        sglang.launch_server``, or for ``entrypoint: serve`` the ``sglang`` console script beside ``python``
+        and ``serve`` (what ``sglang serve`` becomes once its shebang ran), or on a sim host ``-m
+        mtp_remote.sim serve``. Raises ConfigError for ``serve`` with a ``python`` that is not a path (the
+        script is found beside it)."""
+        if self.entrypoint == "launch_server":
+            return ["-m", self.engine_module]
+        if self.is_sim:
+            return ["-m", "mtp_remote.sim", "serve"]
+        if "/" not in python:
+            raise ConfigError(f"host {self.name}: entrypoint serve runs the `sglang` script beside `python`; set "
+                              f"`python` to a path (e.g. /opt/sglang/.venv/bin/python), not {python!r}",
+                              field="python")
+        return [python.rsplit("/", 1)[0] + "/sglang", "serve"]
+
+    def launch_words(self) -> str:
+        """The launch line's head as an operator writes it (``python -m sglang.launch_server`` or ``sglang
+        serve``): what the lint reads before the flags."""
+        return "sglang serve" if self.entrypoint == "serve" else "python -m sglang.launch_server"
 
     def masked_env(self) -> dict[str, str]:
         """``env`` with every value replaced by ``***`` except the harmless ones (:data:`SHOWN_ENV`)."""

@@ -296,7 +296,7 @@ def _lint_checks(c, host: HostConfig, playbook: Playbook, python: str, sglang_ve
     results = None if host.is_sim or sglang_version is None else _remote_real_parser(c, python, argvs, architectures)
     source = "host's SGLang parser"
     if results is None:
-        results = [lint_command("python -m sglang.launch_server " + " ".join(shlex.quote(a) for a in argv),
+        results = [lint_command(host.launch_words() + " " + " ".join(shlex.quote(a) for a in argv),
                                 sglang_version=sglang_version, architectures=architectures) for argv in argvs]
         used = results[0].sglang_version if results else None
         source = (f"SGLang {used} flag table, the host's release" if sglang_version and used and

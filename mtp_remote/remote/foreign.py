@@ -1,7 +1,8 @@
 """Find SGLang processes on a host that we did not start (pure: facts in, findings out).
 
-A process is *SGLang-like* when its parsed argv runs ``python -m sglang.launch_server`` (or the simulator's
-``mtp_remote.sim.launch_server``) — a python executable with that module after ``-m``, not a ``grep sglang``
+A process is *SGLang-like* when its parsed argv runs ``python -m sglang.launch_server`` or ``sglang serve`` (or
+the simulator's ``mtp_remote.sim.launch_server``, ``mtp_remote.sim serve``) — a python executable with that
+module after ``-m``, or the ``sglang`` console script with ``serve``, not a ``grep sglang``
 or a viewer whose arguments merely mention it — or is titled ``sglang::…`` (SGLang's scheduler/detokenizer
 children set their process title). It is *foreign* unless it belongs to the process group recorded in our
 ``server.json`` or is one of the children recorded there (same PID and start time: an orphaned scheduler of
@@ -93,26 +94,37 @@ def brief_command(args: str, limit: int = 200) -> str:
     return shown + (f" (+{left} more argument{'s' if left != 1 else ''})" if left else "")
 
 
+def _serves(words: tuple[str, ...] | list[str], i: int) -> bool:
+    """``words[i]`` is ``serve``: the subcommand of ``sglang serve`` (and the sim's ``python -m mtp_remote.sim
+    serve``)."""
+    return i < len(words) and words[i] == "serve"
+
+
 def server_kind(argv: tuple[str, ...] | list[str]) -> str | None:
     """``"server"`` for ``PYTHON [opts] -m sglang.launch_server ...`` (or the sim's module, or a
-    ``.../sglang/launch_server.py`` script), ``"child"`` for a process titled ``sglang::…``, else None."""
+    ``.../sglang/launch_server.py`` script) and for ``sglang serve ...`` (as ``/proc`` shows it once the console
+    script's shebang ran: ``PYTHON .../bin/sglang serve``; the sim's ``PYTHON -m mtp_remote.sim serve``),
+    ``"child"`` for a process titled ``sglang::…``, else None."""
     if not argv:
         return None
     if argv[0].startswith("sglang::"):
         return "child"
+    if argv[0].rsplit("/", 1)[-1] == "sglang":
+        return "server" if _serves(argv, 1) else None
     if not _PY.match(argv[0].rsplit("/", 1)[-1]):
         return None
     i = 1
     while i < len(argv):
         a = argv[i]
-        if a == "-m":
-            return "server" if i + 1 < len(argv) and argv[i + 1] in SERVER_MODULES else None
-        if a.startswith("-m") and len(a) > 2:
-            return "server" if a[2:] in SERVER_MODULES else None
+        if a == "-m" or (a.startswith("-m") and len(a) > 2):
+            mod, nxt = (argv[i + 1] if i + 1 < len(argv) else "", i + 2) if a == "-m" else (a[2:], i + 1)
+            return "server" if mod in SERVER_MODULES or (mod == "mtp_remote.sim" and _serves(argv, nxt)) else None
         if a in _PY_OPTS_WITH_VALUE:
             i += 2
             continue
         if a == "-c" or a.startswith("-c") or a == "-" or not a.startswith("-"):  # code, stdin or a script
+            if a.rsplit("/", 1)[-1] == "sglang":  # the console script: `sglang serve`
+                return "server" if _serves(argv, i + 1) else None
             return "server" if a.endswith("sglang/launch_server.py") else None
         i += 1
     return None
