@@ -50,11 +50,7 @@ rm -f "$wd/server.ident.tmp.$$"
 ( set -C; printf x > "$wd/server.ident.tmp.$$" ) 2>/dev/null || fail "cannot-write-record"
 rm -f "$wd/server.ident.tmp.$$"
 # the GPUs' level before the server starts (stop.sh waits until they are back to it)
-rm -f "$wd/server.gpu"
-if [ -n "$smi" ]; then
-  lv=$(eval "set -- $smi"'; pids=""; gpu_state "$gpus" "$@"' | awk '$1 == "gpu" { print $2, $4 }')
-  [ -z "$lv" ] || ( set -C; printf '%s\n' "$lv" > "$wd/server.gpu" ) 2>/dev/null || fail "cannot-write-record"
-fi
+( eval "set -- $smi"; gpu_record "$wd" "$gpus" "$@" ) || fail "cannot-write-record"
 t0=$(up)
 # the environment loader: JSON in, os.environ out (names checked again: a shell name, whole), then exec
 envload='import json, os, re, shutil, sys

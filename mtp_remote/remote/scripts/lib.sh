@@ -125,3 +125,50 @@ gpu_state() {  # WANT SMI... -> one nvidia-smi read of GPUs and compute apps: "g
             if (want == " - " || index(want, " " idx[u] " ")) print "gpu", idx[u], used[u], used[u] - other[u] }
           print "ours", m + 0, held }'
 }
+gpu_base() {  # WD -> base (WD/server.gpu: "INDEX MIB" lines, the level of the server's GPUs before the launch)
+  # and want (their indices) for gpu_read
+  base=$(cat "$1/server.gpu" 2>/dev/null)
+  want=$(printf '%s\n' "$base" | awk '$1 ~ /^[0-9]+$/ && NF == 2 { printf "%s ", $1 }')
+}
+gpu_read() {  # SMI... -> g_mib g_pids (ours, by PID), g_over ("MIB GPU k: N MiB ...": above the level before
+  # the launch by more than GPU_TOL_MIB, held by processes this host cannot see); all empty without nvidia-smi
+  _st=$(gpu_state "${want:-none}" "$@")
+  set -- $(printf '%s\n' "$_st" | awk '$1 == "ours" { $1 = ""; print }')
+  g_mib=${1:-0}; [ $# -eq 0 ] || shift; g_pids=$*
+  g_over=$(printf '%s\n%s\n' "$base" "$_st" | awk -v tol="$GPU_TOL_MIB" '$1 ~ /^[0-9]+$/ && NF == 2 { b[$1] = $2; next }
+    $1 == "gpu" && ($2 in b) && $4 - b[$2] > tol { m += $4 - b[$2]; s = s sprintf(" GPU %s: %d MiB", $2, $4 - b[$2]) }
+    END { if (m) print m s }')
+}
+gpu_record() {  # WD GPUS SMI... -> WD/server.gpu: the level of GPUS (indices, "-": all) before a launch (gpu_state);
+  # fails when it cannot be written. Nothing without nvidia-smi.
+  _wd=$1 _gpus=$2; shift 2
+  rm -f "$_wd/server.gpu"
+  [ $# -gt 0 ] || return 0
+  _lv=$(pids=""; gpu_state "$_gpus" "$@" | awk '$1 == "gpu" { print $2, $4 }')
+  [ -z "$_lv" ] || ( set -C; printf '%s\n' "$_lv" > "$_wd/server.gpu" ) 2>/dev/null
+}
+gpu_wait() {  # T1_CS GPU_S SMI... -> wait (never a fixed sleep) until nvidia-smi lists none of $pids and the GPUs of
+  # gpu_base are back within GPU_TOL_MIB of their level before the launch; "progress" every 2 s; then
+  # "gpu_release_cs N" (+ "gpu_release_by level" when the level was what it waited for), or "result error ..."
+  # and exit after GPU_S seconds
+  _t1=$1 _gs=$2; shift 2
+  _next=0 by_level=0
+  while :; do
+    gpu_read "$@"
+    [ -z "$g_pids" ] && [ -z "$g_over" ] && break
+    waited=$(( $(up) - _t1 ))
+    if [ -n "$g_pids" ]; then what="$g_mib MiB held by PIDs $g_pids"
+    else by_level=1; what="${g_over%% *} MiB above the GPUs' level before the launch (${g_over#* }), held by processes this host cannot see"; fi
+    if [ $waited -ge $_next ]; then
+      say "progress waiting for GPU memory release: $what ($(( waited / 100 )) s)"
+      _next=$(( waited + 200 ))
+    fi
+    if [ $waited -ge $(( _gs * 100 )) ]; then
+      say "result error GPU memory still held after $_gs s: $what — the processes exited but the driver has not released their memory"
+      exit 0
+    fi
+    nap 0.2
+  done
+  say "gpu_release_cs $(( $(up) - _t1 ))"
+  [ $by_level = 0 ] || say "gpu_release_by level"
+}

@@ -115,17 +115,7 @@ if [ -n "$members" ]; then
 fi
 pids=" $pid $members $left $(printf '%s\n' "$children" | while read -r cp cs; do printf '%s ' "$cp"; done)"
 say "members $members"
-base=$(cat "$wd/server.gpu" 2>/dev/null)  # the level of the server's GPUs before the launch: "INDEX MIB" lines
-want=$(printf '%s\n' "$base" | awk '$1 ~ /^[0-9]+$/ && NF == 2 { printf "%s ", $1 }')
-gpu_read() {  # SMI... -> g_mib g_pids (ours, by PID), g_over ("MIB GPU k: N MiB ...": above the level before
-  # the launch by more than GPU_TOL_MIB, held by processes this host cannot see); all empty without nvidia-smi
-  _st=$(gpu_state "${want:-none}" "$@")
-  set -- $(printf '%s\n' "$_st" | awk '$1 == "ours" { $1 = ""; print }')
-  g_mib=${1:-0}; [ $# -eq 0 ] || shift; g_pids=$*
-  g_over=$(printf '%s\n%s\n' "$base" "$_st" | awk -v tol="$GPU_TOL_MIB" '$1 ~ /^[0-9]+$/ && NF == 2 { b[$1] = $2; next }
-    $1 == "gpu" && ($2 in b) && $4 - b[$2] > tol { m += $4 - b[$2]; s = s sprintf(" GPU %s: %d MiB", $2, $4 - b[$2]) }
-    END { if (m) print m s }')
-}
+gpu_base "$wd"
 gpu_read "$@"; say "gpu_mib $g_mib"; say "gpu_level_mib ${g_over%% *}"
 t0=$(up)
 live() {  # what is left to wait for: the live group (leader alive: the group is ours), else our members by PID
@@ -167,26 +157,6 @@ if [ -n "$left" ]; then  # children that left the group (setsid): ours by PID + 
   [ -z "$left" ] || { say "result error children $left survived SIGKILL"; exit 0; }
 fi
 t1=$(up); say "exit_cs $(( t1 - t0 ))"
-# GPU memory: wait until nvidia-smi lists none of our processes and our GPUs are back to their level before the
-# launch (never a fixed sleep)
-next=0 by_level=0
-while :; do
-  gpu_read "$@"
-  [ -z "$g_pids" ] && [ -z "$g_over" ] && break
-  waited=$(( $(up) - t1 ))
-  if [ -n "$g_pids" ]; then what="$g_mib MiB held by PIDs $g_pids"
-  else by_level=1; what="${g_over%% *} MiB above the GPUs' level before the launch (${g_over#* }), held by processes this host cannot see"; fi
-  if [ $waited -ge $next ]; then
-    say "progress waiting for GPU memory release: $what ($(( waited / 100 )) s)"
-    next=$(( waited + 200 ))
-  fi
-  if [ $waited -ge $(( gpu_s * 100 )) ]; then
-    say "result error GPU memory still held after $gpu_s s: $what — the processes exited but the driver has not released their memory"
-    exit 0
-  fi
-  nap 0.2
-done
-say "gpu_release_cs $(( $(up) - t1 ))"
-[ $by_level = 0 ] || say "gpu_release_by level"
+gpu_wait "$t1" "$gpu_s" "$@"
 drop_record
 ok
