@@ -21,7 +21,7 @@ from invoke import Context
 
 from mtp_remote.config.inventory import HostConfig
 from mtp_remote.config.playbook import Playbook
-from mtp_remote.experiment.server import ServerLifecycle
+from mtp_remote.serving.process import ProcessServer
 from mtp_remote.host import ops
 from mtp_remote.remote import facts, process
 from mtp_remote.remote.commands import server_argv, server_env
@@ -46,13 +46,13 @@ def _host(tmp_path: Path) -> HostConfig:
 @pytest.fixture
 def lc(tmp_path):
     host = _host(tmp_path)
-    lc = ServerLifecycle(Context(), host, python=sys.executable, workdir=host.workdir, run_id="r1")
+    lc = ProcessServer(Context(), host, python=sys.executable, workdir=host.workdir, run_id="r1")
     lc.prepare()
     yield lc
     lc.stop(term_s=10, gpu_release_s=10)
 
 
-def _launch_ready(lc: ServerLifecycle) -> process.ServerRecord:
+def _launch_ready(lc: ProcessServer) -> process.ServerRecord:
     host = lc.host
     rec = lc.launch("baseline", server_argv(host, PLAYBOOK, "baseline"),
                     server_env(host, PLAYBOOK, "baseline", lc.workdir))
@@ -68,7 +68,7 @@ def _launch_ready(lc: ServerLifecycle) -> process.ServerRecord:
     return rec
 
 
-def _used_mib(lc: ServerLifecycle) -> int:
+def _used_mib(lc: ProcessServer) -> int:
     return sum(g.memory_used_mib for g in facts.get_gpus(lc.c, lc.smi))
 
 

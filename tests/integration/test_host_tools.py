@@ -20,7 +20,7 @@ from invoke import Config, Context
 from mtp_remote.config.inventory import HostConfig
 from mtp_remote.config.playbook import Playbook
 from mtp_remote.errors import RemoteError, StopError
-from mtp_remote.experiment.server import ServerLifecycle
+from mtp_remote.serving.process import ProcessServer
 from mtp_remote.remote import facts, process
 from mtp_remote.remote.commands import server_argv, server_env
 from tests.conftest import free_port
@@ -57,7 +57,7 @@ def served(tmp_path):
     """A ready sim server launched with the full PATH: (lifecycle, record)."""
     host = HostConfig(name="sim-tools", transport="local", engine="sim", workdir=str(tmp_path / "wd"),
                       port=free_port(), python=sys.executable, env={"SGLANG_SIM_TIME_SCALE": "0.01"})
-    lc = ServerLifecycle(_context(), host, python=sys.executable, workdir=host.workdir, run_id="r1")
+    lc = ProcessServer(_context(), host, python=sys.executable, workdir=host.workdir, run_id="r1")
     lc.prepare()
     rec = lc.launch("baseline", server_argv(host, PLAYBOOK, "baseline"),
                     server_env(host, PLAYBOOK, "baseline", lc.workdir))
@@ -107,7 +107,7 @@ def test_a_stop_that_cannot_list_the_process_group_keeps_the_record(served, tmp_
 def test_launch_on_a_host_without_awk_starts_nothing(tmp_path):
     host = HostConfig(name="sim-tools", transport="local", engine="sim", workdir=str(tmp_path / "wd"),
                       port=free_port(), python=sys.executable, env={"SGLANG_SIM_TIME_SCALE": "0.01"})
-    lc = ServerLifecycle(_context(), host, python=sys.executable, workdir=host.workdir, run_id="r1")
+    lc = ProcessServer(_context(), host, python=sys.executable, workdir=host.workdir, run_id="r1")
     lc.prepare()
     lc.c = _context(_path_without_awk(tmp_path))
     with pytest.raises(RemoteError, match="^the host lacks awk: .*launch.sh"):

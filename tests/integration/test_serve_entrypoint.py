@@ -15,7 +15,7 @@ from invoke import Context
 
 from mtp_remote.config.inventory import HostConfig
 from mtp_remote.config.playbook import Playbook
-from mtp_remote.experiment.server import ServerLifecycle
+from mtp_remote.serving.process import ProcessServer
 from mtp_remote.host import ops
 from mtp_remote.remote import facts
 from mtp_remote.remote.commands import server_argv, server_env
@@ -32,7 +32,7 @@ def test_a_server_started_with_sglang_serve_is_recorded_ours_and_stopped(tmp_pat
     host = HostConfig(name="sim-serve", transport="local", engine="sim", entrypoint="serve",
                       workdir=str(tmp_path / "wd"), port=free_port(), python=sys.executable,
                       env={"SGLANG_SIM_TIME_SCALE": "0.01"})
-    lc = ServerLifecycle(Context(), host, python=sys.executable, workdir=host.workdir, run_id="r1")
+    lc = ProcessServer(Context(), host, python=sys.executable, workdir=host.workdir, run_id="r1")
     lc.prepare()
     try:
         rec = lc.launch("baseline", server_argv(host, PLAYBOOK, "baseline"),
