@@ -22,10 +22,56 @@ class ProcessServing(_Strict):
     kind: Literal["process"] = Field("process", description="process: a process group on the host")
 
 
+_CONTAINER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
+class ExecServing(_Strict):
+    """``server: {kind: exec, runtime: podman, container: NAME}``: the server runs inside a long-lived container on
+    the host (``docker run -d ... sleep infinity``, a Proxmox LXC): every host step runs through ``podman|docker
+    exec -i NAME sh -c ...`` or ``pct exec VMID -- sh -c ...`` (:mod:`mtp_remote.serving.exec`). The container
+    must see the server's port on its 127.0.0.1 the way the host does (host network) or publish it there."""
+
+    kind: Literal["exec"] = Field("exec", description="exec: a process group inside a long-lived container")
+    runtime: Literal["podman", "docker", "pct"] = Field(
+        "docker", description="podman, docker (exec -i NAME), or pct (Proxmox: pct exec VMID --)")
+    container: str = Field(..., description="The container's name or id (for pct: the VMID)")
+
+    @field_validator("container")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _CONTAINER_NAME.fullmatch(v):
+            raise ValueError(f"{v!r} is not a container name (letters, digits, '_', '.', '-'; first a letter or "
+                             f"digit)")
+        return v
+
+
+class ContainerServing(_Strict):
+    """``server: {kind: container, runtime: podman, image: IMAGE}``: each profile's server is its own container from
+    an image (a profile may name its own ``image``: one run compares two images), with the host network, our
+    name and labels, the host's GPUs when it has any; stopped with ``stop -t DRAIN`` then removed
+    (:mod:`mtp_remote.serving.container`)."""
+
+    kind: Literal["container"] = Field("container", description="container: a container per profile from an image")
+    runtime: Literal["podman", "docker"] = Field("docker", description="podman or docker")
+    image: str = Field(..., description="Image of every profile that names none (e.g. lmsysorg/sglang:v0.5.9-cu126)")
+    python: str = Field("python3", description="python inside the image (sim engine on a local host: this python, "
+                                               "mounted read-only)")
+    run_args: list[str] = Field(default_factory=list,
+                                description="More `run` arguments, e.g. [-v, /models:/models:ro, --shm-size, 16g]")
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_./:@-]{0,255}", v):
+            raise ValueError(f"{v!r} is not an image reference (registry/name:tag or name@sha256:...)")
+        return v
+
+
 #: Where a host's servers run: one variant per kind, told apart by ``kind`` (the valid choices are named in the
 #: error for any other). A new kind adds its model here (``kind: Literal["..."]`` + its own fields) and its
 #: implementation in ``mtp_remote/serving/`` (see ``docs/architecture.md``).
-ServerSpec = Annotated[Union[ProcessServing], Field(discriminator="kind")]  # noqa: UP007 - grows a variant per kind
+ServerSpec = Annotated[Union[ProcessServing, ExecServing, ContainerServing],  # noqa: UP007 - a variant per kind
+                       Field(discriminator="kind")]
 
 
 def server_kinds() -> list[str]:
@@ -66,7 +112,8 @@ class HostConfig(_WithEnv):
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the server")
     server: ServerSpec = Field(
         default_factory=ProcessServing,
-        description="Where the servers run, by `kind`: process (default: a process group on the host)")
+        description="Where the servers run, by `kind`: process (default: a process group on the host), exec (inside "
+                    "a long-lived container), container (a container per profile from an image)")
     playbook: str | None = Field(
         None, description="Playbook `diagnose`, `mitigate`, `bisect`, `preflight`, `launch` and `smoke` use on this "
                           "host when none is given (e.g. a CPU-only host whose engine needs other flags than the "
