@@ -23,6 +23,7 @@ from ..client import ServerClient
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
 from ..errors import ConfigError, LaunchError, MtpRemoteError, RemoteError, TransportLost
+from ..serving.kinds import open_server
 from ..serving.process import ProcessServer
 from ..interrupts import run_async
 from ..lint.flag_table import version_key
@@ -79,7 +80,7 @@ def _py_version_command(python: str, package: str | None) -> str:
 
 def lifecycle(c, host: HostConfig, python: str, run_id: str = "ops",
               on_progress: Callable[[str], None] | None = None) -> ProcessServer:
-    lc = ProcessServer(c, host, python=python, workdir=host.workdir, run_id=run_id, on_progress=on_progress)
+    lc = open_server(c, host, python=python, run_id=run_id, on_progress=on_progress)  # the host's server kind
     lc.prepare()
     return lc
 
@@ -351,7 +352,8 @@ def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float
     if where.result == "missing":  # nothing of ours can run there, and a stop creates nothing
         res, workdir = process.StopResult(pid=0, found="none"), where.path
     else:
-        lc = ProcessServer(c, host, python=python, workdir=where.path, run_id="ops", on_progress=on_progress)
+        lc = open_server(c, host, python=python, run_id="ops", on_progress=on_progress)
+        lc.workdir = where.path
         res = _stop_riding_out(c, host, lc, term_s=term_s, gpu_release_s=gpu_release_s)
         workdir = lc.workdir
     foreign = foreign_processes(c, host, python, workdir, None)
