@@ -23,6 +23,7 @@ from ..client import ServerClient
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
 from ..errors import ConfigError, LaunchError, MtpRemoteError, RemoteError, TransportLost
+from ..remote.containers import image_release
 from ..serving.kinds import open_server
 from ..serving.process import ProcessServer
 from ..interrupts import run_async
@@ -294,6 +295,8 @@ def _lint_checks(c, host: HostConfig, playbook: Playbook, python: str, sglang_ve
     wins), else with the flag table of the host's SGLang version (newest when unknown)."""
     names = playbook.profile_order()
     argvs = [server_argv(host, playbook, n) for n in names]
+    if host.server.kind == "container":
+        return _lint_images(host, playbook, names, argvs, architectures)
     results = None if host.is_sim or sglang_version is None else _remote_real_parser(c, python, argvs, architectures)
     source = "host's SGLang parser"
     if results is None:
@@ -304,15 +307,35 @@ def _lint_checks(c, host: HostConfig, playbook: Playbook, python: str, sglang_ve
                   version_key(used)[:3] == version_key(sglang_version)[:3] else
                   f"SGLang {used} flag table, for the host's {sglang_version}" if sglang_version else
                   f"SGLang {used} flag table, the newest: the host's release is unknown")
+    return [check for name, res in zip(names, results) for check in _lint_result(name, res, source)]
+
+
+def _lint_result(name: str, res, source: str) -> list[Check]:
+    """A profile's lint as checks: its notes (e.g. a no-op on 0.5.9), then its findings or "no findings", each
+    saying which flag table or parser judged (``source``)."""
+    findings = res.to_dict()["findings"]
+    out = [Check(f"lint:{name}", "ok", f"note: {note}") for note in res.notes]
+    if findings:
+        out.append(Check(f"lint:{name}", "warn", f"({source}) " + "; ".join(
+            f"{f['code']}{(' ' + f['flag']) if f.get('flag') else ''}: {f.get('message', '')}" for f in findings)))
+    else:
+        out.append(Check(f"lint:{name}", "ok", f"no findings ({source})"))
+    return out
+
+
+def _lint_images(host: HostConfig, playbook: Playbook, names: list[str], argvs: list[list[str]],
+                 architectures: tuple[str, ...]) -> list[Check]:
+    """A container per profile: lint each profile against the SGLang release its image's tag names
+    (:func:`~mtp_remote.remote.containers.image_release`; the newest flag table when the tag names none)."""
     out = []
-    for name, res in zip(names, results):
-        findings = res.to_dict()["findings"]
-        out.extend(Check(f"lint:{name}", "ok", f"note: {note}") for note in res.notes)  # e.g. a no-op on 0.5.9
-        if findings:
-            out.append(Check(f"lint:{name}", "warn", f"({source}) " + "; ".join(
-                f"{f['code']}{(' ' + f['flag']) if f.get('flag') else ''}: {f.get('message', '')}" for f in findings)))
-        else:
-            out.append(Check(f"lint:{name}", "ok", f"no findings ({source})"))
+    for name, argv in zip(names, argvs):
+        image = playbook.profiles[name].image or host.server.image
+        release = image_release(image)
+        res = lint_command(host.launch_words() + " " + " ".join(shlex.quote(a) for a in argv),
+                           sglang_version=release, architectures=architectures)
+        source = (f"SGLang {res.sglang_version} flag table, for image {image}" if release else
+                  f"SGLang {res.sglang_version} flag table, the newest: image {image} names no release")
+        out += _lint_result(name, res, source)
     return out
 
 
