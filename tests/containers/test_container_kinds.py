@@ -112,3 +112,43 @@ def test_container_kind_runs_each_profile_from_its_image_and_leaves_no_container
     stopped = [line for line in out.splitlines() if "stopped container" in line]
     assert len(stopped) == 2 and all("(exit 0), removed" in s for s in stopped), stopped
     assert _ours(runtime, name) == [], "every container of ours is removed"
+
+
+def test_exec_kind_over_ssh_launches_reaches_and_stops_the_server_in_the_container(runtime, image, container_name,
+                                                                                   sshd):
+    import httpx
+
+    from mtp_remote.config.playbook import Playbook
+    from mtp_remote.remote import connect as transport
+    from mtp_remote.remote.commands import server_argv, server_env
+    from mtp_remote.serving.kinds import open_server
+
+    containers.start(runtime, container_name, image, label="test")
+    port = free_port()
+    host = HostConfig(name="ssh-exec", **sshd.host_config(
+        port=port, engine="sim", workdir=f"~/.mtp-remote/hosts/ssh-exec-{port}",
+        server={"kind": "exec", "runtime": runtime, "container": container_name},
+        env={"SGLANG_SIM_TIME_SCALE": "0.01", "SGLANG_SIM_FAULTS": "pid_namespace,slow_release=1"}))
+    pb = Playbook.model_validate(dict(name="t", base_flags="--tp-size 2", profiles={"baseline": {"flags": ""}},
+                                      prompts=[{"id": "p", "text": "2+2?"}], temperatures=[0.0], samples=1))
+    c = transport.connect(host)
+    try:
+        kind = open_server(c, host, python=sys.executable, run_id="r1")
+        kind.prepare()
+        rec = kind.launch("baseline", server_argv(host, pb, "baseline"), server_env(host, pb, "baseline",
+                                                                                    kind.workdir))
+        assert kind.workdir.startswith("/root/.mtp-remote/hosts/ssh-exec-"), "the container's home, not the host's"
+        with kind.reach() as tun:
+            def health() -> bool:
+                try:
+                    return httpx.get(f"{tun.url}/health", timeout=2).status_code == 200
+                except httpx.HTTPError:
+                    return False
+
+            assert kind.wait_ready(rec, timeout_s=60, health=health).ok
+        res = kind.stop(term_s=10, gpu_release_s=20)
+        assert res.found == "running" and res.gpu_release_by == "level" and res.gpu_release_s >= 0.8
+    finally:
+        transport.close(c)
+    ps = subprocess.run([runtime, "exec", container_name, "ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert "mtp_remote.sim" not in ps

@@ -44,4 +44,4 @@ def test_stop_of_a_container_whose_pid_1_is_the_sim_ends_with_exit_0_before_the_
     code = subprocess.run([runtime, "inspect", "--format", "{{.State.ExitCode}}", container_name],
                           capture_output=True, text=True, check=True).stdout.strip()
     assert code == "0", "the sim exited by itself after its drain, as SGLang does, not by the runtime's SIGKILL"
-    assert took < 5.0, f"stop took {took:.1f} s: it waited for the 10 s kill"
+    assert took < 8.0, f"stop took {took:.1f} s: it waited for the kill at 10 s"
