@@ -132,8 +132,8 @@ class ContainerServer(ProcessServer):
         out = [rt, "run", "-d", "--name", container_name(host.name, self.run_id, profile), "--network", "host"]
         for k, v in labels.items():
             out += ["--label", f"{k}={v}"]
-        if host.is_sim and host.transport == "local":
-            out += sim_mounts()
+        if host.is_sim and host.transport == "local":  # the sim from this machine; its GPU state in the workdir
+            out += [*sim_mounts(), "-v", f"{self.workdir}:{self.workdir}"]
         return [*out, *self.spec.run_args, self.image_of(profile), py, *host.entry_words(py), *argv]
 
     # -- launch ---------------------------------------------------------------------------------------------

@@ -111,6 +111,8 @@ def test_container_kind_runs_each_profile_from_its_image_and_leaves_no_container
     assert f", {image})" in out and f", {other})" in out, out[-3000:]  # "launched container ID (NAME, IMAGE)"
     stopped = [line for line in out.splitlines() if "stopped container" in line]
     assert len(stopped) == 2 and all("(exit 0), removed" in s for s in stopped), stopped
+    held = [int(re.search(r"GPU memory \((\d+) MiB\)", s).group(1)) for s in stopped]
+    assert all(m > 10_000 for m in held), "the host's nvidia-smi saw the container's processes (their host PIDs)"
     assert _ours(runtime, name) == [], "every container of ours is removed"
 
 

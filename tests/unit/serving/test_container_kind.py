@@ -41,7 +41,8 @@ def test_a_local_sim_host_mounts_the_simulated_engine_read_only():
     host = HostConfig(name="s", transport="local", engine="sim", server={"kind": "container", "image": "i:1"})
     argv = ContainerServer(Context(), host, python=sys.executable, workdir="/w", run_id="r1").run_argv("b", [])
     mounts = [argv[i + 1] for i, a in enumerate(argv) if a == "-v"]
-    assert "/usr:/usr:ro" in mounts and all(m.endswith(":ro") for m in mounts)
+    assert "/usr:/usr:ro" in mounts and mounts[-1] == "/w:/w", "the workdir (its simulated GPU state) writable"
+    assert all(m.endswith(":ro") for m in mounts[:-1])
     assert argv[-3:] == [sys.executable, "-m", "mtp_remote.sim.launch_server"]
 
 
