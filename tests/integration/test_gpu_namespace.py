@@ -33,7 +33,7 @@ pytestmark = pytest.mark.sim
 PLAYBOOK = Playbook.model_validate(dict(
     name="t", base_flags="--tp-size 2 --max-running-requests 8", profiles={"baseline": {"flags": ""}},
     prompts=[{"id": "p", "text": "What is 2+2?"}], temperatures=[0.0], samples=1, max_tokens=16))
-RELEASE_S = 2.0  # slow_release: the memory stays held this long after the processes exit
+RELEASE_S = 3.0  # slow_release: the memory stays held this long after the processes exit
 
 
 def _host(tmp_path: Path) -> HostConfig:
@@ -83,7 +83,7 @@ def test_in_another_pid_namespace_the_pid_rule_says_released_at_once_and_the_lev
     (Path(lc.workdir) / process.GPU_LEVEL).unlink()
     old = lc.stop(term_s=20, gpu_release_s=20)
     assert old.found == "running" and old.gpu_release_by == "pid"
-    assert old.gpu_release_s < 0.5 and old.gpu_mib_held == 0
+    assert old.gpu_release_s < RELEASE_S / 2 and old.gpu_mib_held == 0  # one look at nvidia-smi
     assert _used_mib(lc) > 10_000, "said released while the GPUs still hold the server's memory"
 
     # the new rule: wait until the GPUs are back to their level before the launch, and say how long
@@ -96,7 +96,7 @@ def test_in_another_pid_namespace_the_pid_rule_says_released_at_once_and_the_lev
     new = lc.stop(term_s=20, gpu_release_s=20)
     assert new.found == "running" and new.gpu_release_by == "level"
     assert new.gpu_level_mib > 10_000
-    assert RELEASE_S - 0.5 <= new.gpu_release_s <= RELEASE_S + 3.0
+    assert RELEASE_S - 0.5 <= new.gpu_release_s <= RELEASE_S + 5.0
     assert _used_mib(lc) <= 256
     text = new.describe()
     assert f"released after {new.gpu_release_s:.1f} s (held by processes this host cannot see" in text, text
