@@ -23,11 +23,11 @@ from ..client import ServerClient
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
 from ..errors import ConfigError, LaunchError, MtpRemoteError, RemoteError, TransportLost
-from ..remote.containers import image_release
 from ..serving.kinds import open_server
 from ..serving.process import ProcessServer
 from ..interrupts import run_async
 from ..lint.flag_table import version_key
+from ..lint.cmdline import image_release
 from ..lint.lint import _result_from_answer, lint_command
 from ..lint.probe import parse_probe_output, probe_command, probe_source
 from ..remote import connect as transport
@@ -326,7 +326,7 @@ def _lint_result(name: str, res, source: str) -> list[Check]:
 def _lint_images(host: HostConfig, playbook: Playbook, names: list[str], argvs: list[list[str]],
                  architectures: tuple[str, ...]) -> list[Check]:
     """A container per profile: lint each profile against the SGLang release its image's tag names
-    (:func:`~mtp_remote.remote.containers.image_release`; the newest flag table when the tag names none)."""
+    (:func:`~mtp_remote.lint.cmdline.image_release`; the newest flag table when the tag names none)."""
     out = []
     for name, argv in zip(names, argvs):
         image = playbook.profiles[name].image or host.server.image

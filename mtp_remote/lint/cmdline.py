@@ -38,6 +38,13 @@ _IMAGE_TAG = re.compile(r"^(?:[\w.-]+(?::\d+)?/)*[\w.-]*sglang[\w.-]*:v?(?P<vers
 _ENV_OPTIONS = ("-e", "--env")  # docker/podman run: -e KEY=VALUE, --env KEY=VALUE, --env=KEY=VALUE
 
 
+def image_release(image: str) -> str | None:
+    """The SGLang release a container image's tag names (``lmsysorg/sglang:v0.5.9-cu126`` -> ``0.5.9``), or None
+    (``latest``, a digest, no tag, an image not named sglang)."""
+    m = _IMAGE_TAG.match(image)
+    return m.group("version") if m else None
+
+
 @dataclass(frozen=True)
 class LaunchLine:
     """A parsed launch line: ``env`` (prefix assignments, ``export``\\ s before it, a container's ``-e``

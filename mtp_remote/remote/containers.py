@@ -6,9 +6,8 @@ inside a long-lived container on that host: ``podman|docker exec -i NAME sh -c C
 there unchanged (the process kind's record, stop and GPU accounting); everything else (tunnels, the SSH
 connection's state) is the wrapped transport's. One ``exec`` costs about 0.2 s on podman (measured: 0.19 s).
 
-The ``run_*``/``*_command`` functions build the commands of the container-per-profile kind (one container per
-server from an image: ``podman|docker run -d``), each value quoted; :func:`image_release` reads the SGLang
-release an image tag names (``lmsysorg/sglang:v0.5.9-cu126`` -> ``0.5.9``) for the lint.
+The other functions serve the container-per-profile kind (one container per server from an image: ``podman|docker
+run -d``): its names, the GPU arguments, the mounts a simulated engine needs.
 """
 
 from __future__ import annotations
@@ -62,18 +61,6 @@ def unwrap(c):
 
 
 # -- a container per server ----------------------------------------------------------------------------------
-
-_RELEASE = re.compile(r"(?<![0-9])v?(\d+\.\d+\.\d+(?:\.post\d+|rc\d+)?)")
-
-
-def image_release(image: str) -> str | None:
-    """The SGLang release an image's tag names (``lmsysorg/sglang:v0.5.9-cu126`` -> ``0.5.9``,
-    ``lmsysorg/sglang:0.5.10.post1`` -> ``0.5.10.post1``), or None (``latest``, a digest, no tag)."""
-    name = image.split("@", 1)[0]
-    tag = name.rsplit(":", 1)[1] if ":" in name.rsplit("/", 1)[-1] else ""
-    m = _RELEASE.search(tag)
-    return m.group(1) if m else None
-
 
 def container_name(host: str, run_id: str, profile: str) -> str:
     """Our container's name: ``mtp-<host>-<run id>-<profile>`` (names are checked: letters, digits, ``._-``)."""

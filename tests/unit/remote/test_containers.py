@@ -8,7 +8,8 @@ import pytest
 from invoke import MockContext, Result
 
 from mtp_remote.config.inventory import HostConfig
-from mtp_remote.remote.containers import ExecInto, container_name, gpu_args, image_release
+from mtp_remote.lint.cmdline import image_release
+from mtp_remote.remote.containers import ExecInto, container_name, gpu_args
 
 
 def test_exec_runs_every_command_inside_the_container_and_keeps_the_rest_of_the_transport():
