@@ -80,6 +80,7 @@ class ProfileRun:
     reused_server: str | None = None  # the profile whose server this one used (same argv), not relaunched
     loop_stops: int = 0  # requests stopped once their loop was settled (finish_reason "loop-stop")
     idle_after_stops_s: float | None = None  # from the last response until the server had no request left
+    context: dict = field(default_factory=dict)  # long prompts' tokens vs the context length (experiment.fit)
 
     @property
     def launched(self) -> bool:

@@ -47,6 +47,7 @@ def sample_record(req: RequestSpec, comp: Completion, *, speculative: bool, api:
         "loop_stop": ({**comp.stop, "saved_tokens": max(max_tokens - comp.completion_tokens, 0)}
                       if comp.stop is not None else None),
         "request": comp.request,  # {"endpoint", "body"}: what was sent, exactly (bug-report replays it)
+        "tool_calls": comp.tool_calls,  # [{"name", "arguments"}] of a chat response (also in ``text``)
     }
 
 

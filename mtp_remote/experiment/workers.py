@@ -16,6 +16,7 @@ from ..config.playbook import Playbook
 from ..errors import RunsDirError
 from ..remote.commands import api_key_of
 from ..report.history import open_samples_for_append
+from .fit import check_prompts_fit
 from .plan import LaunchPlan, RequestSpec
 from .sampling import Cells, Occupancy, loop_watch, sample_record, send_order, streams
 
@@ -69,6 +70,8 @@ async def _sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, play
     with open_samples_for_append(samples_path) as f:  # ends a truncated last line first
         async with ServerClient(url, timeout_s=pb.timeouts.request_s, max_connections=limit + 2,
                                 api_key=api_key_of(lp.argv)) as sc:
+            if queue:  # long prompts (files, replays) must fit the server's context: one short request each
+                pr.context = await check_prompts_fit(sc, pb, lp.profile)
 
             async def send(req: RequestSpec) -> tuple[Completion, dict | None]:
                 with occupancy.in_flight():
@@ -80,7 +83,7 @@ async def _sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, play
                     if pb.api == "chat":
                         comp = await send_riding_out(lambda: sc.chat(
                             req.prompt, temperature=req.temperature, max_tokens=pb.max_tokens, top_p=pb.top_p,
-                            seed=req.seed))
+                            seed=req.seed, fields=req.chat))
                     else:
                         text = pb.prompt_template.replace("{prompt}", req.prompt)
                         comp = await send_riding_out(lambda: sc.generate(
@@ -145,7 +148,7 @@ async def send_streamed(sc: ServerClient, pb: Playbook, req: RequestSpec, send_r
     if pb.api == "chat":
         return await send_riding_out(lambda: sc.chat_stream(
             req.prompt, temperature=req.temperature, max_tokens=pb.max_tokens, top_p=pb.top_p, seed=req.seed,
-            watch=loop_watch(pb.think_opened_by_prompt)))
+            watch=loop_watch(pb.think_opened_by_prompt), fields=req.chat))
     text = pb.prompt_template.replace("{prompt}", req.prompt)
     return await send_riding_out(lambda: sc.generate_stream(
         text, temperature=req.temperature, max_new_tokens=pb.max_tokens, top_p=pb.top_p, seed=req.seed,
