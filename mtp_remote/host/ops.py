@@ -480,7 +480,7 @@ def smoke(base_url: str, playbook: Playbook, *, prompt: str | None = None, tempe
     if not math.isfinite(temperature) or temperature < 0:
         raise ConfigError(f"temperature must be a finite number >= 0, not {temperature}", field="--temperature")
 
-    text = prompt or playbook.prompts[0].text
+    text = prompt or playbook.prompts[0].user_text
     mt = max_tokens or playbook.max_tokens
 
     async def go():
