@@ -30,6 +30,7 @@ from .options import (
 )
 from .runs import compare_cmd, hosts_cmd, report_cmd
 from .tools import classify_log_cmd, lint_command_cmd
+from .watch import watch_cmd
 
 # Start-up time: ``--version``/``--help`` import only click and the light modules above (~0.1 s). The experiment
 # layer (scipy, numpy, httpx, pydantic, jinja2: ~1 s) and the rich renderers are imported inside the command
@@ -417,6 +418,7 @@ def bug_report_cmd(run_id, runs_dir, output):
 def _register_ops() -> None:
     main.add_command(classify_log_cmd, "classify-log")
     main.add_command(lint_command_cmd, "lint-command")
+    main.add_command(watch_cmd, "watch")
 
 
 def _register_runs() -> None:

@@ -75,22 +75,11 @@ async def _sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, play
 
             async def send(req: RequestSpec) -> tuple[Completion, dict | None]:
                 with occupancy.in_flight():
-                    if streams(req, stop_on_loop=pb.stop_on_loop, kl_probe=pb.kl_probe):
-                        comp = await send_streamed(sc, pb, req, send_riding_out)
-                        if comp.stop is not None:
-                            pr.loop_stops += 1
-                        return comp, None
-                    if pb.api == "chat":
-                        comp = await send_riding_out(lambda: sc.chat(
-                            req.prompt, temperature=req.temperature, max_tokens=pb.max_tokens, top_p=pb.top_p,
-                            seed=req.seed, fields=req.chat))
-                    else:
-                        text = pb.prompt_template.replace("{prompt}", req.prompt)
-                        comp = await send_riding_out(lambda: sc.generate(
-                            text, temperature=req.temperature, max_new_tokens=pb.max_tokens, top_p=pb.top_p,
-                            seed=req.seed, return_logprob=pb.kl_probe, top2=req.temperature == 0))
+                    comp = await send_request(sc, pb, req, send_riding_out)
+                    if comp.stop is not None:
+                        pr.loop_stops += 1
                     kl = await kl_probe_of(sc, await probe_completion(sc, host, pb, lp, req, comp)) \
-                        if pb.kl_probe else None
+                        if pb.kl_probe and comp.stop is None else None
                 return comp, kl
 
             async def finish(req: RequestSpec, comp: Completion, kl: dict | None) -> None:
@@ -140,6 +129,23 @@ async def _sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, play
             pr.server_info = await sc.server_info()
             if pr.loop_stops:  # the aborted requests are gone before the stop (its drain waits on any left)
                 pr.idle_after_stops_s = await sc.wait_idle(timeout_s=10.0)
+
+
+async def send_request(sc: ServerClient, pb: Playbook, req: RequestSpec, send_riding_out) -> Completion:
+    """One request as the playbook says: streamed and stopped once its loop is settled
+    (:func:`~mtp_remote.experiment.sampling.streams`), else whole through the playbook's ``api`` (``/generate``
+    with the prompt template, asking for decode logprobs with the KL probe and top-2 margins at T = 0).
+    ``send_riding_out(request)`` sends it (the runner's rides out a dropped SSH connection)."""
+    if streams(req, stop_on_loop=pb.stop_on_loop, kl_probe=pb.kl_probe):
+        return await send_streamed(sc, pb, req, send_riding_out)
+    if pb.api == "chat":
+        return await send_riding_out(lambda: sc.chat(
+            req.prompt, temperature=req.temperature, max_tokens=pb.max_tokens, top_p=pb.top_p, seed=req.seed,
+            fields=req.chat))
+    text = pb.prompt_template.replace("{prompt}", req.prompt)
+    return await send_riding_out(lambda: sc.generate(
+        text, temperature=req.temperature, max_new_tokens=pb.max_tokens, top_p=pb.top_p, seed=req.seed,
+        return_logprob=pb.kl_probe, top2=req.temperature == 0))
 
 
 async def send_streamed(sc: ServerClient, pb: Playbook, req: RequestSpec, send_riding_out) -> Completion:

@@ -1,0 +1,101 @@
+"""``mtp-remote watch`` against two sim servers the test starts itself (one leaking its recurrent state under
+speculation, one healthy): two probe rounds write metrics that name the looping endpoint, record every probe in the
+history, run the alert hook with its values quoted, and leave both servers running with the same PIDs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from mtp_remote.report.history import probe_history
+from tests.sim.conftest import FIELD_FLAGS, MTP_FLAGS, sim, sim_env  # noqa: F401 - fixtures
+
+pytestmark = pytest.mark.sim
+
+
+@pytest.fixture
+def pair(sim):  # noqa: F811 - the fixture imported above
+    leak = sim(FIELD_FLAGS + MTP_FLAGS, faults="state_leak")
+    healthy = sim(FIELD_FLAGS + MTP_FLAGS)
+    return leak, healthy
+
+
+def _cli(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "mtp_remote.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def _gauges(text: str, metric: str) -> dict[str, float]:
+    out = {}
+    for line in text.splitlines():
+        if line.startswith(metric + "{"):
+            labels, value = line[len(metric) + 1:].rsplit("} ", 1)
+            out[labels.split('"')[1]] = float(value)
+    return out
+
+
+def test_two_probes_name_the_looping_endpoint_in_the_metrics_and_the_history(pair, tmp_path):
+    leak, healthy = pair
+    pids = (leak.proc.pid, healthy.proc.pid)
+    prom, db, hook_out = tmp_path / "watch.prom", tmp_path / "h.sqlite", tmp_path / "alerts.txt"
+    hook = f"printf '%s|%s|%s\\n' {{endpoint}} {{reasons}} {{detail}} >> {hook_out}"
+    r = _cli("watch", f"leak={leak.url}", f"healthy={healthy.url}", "--count", "2", "--interval", "1",
+             "--samples", "3", "--metrics-file", str(prom), "--history", str(db), "--on-alert", hook, "--json")
+    assert r.returncode == 1, r.stderr  # an alert was seen
+    probes = [json.loads(x) for x in r.stdout.splitlines()]
+    assert [(p["endpoint"], p["probes"]) for p in probes] == [("leak", 1), ("healthy", 1), ("leak", 2),
+                                                              ("healthy", 2)]
+    text = prom.read_text()
+    assert _gauges(text, "mtp_remote_watch_probes_total") == {"leak": 2.0, "healthy": 2.0}
+    loops = _gauges(text, "mtp_remote_watch_loops_total")
+    assert loops["leak"] >= 2 and loops["healthy"] == 0, loops
+    assert _gauges(text, "mtp_remote_watch_alerting")["healthy"] == 0
+    assert _gauges(text, "mtp_remote_watch_greedy_match_ratio") == {"leak": 1.0, "healthy": 1.0}
+    # loops inflate acceptance: the leaking endpoint's is above the healthy one's over all samples, and its
+    # non-looping samples' (when its last probe had any) below its all-sample figure
+    acc, clean = (_gauges(text, "mtp_remote_watch_accept_length"),
+                  _gauges(text, "mtp_remote_watch_accept_length_nonloop"))
+    assert acc["leak"] > acc["healthy"] > 1.5 and clean["healthy"] == acc["healthy"], (acc, clean)
+    assert clean.get("leak", 0.0) < acc["leak"]
+    assert _gauges(text, "mtp_remote_watch_probe_latency_seconds")["healthy"] > 0
+    assert 'url="' + leak.url + '"' in text
+
+    rows = probe_history(db)
+    assert sorted((x["endpoint"], x["probe"]) for x in rows) == [("healthy", 0), ("healthy", 1), ("leak", 0),
+                                                                 ("leak", 1)]
+    assert all(x["alerts"] == [] for x in rows if x["endpoint"] == "healthy")
+    assert any("loop" in x["alerts"] for x in rows if x["endpoint"] == "leak")
+    lines = hook_out.read_text().splitlines()
+    assert lines and all(ln.startswith("leak|loop") for ln in lines), lines
+    assert "loops " in lines[0] and "T=0.7" in lines[0]  # the detail, quoted whole into one argument
+
+    for sp, pid in zip(pair, pids):  # watched, never touched
+        assert sp.proc.poll() is None and sp.proc.pid == pid
+        assert httpx.get(sp.url + "/health", timeout=10).status_code == 200
+
+
+def test_without_a_hook_the_first_alert_ends_the_watch_and_listen_serves_metrics(pair, tmp_path):
+    leak, _ = pair
+    r = _cli("watch", leak.url, "--count", "5", "--interval", "1", "--samples", "3", "--no-history",
+             "--listen", "0")
+    assert r.returncode == 1, r.stderr
+    assert "metrics at http://127.0.0.1:" in r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 1 and "ALERT loop" in lines[0], r.stdout  # one round, then the exit
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["ftp://127.0.0.1:1"], "the scheme must be one of http, https"),
+    (["bad name=http://127.0.0.1:1"], "endpoint name 'bad name'"),
+    (["http://u:p@127.0.0.1:1"], "no credentials in the URL"),
+    (["http://127.0.0.1:1", "--interval", "0.1"], "at least 1 s between probes"),
+    (["http://127.0.0.1:1", "--listen", "0.0.0.0:9100"], "binds 127.0.0.1 only"),
+    ([], "give at least one endpoint"),
+])
+def test_bad_watch_input_is_one_error_line_and_exit_2(args, needle):
+    r = _cli("watch", *args, "--no-history", timeout=60)
+    assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
