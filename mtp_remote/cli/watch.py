@@ -11,22 +11,6 @@ import click
 from .options import handle_errors, runs_dir_option
 
 
-def probe_line(state, alerts: list[str]) -> str:
-    """One line per probe: endpoint, probe number, loops, acceptance (all / non-looping), greedy stability,
-    latency, and the alert."""
-    d = state.to_dict()
-    if not d.get("up"):
-        return f"{d['endpoint']} probe {d['probes']}: no answer ({state.last.error})"
-    clean = d.get("accept_length_nonloop")
-    acc = ("–" if d.get("accept_length") is None else
-           f"{d['accept_length']:.2f} (non-looping {'–' if clean is None else f'{clean:.2f}'})")
-    greedy = "reference" if d.get("greedy_changed") is None else (
-        "changed" if d["greedy_changed"] else f"same ({d['greedy_checked']})")
-    line = (f"{d['endpoint']} probe {d['probes']}: loops {d['loops']}/{d['n']}, acceptance {acc}, greedy {greedy}, "
-            f"latency {d['latency_s']:.2f} s")
-    return line + (f"  ALERT {','.join(alerts)}: {state.detail()}" if alerts else "")
-
-
 @click.command("watch")
 @click.argument("urls", nargs=-1, metavar="URL...")
 @click.option("--interval", "interval_s", type=float, default=300.0, show_default=True,
@@ -73,7 +57,7 @@ def watch_cmd(urls, interval_s, count, metrics_file, listen, on_alert, playbook,
         if as_json:
             click.echo(json.dumps({**state.to_dict(), "alerts": alerts, "detail": state.detail() or None}))
         else:
-            click.echo(probe_line(state, alerts), err=False)
+            click.echo(state.describe(alerts))
 
     res = watch(endpoints, pb, opts, on_probe=on_probe,
                 on_listen=lambda port: click.echo(f"metrics at http://127.0.0.1:{port}/metrics", err=True))

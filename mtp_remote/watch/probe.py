@@ -78,6 +78,7 @@ class ProbeResult:
     server_accept_length: float | None = None
     speculative: bool = False
     error: str | None = None
+    looping: list[str] = field(default_factory=list)  # "<prompt id> T=<t>" of each degenerate sample
 
 
 def _speculative(info: dict) -> bool:
@@ -130,8 +131,9 @@ def judge_probe(ep: Endpoint, probe: int, records: list[dict], *, started: str, 
     if not ok:
         error = (records[0].get("error") or "no answer") if records else "no request"
     latencies = [r["latency_s"] for r in ok]
+    looping = sorted({f"{o.prompt_id} T={o.temperature:g}" for o in obs if o.ok and o.is_degenerate})
     return ProbeResult(endpoint=ep.name, url=ep.url, probe=probe, started_at=started, duration_s=round(duration_s, 3),
-                       summary=cell.to_dict(), records=records, greedy=greedy,
+                       summary=cell.to_dict(), records=records, greedy=greedy, looping=looping,
                        latency_s=round(sum(latencies) / len(latencies), 4) if latencies else None,
                        server_accept_length=server_accept_length, speculative=speculative, error=error)
 

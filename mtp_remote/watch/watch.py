@@ -25,7 +25,6 @@ from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from ..analysis.stopping import is_degenerate_record
 from ..config.endpoints import Endpoint
 from ..config.playbook import Playbook
 from ..errors import ConfigError
@@ -79,14 +78,27 @@ class EndpointState:
         s = self.last.summary if self.last else {}
         parts = []
         if "loop" in self.alerts:
-            looping = sorted({f"{r['prompt_id']} T={r['temperature']:g}" for r in self.last.records
-                              if is_degenerate_record(r.get("metrics"), r.get("finish_reason"))})
-            parts.append(f"loops {s.get('loops')}/{s.get('n')} ({', '.join(looping)})")
+            parts.append(f"loops {s.get('loops')}/{s.get('n')} ({', '.join(self.last.looping)})")
         if self.changed:
             parts.append("greedy output changed since the first probe: " + ", ".join(
                 f"{pid} at {'token' if isinstance((self.reference or {}).get(pid), list) else 'char'} {at}"
                 for pid, at in sorted(self.changed.items())))
         return "; ".join(parts)
+
+    def describe(self, alerts: list[str]) -> str:
+        """One line for the last probe: endpoint, probe number, loops, acceptance (all / non-looping), greedy
+        stability, latency, and the alert with :meth:`detail`."""
+        d = self.to_dict()
+        if not d.get("up"):
+            return f"{d['endpoint']} probe {d['probes']}: no answer ({self.last.error if self.last else '-'})"
+        clean = d.get("accept_length_nonloop")
+        acc = ("–" if d.get("accept_length") is None else
+               f"{d['accept_length']:.2f} (non-looping {'–' if clean is None else f'{clean:.2f}'})")
+        greedy = "reference" if d.get("greedy_changed") is None else (
+            "changed" if d["greedy_changed"] else f"same ({d['greedy_checked']})")
+        line = (f"{d['endpoint']} probe {d['probes']}: loops {d['loops']}/{d['n']}, acceptance {acc}, greedy "
+                f"{greedy}, latency {d['latency_s']:.2f} s")
+        return line + (f"  ALERT {','.join(alerts)}: {self.detail()}" if alerts else "")
 
     def to_dict(self) -> dict:
         """The state as :func:`~mtp_remote.report.watch_prom.render_watch_prometheus` reads it."""

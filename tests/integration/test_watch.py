@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from mtp_remote.report.history import probe_history
+from tests.conftest import ROOT
 from tests.sim.conftest import FIELD_FLAGS, MTP_FLAGS, sim, sim_env  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.sim
@@ -99,3 +100,14 @@ def test_without_a_hook_the_first_alert_ends_the_watch_and_listen_serves_metrics
 def test_bad_watch_input_is_one_error_line_and_exit_2(args, needle):
     r = _cli("watch", *args, "--no-history", timeout=60)
     assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_fab_watch_probes_the_same_way(pair, tmp_path):
+    leak, healthy = pair
+    r = subprocess.run([sys.executable, "-m", "fabric", "watch", "--urls", f"leak={leak.url},healthy={healthy.url}",
+                        "--count", "1", "--interval", "1", "--samples", "3", "--no-history",
+                        "--metrics-file", str(tmp_path / "w.prom"), "--on-alert", "true"],
+                       capture_output=True, text=True, timeout=600, check=False, cwd=str(ROOT))
+    assert r.returncode == 1, r.stderr
+    assert "leak probe 1: loops" in r.stderr and "ALERT loop" in r.stderr and "healthy probe 1: loops 0/8" in r.stderr
+    assert _gauges((tmp_path / "w.prom").read_text(), "mtp_remote_watch_alerting") == {"leak": 1.0, "healthy": 0.0}
