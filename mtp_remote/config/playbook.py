@@ -16,7 +16,9 @@ from .shapes import (
     read_prompt_file,
     replay_prompts,
 )
+from .endpoints import check_url
 from .validation import (
+    ENV_NAME,
     MAX_SAMPLES,
     _check_flags,
     _load,
@@ -28,16 +30,78 @@ from .validation import (
 )
 
 
+class AttachConfig(_Strict):
+    """An endpoint already serving (attached): never launched, signalled or stopped by mtp-remote, no host lock
+    for it. ``url``: its base URL, reached directly from the driver; ``port``: a port on the host, reached
+    through the host's SSH tunnel (127.0.0.1 there). Its flags and model are read from ``/server_info`` and
+    ``/get_model_info``."""
+
+    url: str | None = Field(None, description="Base URL reached directly (http:// or https://)")
+    port: int | None = Field(None, ge=1, le=65535, description="Port on the host, reached through its SSH tunnel")
+    api_key_env: str | None = Field(None, description="Environment variable (on the driver) holding the "
+                                                      "endpoint's API key, sent as a Bearer token")
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        return check_url(v, "attach.url") if v is not None else v
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env(cls, v: str | None) -> str | None:
+        return check_name(v, "attach.api_key_env", ENV_NAME) if v is not None else v
+
+    @model_validator(mode="after")
+    def _one(self) -> AttachConfig:
+        if (self.url is None) == (self.port is None):
+            raise ValueError("attach: give url (reached directly) or port (on the host, through its SSH tunnel)")
+        return self
+
+    @property
+    def where(self) -> str:
+        """``http://...`` or ``host port N`` (for messages)."""
+        return self.url if self.url is not None else f"host port {self.port}"
+
+
 class ProfileConfig(_WithEnv, _WithFlags):
-    """One server configuration: the playbook's base flags plus these."""
+    """One server configuration: the playbook's base flags plus these, or (``attach``) an endpoint already
+    serving, whose flags are read from it."""
 
     flags: list[str] = Field(default_factory=list, description="Extra SGLang flags (string or list)")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for this profile")
     description: str = ""
+    attach: AttachConfig | None = Field(
+        None, description="An endpoint already serving instead of a launch (no flags or env then: they are read "
+                          "from its /server_info); never launched, signalled or stopped")
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler) -> dict[str, Any]:
+        """``attach`` only when set: a launched profile dumps as before it (a run recorded earlier resumes)."""
+        out = handler(self)
+        if out.get("attach") is None:
+            out.pop("attach", None)
+        return out
+
+    @model_validator(mode="after")
+    def _attached_has_no_launch(self) -> ProfileConfig:
+        if self.attach is not None and (self.flags or self.env):
+            raise ValueError("an attached profile has no flags or env: it is not launched (its flags are read "
+                             "from its /server_info)")
+        return self
 
     @property
     def speculative(self) -> bool:
+        """Whether the flags speculate (an attached profile: False here; its /server_info tells at run time)."""
         return any(f.startswith("--speculative-algo") for f in self.flags)
+
+
+class LoadConfig(_Strict):
+    """Bounds on the load sent to attached endpoints (production servers): requests in flight and requests
+    started per second. Launched profiles keep ``concurrency``."""
+
+    concurrency: int = Field(2, ge=1, description="Requests in flight on an attached endpoint")
+    request_rate: float | None = Field(
+        2.0, gt=0, description="Requests started per second on an attached endpoint at most (null: no bound)")
 
 
 class MitigationConfig(_WithFlags):
@@ -223,6 +287,7 @@ class Playbook(_Strict):
                           "are not generated; false (or --no-stop-on-loop) runs every request to its end")
     compare: CompareConfig = Field(default_factory=CompareConfig)
     timeouts: TimeoutsConfig = Field(default_factory=TimeoutsConfig)
+    load: LoadConfig = Field(default_factory=LoadConfig, description="Load bounds for attached endpoints")
     mitigations: list[MitigationConfig] = Field(
         default_factory=list, description="Candidate changes `mitigate` tries first, before its built-in list")
 
@@ -285,6 +350,11 @@ class Playbook(_Strict):
     def samples_at(self, temperature: float) -> int:
         """Samples per prompt at ``temperature``: ``greedy_samples`` at 0, ``samples`` above."""
         return self.greedy_samples if temperature == 0 else self.samples
+
+    @property
+    def attached(self) -> dict[str, AttachConfig]:
+        """Profiles that are attached endpoints: name -> where."""
+        return {n: p.attach for n, p in self.profiles.items() if p.attach is not None}
 
     def profile_order(self) -> list[str]:
         """Baseline first, then the others in file order."""

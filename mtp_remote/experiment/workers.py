@@ -18,20 +18,23 @@ from ..remote.commands import api_key_of
 from ..report.history import open_samples_for_append
 from .fit import check_prompts_fit
 from .plan import LaunchPlan, RequestSpec
-from .sampling import Cells, Occupancy, loop_watch, sample_record, send_order, streams
+from .sampling import Cells, Occupancy, Pacer, loop_watch, sample_record, send_order, streams
 
 
 async def sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, playbook: Playbook, host: HostConfig,
-                 hooks, samples_path: Path, limit: int, cells: Cells | None, send_riding_out) -> None:
+                 hooks, samples_path: Path, limit: int, cells: Cells | None, send_riding_out,
+                 rate: float | None = None, api_key: str | None = None) -> None:
     """Send ``todo`` through ``limit`` workers fed by one queue, so a slot is refilled the moment its
     request returns (no round barrier); with ``early_stop`` a cell stops being fed once it is settled
     (:class:`~mtp_remote.experiment.sampling.Cells`). A response's metrics and JSON line are done by a separate task (metrics in a worker
     thread) while its worker already sends the next request, so no slot waits for bookkeeping. Every finishing
     task's error is retrieved: one that cannot store its sample (RUNS_DIR full) stops the workers and is raised
-    as RunsDirError once the samples already received are stored."""
+    as RunsDirError once the samples already received are stored. ``rate``: at most that many request starts per
+    second (:class:`~mtp_remote.experiment.sampling.Pacer`; an attached endpoint's ``load.request_rate``);
+    ``api_key``: sent as a Bearer token (default: the launch line's ``--api-key``)."""
     try:
         await _sample(url, lp, todo, pr, playbook=playbook, host=host, hooks=hooks, samples_path=samples_path,
-                      limit=limit, cells=cells, send_riding_out=send_riding_out)
+                      limit=limit, cells=cells, send_riding_out=send_riding_out, rate=rate, api_key=api_key)
     except OSError as e:  # opening or closing samples.jsonl (a close flushes what is still buffered)
         if e.errno not in RunsDirError.DISK_ERRNOS:
             raise
@@ -39,10 +42,12 @@ async def sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, playb
 
 
 async def _sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, playbook: Playbook, host: HostConfig,
-                  hooks, samples_path: Path, limit: int, cells: Cells | None, send_riding_out) -> None:
+                  hooks, samples_path: Path, limit: int, cells: Cells | None, send_riding_out,
+                  rate: float | None = None, api_key: str | None = None) -> None:
     pb = playbook
     queue = deque(sorted(todo, key=send_order))
     occupancy = Occupancy(limit)
+    pacer = Pacer(rate)
     progress = {"done": 0, "total": len(todo)}
     hooks.on_profile(lp.profile, len(todo))
     if cells is not None:
@@ -69,11 +74,12 @@ async def _sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, play
 
     with open_samples_for_append(samples_path) as f:  # ends a truncated last line first
         async with ServerClient(url, timeout_s=pb.timeouts.request_s, max_connections=limit + 2,
-                                api_key=api_key_of(lp.argv)) as sc:
+                                api_key=api_key or api_key_of(lp.argv)) as sc:
             if queue:  # long prompts (files, replays) must fit the server's context: one short request each
                 pr.context = await check_prompts_fit(sc, pb, lp.profile)
 
             async def send(req: RequestSpec) -> tuple[Completion, dict | None]:
+                await pacer.wait()
                 with occupancy.in_flight():
                     comp = await send_request(sc, pb, req, send_riding_out)
                     if comp.stop is not None:
