@@ -67,6 +67,9 @@ def lint_served(info: dict[str, Any], model_info: dict[str, Any] | None = None) 
     so); ``architectures`` come from ``/get_model_info``."""
     version = info.get("version") if isinstance(info.get("version"), str) else None
     table, warning = choose_flag_table(version)
+    if version is None:
+        warning = (f"the server reports no SGLang version: its flags are read with SGLang {table.sglang_version}'s "
+                   f"flag table, the newest we have")
     flags, explicit = served_flags(info, table)
     archs = tuple((model_info or {}).get("architectures") or ())
     ctx = LintContext(flags=flags, version=version or table.sglang_version, explicit=explicit, env={},

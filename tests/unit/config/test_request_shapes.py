@@ -100,3 +100,31 @@ def test_bad_request_shapes_are_refused_naming_the_problem(tmp_path, over, needl
     with pytest.raises(ConfigError) as e:
         load_playbook(path)
     assert needle in str(e.value) and "pb.yaml" in str(e.value)
+
+
+def test_an_attached_profile_names_a_url_or_a_host_port_and_has_no_launch_flags(tmp_path):
+    pb = load_playbook(_write(tmp_path, profiles={
+        "baseline": {"attach": {"url": "http://10.0.0.6:30000/"}},
+        "mtp": {"attach": {"port": 30001, "api_key_env": "MTP_KEY"}}}))
+    assert pb.attached["baseline"].url == "http://10.0.0.6:30000" and pb.attached["mtp"].where == "host port 30001"
+    assert (pb.load.concurrency, pb.load.request_rate) == (2, 2.0)  # gentle defaults for production
+    assert "attach" not in load_playbook(_write(tmp_path)).model_dump()["profiles"]["baseline"]  # dumps as before
+
+
+@pytest.mark.parametrize("attach,needle", [
+    ({"url": "ftp://x:1"}, "the scheme must be one of http, https"),
+    ({"url": "http://u:p@x:1"}, "no credentials in the URL"),
+    ({"url": "http://x:1", "port": 30001}, "give url (reached directly) or port"),
+    ({}, "give url (reached directly) or port"),
+    ({"port": 30001, "api_key_env": "1BAD"}, "attach.api_key_env '1BAD'"),
+])
+def test_bad_attach_settings_are_refused(tmp_path, attach, needle):
+    with pytest.raises(ConfigError) as e:
+        load_playbook(_write(tmp_path, profiles={"baseline": {}, "mtp": {"attach": attach}}))
+    assert needle in str(e.value)
+
+
+def test_an_attached_profile_with_launch_flags_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="an attached profile has no flags or env"):
+        load_playbook(_write(tmp_path, profiles={"baseline": {}, "mtp": {
+            "attach": {"port": 30001}, "flags": "--speculative-algorithm NEXTN"}}))
