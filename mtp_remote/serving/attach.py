@@ -180,8 +180,9 @@ class AttachServer:
                   "sglang_version": result.sglang_version, "warnings": result.warnings},
             simulated=bool(info.get("simulated")))
         self._current = rec
-        self.on_progress(f"{profile}: attached to {where.where} ({'speculative' if rec.speculative else 'no '
-                         'speculation'}; model {rec.model}; not launched, will not be stopped)")
+        spec = "speculative" if rec.speculative else "no speculation"
+        self.on_progress(f"{profile}: attached to {where.where} ({spec}; model {rec.model}; not launched, will not "
+                         f"be stopped)")
         for f in result.findings:
             self.on_progress(f"{profile}: lint of its served flags: {f.compact}: {f.message}")
         return rec
