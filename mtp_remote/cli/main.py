@@ -121,12 +121,17 @@ def main(verbose: int) -> None:
 @click.option("--resume", metavar="RUN_ID", default=None, help="Continue a run: stored samples are not requested again.")
 @click.option("--stop-on-loop/--no-stop-on-loop", "stop_on_loop", default=None,
               help="Stop each request once its loop is settled (default: the playbook's stop_on_loop, true).")
+@click.option("--attach", "attach", multiple=True, metavar="NAME=URL",
+              help="Diagnose an endpoint already serving instead of launching (never launched, signalled or stopped; "
+                   "no lock). Repeatable; name the baseline as the playbook's (baseline=URL).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout instead of tables.")
 @handle_errors
-def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir, resume, stop_on_loop, as_json):
+def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir, resume, stop_on_loop, attach,
+             as_json):
     """Run the speculative vs baseline experiment on a host and give verdicts.
 
-    -H a,b,c or an inventory group runs it on every host at once (fleet report, disagreeing hosts named)."""
+    -H a,b,c or an inventory group runs it on every host at once (fleet report, disagreeing hosts named).
+    --attach baseline=URL --attach NAME=URL compares endpoints that are already serving (no inventory needed)."""
     from ..experiment.runner import Hooks  # deferred: keeps --version/--help fast
     from ..report.console import (  # deferred: keeps --version/--help fast
         RichHooks,
@@ -135,8 +140,8 @@ def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir,
         verdict_table,
     )
 
-    if _fleet("diagnose", inventory, host, playbook=playbook, runs_dir=runs_dir, samples=samples, as_json=as_json,
-              stop_on_loop=stop_on_loop):
+    if not attach and _fleet("diagnose", inventory, host, playbook=playbook, runs_dir=runs_dir, samples=samples,
+                             as_json=as_json, stop_on_loop=stop_on_loop):
         return
 
     console = make_console(stderr=as_json)
@@ -146,7 +151,8 @@ def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir,
     overrides = {k: v for k, v in (("samples", samples), ("max_tokens", max_tokens), ("stop_on_loop", stop_on_loop))
                  if v is not None}
     res = _api().diagnose(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir,
-                       profiles=list(profiles) or None, resume=resume, hooks=hooks, overrides=overrides)
+                       profiles=list(profiles) or None, resume=resume, hooks=hooks, overrides=overrides,
+                       attach=list(attach) or None)
     if as_json:
         click.echo(json.dumps(res.summary, indent=2, default=str))
     else:

@@ -167,9 +167,11 @@ def _fail(e: MtpRemoteError) -> Exit:
             "runs_dir": _RUNS_DIR_HELP,
             "json": "print summary.json to stdout (progress goes to stderr)",
             "stop_on_loop": "--no-stop-on-loop runs every request to its end (default: stop it once its loop is "
-                            "settled)"})
+                            "settled)",
+            "attach": "endpoints already serving, comma-separated NAME=URL (one named baseline): compared instead of "
+                      "launched; never launched, signalled or stopped"})
 def diagnose(c, playbook=DEFAULT_PLAYBOOK, inventory=None, profile=None, samples=None,
-             max_tokens=None, resume=None, runs_dir=None, json=False, stop_on_loop=True):
+             max_tokens=None, resume=None, runs_dir=None, json=False, stop_on_loop=True, attach=None):
     """Run the speculative vs baseline experiment on a host and print verdicts (-H NAME from inventory)."""
     runs_dir = runs_dir or str(default_runs_dir())
     from ..experiment.runner import Hooks  # deferred: keeps --version/--help fast
@@ -181,8 +183,9 @@ def diagnose(c, playbook=DEFAULT_PLAYBOOK, inventory=None, profile=None, samples
     )
 
     INTERRUPTS.install()
-    if (code := _as_fleet(c, "diagnose", inventory, as_json=json, playbook=playbook, runs_dir=runs_dir,
-                          samples=_whole(samples, "--samples"))) is not None:
+    attached = [a.strip() for a in (attach or "").split(",") if a.strip()] or None
+    if not attached and (code := _as_fleet(c, "diagnose", inventory, as_json=json, playbook=playbook,
+                                           runs_dir=runs_dir, samples=_whole(samples, "--samples"))) is not None:
         _end(code)
         return
     console = make_console(stderr=json)
@@ -200,7 +203,7 @@ def diagnose(c, playbook=DEFAULT_PLAYBOOK, inventory=None, profile=None, samples
             overrides["stop_on_loop"] = False
         res = _api().diagnose(inventory=inventory, playbook=playbook, host=_host_name(c), runs_dir=runs_dir,
                            profiles=[profile] if profile else None, resume=resume, hooks=hooks,
-                           overrides=overrides or None)
+                           overrides=overrides or None, attach=attached)
     except MtpRemoteError as e:
         raise _fail(e) from None
     except KeyboardInterrupt:

@@ -68,8 +68,15 @@ def plan_run(host: HostConfig, playbook: Playbook, workdir: str, profiles: list[
             raise ValueError(f"unknown profile(s) {unknown}; choose from {order}")
         order = [p for p in order if p == playbook.baseline or p in profiles]
     return [LaunchPlan(profile=p, speculative=playbook.profiles[p].speculative,
-                       argv=server_argv(host, playbook, p), env=server_env(host, playbook, p, workdir),
+                       argv=_argv(host, playbook, p), env=server_env(host, playbook, p, workdir),
                        requests=plan_requests(playbook, p)) for p in order]
+
+
+def _argv(host: HostConfig, playbook: Playbook, profile: str) -> list[str]:
+    """The launch line of ``profile``; for an attached profile (never launched) only what names its endpoint,
+    ``["--attached", where]``, so two attached profiles are never taken for one server (:func:`server_key`)."""
+    where = playbook.profiles[profile].attach
+    return ["--attached", where.where] if where is not None else server_argv(host, playbook, profile)
 
 
 def server_key(lp: LaunchPlan) -> tuple:

@@ -56,6 +56,7 @@ class AttachedRecord:
     simulated: bool = False
     log_path: str = ""
     attached: bool = True
+    api_key: str | None = field(default=None, repr=False)  # sent as a Bearer token; never in to_dict
 
     @property
     def ident(self) -> str:
@@ -178,7 +179,7 @@ class AttachServer:
             model=model.get("model_path") or info.get("model_path"), server_info=info,
             lint={"codes": result.codes, "findings": [f.to_dict() for f in result.findings],
                   "sglang_version": result.sglang_version, "warnings": result.warnings},
-            simulated=bool(info.get("simulated")))
+            simulated=bool(info.get("simulated")), api_key=self.api_keys.get(profile))
         self._current = rec
         spec = "speculative" if rec.speculative else "no speculation"
         self.on_progress(f"{profile}: attached to {where.where} ({spec}; model {rec.model}; not launched, will not "
@@ -197,7 +198,7 @@ class AttachServer:
         with self._reach(self.endpoints[rec.profile]) as t:
             code, waited = run_async(_health(t.url, self.api_keys.get(rec.profile), min(timeout_s, ATTACH_READY_S)))
         if code == 200:
-            return Ready(profile=rec.profile, elapsed_s=waited, milestones=[{"name": "attached", "at_s": 0.0}])
+            return Ready(profile=rec.profile, elapsed_s=waited, milestones=[{"name": "attached", "seen_s": 0.0}])
         kind = TimedOut if code is not None else Crashed
         return kind(profile=rec.profile, elapsed_s=waited, cause="attach_unhealthy",
                     hint=f"the attached endpoint {rec.where} answers /health {code or 'nothing'}; it is not ours "
