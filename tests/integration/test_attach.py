@@ -97,3 +97,31 @@ def test_bad_attach_arguments_are_one_error_line_and_exit_2(tmp_path, attach, ne
     r = _cli("diagnose", *args, "-p", _playbook(tmp_path), "--runs-dir", str(tmp_path / "runs"), cwd=str(tmp_path),
              timeout=120)
     assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_an_attached_endpoint_on_a_host_port_against_a_baseline_the_tool_launches(sim, tmp_path):  # noqa: F811
+    # the production server (started by hand, on the host's port 'prod') is attached through the host's tunnel; the
+    # baseline is launched by the tool on the host's own port, stopped after its profile; the attached one is not
+    from tests.support.ports import free_port
+
+    leak = sim(FIELD_FLAGS + MTP_FLAGS, faults="state_leak")
+    inv = {"default_host": "box", "hosts": {"box": {
+        "transport": "local", "engine": "sim", "workdir": str(tmp_path / "wd"), "port": free_port(),
+        "python": sys.executable, "env": {"SGLANG_SIM_TIME_SCALE": "0.01"}}}}
+    (tmp_path / "inventory.yaml").write_text(yaml.safe_dump(inv))
+    pb = _playbook(tmp_path, profiles={"baseline": {"flags": ""}, "prod-mtp": {"attach": {"port": leak.port}}},
+                   load={"concurrency": 3, "request_rate": 10})
+    r = _cli("diagnose", "-i", str(tmp_path / "inventory.yaml"), "-p", pb, "--runs-dir", str(tmp_path / "runs"),
+             "--json", cwd=str(tmp_path))
+    assert r.returncode == 1, r.stderr[-3000:]
+    doc = json.loads(r.stdout)
+    (v,) = doc["verdicts"]
+    assert v["profile"] == "prod-mtp" and v["kind"] == "spec-corrupts-output", v["evidence"]
+    assert "cannot include: no A/A relaunch" in v["evidence"]
+    assert (f"host box [local], engine sim (simulated); attached prod-mtp=host port {leak.port} (never launched, "
+            f"signalled or stopped; no lock); load on each at most 3 requests in flight, 10 requests/s") in r.stderr
+    prof = {p["profile"]: p for p in doc["profiles"]}
+    assert prof["baseline"]["attached"] is None and prof["baseline"]["stop"].startswith("stopped")
+    assert prof["prod-mtp"]["stop"].startswith("not stopped:") and prof["prod-mtp"]["occupancy"]["limit"] == 3
+    assert leak.proc.poll() is None and "Gracefully exiting" not in leak.log
+    assert not (tmp_path / "wd" / "lock").exists()  # the run's lock (for the launched baseline) was released
