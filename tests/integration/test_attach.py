@@ -125,3 +125,12 @@ def test_an_attached_endpoint_on_a_host_port_against_a_baseline_the_tool_launche
     assert prof["prod-mtp"]["stop"].startswith("not stopped:") and prof["prod-mtp"]["occupancy"]["limit"] == 3
     assert leak.proc.poll() is None and "Gracefully exiting" not in leak.log
     assert not (tmp_path / "wd" / "lock").exists()  # the run's lock (for the launched baseline) was released
+
+
+def test_fab_diagnose_takes_the_same_attach_arguments(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "fabric", "diagnose", "--attach",
+                        "baseline=http://127.0.0.1:1,mtp=gopher://127.0.0.1:2", "--playbook", _playbook(tmp_path),
+                        "--runs-dir", str(tmp_path / "runs")], capture_output=True, text=True, timeout=120,
+                       check=False, cwd=str(ROOT))
+    assert r.returncode == 2 and "--attach: URL 'gopher://127.0.0.1:2': the scheme must be one of http, https" in \
+        r.stderr and "Traceback" not in r.stderr, r.stderr
