@@ -25,7 +25,7 @@ from pathlib import Path
 from ..client import Completion
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
-from ..errors import LaunchError, RunsDirError, TransportLost
+from ..errors import ConfigError, LaunchError, RunsDirError, TransportLost
 from ..interrupts import run_async
 from ..remote import connect as transport
 from ..remote.commands import mask_argv, mask_log_secrets, mask_text, playbook_secrets
@@ -175,6 +175,10 @@ class Runner:
     # -- run ------------------------------------------------------------------------------------------------
 
     def run(self) -> list[ProfileRun]:
+        if self.kind is None and self.playbook.attached:  # only the attach kind knows them: never launch one
+            raise ConfigError(f"profiles {sorted(self.playbook.attached)} are attached endpoints: this command "
+                              f"launches servers (diagnose takes attached profiles; mitigate and bisect do not)",
+                              field="profiles")
         (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
         own_c = self.c is None and self.kind is None
         c = self.kind.c if self.kind is not None else (self.c or transport.connect(self.host))

@@ -73,3 +73,15 @@ def test_an_attached_endpoint_that_does_not_answer_is_a_launch_error_naming_it()
     with pytest.raises(LaunchError) as e:
         kind.launch("prod", [], {})
     assert e.value.cause == "attach_unreachable" and url in str(e.value)
+
+
+def test_a_runner_without_the_attach_kind_never_launches_an_attached_profile(tmp_path):
+    from mtp_remote.config.playbook import Playbook
+    from mtp_remote.errors import ConfigError
+    from mtp_remote.experiment.runner import Runner
+
+    pb = Playbook.model_validate({"name": "p", "profiles": {"baseline": {}, "prod": {"attach": {"port": 30000}}},
+                                  "prompts": [{"id": "a", "text": "x"}]})
+    with pytest.raises(ConfigError, match=r"profiles \['prod'\] are attached endpoints: this command launches"):
+        Runner(HOST, pb, tmp_path / "run", run_id="r", python="python3").run()
+    assert not (tmp_path / "run").exists()  # refused before anything: no run directory, no connection
