@@ -182,14 +182,16 @@ def replay_section(sample: dict, doc: dict, samples: list[dict], *, port: int = 
 
 
 def _port(prof: dict) -> int:
-    """The ``--port`` of a profile's launch line (SGLang's default 30000 without one)."""
+    """The ``--port`` of a profile's launch line; for an attached endpoint (its line read back without host and
+    port) the port its ``/server_info`` reports; SGLang's default 30000 without either."""
     argv = prof.get("argv_masked") or []
     for i, a in enumerate(argv):
         if a == "--port" and i + 1 < len(argv) and str(argv[i + 1]).isdigit():
             return int(argv[i + 1])
         if str(a).startswith("--port=") and a[7:].isdigit():
             return int(a[7:])
-    return 30000
+    served = (prof.get("server_info") or {}).get("port")
+    return served if isinstance(served, int) and not isinstance(served, bool) else 30000
 
 
 def log_tail(run_dir: Path, profile: str, lines: int = LOG_TAIL_LINES) -> str | None:
