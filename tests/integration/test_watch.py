@@ -111,3 +111,25 @@ def test_fab_watch_probes_the_same_way(pair, tmp_path):
     assert r.returncode == 1, r.stderr
     assert "leak probe 1: loops" in r.stderr and "ALERT loop" in r.stderr and "healthy probe 1: loops 0/8" in r.stderr
     assert _gauges((tmp_path / "w.prom").read_text(), "mtp_remote_watch_alerting") == {"leak": 1.0, "healthy": 0.0}
+
+
+def test_the_listener_serves_each_rounds_metrics_on_loopback(pair, tmp_path):
+    from mtp_remote.config.endpoints import Endpoint
+    from mtp_remote.watch.probe import default_probe_playbook
+    from mtp_remote.watch.watch import WatchOptions, watch
+
+    leak, healthy = pair
+    ports, served = [], []
+
+    def between_rounds(seconds: float) -> None:  # the watch's sleep: read what the listener serves now
+        served.append(httpx.get(f"http://127.0.0.1:{ports[0]}/metrics", timeout=10).text)
+        assert httpx.get(f"http://127.0.0.1:{ports[0]}/other", timeout=10).status_code == 404
+
+    res = watch([Endpoint("leak", leak.url), Endpoint("healthy", healthy.url)], default_probe_playbook(samples=1),
+                WatchOptions(interval_s=1.0, count=2, listen=0, on_alert="true"),
+                sleep=between_rounds, on_listen=ports.append)
+    assert res.exit_code == 1 and res.rounds == 2 and len(served) == 1
+    assert _gauges(served[0], "mtp_remote_watch_probes_total") == {"leak": 1.0, "healthy": 1.0}
+    assert _gauges(served[0], "mtp_remote_watch_alerting")["healthy"] == 0.0
+    with pytest.raises(httpx.ConnectError):  # closed with the watch
+        httpx.get(f"http://127.0.0.1:{ports[0]}/metrics", timeout=5)
