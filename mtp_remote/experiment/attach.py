@@ -80,10 +80,43 @@ def attach_kind(c, host: HostConfig, pb: Playbook, *, python: str, run_id: str, 
                         on_progress=on_progress)
 
 
-def cannot_include(verdicts: list, attached: set[str], baseline: str) -> None:
+def _flags(argv: list[str]) -> dict[str, str]:
+    """``{"--flag": "value words"}`` of a launch line read back (a switch: "")."""
+    out: dict[str, str] = {}
+    flag = None
+    for word in argv:
+        if word.startswith("--"):
+            flag = word
+            out[flag] = ""
+        elif flag is not None:
+            out[flag] = f"{out[flag]} {word}".strip()
+    return out
+
+
+def flag_differences(base: list[str], arm: list[str]) -> list[str]:
+    """The served flags (``--speculative-*`` aside) in which ``arm``'s launch line differs from ``base``'s, as
+    ``--flag A vs B`` (``unset`` where one has none). Pure."""
+    a, b = _flags(base), _flags(arm)
+    out = []
+    for f in sorted(set(a) | set(b)):
+        if f.startswith("--speculative-") or a.get(f) == b.get(f):
+            continue
+        out.append(f"{f} {b.get(f, 'unset') or 'on'} vs {a.get(f, 'unset') or 'on'}")
+    return out
+
+
+def cannot_include(verdicts: list, attached: set[str], baseline: str, argv: dict[str, list[str]] | None = None) -> None:
     """Add to each verdict whose arm or baseline is attached what its evidence cannot include
-    (:data:`~mtp_remote.serving.attach.LIMITS`): in ``warnings``, and after its evidence."""
+    (:data:`~mtp_remote.serving.attach.LIMITS`): in ``warnings``, and after its evidence; with ``argv`` (profile
+    -> its launch line, read back for the attached ones) also the served flags in which the arm differs from the
+    baseline beyond speculation."""
+    argv = argv or {}
     for v in verdicts:
-        if v.profile in attached or baseline in attached:
-            v.warnings = [*v.warnings, *(f"cannot include: {x}" for x in LIMITS)]
-            v.evidence = f"{v.evidence}; attached, so the evidence cannot include: {'; '.join(LIMITS)}"
+        if v.profile not in attached and baseline not in attached:
+            continue
+        limits = list(LIMITS)
+        diff = flag_differences(argv.get(baseline) or [], argv.get(v.profile) or []) if argv else []
+        if diff:
+            limits.append(f"the arms' served flags also differ beyond speculation: {', '.join(diff[:6])}")
+        v.warnings = [*v.warnings, *(f"cannot include: {x}" for x in limits)]
+        v.evidence = f"{v.evidence}; attached, so the evidence cannot include: {'; '.join(limits)}"

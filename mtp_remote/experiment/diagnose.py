@@ -230,7 +230,7 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
     diag = diagnose_samples(baseline=pb.baseline, profiles=spec, samples=samples, launch_failures=failures,
                             design=design, calibration_profile=aa,
                             expected={p.id: p.expected for p in pb.prompts if p.expected is not None})
-    cannot_include(diag.verdicts, set(pb.attached), pb.baseline)
+    cannot_include(diag.verdicts, set(pb.attached), pb.baseline, {pr.profile: pr.argv_masked for pr in profile_runs})
     code = verdicts_exit_code(diag.verdicts)
     doc = build_summary(run_id=run_id, host=host_cfg, playbook=pb, profile_runs=profile_runs, diagnosis=diag,
                         exit_code=code, started_at=started, n_samples=len(samples), playbook_file=str(playbook),
