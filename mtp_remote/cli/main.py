@@ -283,18 +283,32 @@ def _nightly_fleet(console, fleet, *, inventory, playbook, runs_dir, history_db,
 @runs_dir_option("Runs directory whose history.sqlite is read.")
 @click.option("--history", "history_db", default=None, help="SQLite history file (default RUNS_DIR/history.sqlite).")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--probes", is_flag=True, help="List `watch` probes instead of runs (-H: one endpoint's).")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
-def history_cmd(host, group, runs_dir, history_db, limit, as_json):
+def history_cmd(host, group, runs_dir, history_db, limit, probes, as_json):
     """List recorded runs (newest first): every diagnose and nightly, completed or failed, with verdicts.
 
-    A fleet nightly (nightly -H GROUP) records one row per host with its group; --group lists them."""
+    A fleet nightly (nightly -H GROUP) records one row per host with its group; --group lists them.
+    --probes lists the probes `watch` recorded (loops, acceptance, greedy stability, alerts)."""
     from rich.table import Table  # deferred: keeps --version/--help fast
 
     from ..errors import ConfigError  # deferred: keeps --version/--help fast
     from ..report import history as store  # deferred: keeps --version/--help fast
 
     history_db = str(history_db or f"{runs_dir}/{HISTORY_FILE}")
+    if probes:
+        from ..report.console import probes_table  # deferred: keeps --version/--help fast
+
+        rows = store.probe_history(history_db, endpoint=host, limit=limit)
+        if as_json:
+            click.echo(json.dumps(rows, indent=2))
+        elif not rows:
+            raise ConfigError("no watch probe recorded" + (f" for endpoint {host!r}" if host else "") +
+                              " (`mtp-remote watch` records each probe)", file=history_db)
+        else:
+            make_console().print(probes_table(rows, history_db))
+        return
     if not store.check_history_path(history_db).exists():
         raise ConfigError("no runs recorded yet (`mtp-remote diagnose` and `nightly` record every run)",
                           file=history_db)

@@ -317,3 +317,24 @@ def print_smoke(console: Console, res: dict) -> None:
 
 #: Characters of a smoke output shown from its start, and from its end, when it is long.
 SMOKE_HEAD, SMOKE_TAIL = 1200, 400
+
+
+def probes_table(rows: list[dict], source: str):
+    """The ``watch`` probes of the history (newest first) as a rich Table: endpoint, probe, start, loops,
+    acceptance over all / non-looping samples, greedy stability, latency, alerts."""
+    from rich.table import Table  # deferred: keeps --version/--help fast
+
+    t = Table(title=f"Watch probes — {source}")
+    for col in ("endpoint", "probe", "started (UTC)", "loops", "accept len all / ok", "greedy", "s", "alerts"):
+        t.add_column(col)
+    for r in rows:
+        acc = "–" if r["accept_length"] is None else (
+            f"{r['accept_length']:.2f} / " + ("–" if r["accept_length_nonloop"] is None
+                                              else f"{r['accept_length_nonloop']:.2f}"))
+        greedy = "–" if r["greedy_changed"] is None else ("changed" if r["greedy_changed"] else "same")
+        alerts = ", ".join(r["alerts"])
+        t.add_row(escape(r["endpoint"]), str(r["probe"] + 1), r["started_at"][:19].replace("T", " "),
+                  f"{r['loops']}/{r['n']}" + (f" ({r['errors']} failed)" if r["errors"] else ""), acc, greedy,
+                  "–" if r["duration_s"] is None else f"{r['duration_s']:.1f}",
+                  f"[red]{escape(alerts)}[/]" if alerts else "")
+    return t

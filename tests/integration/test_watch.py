@@ -73,6 +73,10 @@ def test_two_probes_name_the_looping_endpoint_in_the_metrics_and_the_history(pai
     lines = hook_out.read_text().splitlines()
     assert lines and all(ln.startswith("leak|loop") for ln in lines), lines
     assert "loops " in lines[0] and "T=0.7" in lines[0]  # the detail, quoted whole into one argument
+    listed = _cli("history", "--probes", "--history", str(db), "-H", "leak", "--json", timeout=120)
+    assert listed.returncode == 0 and [x["probe"] for x in json.loads(listed.stdout)] == [1, 0]
+    table = _cli("history", "--probes", "--history", str(db), timeout=120)
+    assert table.returncode == 0 and "Watch probes" in table.stdout and "healthy" in table.stdout
 
     for sp, pid in zip(pair, pids):  # watched, never touched
         assert sp.proc.poll() is None and sp.proc.pid == pid
