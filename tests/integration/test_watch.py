@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import httpx
+import yaml
 import pytest
 
 from mtp_remote.report.history import probe_history
@@ -137,3 +138,19 @@ def test_the_listener_serves_each_rounds_metrics_on_loopback(pair, tmp_path):
     assert _gauges(served[0], "mtp_remote_watch_alerting")["healthy"] == 0.0
     with pytest.raises(httpx.ConnectError):  # closed with the watch
         httpx.get(f"http://127.0.0.1:{ports[0]}/metrics", timeout=5)
+
+
+def test_a_playbook_of_agentic_requests_is_the_probe_set(sim, tmp_path):  # noqa: F811
+    from tests.unit.config.test_request_shapes import AGENT, TOOLS
+
+    healthy = sim(FIELD_FLAGS + MTP_FLAGS)
+    pb = {"name": "agent-probe", "api": "chat", "profiles": {"baseline": {}}, "temperatures": [0.0, 0.6],
+          "samples": 1, "max_tokens": 512, "prompts": [{"id": "agent", "messages": AGENT, "tools": TOOLS}]}
+    (tmp_path / "pb.yaml").write_text(yaml.safe_dump(pb))
+    r = _cli("watch", healthy.url, "-p", str(tmp_path / "pb.yaml"), "--count", "1", "--no-history", "--json")
+    assert r.returncode == 0, r.stderr
+    (probe,) = [json.loads(x) for x in r.stdout.splitlines()]
+    assert (probe["n"], probe["loops"], probe["alerts"]) == (2, 0, [])
+    assert probe["accept_length"] is None  # chat responses carry no verify steps: acceptance is /server_info's
+    assert probe["server_accept_length"] > 1.5
+    assert "2 requests per probe, 1 at a time, max_tokens 512 (chat)" in r.stderr
