@@ -85,3 +85,17 @@ def test_a_runner_without_the_attach_kind_never_launches_an_attached_profile(tmp
     with pytest.raises(ConfigError, match=r"profiles \['prod'\] are attached endpoints: this command launches"):
         Runner(HOST, pb, tmp_path / "run", run_id="r", python="python3").run()
     assert not (tmp_path / "run").exists()  # refused before anything: no run directory, no connection
+
+
+def test_the_launch_command_refuses_an_attached_profile_before_any_command_runs():
+    from invoke import MockContext
+
+    from mtp_remote.config.playbook import Playbook
+    from mtp_remote.errors import MtpRemoteError
+    from mtp_remote.host.ops import launch
+
+    pb = Playbook.model_validate({"name": "p", "profiles": {"baseline": {}, "prod": {"attach": {"port": 30000}}},
+                                  "prompts": [{"id": "a", "text": "x"}]})
+    with pytest.raises(MtpRemoteError, match=r"'prod' is an attached endpoint \(host port 30000\): it is never "
+                                             r"launched"):
+        launch(MockContext(), HOST, pb, "prod", "python3", run_id="r")  # MockContext: any command would raise
