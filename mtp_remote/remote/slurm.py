@@ -68,7 +68,8 @@ class SlurmJob:
     """The record of one server job (``<workdir>/slurm-job.json``): the job id and what makes it ours (name,
     comment, the submitting user), where its output goes (``log_path``: the step's stdout and stderr), the
     environment file it reads at start, and the server's port and masked argv. ``node`` is filled once the job
-    runs (the compute node, ``squeue %N``); ``submitted`` is epoch seconds."""
+    runs (the compute node, ``squeue %N``); ``submitted`` is epoch seconds. ``step`` is set for a server that is a
+    step of an allocation we run in (the nightly's array task, :func:`launch_step`), None for a job of its own."""
 
     job_id: int
     name: str
@@ -82,10 +83,11 @@ class SlurmJob:
     argv_masked: list[str] = field(default_factory=list)
     submitted: float = 0.0
     node: str = ""
+    step: int | None = None
 
     @property
     def label(self) -> str:
-        return f"job {self.job_id}"
+        return f"job {self.job_id}" if self.step is None else f"step {self.job_id}.{self.step}"
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -371,9 +373,11 @@ def parse_stop(output: str) -> SlurmStopReport:
 
 
 def stop_job(c, rec: SlurmJob, conf: str | None, *, drain_s: float, gone_s: float = 30.0) -> SlurmStopReport:
-    """SIGTERM to ``rec``'s server step, up to ``drain_s`` seconds for the drain, SIGKILL, ``scancel`` of the job,
-    up to ``gone_s`` seconds until it leaves the queue: one round trip. The caller checked it is ours first."""
-    args = [conf or "", rec.job_id, int(drain_s * 100), int(gone_s * 100), rec.env_path]
+    """SIGTERM to ``rec``'s server step, up to ``drain_s`` seconds for the drain, SIGKILL, then ``scancel`` of the
+    job and up to ``gone_s`` seconds until it leaves the queue (a step of an allocation we run in, ``rec.step``
+    set: the step alone, the job is left). One round trip; the caller checked it is ours first."""
+    step, whole = (rec.step, 0) if rec.step is not None else (0, 1)
+    args = [conf or "", rec.job_id, int(drain_s * 100), int(gone_s * 100), rec.env_path, step, whole]
     res = hostscripts.run_script(c, "slurm_stop.sh", args)
     return parse_stop(res.stdout)
 
@@ -390,3 +394,38 @@ def split_poll(output: str) -> tuple[QueueState | None, str]:
     """``poll_command``'s output → (the queue state or None, the log part after ``--log--``)."""
     head, _, log = output.partition("--log--\n")
     return parse_squeue(head), log
+
+
+# ---- a server as a step of the allocation we run in -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class StepReport:
+    """What ``slurm_step.sh`` said: ``result`` ok | no-workdir | not-private | cannot-write-workdir | srun-exited |
+    not-listed | no-result; ``step`` the step id (None unless ok); ``log_tail`` the log's last lines after
+    srun-exited."""
+
+    result: str
+    step: int | None = None
+    log_tail: list[str] = field(default_factory=list)
+
+
+def parse_step(output: str) -> StepReport:
+    """``slurm_step.sh``'s output → StepReport."""
+    kv, lines = _pairs(output)
+    tail: list[str] = []
+    if "log-tail-begin" in lines and "log-tail-end" in lines:
+        tail = [ln for ln in lines[lines.index("log-tail-begin") + 1:lines.index("log-tail-end")] if ln]
+    step = kv.get("step", "")
+    return StepReport(result=kv.get("result", "no-result"), step=int(step) if step.isdigit() else None,
+                      log_tail=tail)
+
+
+def launch_step(c, *, workdir: str, env_path: str, conf: str | None, job_id: int, step_name: str, log_path: str,
+                python: str, module: str, argv: Sequence[str], env: Mapping[str, str],
+                wait_s: float = 30.0) -> StepReport:
+    """Start the server as a step of allocation ``job_id`` (``srun --jobid J --overlap``, detached, no shell
+    between the step and the server) and find its step id: one round trip, at most ``wait_s`` seconds."""
+    args = [workdir, env_path, conf or "", int(job_id), step_name, log_path, int(wait_s * 100), ENV_LOADER,
+            python, module, *argv]
+    res = hostscripts.run_script(c, "slurm_step.sh", args, stdin=hostscripts.env_file_text(env))
+    return parse_step(res.stdout)
