@@ -51,6 +51,9 @@ class SlurmServing(_Strict):
         "--host of the server on its compute node: 127.0.0.1 where the login node is the compute node "
         "(the test cluster); the node's cluster-network address, e.g. 0.0.0.0, where the tunnel must reach "
         "another machine"))
+    tool_python: str | None = Field(None, description=(
+        "The python with mtp-remote installed on the compute nodes, for `nightly -H <group>` as a job array "
+        "(default: the host's python)"))
     runs_dir: str | None = Field(None, description=(
         "Shared runs directory for `nightly -H <group>` as a job array (default: <workdir>/fleet-runs)"))
     drain_hook: str | None = Field(None, description=(

@@ -53,7 +53,7 @@ def run_nightly_fleet(hosts: list[str], *, group: str, inventory=None, playbook=
                        max_workers=max_workers, on_progress=on_progress, hooks=hooks,
                        nightly={"history_db": db, "group": group})
     fleet_dir = Path(runs_dir) / f"fleet-{report.run_id}"
-    host_docs = {h.host: _host_doc(Path(runs_dir), h, playbook) for h in report.hosts}
+    host_docs = {h.host: host_doc(Path(runs_dir), h, playbook) for h in report.hosts}
     doc = fleet_summary(report, group=group, host_docs=host_docs, started_at=started, playbook=playbook,
                         runs_dir=Path(runs_dir))
     fleet_dir.mkdir(parents=True, exist_ok=True)
@@ -64,7 +64,7 @@ def run_nightly_fleet(hosts: list[str], *, group: str, inventory=None, playbook=
     return FleetNightlyResult(doc["fleet_id"], fleet_dir, doc, report, doc["exit_code"], db)
 
 
-def _host_doc(runs_dir: Path, outcome, playbook) -> dict:
+def host_doc(runs_dir: Path, outcome, playbook) -> dict:
     """The host's summary.json; for a host whose run left none (a bug on that host), a failed document built
     from its outcome."""
     if outcome.run_id:
