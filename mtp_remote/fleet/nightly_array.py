@@ -124,11 +124,11 @@ def run_nightly_array(hosts: list[str], *, group: str, inventory=None, playbook=
         seen = _watch_array(c, array, settings, len(hosts), wait_s, on_progress, group)
         local = Path(runs_dir)
         results = _bring_back(c, fdir, local, fleet_id)
-        outcomes, slurm_part = _outcomes(hosts, results, seen, array, local, db)
+        outcomes, slurm_part = task_outcomes(hosts, results, seen, array, local, db)
         report = FleetReport(command="nightly", run_id=run_id, hosts=outcomes, wall_s=round(time.monotonic() - t0, 2),
                              max_workers=len(hosts))
         report.disagreements = disagreements(outcomes)
-        slurm_part["drain_hook"] = _drain_hook(c, settings.drain_hook, outcomes, slurm_part["nodes"], on_progress)
+        slurm_part["drain_hook"] = drain_hook(c, settings.drain_hook, outcomes, slurm_part["nodes"], on_progress)
     fleet_dir = local / fleet_id
     fleet_dir.mkdir(parents=True, exist_ok=True)
     (fleet_dir / "fleet.json").write_text(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
@@ -233,7 +233,7 @@ def _bring_back(c, fdir: str, local: Path, fleet_id: str) -> dict[int, dict]:
     return records
 
 
-def _outcomes(hosts: list[str], results: dict[int, dict], seen: dict[int, dict], array: int, local: Path,
+def task_outcomes(hosts: list[str], results: dict[int, dict], seen: dict[int, dict], array: int, local: Path,
               db: Path) -> tuple[list[HostOutcome], dict]:
     """Each host's outcome from its task record (its run checked and recorded against the controller's history),
     or why its task never ran or left nothing; and the fleet summary's ``slurm`` part."""
@@ -245,7 +245,7 @@ def _outcomes(hosts: list[str], results: dict[int, dict], seen: dict[int, dict],
         nodes[host] = node
         if rec is None or rec.get("status") != "done":
             never.append(host)
-            outcomes.append(HostOutcome(host, EXIT_RUN_FAILED, error=_never_ran(task, rec, last),
+            outcomes.append(HostOutcome(host, EXIT_RUN_FAILED, error=never_ran(task, rec, last),
                                         facts={"node": node or "none", "slurm_task": task}))
             continue
         code = int(rec["exit_code"])
@@ -263,7 +263,7 @@ def _outcomes(hosts: list[str], results: dict[int, dict], seen: dict[int, dict],
                       "tasks": {h: f"{array}_{i}" for i, h in enumerate(hosts)}}
 
 
-def _never_ran(task: str, rec: dict | None, last: dict) -> str:
+def never_ran(task: str, rec: dict | None, last: dict) -> str:
     if rec is not None:
         return (f"its array task {task} started on {rec.get('node')} but left no result (the task was killed: "
                 f"time limit, node failure or scancel); last seen {last.get('state', 'unknown')}")
@@ -275,7 +275,7 @@ def _never_ran(task: str, rec: dict | None, last: dict) -> str:
     return f"its array task {task} never ran (the scheduler never listed it)"
 
 
-def _drain_hook(c, hook: str | None, outcomes: list[HostOutcome], nodes: dict[str, str], on_progress) -> list[dict]:
+def drain_hook(c, hook: str | None, outcomes: list[HostOutcome], nodes: dict[str, str], on_progress) -> list[dict]:
     """With ``server.drain_hook`` set: the command, for each node whose nightly corrupts output, on the login node
     (%n node, %h host, %v the verdict); what ran and its exit code. Nothing when unset (the default)."""
     done: list[dict] = []

@@ -198,7 +198,6 @@ class SlurmServer(ProcessServer):
 
     def follow(self, rec: sl.SlurmJob) -> None:
         """None: a job's output is polled (squeue and the file, one round trip per look)."""
-        return None
 
     def _look(self, rec: sl.SlurmJob, offset: int) -> tuple[sl.QueueState | None, logfile.Polled]:
         cmd = sl.poll_command(rec.job_id, self.conf, logfile.chunk_command(rec.log_path, offset))

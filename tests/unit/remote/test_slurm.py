@@ -17,13 +17,17 @@ from mtp_remote.remote import hostscripts, slurm
 
 CASES = sorted((Path(__file__).parent / "slurm").glob("*.json"))
 PARSERS = {"submit": slurm.parse_submit, "squeue": slurm.parse_squeue, "show_job": slurm.parse_show_job,
-           "stop": slurm.parse_stop}
+           "stop": slurm.parse_stop, "array_squeue": slurm.parse_array_squeue}
 
 
 @pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
 def test_slurm_parser_gives_the_recorded_answer(path):
     case = json.loads(path.read_text())
     got = PARSERS[case["fact"]](case["output"])
+    if case["fact"] == "array_squeue":
+        got = {str(k): asdict(v) for k, v in got.items()}
+        assert got == case["expected"]
+        return
     assert (None if got is None else asdict(got)) == case["expected"]
 
 
