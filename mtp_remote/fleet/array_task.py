@@ -19,8 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-#: Set by the task for its own process: servers are steps of this allocation (the job id).
-ALLOCATION_ENV = "MTP_REMOTE_SLURM_ALLOCATION"
+from ..serving.slurm import ALLOCATION_ENV
 
 
 def _write(path: Path, doc: dict) -> None:

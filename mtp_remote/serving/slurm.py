@@ -42,6 +42,9 @@ log = logging.getLogger(__name__)
 SLURM = Capabilities(kind="slurm", identity="job", drain=True, gpu_release="none", logs="poll", relaunch=True,
                      launch=True, lock=True)
 RECORD = "slurm-job.json"
+#: Set by a task of the nightly's job array for its own process (:mod:`mtp_remote.fleet.array_task`): the job id
+#: of the allocation it runs in, whose steps its servers are (:func:`mtp_remote.serving.kinds.open_server`).
+ALLOCATION_ENV = "MTP_REMOTE_SLURM_ALLOCATION"
 #: Seconds between two looks at a job (squeue + its output file, one round trip).
 POLL_S = 0.25
 
