@@ -41,7 +41,7 @@ def run_task(fleet_dir: Path, index: int, env: dict[str, str]) -> int:
            "job": f"{env.get('SLURM_ARRAY_JOB_ID', '?')}_{index}", "job_id": env.get("SLURM_JOB_ID"),
            "started": time.time(), "status": "started"}
     _write(results / f"{index}.json", rec)
-    os.environ[ALLOCATION_ENV] = env.get("SLURM_JOB_ID", "")
+    os.environ[ALLOCATION_ENV] = f"{env.get('SLURM_JOB_ID', '')} {env.get('SLURM_ARRAY_JOB_ID', '')}_{index}"
     try:
         res = run_nightly(inventory=fleet_dir / "inventory.yaml", host=host, playbook=fleet_dir / "playbook.yaml",
                           runs_dir=fleet_dir / "runs", history_db=fleet_dir / "runs" / f"history-{index}.sqlite",

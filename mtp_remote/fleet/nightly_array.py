@@ -1,5 +1,6 @@
 """The nightly over a group of SLURM hosts as one job array: ``nightly -H <group>`` when every host of the group is a
-``server: {kind: slurm}`` host behind one login node.
+``server: {kind: slurm}`` host behind one login node (:func:`mtp_remote.fleet.nightly_fleet.run_nightly_fleet`
+chooses it).
 
 The controller submits one array task per host (:func:`mtp_remote.remote.slurm.plan_array_script`); each task runs
 the single-host nightly in place on the node the scheduler gave it, its servers as steps of its own allocation
@@ -25,25 +26,21 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
 from pathlib import Path
 
 import yaml
 
 from ..config.inventory import load_inventory
-from ..config.paths import HISTORY_FILE, find_inventory
+from ..config.paths import find_inventory
 from ..errors import EXIT_RUN_FAILED, ConfigError, RemoteError
 from ..experiment.hosts import find_playbook, open_host
 from ..experiment.runner import new_run_id
 from ..remote import facts
 from ..remote import slurm as sl
-from ..report import history as store
 from ..report.document import load_summary
 from ..report.records import record_history
-from ..report.fleet_ci import write_fleet_ci_outputs
 from .fleet import FleetReport, HostOutcome, disagreements, render_fleet_markdown
-from .nightly import DEFAULT_NIGHTLY_PLAYBOOK, check_and_record, check_metrics_file, publish_metrics
-from .nightly_fleet import FleetNightlyResult, fleet_summary, host_doc
+from .nightly import DEFAULT_NIGHTLY_PLAYBOOK, check_and_record
 
 #: Seconds between two looks at the array in the queue.
 POLL_S = 2.0
@@ -90,19 +87,16 @@ def task_inventory(inv_path: Path, hosts: list[str], group: str) -> str:
     return yaml.safe_dump({"default_host": hosts[0], "hosts": out, "groups": {group: hosts}}, sort_keys=False)
 
 
-def run_nightly_array(hosts: list[str], *, group: str, inventory=None, playbook=DEFAULT_NIGHTLY_PLAYBOOK,
-                      runs_dir: str | Path = "runs", history_db: str | Path | None = None,
-                      metrics_file: str | Path | None = None, wait_s: float = WAIT_S,
-                      on_progress: Callable[[str, str], None] = lambda host, msg: None) -> FleetNightlyResult:
-    """The nightly of ``hosts`` (SLURM hosts behind one login node) as one job array; the fleet's artefacts in
-    ``RUNS_DIR/fleet-<id>/`` as :func:`~mtp_remote.fleet.nightly_fleet.run_nightly_fleet` writes them, plus its
-    ``slurm`` part (the array's job id, each host's node and task, the hosts whose task never ran, the drain hook's
-    commands). Exit code: the largest of the hosts' (2 when some host's task never ran or could not run). Raises
-    ConfigError for hosts that are not one login node's SLURM hosts, an unusable ``history_db`` or
-    ``metrics_file``; RemoteError when the array cannot be submitted."""
-    if metrics_file is not None:
-        check_metrics_file(metrics_file)
-    db = store.check_history_path(history_db or Path(runs_dir) / HISTORY_FILE)
+def run_array(hosts: list[str], *, group: str, inventory=None, playbook=DEFAULT_NIGHTLY_PLAYBOOK,
+              runs_dir: str | Path = "runs", history_db: Path, wait_s: float = WAIT_S,
+              on_progress: Callable[[str, str], None] = lambda host, msg: None) -> tuple[FleetReport, dict]:
+    """The nightly of ``hosts`` (SLURM hosts behind one login node) as one job array: each host's run directory in
+    ``RUNS_DIR/<run-id>/`` (checked and recorded against ``history_db``), ``RUNS_DIR/fleet-<id>/fleet.json`` and
+    ``fleet.md``. Returns the fleet report (``run_id``: the fleet's) and the fleet summary's ``slurm`` part (the
+    array's job id, each host's node and task, the hosts whose task never ran, the drain hook's commands); the
+    rest of the fleet's artefacts are :func:`~mtp_remote.fleet.nightly_fleet.run_nightly_fleet`'s. Raises
+    ConfigError for hosts that are not one login node's SLURM hosts; RemoteError when the array cannot be
+    submitted."""
     inv_path = find_inventory(inventory)
     inv = load_inventory(inv_path)
     cfgs = [inv.get(h) for h in hosts]
@@ -111,38 +105,32 @@ def run_nightly_array(hosts: list[str], *, group: str, inventory=None, playbook=
     _check_one_login(cfgs)
     settings = cfgs[0].server
     pb_path = find_playbook(playbook, inventory)
-    started = datetime.now(timezone.utc)
     t0 = time.monotonic()
-    run_id = new_run_id(started)
+    run_id = new_run_id()
     fleet_id = f"fleet-{run_id}"
+    local = Path(runs_dir)
     with open_host(inventory, hosts[0]) as (cfg, c, py):
         shared = facts.resolve_path(facts.get_home(c), settings.runs_dir or f"{cfg.workdir}/fleet-runs")
         fdir = f"{shared}/{fleet_id}"
         _prepare(c, fdir, fleet_id, group, hosts, task_inventory(inv_path, hosts, group), pb_path.read_text())
         array = _submit_array(c, fdir, fleet_id, group, len(hosts), settings, settings.tool_python or py)
         on_progress(group, f"job array {array} submitted: {len(hosts)} tasks, fleet directory {fdir}")
-        seen = _watch_array(c, array, settings, len(hosts), wait_s, on_progress, group)
-        local = Path(runs_dir)
+        try:
+            seen = _watch_array(c, array, settings, len(hosts), wait_s, on_progress, group)
+        except BaseException:  # Ctrl-C, a lost login node: the array we submitted must not run on unwatched
+            c.run(sl.with_conf(settings.conf, ["scancel", str(array)]), hide=True, warn=True, in_stream=False)
+            raise
         results = _bring_back(c, fdir, local, fleet_id)
-        outcomes, slurm_part = task_outcomes(hosts, results, seen, array, local, db)
+        outcomes, part = task_outcomes(hosts, results, seen, array, local, history_db)
         report = FleetReport(command="nightly", run_id=run_id, hosts=outcomes, wall_s=round(time.monotonic() - t0, 2),
                              max_workers=len(hosts))
         report.disagreements = disagreements(outcomes)
-        slurm_part["drain_hook"] = drain_hook(c, settings.drain_hook, outcomes, slurm_part["nodes"], on_progress)
+        part["drain_hook"] = drain_hook(c, settings.drain_hook, outcomes, part["nodes"], on_progress)
     fleet_dir = local / fleet_id
     fleet_dir.mkdir(parents=True, exist_ok=True)
     (fleet_dir / "fleet.json").write_text(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
     (fleet_dir / "fleet.md").write_text(render_fleet_markdown(report))
-    host_docs = {h.host: host_doc(local, h, playbook) for h in outcomes}
-    doc = fleet_summary(report, group=group, host_docs=host_docs, started_at=started, playbook=playbook,
-                        runs_dir=local)
-    doc["fleet_id"] = fleet_id
-    doc["slurm"] = {**slurm_part, "array_job": array, "shared_dir": fdir}
-    (fleet_dir / "summary.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
-    write_fleet_ci_outputs(doc, host_docs, fleet_dir)
-    if metrics_file is not None:
-        publish_metrics(fleet_dir / "metrics.prom", Path(metrics_file))
-    return FleetNightlyResult(fleet_id, fleet_dir, doc, report, doc["exit_code"], db)
+    return report, {**part, "array_job": array, "shared_dir": fdir}
 
 
 def _prepare(c, fdir: str, fleet_id: str, group: str, hosts: list[str], inventory_text: str,

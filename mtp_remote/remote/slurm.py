@@ -53,6 +53,19 @@ os.execv(sys.argv[2], sys.argv[2:])"""
 _SCRIPT_VALUE = re.compile(r"[A-Za-z0-9_./:=+@%,~-]+")
 
 
+#: A job as the commands name it: ``J`` (a job id), or ``A_I`` (task I of array A: an array's job id names the
+#: whole array to ``squeue``/``scancel``, so a task is named by its array form, never by its own id).
+JOB_SPEC = re.compile(r"\d+(_\d+)?")
+
+
+def job_spec(job: int | str) -> str:
+    """``job`` as a job spec (:data:`JOB_SPEC`); raises ValueError for anything else (it reaches a shell)."""
+    spec = str(job)
+    if not JOB_SPEC.fullmatch(spec):
+        raise ValueError(f"{spec!r} is not a SLURM job id (J or A_I)")
+    return spec
+
+
 def job_name(host: str, profile: str) -> str:
     """``mtp-remote.<host>.<profile>``: host and profile are inventory/playbook names (no spaces)."""
     return f"{JOB_PREFIX}.{host}.{profile}"
@@ -69,7 +82,8 @@ class SlurmJob:
     comment, the submitting user), where its output goes (``log_path``: the step's stdout and stderr), the
     environment file it reads at start, and the server's port and masked argv. ``node`` is filled once the job
     runs (the compute node, ``squeue %N``); ``submitted`` is epoch seconds. ``step`` is set for a server that is a
-    step of an allocation we run in (the nightly's array task, :func:`launch_step`), None for a job of its own."""
+    step of an allocation we run in (the nightly's array task, :func:`launch_step`), None for a job of its own;
+    ``spec`` then names that allocation as the commands must (``A_I``: :data:`JOB_SPEC`)."""
 
     job_id: int
     name: str
@@ -84,10 +98,16 @@ class SlurmJob:
     submitted: float = 0.0
     node: str = ""
     step: int | None = None
+    spec: str = ""
+
+    @property
+    def job_spec(self) -> str:
+        """How the commands name the job: ``spec`` (``A_I`` for a task of an array) or the job id."""
+        return self.spec or str(self.job_id)
 
     @property
     def label(self) -> str:
-        return f"job {self.job_id}" if self.step is None else f"step {self.job_id}.{self.step}"
+        return f"job {self.job_spec}" if self.step is None else f"step {self.job_spec}.{self.step}"
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -212,7 +232,8 @@ def submit(c, *, workdir: str, env_path: str, conf: str | None, script: str, env
 
 @dataclass(frozen=True)
 class QueueState:
-    """One job as ``squeue -h -j J -o '%i|%T|%r|%N'`` lists it: its state, the scheduler's reason (``Resources``,
+    """One job as ``squeue -h -j J -o '%A|%T|%r|%N'`` lists it (``%A``: the job id, also for a task of an array,
+    which ``%i`` names ``ARRAY_INDEX``): its state, the scheduler's reason (``Resources``,
     ``Priority``, ``ReqNodeNotAvail, ...``; ``None`` while it runs) and its node ('' while pending)."""
 
     job_id: int
@@ -229,9 +250,9 @@ class QueueState:
         return self.state == "RUNNING"
 
 
-def squeue_command(job_id: int, conf: str | None) -> str:
+def squeue_command(job: int | str, conf: str | None) -> str:
     """The job's queue line; nothing once the job has left the queue (finished, or forgotten)."""
-    return with_conf(conf, ["squeue", "-h", "-j", str(int(job_id)), "-o", "%i|%T|%r|%N"]) + " 2>/dev/null"
+    return with_conf(conf, ["squeue", "-h", "-j", job_spec(job), "-o", "%A|%T|%r|%N"]) + " 2>/dev/null"
 
 
 def parse_squeue(output: str) -> QueueState | None:
@@ -265,9 +286,9 @@ class JobInfo:
 _PAIR = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9/:_]*)=(.*?)(?=\s+[A-Za-z][A-Za-z0-9/:_]*=|\s*$)")
 
 
-def show_job_command(job_id: int, conf: str | None) -> str:
+def show_job_command(job: int | str, conf: str | None) -> str:
     """The job's controller record, or (once the controller forgot it: ``MinJobAge``) its accounting line."""
-    j = str(int(job_id))
+    j = job_spec(job)
     return (with_conf(conf, ["scontrol", "show", "job", "-o", j]) + " 2>/dev/null || "
             + with_conf(conf, ["sacct", "-j", j, "-X", "-n", "-P", "-o",
                                "JobID,JobName,User,State,ExitCode,NodeList"]) + " 2>/dev/null")
@@ -300,12 +321,12 @@ def parse_show_job(output: str) -> JobInfo | None:
     return None
 
 
-def get_queue_state(c, job_id: int, conf: str | None) -> QueueState | None:
-    return parse_squeue(c.run(squeue_command(job_id, conf), hide=True, warn=True, in_stream=False).stdout)
+def get_queue_state(c, job: int | str, conf: str | None) -> QueueState | None:
+    return parse_squeue(c.run(squeue_command(job, conf), hide=True, warn=True, in_stream=False).stdout)
 
 
-def get_job_info(c, job_id: int, conf: str | None) -> JobInfo | None:
-    return parse_show_job(c.run(show_job_command(job_id, conf), hide=True, warn=True, in_stream=False).stdout)
+def get_job_info(c, job: int | str, conf: str | None) -> JobInfo | None:
+    return parse_show_job(c.run(show_job_command(job, conf), hide=True, warn=True, in_stream=False).stdout)
 
 
 # ---- judgements (pure) ---------------------------------------------------------------------------------------
@@ -403,17 +424,27 @@ def stop_job(c, rec: SlurmJob, conf: str | None, *, drain_s: float, gone_s: floa
     job and up to ``gone_s`` seconds until it leaves the queue (a step of an allocation we run in, ``rec.step``
     set: the step alone, the job is left). One round trip; the caller checked it is ours first."""
     step, whole = (rec.step, 0) if rec.step is not None else (0, 1)
-    args = [conf or "", rec.job_id, int(drain_s * 100), int(gone_s * 100), rec.env_path, step, whole]
+    args = [conf or "", job_spec(rec.job_spec), int(drain_s * 100), int(gone_s * 100), rec.env_path, step, whole]
     res = hostscripts.run_script(c, "slurm_stop.sh", args)
     return parse_stop(res.stdout)
 
 
 # ---- the log -------------------------------------------------------------------------------------------------
 
-def poll_command(job_id: int, conf: str | None, log_command: str) -> str:
+def poll_command(job: int | str, conf: str | None, log_command: str) -> str:
     """One look at a job: its queue line, ``--log--``, then ``log_command``'s output (the output file's new
     bytes, :func:`mtp_remote.remote.logfile.poll_command`'s encoding)."""
-    return f"{squeue_command(job_id, conf)}; echo --log--; {log_command}"
+    return f"{squeue_command(job, conf)}; echo --log--; {log_command}"
+
+
+def steps_command(job: int | str, conf: str | None) -> str:
+    """The steps of ``job`` in the queue, one id a line (``J.S``; ``A_I.S`` for a task of an array)."""
+    return with_conf(conf, ["squeue", "-h", "-s", "-j", job_spec(job), "-o", "%i"]) + " 2>/dev/null"
+
+
+def step_listed(output: str, job: int | str, step: int) -> bool:
+    """Whether ``steps_command``'s output for ``job`` lists its step ``step``."""
+    return f"{job_spec(job)}.{int(step)}" in output.split()
 
 
 def split_poll(output: str) -> tuple[QueueState | None, str]:
@@ -446,13 +477,14 @@ def parse_step(output: str) -> StepReport:
                       log_tail=tail)
 
 
-def launch_step(c, *, workdir: str, env_path: str, conf: str | None, job_id: int, step_name: str, log_path: str,
-                python: str, module: str, argv: Sequence[str], env: Mapping[str, str],
+def launch_step(c, *, workdir: str, env_path: str, conf: str | None, job_id: int, spec: str, step_name: str,
+                log_path: str, python: str, module: str, argv: Sequence[str], env: Mapping[str, str],
                 wait_s: float = 30.0) -> StepReport:
     """Start the server as a step of allocation ``job_id`` (``srun --jobid J --overlap``, detached, no shell
-    between the step and the server) and find its step id: one round trip, at most ``wait_s`` seconds."""
-    args = [workdir, env_path, conf or "", int(job_id), step_name, log_path, int(wait_s * 100), ENV_LOADER,
-            python, module, *argv]
+    between the step and the server) and find its step id among the steps of ``spec`` (the allocation as
+    squeue names it: ``A_I`` for a task of an array): one round trip, at most ``wait_s`` seconds."""
+    args = [workdir, env_path, conf or "", int(job_id), job_spec(spec), step_name, log_path, int(wait_s * 100),
+            ENV_LOADER, python, module, *argv]
     res = hostscripts.run_script(c, "slurm_step.sh", args, stdin=hostscripts.env_file_text(env))
     return parse_step(res.stdout)
 

@@ -42,9 +42,18 @@ log = logging.getLogger(__name__)
 SLURM = Capabilities(kind="slurm", identity="job", drain=True, gpu_release="none", logs="poll", relaunch=True,
                      launch=True, lock=True)
 RECORD = "slurm-job.json"
-#: Set by a task of the nightly's job array for its own process (:mod:`mtp_remote.fleet.array_task`): the job id
-#: of the allocation it runs in, whose steps its servers are (:func:`mtp_remote.serving.kinds.open_server`).
+#: Set by a task of the nightly's job array for its own process (:mod:`mtp_remote.fleet.array_task`): the
+#: allocation it runs in, whose steps its servers are, as "JOB_ID SPEC" (its job id, and ``A_I``: how squeue and
+#: scancel name a task of an array) — read by :func:`allocation_of`.
 ALLOCATION_ENV = "MTP_REMOTE_SLURM_ALLOCATION"
+
+
+def allocation_of(value: str) -> tuple[int, str] | None:
+    """(job id, job spec) from :data:`ALLOCATION_ENV`'s value; None when unset or not that shape."""
+    parts = value.split()
+    if len(parts) == 2 and parts[0].isdigit() and sl.JOB_SPEC.fullmatch(parts[1]):
+        return int(parts[0]), parts[1]
+    return None
 #: Seconds between two looks at a job (squeue + its output file, one round trip).
 POLL_S = 0.25
 
@@ -56,7 +65,7 @@ class SlurmStopResult:
     the step was gone, ``killed`` whether SIGKILL was needed, ``gpu_release_s`` seconds until the job left the
     queue (its GPUs back with the scheduler)."""
 
-    job_id: int
+    job: str
     found: str
     step: int | None = None
     log_path: str | None = None
@@ -69,11 +78,11 @@ class SlurmStopResult:
 
     @property
     def label(self) -> str:
-        return f"job {self.job_id}" if self.step is None else f"step {self.job_id}.{self.step}"
+        return f"job {self.job}" if self.step is None else f"step {self.job}.{self.step}"
 
     @property
     def ident(self) -> str:
-        return str(self.job_id) if self.step is None else f"{self.job_id}.{self.step}"
+        return self.job if self.step is None else f"{self.job}.{self.step}"
 
     def describe(self) -> str:
         if self.found == "none":
@@ -92,13 +101,13 @@ class SlurmServer(ProcessServer):
     its lock and the log reads are the process kind's (:class:`~.process.ProcessServer`: the login node is a
     host like any other); launch, the readiness wait, the poll, the tunnel and the stop are the scheduler's.
 
-    ``allocation``: the job id of the allocation the tool runs in (the nightly's array task): servers are then
-    steps of it (``srun --jobid J --overlap``), and a stop ends the step, never the allocation."""
+    ``allocation``: (job id, job spec) of the allocation the tool runs in (the nightly's array task): servers are
+    then steps of it (``srun --jobid J --overlap``), and a stop ends the step, never the allocation."""
 
     capabilities = SLURM
 
     def __init__(self, c, host: HostConfig, *, python: str, workdir: str, run_id: str,
-                 on_progress: Callable[[str], None] | None = None, allocation: int | None = None):
+                 on_progress: Callable[[str], None] | None = None, allocation: tuple[int, str] | None = None):
         super().__init__(c, host, python=python, workdir=workdir, run_id=run_id, on_progress=on_progress)
         self.settings = host.server
         self.conf = self.settings.conf
@@ -171,14 +180,15 @@ class SlurmServer(ProcessServer):
         rec.job_id, rec.user = rep.job_id, rep.user
 
     def _launch_step(self, rec: sl.SlurmJob, module: str, argv: list[str], env: dict[str, str]) -> None:
-        rep = sl.launch_step(self.c, workdir=self.workdir, env_path=rec.env_path, conf=self.conf,
-                             job_id=self.allocation, step_name=rec.name, log_path=rec.log_path, python=self.python,
+        job_id, spec = self.allocation
+        rep = sl.launch_step(self.c, workdir=self.workdir, env_path=rec.env_path, conf=self.conf, job_id=job_id,
+                             spec=spec, step_name=rec.name, log_path=rec.log_path, python=self.python,
                              module=module, argv=argv, env=env)
         if rep.result != "ok":
             raise LaunchError(f"{rec.profile}: the server step did not start ({rep.result})",
                               cause="process_exited" if rep.result == "srun-exited" else "slurm_refused",
                               evidence="\n".join(rep.log_tail))
-        rec.job_id, rec.step = int(self.allocation), rep.step
+        rec.job_id, rec.spec, rec.step = job_id, spec, rep.step
         rec.user = self._whoami()
 
     def _whoami(self) -> str:
@@ -189,10 +199,10 @@ class SlurmServer(ProcessServer):
         rec = self._read_record()
         if rec is None or rec.run_id != self.run_id or rec.port != self.host.port:
             return None
-        q = sl.get_queue_state(self.c, rec.job_id, self.conf)
+        q = sl.get_queue_state(self.c, rec.job_spec, self.conf)
         if q is None or q.state not in sl.ACTIVE:
             return None
-        if rec.step is None and sl.check_ours(rec, sl.get_job_info(self.c, rec.job_id, self.conf)) is not None:
+        if rec.step is None and sl.check_ours(rec, sl.get_job_info(self.c, rec.job_spec, self.conf)) is not None:
             return None
         self.current = rec
         return rec
@@ -203,7 +213,7 @@ class SlurmServer(ProcessServer):
         """None: a job's output is polled (squeue and the file, one round trip per look)."""
 
     def _look(self, rec: sl.SlurmJob, offset: int) -> tuple[sl.QueueState | None, logfile.Polled]:
-        cmd = sl.poll_command(rec.job_id, self.conf, logfile.chunk_command(rec.log_path, offset))
+        cmd = sl.poll_command(rec.job_spec, self.conf, logfile.chunk_command(rec.log_path, offset))
         q, encoded = sl.split_poll(self.c.run(cmd, hide=True, warn=True, in_stream=False).stdout)
         alive = self._alive(rec, q)
         return q, logfile.parse_chunk(encoded, alive=alive)
@@ -213,9 +223,8 @@ class SlurmServer(ProcessServer):
             return False
         if rec.step is None:
             return True
-        r = self.c.run(sl.with_conf(self.conf, ["squeue", "-h", "-s", "-j", str(rec.job_id), "-o", "%i"]),
-                       hide=True, warn=True, in_stream=False)
-        return f"{rec.job_id}.{rec.step}" in r.stdout.split()
+        r = self.c.run(sl.steps_command(rec.job_spec, self.conf), hide=True, warn=True, in_stream=False)
+        return sl.step_listed(r.stdout, rec.job_spec, rec.step)
 
     def poll(self, rec: sl.SlurmJob, offset: int) -> logfile.Polled:
         """(the job runs, its output from byte ``offset``, the bytes that text holds): one round trip."""
@@ -251,7 +260,7 @@ class SlurmServer(ProcessServer):
             outcome = watch.step(polled.text, alive=polled.alive)
             if outcome is not None:
                 if not polled.alive and outcome.cause == "process_exited":
-                    end = sl.read_end(sl.get_job_info(self.c, rec.job_id, self.conf), stopping=False)
+                    end = sl.read_end(sl.get_job_info(self.c, rec.job_spec, self.conf), stopping=False)
                     outcome.hint = f"{end.describe}; read the log tail"
                 return outcome
             time.sleep(POLL_S)
@@ -285,10 +294,10 @@ class SlurmServer(ProcessServer):
     def _stop(self, *, term_s: float, gpu_release_s: float, drain_s: float | None) -> SlurmStopResult:
         rec = self._read_record()
         if rec is None:
-            return SlurmStopResult(job_id=0, found="none")
-        base = dict(job_id=rec.job_id, step=rec.step, log_path=rec.log_path)
-        info = sl.get_job_info(self.c, rec.job_id, self.conf)
-        why = (None if rec.step is not None and rec.job_id == self.allocation
+            return SlurmStopResult(job="", found="none")
+        base = dict(job=rec.job_spec, step=rec.step, log_path=rec.log_path)
+        info = sl.get_job_info(self.c, rec.job_spec, self.conf)
+        why = (None if rec.step is not None and self.allocation == (rec.job_id, rec.job_spec)
                else "not the allocation we run in" if rec.step is not None else sl.check_ours(rec, info))
         if why is not None:
             return SlurmStopResult(found="not-ours", reason=why, **base)
@@ -299,7 +308,7 @@ class SlurmServer(ProcessServer):
         rep = sl.stop_job(self.c, rec, self.conf, drain_s=drain, gone_s=gpu_release_s)
         if rep.result != "ok":
             raise StopError(f"{rec.label} is still in the queue {gpu_release_s:.0f} s after scancel "
-                            f"({rep.result}); see `squeue -j {rec.job_id}`")
+                            f"({rep.result}); see `squeue -j {rec.job_spec}`")
         self._drop_record()
         end = sl.read_end(rep.info, stopping=True).describe if rec.step is None else "its step ended"
         return SlurmStopResult(found="running", end=end, drain_s=rep.drain_s, killed=rep.kill,

@@ -1,17 +1,18 @@
 # slurm_step.sh — start the server as a step of the allocation this runs in (the nightly's array task), detached,
 # and find the step's id (POSIX sh; lib.sh is prepended).
 #
-# usage: sh -c "$(cat lib.sh slurm_step.sh)" sh WORKDIR ENV_FILE SLURM_CONF JOB STEP_NAME LOG WAIT_CS LOADER PY MODULE [ARG...]
+# usage: sh -c "$(cat lib.sh slurm_step.sh)" sh WORKDIR ENV_FILE SLURM_CONF JOB SPEC STEP_NAME LOG WAIT_CS LOADER PY MODULE [ARG...]
+#   JOB: the allocation's job id (srun --jobid); SPEC: the allocation as squeue names it (A_I in an array).
 # stdin: the server's environment as one JSON object, kept in the 0600 ENV_FILE that LOADER (python: read it,
 #   remove it, set the variables, exec the server in place) reads as the step's first image.
 # The step: `srun --jobid JOB --overlap --ntasks=1 --job-name STEP_NAME --output LOG PY -c LOADER ENV_FILE PY -m
 #   MODULE ARG...`, its srun client detached (setsid nohup, one simple background command). Then up to WAIT_CS
-#   centiseconds until squeue lists a step of JOB named STEP_NAME.
+#   centiseconds until squeue lists a step of SPEC named STEP_NAME.
 # stdout: "step N" once listed, last "result ok|no-workdir|not-private|cannot-write-workdir|srun-exited|not-listed"
 #   (after srun-exited: the log's last lines between "log-tail-begin" and "log-tail-end").
 set -uf
-wd=$1 envf=$2 conf=$3 job=$4 name=$5 log=$6 wait_cs=$7 loader=$8 py=$9 mod=${10}
-shift 10
+wd=$1 envf=$2 conf=$3 job=$4 spec=$5 name=$6 log=$7 wait_cs=$8 loader=$9 py=${10} mod=${11}
+shift 11
 [ -n "$conf" ] && export SLURM_CONF="$conf"
 umask 077
 cd "$wd" 2>/dev/null || { say "result no-workdir"; exit 0; }
@@ -23,7 +24,7 @@ rm -f "$envf"
 srun_pid=$!
 t0=$(up)
 while :; do
-  step=$(squeue -h -s -j "$job" -o '%i|%j' 2>/dev/null | awk -F'|' -v n="$name" '$2 == n { sub(/^.*\./, "", $1); print $1; exit }')
+  step=$(squeue -h -s -j "$spec" -o '%i|%j' 2>/dev/null | awk -F'|' -v n="$name" '$2 == n { sub(/^.*\./, "", $1); print $1; exit }')
   [ -n "$step" ] && { say "step $step"; say "result ok"; exit 0; }
   if ! alive_start "$srun_pid" > /dev/null; then
     rm -f "$envf"

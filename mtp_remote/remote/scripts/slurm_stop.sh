@@ -3,6 +3,8 @@
 # name, comment and user); this script signals JOB and nothing else.
 #
 # usage: sh -c "$(cat lib.sh slurm_stop.sh)" sh SLURM_CONF JOB DRAIN_CS GONE_CS ENV_FILE STEP WHOLE_JOB
+#   JOB: the job as squeue and scancel must name it (J, or A_I for a task of an array: an array's own id names
+#   every task of it);
 #   DRAIN_CS: centiseconds the server step gets after SIGTERM (SGLang drains its requests) before SIGKILL;
 #   GONE_CS: centiseconds the job then gets to leave the queue after `scancel JOB`;
 #   ENV_FILE: the environment file the launch left (removed: a job cancelled while pending never read it);

@@ -124,5 +124,15 @@ def test_slurm_settings_refuse_bad_values_naming_the_field(bad, field):
 
 def test_commands_name_the_cluster_and_quote_it():
     assert slurm.squeue_command(7, "/etc/my slurm.conf") == (
-        "SLURM_CONF='/etc/my slurm.conf' squeue -h -j 7 -o '%i|%T|%r|%N' 2>/dev/null")
-    assert slurm.squeue_command(7, None) == "squeue -h -j 7 -o '%i|%T|%r|%N' 2>/dev/null"
+        "SLURM_CONF='/etc/my slurm.conf' squeue -h -j 7 -o '%A|%T|%r|%N' 2>/dev/null")
+    assert slurm.squeue_command(7, None) == "squeue -h -j 7 -o '%A|%T|%r|%N' 2>/dev/null"
+
+
+def test_a_task_of_an_array_is_named_by_its_array_form_never_by_its_own_id():
+    # an array's job id names every task of it to squeue and scancel: a task's step is A_I.S
+    steps = "8_1.0\n8_1.batch\n"
+    assert slurm.step_listed(steps, "8_1", 0)
+    assert not slurm.step_listed("8_0.0\n8_0.batch\n", "8_1", 0)
+    assert slurm.steps_command("8_1", None) == "squeue -h -s -j 8_1 -o %i 2>/dev/null"
+    with pytest.raises(ValueError):
+        slurm.squeue_command("8_1; rm -rf /", None)
