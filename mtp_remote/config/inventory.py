@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal, Union, get_args
 from pydantic import Field, field_validator, model_validator
 
 from ..errors import ConfigError
+from .slurm import SlurmServing
 from .validation import _check_path, _load, _Strict, _WithEnv, check_name, masked_env
 
 
@@ -25,7 +26,7 @@ class ProcessServing(_Strict):
 #: Where a host's servers run: one variant per kind, told apart by ``kind`` (the valid choices are named in the
 #: error for any other). A new kind adds its model here (``kind: Literal["..."]`` + its own fields) and its
 #: implementation in ``mtp_remote/serving/`` (see ``docs/architecture.md``).
-ServerSpec = Annotated[Union[ProcessServing], Field(discriminator="kind")]  # noqa: UP007 - grows a variant per kind
+ServerSpec = Annotated[Union[ProcessServing, SlurmServing], Field(discriminator="kind")]  # noqa: UP007 - a variant per kind
 
 
 def server_kinds() -> list[str]:
@@ -62,7 +63,8 @@ class HostConfig(_WithEnv):
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the server")
     server: ServerSpec = Field(
         default_factory=ProcessServing,
-        description="Where the servers run, by `kind`: process (default: a process group on the host)")
+        description="Where the servers run, by `kind`: process (default: a process group on the host), slurm (a "
+                    "SLURM job per server, submitted on the login node this host reaches: docs/slurm.md)")
     playbook: str | None = Field(
         None, description="Playbook `diagnose`, `mitigate`, `bisect`, `preflight`, `launch` and `smoke` use on this "
                           "host when none is given (e.g. a CPU-only host whose engine needs other flags than the "

@@ -43,6 +43,22 @@ def _decode_chunk(encoded: str) -> bytes:
         return b""
 
 
+def parse_chunk(encoded: str, *, alive: bool) -> Polled:
+    """The log part of a poll (:func:`chunk_command`'s output) for a server whose liveness the caller knows."""
+    raw = _decode_chunk(encoded)
+    dec = codecs.getincrementaldecoder("utf-8")("replace")
+    text = dec.decode(raw, final=False)
+    pending = dec.getstate()[0]
+    if not pending or alive:  # a cut character (a live writer may finish it): its bytes are read again next time
+        return Polled(alive, text, len(raw) - len(pending))
+    return Polled(alive, text + dec.decode(b"", final=True), len(raw))  # the log's last bytes: nothing follows
+
+
+def chunk_command(log_path: str, offset: int) -> str:
+    """``log_path``'s bytes from byte ``offset`` (at most :data:`CHUNK`), encoded for :func:`parse_chunk`."""
+    return f"tail -c +{int(offset) + 1} {shlex.quote(log_path)} 2>/dev/null | head -c {CHUNK} | {_ENCODE}"
+
+
 def parse_poll(output: str) -> Polled:
     """Split one poll's output (the process's stat line, ``--log--``, the log bytes encoded) into a Polled.
 
@@ -55,19 +71,13 @@ def parse_poll(output: str) -> Polled:
     if ")" in head:
         state = head[head.rindex(")") + 2:].split()[0]
         alive = state not in ("Z", "X")
-    raw = _decode_chunk(encoded)
-    dec = codecs.getincrementaldecoder("utf-8")("replace")
-    text = dec.decode(raw, final=False)
-    pending = dec.getstate()[0]
-    if not pending or alive:  # a cut character (a live writer may finish it): its bytes are read again next time
-        return Polled(alive, text, len(raw) - len(pending))
-    return Polled(alive, text + dec.decode(b"", final=True), len(raw))  # the log's last bytes: nothing follows
+    return parse_chunk(encoded, alive=alive)
 
 
 def poll_command(pid: int, log_path: str, offset: int) -> str:
     """The poll of process ``pid`` and of ``log_path`` from byte ``offset``: at most :data:`CHUNK` bytes."""
     return (f"cat /proc/{int(pid)}/stat 2>/dev/null; echo; echo --log--; "
-            f"tail -c +{int(offset) + 1} {shlex.quote(log_path)} 2>/dev/null | head -c {CHUNK} | {_ENCODE}")
+            + chunk_command(log_path, offset))
 
 
 def _run(c, cmd: str):

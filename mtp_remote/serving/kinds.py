@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 from ..config.inventory import HostConfig
 from .base import ServerKind
 from .process import ProcessServer
+from .slurm import ALLOCATION_ENV, SlurmServer, allocation_of
 
 
 def open_server(c, host: HostConfig, *, python: str, run_id: str,
@@ -15,4 +17,7 @@ def open_server(c, host: HostConfig, *, python: str, run_id: str,
     ``run_id``; ``python`` is the host's python. Nothing runs on the host until its ``prepare``."""
     if host.server.kind == "process":
         return ProcessServer(c, host, python=python, workdir=host.workdir, run_id=run_id, on_progress=on_progress)
+    if host.server.kind == "slurm":  # in a task of the nightly's job array: servers are steps of its allocation
+        return SlurmServer(c, host, python=python, workdir=host.workdir, run_id=run_id, on_progress=on_progress,
+                           allocation=allocation_of(os.environ.get(ALLOCATION_ENV, "")))
     raise AssertionError(f"unknown server kind {host.server.kind!r}")  # the inventory's model names the choices
