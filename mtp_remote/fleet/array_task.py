@@ -51,9 +51,21 @@ def run_task(fleet_dir: Path, index: int, env: dict[str, str]) -> int:
                    verdicts={v["profile"]: v["kind"] for v in res.summary.get("verdicts", [])})
     except Exception as e:  # noqa: BLE001 - the controller must learn why, whatever it was
         rec.update(status="done", exit_code=2, run_id=None, error=f"{type(e).__name__}: {e}", verdicts={})
+    rec["facts"] = _facts(fleet_dir / "inventory.yaml", host)
     rec["finished"] = time.time()
     _write(results / f"{index}.json", rec)
     return int(rec["exit_code"])
+
+
+def _facts(inventory: Path, host: str) -> dict:
+    """The host's facts as the fleet compares hosts (:func:`mtp_remote.fleet.fleet.host_facts`), read here on
+    its node: the controller never reaches the nodes."""
+    from .fleet import host_facts  # deferred: as run_nightly above
+
+    try:
+        return host_facts(inventory, host)
+    except Exception as e:  # noqa: BLE001 - facts are evidence, never the task's end
+        return {"error": f"{type(e).__name__}: {e}"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -234,7 +234,7 @@ def task_outcomes(hosts: list[str], results: dict[int, dict], seen: dict[int, di
         if rec is None or rec.get("status") != "done":
             never.append(host)
             outcomes.append(HostOutcome(host, EXIT_RUN_FAILED, error=never_ran(task, rec, last),
-                                        facts={"node": node or "none", "slurm_task": task}))
+                                        facts={"node": node or "none"}))
             continue
         code = int(rec["exit_code"])
         if rec.get("run_id") and (local / rec["run_id"]).is_dir():
@@ -246,7 +246,7 @@ def task_outcomes(hosts: list[str], results: dict[int, dict], seen: dict[int, di
         detail = "; ".join(f"{p}: {k}" for p, k in rec.get("verdicts", {}).items())
         outcomes.append(HostOutcome(host, code, dict(rec.get("verdicts", {})), f"on {node}: {detail}",
                                     error=rec.get("error"), duration_s=round(rec["finished"] - rec["started"], 2),
-                                    run_id=rec.get("run_id"), facts={"node": node, "slurm_task": task}))
+                                    run_id=rec.get("run_id"), facts={**rec.get("facts", {}), "node": node}))
     return outcomes, {"nodes": nodes, "never_ran": never,
                       "tasks": {h: f"{array}_{i}" for i, h in enumerate(hosts)}}
 

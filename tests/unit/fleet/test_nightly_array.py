@@ -35,7 +35,7 @@ def test_a_host_whose_task_never_ran_is_said_as_such_with_the_schedulers_last_wo
     outcomes, part = task_outcomes(["a", "b", "c", "d"], results, seen, 77, tmp_path, tmp_path / "h.sqlite")
     by = {o.host: o for o in outcomes}
     assert by["a"].exit_code == 0 and by["a"].verdicts == {"mtp": "healthy"} and by["a"].duration_s == 30.0
-    assert by["a"].facts == {"node": "gpu-1", "slurm_task": "77_0"}
+    assert by["a"].facts == {"node": "gpu-1"}
     assert by["b"].exit_code == 2 and "started on gpu-2 but left no result" in by["b"].error
     assert by["c"].error == ("its array task 77_2 never ran: no task started within server.pending_s = 300 s "
                              "(last seen PENDING: ReqNodeNotAvail)")
