@@ -314,6 +314,21 @@ class SlurmServer(ProcessServer):
         return SlurmStopResult(found="running", end=end, drain_s=rep.drain_s, killed=rep.kill,
                                gpu_release_s=rep.gone_s, **base)
 
+    def status(self) -> tuple[sl.SlurmJob | None, str]:
+        """(the job recorded here, its state): "none" (nothing recorded), the job's queue state in lower case
+        ("running", "pending", ...: it is ours), "not ours" (its id names another job now), "not running"
+        (it has left the queue). Read-only: two round trips at most."""
+        rec = self._read_record()
+        if rec is None:
+            return None, "none"
+        q = sl.get_queue_state(self.c, rec.job_spec, self.conf)
+        if q is None or q.state not in sl.ACTIVE:
+            return rec, "not running"
+        if rec.step is None and sl.check_ours(rec, sl.get_job_info(self.c, rec.job_spec, self.conf)) is not None:
+            return rec, "not ours"
+        rec.node = q.node
+        return rec, q.state.lower()
+
     def read_log(self, log_path: str, max_bytes: int = 50 << 20) -> str:
         return logfile.read_log(self.c, log_path, max_bytes)
 
