@@ -37,6 +37,7 @@ from ..experiment.hosts import find_playbook, open_host
 from ..experiment.runner import new_run_id
 from ..remote import facts
 from ..remote import slurm as sl
+from ..remote import slurm_array as sa
 from ..report.document import load_summary
 from ..report.records import record_history
 from .fleet import FleetReport, HostOutcome, disagreements, render_fleet_markdown
@@ -149,7 +150,7 @@ def _prepare(c, fdir: str, fleet_id: str, group: str, hosts: list[str], inventor
 
 def _submit_array(c, fdir: str, fleet_id: str, group: str, tasks: int, settings, python: str) -> int:
     try:
-        script = sl.plan_array_script(name=f"{sl.JOB_PREFIX}-nightly.{group}", comment=f"{sl.JOB_PREFIX}:{fleet_id}",
+        script = sa.plan_array_script(name=f"{sl.JOB_PREFIX}-nightly.{group}", comment=f"{sl.JOB_PREFIX}:{fleet_id}",
                                       fleet_dir=fdir, tasks=tasks, settings=settings, python=python)
     except ValueError as e:
         raise ConfigError(str(e), field="server.runs_dir") from None
@@ -166,7 +167,7 @@ def _watch_array(c, array: int, settings, tasks: int, wait_s: float, on_progress
     seen: dict[int, dict] = {}
     t0, said = time.monotonic(), ""
     while True:
-        states = sl.parse_array_squeue(c.run(sl.array_squeue_command(array, settings.conf), hide=True, warn=True,
+        states = sa.parse_array_squeue(c.run(sa.array_squeue_command(array, settings.conf), hide=True, warn=True,
                                              in_stream=False).stdout)
         for i, q in states.items():
             last = seen.setdefault(i, {"ran": False})
@@ -202,7 +203,7 @@ def _counts(states: dict) -> dict[str, int]:
 def _bring_back(c, fdir: str, local: Path, fleet_id: str) -> dict[int, dict]:
     """The fleet directory's results and runs, in one round trip: each run directory to ``local/<run-id>/``, the
     task records kept in ``local/<fleet-id>/tasks/``. Returns {index: task record}."""
-    out = c.run(sl.tree_command(fdir, ["results", "runs"]), hide=True, warn=True, in_stream=False).stdout
+    out = c.run(sa.tree_command(fdir, ["results", "runs"]), hide=True, warn=True, in_stream=False).stdout
     records: dict[int, dict] = {}
     if not out.strip():
         return records

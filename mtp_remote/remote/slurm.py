@@ -146,7 +146,7 @@ def _script_value(what: str, value: str) -> str:
     return value
 
 
-def _sbatch_options(*, name: str, comment: str, output: str, workdir: str, settings: SlurmServing,
+def sbatch_options(*, name: str, comment: str, output: str, workdir: str, settings: SlurmServing,
                     extra_lines: Sequence[str] = ()) -> list[str]:
     """The ``#SBATCH`` options of a job of ours: identity, output, one node and task, the inventory's settings."""
     opts = [f"--job-name={_script_value('job name', name)}", f"--comment={_script_value('comment', comment)}",
@@ -161,7 +161,7 @@ def _sbatch_options(*, name: str, comment: str, output: str, workdir: str, setti
     return [*opts, *extra_lines, *settings.sbatch_lines]
 
 
-def _script(opts: Sequence[str], comment: str, argv: Sequence[str]) -> str:
+def batch_script(opts: Sequence[str], comment: str, argv: Sequence[str]) -> str:
     lines = ["#!/bin/sh", *(f"#SBATCH {o}" for o in opts), f"# {comment}",
              "exec " + " ".join(shlex.quote(str(w)) for w in argv)]
     return "\n".join(lines) + "\n"
@@ -175,25 +175,11 @@ def plan_batch_script(*, name: str, comment: str, log_path: str, workdir: str, s
 
     ``extra_lines``: further ``#SBATCH`` options (before the inventory's ``sbatch_lines``). Raises ValueError
     for a name or path that a ``#SBATCH`` line cannot hold (whitespace, quotes)."""
-    opts = _sbatch_options(name=name, comment=comment, output=log_path, workdir=workdir, settings=settings,
+    opts = sbatch_options(name=name, comment=comment, output=log_path, workdir=workdir, settings=settings,
                            extra_lines=extra_lines)
     step = ["srun", "--ntasks=1", python, "-c", ENV_LOADER, env_path, python, "-m", module, *argv]
-    return _script(opts, "the server is the job's only step; exec: no shell stays between the scheduler and it",
+    return batch_script(opts, "the server is the job's only step; exec: no shell stays between the scheduler and it",
                    step)
-
-
-def plan_array_script(*, name: str, comment: str, fleet_dir: str, tasks: int, settings: SlurmServing,
-                      python: str) -> str:
-    """The nightly's job array (pure): ``tasks`` tasks (``--array=0-N``), each ``python -m
-    mtp_remote.fleet.array_task FLEET_DIR`` on its node (its host is the manifest's entry at
-    ``SLURM_ARRAY_TASK_ID``), its output in ``FLEET_DIR/task-<index>.out``. Raises ValueError as
-    :func:`plan_batch_script`."""
-    if tasks < 1:
-        raise ValueError("a job array needs at least one task")
-    opts = _sbatch_options(name=name, comment=comment, output=f"{fleet_dir}/task-%a.out", workdir=fleet_dir,
-                           settings=settings, extra_lines=[f"--array=0-{tasks - 1}"])
-    return _script(opts, "one task per host of the group: the single-host nightly in place, its server a step",
-                   [python, "-m", "mtp_remote.fleet.array_task", fleet_dir])
 
 
 @dataclass(frozen=True)
@@ -429,6 +415,14 @@ def stop_job(c, rec: SlurmJob, conf: str | None, *, drain_s: float, gone_s: floa
     return parse_stop(res.stdout)
 
 
+def put_file(c, path: str, text: str) -> bool:
+    """Write ``text`` to ``path`` on the host (0600, through a temporary file and a rename); False on failure."""
+    p = shlex.quote(path)
+    r = c.run(f"umask 077; rm -f {p}.tmp.$$; (set -C; cat > {p}.tmp.$$) && mv -f {p}.tmp.$$ {p}", hide=True,
+              warn=True, in_stream=hostscripts.WholeStdin(text))
+    return r.ok
+
+
 # ---- the log -------------------------------------------------------------------------------------------------
 
 def poll_command(job: int | str, conf: str | None, log_command: str) -> str:
@@ -487,38 +481,3 @@ def launch_step(c, *, workdir: str, env_path: str, conf: str | None, job_id: int
             ENV_LOADER, python, module, *argv]
     res = hostscripts.run_script(c, "slurm_step.sh", args, stdin=hostscripts.env_file_text(env))
     return parse_step(res.stdout)
-
-
-# ---- job arrays -----------------------------------------------------------------------------------------------
-
-def array_squeue_command(job_id: int, conf: str | None) -> str:
-    """One line per task of array ``job_id`` still in the queue (``-r``: pending tasks one by one, not ranges)."""
-    return with_conf(conf, ["squeue", "-h", "-r", "-j", str(int(job_id)), "-o", "%i|%T|%r|%N"]) + " 2>/dev/null"
-
-
-def parse_array_squeue(output: str) -> dict[int, QueueState]:
-    """``array_squeue_command``'s output → {task index: its queue state} (``job_id`` is the array's)."""
-    out: dict[int, QueueState] = {}
-    for line in output.splitlines():
-        parts = line.strip().split("|")
-        if len(parts) != 4 or "_" not in parts[0]:
-            continue
-        job, _, index = parts[0].partition("_")
-        if job.isdigit() and index.isdigit():
-            out[int(index)] = QueueState(job_id=int(job), state=parts[1], reason=parts[2], node=parts[3])
-    return out
-
-
-def put_file(c, path: str, text: str) -> bool:
-    """Write ``text`` to ``path`` on the host (0600, through a temporary file and a rename); False on failure."""
-    p = shlex.quote(path)
-    r = c.run(f"umask 077; rm -f {p}.tmp.$$; (set -C; cat > {p}.tmp.$$) && mv -f {p}.tmp.$$ {p}", hide=True,
-              warn=True, in_stream=hostscripts.WholeStdin(text))
-    return r.ok
-
-
-def tree_command(directory: str, members: Sequence[str]) -> str:
-    """``members`` of ``directory`` (those that exist) as a gzipped tar, base64: one round trip brings them."""
-    names = " ".join(shlex.quote(m) for m in members)
-    return (f"cd {shlex.quote(directory)} 2>/dev/null && "
-            f"tar -czf - $(for m in {names}; do [ -e \"$m\" ] && printf '%s ' \"$m\"; done) 2>/dev/null | base64")

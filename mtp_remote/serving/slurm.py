@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from ..config.inventory import HostConfig
 from ..errors import LaunchError, StopError
 from ..remote import connect as transport
-from ..remote import hostscripts, logfile
+from ..remote import logfile
 from ..remote import slurm as sl
 from ..remote.commands import BIND_HOST, mask_argv
 from .base import Capabilities, Crashed, WaitOutcome
@@ -121,10 +121,7 @@ class SlurmServer(ProcessServer):
         return f"{self.workdir}/{RECORD}"
 
     def _write_record(self, rec: sl.SlurmJob) -> bool:
-        path = shlex.quote(self.record_path)
-        r = self.c.run(f"umask 077; rm -f {path}.tmp.$$; (set -C; cat > {path}.tmp.$$) && mv -f {path}.tmp.$$ {path}",
-                       hide=True, warn=True, in_stream=hostscripts.WholeStdin(rec.to_json() + "\n"))
-        return r.ok
+        return sl.put_file(self.c, self.record_path, rec.to_json() + "\n")
 
     def _read_record(self) -> sl.SlurmJob | None:
         r = self.c.run(f"cat {shlex.quote(self.record_path)} 2>/dev/null", hide=True, warn=True, in_stream=False)

@@ -84,6 +84,8 @@ def test_nightly_over_slurm_hosts_runs_as_one_job_array_and_writes_a_fleet_summa
     assert hosts["healthy"]["corrupts"] == []
     assert (tmp_path / "runs" / hosts["leaky"]["run_id"] / "summary.json").exists()
     assert (fleets[0] / "junit.xml").exists() and (fleets[0] / "metrics.prom").exists()
-    assert any("env SGLANG_SIM_FAULTS state_leak" in line for line in doc["disagreement_lines"]), doc["disagreement_lines"]
+    # named with what differs, read on each node by its task
+    assert doc["disagreement_lines"] == [
+        "mtp: healthy on healthy only (spec-corrupts-output on leaky); differs: env SGLANG_SIM_FAULTS unset vs state_leak"]
     assert doc["slurm"]["drain_hook"] == []  # off by default
     assert _ours_in_queue(slurm_cluster) == []

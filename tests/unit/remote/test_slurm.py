@@ -13,11 +13,11 @@ from invoke import MockContext, Result
 from pydantic import ValidationError
 
 from mtp_remote.config.slurm import SlurmServing
-from mtp_remote.remote import hostscripts, slurm
+from mtp_remote.remote import hostscripts, slurm, slurm_array
 
 CASES = sorted((Path(__file__).parent / "slurm").glob("*.json"))
 PARSERS = {"submit": slurm.parse_submit, "squeue": slurm.parse_squeue, "show_job": slurm.parse_show_job,
-           "stop": slurm.parse_stop, "array_squeue": slurm.parse_array_squeue}
+           "stop": slurm.parse_stop, "array_squeue": slurm_array.parse_array_squeue}
 
 
 @pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
