@@ -27,9 +27,9 @@ class Polled(NamedTuple):
     nbytes: int
 
 
-#: The poll's log bytes as text: base64 where the host has it (coreutils, busybox), else POSIX od's hex; the
+#: The poll's log bytes as text (``ENCODE``, public for other kinds' polls): base64 where the host has it (coreutils, busybox), else POSIX od's hex; the
 #: first line names which.
-_ENCODE = "{ if command -v base64 >/dev/null 2>&1; then echo b64; base64; else echo hex; od -An -v -tx1; fi; }"
+ENCODE = _ENCODE = "{ if command -v base64 >/dev/null 2>&1; then echo b64; base64; else echo hex; od -An -v -tx1; fi; }"
 
 
 def _decode_chunk(encoded: str) -> bytes:
@@ -43,20 +43,9 @@ def _decode_chunk(encoded: str) -> bytes:
         return b""
 
 
-def parse_chunk(encoded: str, *, alive: bool) -> Polled:
-    """The log part of a poll (:func:`chunk_command`'s output) for a server whose liveness the caller knows."""
-    raw = _decode_chunk(encoded)
-    dec = codecs.getincrementaldecoder("utf-8")("replace")
-    text = dec.decode(raw, final=False)
-    pending = dec.getstate()[0]
-    if not pending or alive:  # a cut character (a live writer may finish it): its bytes are read again next time
-        return Polled(alive, text, len(raw) - len(pending))
-    return Polled(alive, text + dec.decode(b"", final=True), len(raw))  # the log's last bytes: nothing follows
-
-
 def chunk_command(log_path: str, offset: int) -> str:
-    """``log_path``'s bytes from byte ``offset`` (at most :data:`CHUNK`), encoded for :func:`parse_chunk`."""
-    return f"tail -c +{int(offset) + 1} {shlex.quote(log_path)} 2>/dev/null | head -c {CHUNK} | {_ENCODE}"
+    """``log_path``'s bytes from byte ``offset`` (at most :data:`CHUNK`), encoded for :func:`decode_polled`."""
+    return f"tail -c +{int(offset) + 1} {shlex.quote(log_path)} 2>/dev/null | head -c {CHUNK} | {ENCODE}"
 
 
 def parse_poll(output: str) -> Polled:
@@ -71,7 +60,19 @@ def parse_poll(output: str) -> Polled:
     if ")" in head:
         state = head[head.rindex(")") + 2:].split()[0]
         alive = state not in ("Z", "X")
-    return parse_chunk(encoded, alive=alive)
+    return decode_polled(alive, encoded)
+
+
+def decode_polled(alive: bool, encoded: str) -> Polled:
+    """A Polled from the liveness a kind found and the log bytes ``_ENCODE`` sent (a character cut at the end
+    of a live writer's chunk is left for the next poll)."""
+    raw = _decode_chunk(encoded)
+    dec = codecs.getincrementaldecoder("utf-8")("replace")
+    text = dec.decode(raw, final=False)
+    pending = dec.getstate()[0]
+    if not pending or alive:  # a cut character (a live writer may finish it): its bytes are read again next time
+        return Polled(alive, text, len(raw) - len(pending))
+    return Polled(alive, text + dec.decode(b"", final=True), len(raw))  # the log's last bytes: nothing follows
 
 
 def poll_command(pid: int, log_path: str, offset: int) -> str:

@@ -213,7 +213,7 @@ class SlurmServer(ProcessServer):
         cmd = sl.poll_command(rec.job_spec, self.conf, logfile.chunk_command(rec.log_path, offset))
         q, encoded = sl.split_poll(self.c.run(cmd, hide=True, warn=True, in_stream=False).stdout)
         alive = self._alive(rec, q)
-        return q, logfile.parse_chunk(encoded, alive=alive)
+        return q, logfile.decode_polled(alive, encoded)
 
     def _alive(self, rec: sl.SlurmJob, q: sl.QueueState | None) -> bool:
         if q is None or q.state not in sl.ACTIVE:
