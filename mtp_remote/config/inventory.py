@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal, Union, get_args
 from pydantic import Field, field_validator, model_validator
 
 from ..errors import ConfigError
+from .slurm import SlurmServing
 from .validation import _check_path, _load, _Strict, _WithEnv, check_name, masked_env
 
 
@@ -70,7 +71,7 @@ class ContainerServing(_Strict):
 #: Where a host's servers run: one variant per kind, told apart by ``kind`` (the valid choices are named in the
 #: error for any other). A new kind adds its model here (``kind: Literal["..."]`` + its own fields) and its
 #: implementation in ``mtp_remote/serving/`` (see ``docs/architecture.md``).
-ServerSpec = Annotated[Union[ProcessServing, ExecServing, ContainerServing],  # noqa: UP007 - a variant per kind
+ServerSpec = Annotated[Union[ProcessServing, ExecServing, ContainerServing, SlurmServing],  # noqa: UP007 - a variant per kind
                        Field(discriminator="kind")]
 
 
@@ -113,7 +114,8 @@ class HostConfig(_WithEnv):
     server: ServerSpec = Field(
         default_factory=ProcessServing,
         description="Where the servers run, by `kind`: process (default: a process group on the host), exec (inside "
-                    "a long-lived container), container (a container per profile from an image)")
+                    "a long-lived container), container (a container per profile from an image), slurm (a SLURM "
+                    "job per server, submitted on the login node this host reaches: docs/slurm.md)")
     playbook: str | None = Field(
         None, description="Playbook `diagnose`, `mitigate`, `bisect`, `preflight`, `launch` and `smoke` use on this "
                           "host when none is given (e.g. a CPU-only host whose engine needs other flags than the "

@@ -139,15 +139,23 @@ def _run(inventory, host, playbook, runs_dir, history_db, hooks, fleet=None) -> 
     doc = res.summary
     if fleet:
         doc["fleet"] = fleet
-    earlier = store.good_runs(db, host=doc["host"]["name"], playbook=doc["playbook"]["name"], before_run=res.run_id)
+    code, rep = check_and_record(doc, Path(res.run_dir), db, res.exit_code)
+    return NightlyResult(res.run_id, res.run_dir, doc, code, db, regression=rep)
+
+
+def check_and_record(doc: dict, run_dir: Path, db: Path, exit_code: int) -> tuple[int, RegressionReport]:
+    """A completed run's nightly tail: the regression check against the host's earlier good runs in ``db``, the
+    result added to its summary.json, junit.xml and metrics.prom, its history row. Returns (the exit code, 1
+    when a tested regression was found; the check)."""
+    earlier = store.good_runs(db, host=doc["host"]["name"], playbook=doc["playbook"]["name"], before_run=doc["run_id"])
     rep = check_regressions(doc, earlier)
     doc["regression"] = rep.to_dict()
-    code = worst_exit([res.exit_code, EXIT_CORRUPT if rep.regressed else 0])
+    code = worst_exit([exit_code, EXIT_CORRUPT if rep.regressed else 0])
     doc["exit_code"] = code
-    save_summary(doc, res.run_dir)
-    write_ci_outputs(doc, res.run_dir)
-    record_history(db, doc, res.run_dir)
-    return NightlyResult(res.run_id, res.run_dir, doc, code, db, regression=rep)
+    save_summary(doc, run_dir)
+    write_ci_outputs(doc, run_dir)
+    record_history(db, doc, run_dir)
+    return code, rep
 
 
 # -- a nightly over a group ------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Each takes a transport ``c`` and typed config and returns data (``Check`` lists, ``StatusReport``, …); the
 entry points render them. They change the host only where their name says so (``stop``, ``launch``), and
-then only through :class:`~mtp_remote.serving.process.ProcessServer` — our process group, never by name.
+then only through the host's kind of server (:func:`~mtp_remote.serving.kinds.open_server`: our process group,
+or our SLURM job), never by name.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ..config.playbook import Playbook
 from ..errors import ConfigError, LaunchError, MtpRemoteError, RemoteError, TransportLost
 from ..serving.kinds import open_server
 from ..serving.process import ProcessServer
+from ..serving.slurm import SlurmServer
 from ..interrupts import run_async
 from ..lint.flag_table import version_key
 from ..lint.cmdline import image_release
@@ -330,7 +332,12 @@ def _lint_images(host: HostConfig, playbook: Playbook, names: list[str], argvs: 
 
 
 def status(c, host: HostConfig, python: str) -> StatusReport:
-    """Our server (recorded and alive?), the port, GPUs and foreign SGLang processes. Read-only."""
+    """Our server (recorded and alive?), the port, GPUs and foreign SGLang processes. Read-only. For a SLURM host:
+    the job recorded and its state in the queue (the login node's port, GPUs and processes are not the job's)."""
+    if host.server.kind == "slurm":
+        rec, state = SlurmServer(c, host, python=python, workdir=remote_workdir(c, host), run_id="ops").status()
+        return StatusReport(host=host.name, server=asdict(rec) if rec else None, server_state=state,
+                            port_in_use=False)
     hf = _HostFacts.parse(snapshot.run_snapshot(c, _host_sections(host, python,
                                                                snapshot.home_relative(host.workdir))))
     rec = hf.record
@@ -369,6 +376,9 @@ def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float
         lc.workdir = where.path
         res = _stop_riding_out(c, host, lc, term_s=term_s, gpu_release_s=gpu_release_s)
         workdir = lc.workdir
+    if host.server.kind == "slurm":  # the login node's processes are not the job's: nothing to list or force
+        return {"ours": asdict(res), "ours_text": res.describe(), "foreign": [], "targets": [], "forced": [],
+                "killed": [], "gpu_release_s": res.gpu_release_s}
     foreign = foreign_processes(c, host, python, workdir, None)
     targets = force_targets(foreign, host.port)
     out = {"ours": asdict(res), "ours_text": res.describe(), "foreign": [f.to_dict() for f in foreign],
@@ -441,7 +451,7 @@ def _stop_after_interrupt(lc: ProcessServer, host: HostConfig, playbook: Playboo
     may be left running and how to stop it."""
     say = on_progress or (lambda msg: None)
     why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}"
-    which = f"PID {rec.pid}" if rec is not None else "if it started"
+    which = rec.label if rec is not None else "if it started"
     say(f"{why} while {'waiting for' if rec is not None else 'launching'} {profile}"
         f"{' to be ready' if rec is not None else ''}: stopping the server we started ({which})")
     try:
@@ -456,7 +466,11 @@ def current_log(c, host: HostConfig) -> tuple[str, int | None]:
     """(log path, PID) of our running server; else (newest log in the workdir, None). Raises
     MtpRemoteError when there is no log at all."""
     workdir = remote_workdir(c, host)
-    rec = process.read_record(c, workdir)
+    if host.server.kind == "slurm":  # the job's output file; no PID to follow on the login node
+        job, _ = SlurmServer(c, host, python="python3", workdir=workdir, run_id="ops").status()
+        if job is not None:
+            return job.log_path, None
+    rec = process.read_record(c, workdir) if host.server.kind != "slurm" else None
     if rec is not None:
         info = facts.get_process_info(c, rec.pid)
         return rec.log_path, (rec.pid if process.is_ours(info, rec) and info.alive else None)
