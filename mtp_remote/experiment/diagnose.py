@@ -20,7 +20,8 @@ from ..analysis.diagnosis import design_of, record_design
 from ..analysis.diagnosis import diagnose as diagnose_samples
 from ..analysis.verdict import exit_code as verdicts_exit_code
 from ..config.inventory import HostConfig
-from ..config.paths import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK, HISTORY_FILE, find_inventory
+from ..config.loaded import LoadedConfig, as_loaded
+from ..config.paths import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK, HISTORY_FILE
 from ..config.playbook import Playbook
 from ..config.validation import is_name
 from ..errors import EXIT_RUN_FAILED, ConfigError, Interrupted, MtpRemoteError, RunsDirError, TransportLost
@@ -113,7 +114,7 @@ def _known_releases() -> list[str]:
     return available_versions()
 
 
-def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path = DEFAULT_PLAYBOOK,
+def diagnose(*, inventory: str | Path | LoadedConfig = DEFAULT_INVENTORY, playbook: str | Path = DEFAULT_PLAYBOOK,
              host: str | None = None, runs_dir: str | Path = "runs", profiles: list[str] | None = None,
              resume: str | None = None, hooks: Hooks | None = None, c=None,
              overrides: dict | None = None, history: str | Path | None = None) -> DiagnoseResult:
@@ -127,9 +128,10 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
     leaves summary.json (status, cause), junit.xml and metrics.prom (:mod:`mtp_remote.report.records`), and the
     raised error carries ``run_id``/``run_dir``. A run that stored no sample suggests no ``--resume`` and
     leaves no ``run.json``."""
-    inventory = find_inventory(inventory)
-    _, host_cfg, pb = load_config(inventory, playbook, host)
-    playbook = host_playbook_file(playbook, inventory, host_cfg)  # what load_config read (for the report)
+    config = as_loaded(inventory)  # read once: every step below takes it
+    inventory = config.inventory_file
+    _, host_cfg, pb = load_config(config, playbook, host)
+    playbook = host_playbook_file(playbook, config, host_cfg)  # what load_config read (for the report)
     if overrides:
         try:
             pb = Playbook.model_validate({**pb.model_dump(), **overrides})

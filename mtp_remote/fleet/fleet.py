@@ -27,11 +27,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..config.paths import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK
-from ..config.playbook import load_playbook
+from ..config.loaded import as_loaded
 from ..errors import EXIT_RUN_FAILED, MtpRemoteError, worst_exit
 from ..files import load_json_file
 from ..experiment import diagnose as api
-from ..experiment.hosts import find_playbook, load_config, open_host
+from ..experiment.hosts import load_config, open_host
 from ..experiment.runner import Hooks, new_run_id
 from ..host import ops
 from ..remote.envfacts import get_environment
@@ -189,6 +189,7 @@ def run_fleet(command: str, hosts: list[str], *, inventory=DEFAULT_INVENTORY, pl
         raise ValueError(f"fleet command {command!r}; choose one of {COMMANDS}")
     t0 = time.monotonic()
     run_id = new_run_id()
+    inventory = as_loaded(inventory)  # read once, shared by the hosts' threads
     if command == "nightly":
         nightly = {**(nightly or {}), "fleet_id": f"fleet-{run_id}"}
 
@@ -390,6 +391,7 @@ def spread_mitigate(hosts: list[str], *, inventory=DEFAULT_INVENTORY, playbook=D
     by tokens/s *relative to the host's own baseline*. Hosts that differ are left out, with the reason.
     Returns the merged document (``rows`` carry their ``host``); writes ``RUNS_DIR/fleet-<id>/mitigation.md``."""
     t0 = time.monotonic()
+    inventory = as_loaded(inventory)  # read once for every host
     facts = {h: host_facts(inventory, h) for h in hosts}
 
     def key(h: str) -> tuple:
@@ -397,7 +399,8 @@ def spread_mitigate(hosts: list[str], *, inventory=DEFAULT_INVENTORY, playbook=D
 
     same = [h for h in hosts if "error" not in facts[h] and key(h) == key(hosts[0])]
     left_out = {h: facts[h].get("error") or f"serves {key(h)}, not {key(hosts[0])}" for h in hosts if h not in same}
-    pb = load_playbook(find_playbook(playbook, inventory))
+    config = as_loaded(inventory)
+    pb = config.playbook(config.find_playbook(playbook))
     profile = corrupting_profile(pb, None, None)
     f0 = facts[hosts[0]]
     cands = plan_candidates(model_path=f0.get("model_path") or "", base_flags=pb.base_flags,

@@ -28,6 +28,7 @@ from ..config.playbook import Playbook, ProfileConfig
 from ..errors import ConfigError, Interrupted, MtpRemoteError
 from ..files import load_json_file
 from ..experiment.diagnose import experiment_fingerprint, opening_line
+from ..config.loaded import as_loaded
 from ..experiment.hosts import load_config, remote_python
 from ..experiment.sampling import latest_samples
 from ..experiment.plan import plan_requests
@@ -129,7 +130,9 @@ def bisect(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yaml"
     inventory and playbook). Raises ConfigError for bad options or a run that cannot be resumed,
     MtpRemoteError when the host cannot be used (with the resume command), Interrupted (with the resume
     command) on Ctrl-C: finished tests and the samples of the one in flight are kept."""
-    _, host_cfg, pb = load_config(inventory, playbook, host)
+    config = as_loaded(inventory)  # read once: every step below takes it
+    inventory = config.inventory_file
+    _, host_cfg, pb = load_config(config, playbook, host)
     hooks = hooks or Hooks()
     runs_dir = Path(runs_dir)
     fingerprint = mask_secrets(experiment_fingerprint(host_cfg, pb), playbook_secrets(pb, host_cfg))

@@ -28,6 +28,7 @@ from ..config.validation import is_name
 from ..errors import ConfigError, Interrupted, MtpRemoteError
 from ..files import load_json_file
 from ..experiment.diagnose import RUN_FILE, experiment_fingerprint, opening_line
+from ..config.loaded import as_loaded
 from ..experiment.hosts import load_config, remote_python
 from ..experiment.sampling import latest_samples
 from ..experiment.plan import plan_requests
@@ -295,7 +296,9 @@ def mitigate(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yam
     resume that does not exist or was made differently), MtpRemoteError when the host cannot be used, and
     Interrupted (with the resume command) on Ctrl-C: launched candidates' samples are kept. ``reference=False``
     does not launch the corrupting profile itself (a fleet spreading candidates runs it on one host only)."""
-    _, host_cfg, pb = load_config(inventory, playbook, host)
+    config = as_loaded(inventory)  # read once: every step below takes it
+    inventory = config.inventory_file
+    _, host_cfg, pb = load_config(config, playbook, host)
     runs_dir = Path(runs_dir)
     hooks = hooks or Hooks()
     if resume:
