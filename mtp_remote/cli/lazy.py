@@ -14,9 +14,17 @@ from types import ModuleType
 
 
 def render() -> ModuleType:
-    """:mod:`mtp_remote.cli.render`: runs a command of :mod:`mtp_remote.commands` and renders it (both entry
+    """:mod:`mtp_remote.cli.render`: runs a host command of :mod:`mtp_remote.commands` and renders it (both entry
     points), and shows an error."""
     from . import render as module
+
+    return module
+
+
+def render_runs() -> ModuleType:
+    """:mod:`mtp_remote.cli.render_runs`: runs a command that runs experiments (diagnose, nightly, mitigate,
+    bisect, fleet) and renders it."""
+    from . import render_runs as module
 
     return module
 

@@ -117,7 +117,7 @@ def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir,
     -H a,b,c or an inventory group runs it on every host at once (fleet report, disagreeing hosts named)."""
     args = DiagnoseArgs(runs_dir, inventory=inventory, host=host, playbook=playbook, profiles=tuple(profiles),
                         samples=samples, max_tokens=max_tokens, resume=resume, stop_on_loop=stop_on_loop)
-    sys.exit(lazy.render().run("diagnose", args, as_json=as_json))
+    sys.exit(lazy.render_runs().run("diagnose", args, as_json=as_json))
 
 
 @main.command()
@@ -168,7 +168,7 @@ def nightly(inventory, host, playbook, runs_dir, history_db, as_json, metrics_fi
     labelled with the group). Exit code: the largest of the hosts'."""
     args = NightlyArgs(runs_dir, inventory=inventory, host=host, playbook=playbook, history_db=history_db,
                        metrics_file=metrics_file, workers=workers)
-    sys.exit(lazy.render().run("nightly", args, as_json=as_json))
+    sys.exit(lazy.render_runs().run("nightly", args, as_json=as_json))
 
 
 @main.command("history")
@@ -210,7 +210,7 @@ def mitigate(inventory, host, playbook, from_run, profile, only, samples, runs_d
     -H a,b,c or a group runs it on every host (fleet); with --spread the candidates are shared out instead."""
     args = MitigateArgs(runs_dir, inventory=inventory, host=host, playbook=playbook, from_run=from_run, profile=profile,
                         only=tuple(only), samples=samples, resume=resume, spread=spread)
-    sys.exit(lazy.render().run("mitigate", args, as_json=as_json))
+    sys.exit(lazy.render_runs().run("mitigate", args, as_json=as_json))
 
 
 @main.command("bisect")
@@ -231,7 +231,7 @@ def bisect_cmd(inventory, host, playbook, good, bad, repeats, from_run, runs_dir
     Each test's result is stored as it completes; Ctrl-C prints the --resume command."""
     args = BisectArgs(runs_dir, inventory=inventory, host=host, playbook=playbook, good=good, bad=bad, repeats=repeats,
                       from_run=from_run, resume=resume)
-    sys.exit(lazy.render().run("bisect", args))
+    sys.exit(lazy.render_runs().run("bisect", args))
 
 
 @main.command("bug-report")

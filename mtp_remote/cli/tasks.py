@@ -137,6 +137,7 @@ def _finish(body: Callable[[], int | None]) -> None:
     try:
         code = body()
     except KeyboardInterrupt:
+        INTERRUPTS.exiting()  # leaving: a second Ctrl-C must not cut the red line short
         code = lazy.render().report_error(Interrupted("interrupted"))
     except Exception as e:
         code = lazy.render().report_error(e)
@@ -168,7 +169,7 @@ def diagnose(c, playbook=DEFAULT_PLAYBOOK, inventory=None, profile=None, samples
     """Run the speculative vs baseline experiment on a host and print verdicts (-H NAME from inventory)."""
     if (host := hosts_of_call(c)) == SKIP:
         return
-    _finish(lambda: lazy.render().run("diagnose", DiagnoseArgs(
+    _finish(lambda: lazy.render_runs().run("diagnose", DiagnoseArgs(
         runs_dir or str(default_runs_dir()), inventory=inventory, host=host, playbook=playbook,
         profiles=(profile,) if profile else (), samples=whole(samples, "--samples"),
         max_tokens=whole(max_tokens, "--max-tokens"), resume=resume, stop_on_loop=None if stop_on_loop else False),
@@ -249,7 +250,7 @@ def mitigate(c, playbook=DEFAULT_PLAYBOOK, inventory=None, from_=None, from_run=
     """Try flag changes on a corrupting profile and rank the loop-free ones by speed (-H NAME)."""
     if (host := hosts_of_call(c)) == SKIP:
         return
-    _finish(lambda: lazy.render().run("mitigate", MitigateArgs(
+    _finish(lambda: lazy.render_runs().run("mitigate", MitigateArgs(
         runs_dir or str(default_runs_dir()), inventory=inventory, host=host, playbook=playbook,
         from_run=from_ or from_run, profile=profile, only=tuple(x for x in (candidate or "").split(",") if x),
         samples=whole(samples, "--samples"), resume=resume)))
@@ -264,7 +265,7 @@ def mitigate(c, playbook=DEFAULT_PLAYBOOK, inventory=None, from_=None, from_run=
 def bisect_task(c, good=None, bad=None, repeats=None, from_=None, from_run=None, playbook=DEFAULT_PLAYBOOK,
                 inventory=None, runs_dir=None, resume=None):
     """Find the minimal flag change from a good to a bad launch line that still corrupts output (ddmin)."""
-    _finish(lambda: lazy.render().run("bisect", BisectArgs(
+    _finish(lambda: lazy.render_runs().run("bisect", BisectArgs(
         runs_dir or str(default_runs_dir()), inventory=inventory, host=host_name(c), playbook=playbook, good=good,
         bad=bad, repeats=whole(repeats, "--repeats"), from_run=from_ or from_run, resume=resume)))
 
@@ -284,7 +285,7 @@ def fleet(c, command=None, hosts=None, playbook=DEFAULT_PLAYBOOK, inventory=None
         if host_name(c) not in (None, given.split(",")[0].strip()):
             return  # Fabric calls a task once per -H host: the first call ran them all
         hosts = given
-    _finish(lambda: lazy.render().run("fleet", FleetArgs(
+    _finish(lambda: lazy.render_runs().run("fleet", FleetArgs(
         command, hosts, runs_dir or str(default_runs_dir()), inventory=inventory, playbook=playbook,
         samples=whole(samples, "--samples"), workers=whole(workers, "--workers"))))
 
@@ -305,6 +306,6 @@ def nightly(c, hosts=None, playbook=DEFAULT_NIGHTLY_PLAYBOOK, inventory=None, ru
     refuse_inventory_as_key(c)  # also with --hosts given
     if not hosts and (hosts := hosts_of_call(c)) == SKIP:
         return
-    _finish(lambda: lazy.render().run("nightly", NightlyArgs(
+    _finish(lambda: lazy.render_runs().run("nightly", NightlyArgs(
         runs_dir or str(default_runs_dir()), inventory=inventory, host=hosts, playbook=playbook, history_db=history,
         metrics_file=metrics_file, workers=whole(workers, "--workers")), as_json=json))

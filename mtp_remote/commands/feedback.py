@@ -1,26 +1,35 @@
-"""What a command says while it runs: :class:`Feedback`, built once by the entry point and handed to the command."""
+"""What a command says while it runs: :class:`Feedback`, built once by the entry point and handed to the command.
+
+Plain callables (no experiment import): the host commands take it as it is; the run commands turn it into the
+runner's hooks (:func:`mtp_remote.commands.run.runner_hooks`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-
-from ..experiment.runner import Hooks
+from dataclasses import dataclass
 
 
-def _quiet(host: str, message: str) -> None:
-    """The default ``on_host``: says nothing."""
+def _nothing(*args) -> None:
+    """Says nothing (every hook's default)."""
+
+
+def _never() -> bool:
+    return False
 
 
 @dataclass(frozen=True)
 class Feedback:
-    """``hooks``: the runner's progress and interrupt hooks for a run on one host (their ``on_progress`` also
-    takes the steps of ``stop`` and ``launch``); ``on_host(host, message)``: one progress line of one host of
-    a fleet (several hosts at once). Both print nothing by default."""
+    """A run on one host: ``on_progress(message)`` a line per event (also the steps of ``stop`` and ``launch``),
+    ``on_profile(profile, n_requests)``, ``on_sample(profile, done, total)``, ``on_loop(profile)`` (a sample came
+    back degenerate); ``interrupted()`` whether the user asked to stop, ``checkpoint()`` raises
+    KeyboardInterrupt if so. Several hosts at once: ``on_host(host, message)`` a progress line of one host.
+    Every one says nothing by default."""
 
-    hooks: Hooks = field(default_factory=Hooks)
-    on_host: Callable[[str, str], None] = _quiet
-
-    def interrupts_only(self) -> Hooks:
-        """The interrupt hooks alone (a fleet's hosts report through ``on_host``, not through progress bars)."""
-        return Hooks(interrupted=self.hooks.interrupted, checkpoint=self.hooks.checkpoint)
+    on_progress: Callable[[str], None] = _nothing
+    on_profile: Callable[[str, int], None] = _nothing
+    on_sample: Callable[[str, int, int], None] = _nothing
+    on_loop: Callable[[str], None] = _nothing
+    interrupted: Callable[[], bool] = _never
+    checkpoint: Callable[[], None] = _nothing
+    on_host: Callable[[str, str], None] = _nothing

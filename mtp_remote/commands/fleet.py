@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from ..config.loaded import as_loaded
 from ..errors import ConfigError
-from ..fleet.fleet import COMMANDS, FleetReport, run_fleet
+from ..fleet.fleet import COMMANDS, run_fleet
+from ..fleet.outcomes import FleetReport
 from .args import FleetArgs
 from .feedback import Feedback
 

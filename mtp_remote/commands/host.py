@@ -16,9 +16,10 @@ from ..config.inventory import HostConfig
 from ..config.loaded import LoadedConfig, as_loaded
 from ..errors import ConfigError
 from ..experiment.hosts import open_host
-from ..experiment.runner import new_run_id
+from ..experiment.run_id import new_run_id
 from ..experiment.server import WaitOutcome, raise_for_outcome
-from ..fleet.fleet import FleetReport, run_fleet
+from ..fleet.host_ops import run_host_fleet
+from ..fleet.outcomes import FleetReport
 from ..host import ops
 from ..remote import connect as transport
 from .args import LaunchArgs, LogsArgs, PreflightArgs, SmokeArgs, StatusArgs, StopArgs
@@ -62,7 +63,7 @@ def _fleet(command: str, config: LoadedConfig, spec: str | None, feedback: Feedb
     hosts = config.hosts(spec)
     if len(hosts) < 2:
         return None
-    return run_fleet(command, hosts, inventory=config, write=False, on_progress=feedback.on_host, **kw)
+    return run_host_fleet(command, hosts, inventory=config, on_progress=feedback.on_host, **kw)
 
 
 def preflight(args: PreflightArgs, feedback: Feedback) -> PreflightResult | FleetReport:
@@ -93,7 +94,7 @@ def stop(args: StopArgs, feedback: Feedback) -> dict | FleetReport:
     if (report := _fleet("stop", config, args.host, feedback, force=args.force, term_s=args.term_s)) is not None:
         return report
     with open_host(config, args.host) as (cfg, c, py):
-        return ops.stop(c, cfg, py, force=args.force, term_s=args.term_s, on_progress=feedback.hooks.on_progress)
+        return ops.stop(c, cfg, py, force=args.force, term_s=args.term_s, on_progress=feedback.on_progress)
 
 
 def launch(args: LaunchArgs, feedback: Feedback) -> LaunchResult:
@@ -105,7 +106,7 @@ def launch(args: LaunchArgs, feedback: Feedback) -> LaunchResult:
     if not args.profile:
         raise ConfigError(f"required; choose one of: {', '.join(pb.profile_order())}", field="--profile")
     with open_host(config, args.host) as (cfg, c, py):
-        outcome = ops.launch(c, cfg, pb, args.profile, py, run_id=new_run_id(), on_progress=feedback.hooks.on_progress)
+        outcome = ops.launch(c, cfg, pb, args.profile, py, run_id=new_run_id(), on_progress=feedback.on_progress)
     raise_for_outcome(outcome)
     return LaunchResult(outcome, cfg)
 

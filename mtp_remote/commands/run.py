@@ -15,15 +15,26 @@ from ..config.loaded import as_loaded
 from ..errors import MtpRemoteError
 from ..experiment.diagnose import DiagnoseResult
 from ..experiment.diagnose import diagnose as run_diagnose
-from ..fleet.fleet import FleetReport, run_fleet, spread_mitigate
+from ..experiment.runner import Hooks
+from ..fleet.fleet import run_fleet, spread_mitigate
 from ..fleet.nightly import NightlyResult, fleet_spec, run_nightly
 from ..fleet.nightly_fleet import FleetNightlyResult, run_nightly_fleet
+from ..fleet.outcomes import FleetReport
 from ..search.bisect import BisectResult
 from ..search.bisect import bisect as run_bisect
 from ..search.mitigate import MitigateResult
 from ..search.mitigate import mitigate as run_mitigate
 from .args import BisectArgs, DiagnoseArgs, MitigateArgs, NightlyArgs
 from .feedback import Feedback
+
+
+def runner_hooks(feedback: Feedback, *, progress: bool = True) -> Hooks:
+    """The runner's hooks for ``feedback``; ``progress=False``: the interrupt hooks alone (a fleet's hosts report
+    through ``on_host``, not through progress bars)."""
+    if not progress:
+        return Hooks(interrupted=feedback.interrupted, checkpoint=feedback.checkpoint)
+    return Hooks(on_progress=feedback.on_progress, on_profile=feedback.on_profile, on_sample=feedback.on_sample,
+                 on_loop=feedback.on_loop, interrupted=feedback.interrupted, checkpoint=feedback.checkpoint)
 
 
 @dataclass(frozen=True)
@@ -47,7 +58,7 @@ def diagnose(args: DiagnoseArgs, feedback: Feedback) -> DiagnoseResult | FleetRe
         return run_fleet("diagnose", hosts, inventory=config, playbook=args.playbook, runs_dir=args.runs_dir,
                          samples=args.samples, stop_on_loop=args.stop_on_loop, on_progress=feedback.on_host)
     return run_diagnose(inventory=config, playbook=args.playbook, host=args.host, runs_dir=args.runs_dir,
-                        profiles=list(args.profiles) or None, resume=args.resume, hooks=feedback.hooks,
+                        profiles=list(args.profiles) or None, resume=args.resume, hooks=runner_hooks(feedback),
                         overrides=args.overrides() or None)
 
 
@@ -63,10 +74,10 @@ def nightly(args: NightlyArgs, feedback: Feedback) -> NightlyResult | FleetNight
     if fleet is not None:
         hosts, group = fleet
         return run_nightly_fleet(hosts, group=group, inventory=inventory, playbook=args.playbook,
-                                 runs_dir=args.runs_dir, history_db=args.history_db, hooks=feedback.interrupts_only(),
+                                 runs_dir=args.runs_dir, history_db=args.history_db, hooks=runner_hooks(feedback, progress=False),
                                  metrics_file=args.metrics_file, max_workers=args.workers, on_progress=feedback.on_host)
     return run_nightly(inventory=inventory, host=args.host, playbook=args.playbook, runs_dir=args.runs_dir,
-                       history_db=args.history_db, hooks=feedback.hooks, metrics_file=args.metrics_file)
+                       history_db=args.history_db, hooks=runner_hooks(feedback), metrics_file=args.metrics_file)
 
 
 def mitigate(args: MitigateArgs, feedback: Feedback) -> MitigateResult | FleetReport | SpreadMitigation:
@@ -84,11 +95,11 @@ def mitigate(args: MitigateArgs, feedback: Feedback) -> MitigateResult | FleetRe
                          from_run=args.from_run, samples=args.samples, only=only, on_progress=feedback.on_host)
     return run_mitigate(inventory=config, playbook=args.playbook, host=args.host, runs_dir=args.runs_dir,
                         profile=args.profile, from_run=args.from_run, resume=args.resume, only=only,
-                        samples=args.samples, hooks=feedback.hooks)
+                        samples=args.samples, hooks=runner_hooks(feedback))
 
 
 def bisect(args: BisectArgs, feedback: Feedback) -> BisectResult:
     """The minimal flag change from a good to a bad launch line that still corrupts output (one host)."""
     return run_bisect(inventory=as_loaded(args.inventory), playbook=args.playbook, host=args.host,
                       runs_dir=args.runs_dir, good=args.good, bad=args.bad, repeats=args.repeats,
-                      from_run=args.from_run, hooks=feedback.hooks, resume=args.resume)
+                      from_run=args.from_run, hooks=runner_hooks(feedback), resume=args.resume)

@@ -38,7 +38,8 @@ from ..report.records import failed_summary, record_history, write_failed_run
 from .calibration import calibration_profile
 from .hosts import host_playbook_file, load_config, remote_python
 from .plan import plan_run
-from .runner import Hooks, Runner, new_run_id
+from .run_id import new_run_id
+from .runner import Hooks, Runner
 from .sampling import latest_samples, load_samples
 
 log = logging.getLogger(__name__)

@@ -13,12 +13,10 @@ import asyncio
 import getpass
 import logging
 import re
-import secrets
 import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
 from ..client import Completion, ServerClient
@@ -40,12 +38,6 @@ from .server import TAIL_LINES, Crashed, ServerLifecycle, TimedOut, WaitOutcome
 from .workers import sample
 
 log = logging.getLogger(__name__)
-
-
-def new_run_id(now: datetime | None = None) -> str:
-    """``YYYYmmdd-HHMMSS-xxxx`` in UTC."""
-    now = now or datetime.now(timezone.utc)
-    return now.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
 
 @dataclass

@@ -27,7 +27,8 @@ from ..config.paths import DEFAULT_NIGHTLY_PLAYBOOK, HISTORY_FILE
 from ..config.playbook import load_playbook
 from ..errors import EXIT_CORRUPT, ConfigError, MtpRemoteError, worst_exit
 from ..experiment import diagnose as api
-from ..experiment.runner import Hooks, new_run_id
+from ..experiment.run_id import new_run_id
+from ..experiment.runner import Hooks
 from ..report import history as store
 from ..report.ci import write_ci_outputs
 from ..report.document import load_summary, save_summary

@@ -17,7 +17,8 @@ from ..report import history as store
 from ..report.document import load_summary
 from ..report.fleet_ci import write_fleet_ci_outputs
 from ..report.records import cause_line, failed_summary
-from .fleet import describe_disagreement, run_fleet
+from .fleet import run_fleet
+from .outcomes import describe_disagreement
 from .nightly import check_metrics_file, publish_metrics
 
 

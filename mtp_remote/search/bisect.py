@@ -32,7 +32,8 @@ from ..config.loaded import as_loaded
 from ..experiment.hosts import load_config, remote_python
 from ..experiment.sampling import latest_samples
 from ..experiment.plan import plan_requests
-from ..experiment.runner import Hooks, Runner, new_run_id
+from ..experiment.run_id import new_run_id
+from ..experiment.runner import Hooks, Runner
 from ..experiment.sampling import load_samples
 from ..remote import connect as transport
 from ..remote.commands import mask_argv, mask_secrets, playbook_secrets, server_argv
