@@ -79,7 +79,7 @@ def generate_request(text: str, *, temperature: float, max_new_tokens: int, top_
     return {"endpoint": "/generate", "body": body}
 
 
-def _join_reasoning(reasoning: str | None, content: str | None) -> str:
+def join_reasoning(reasoning: str | None, content: str | None) -> str:
     """Rebuild what the model emitted from a reasoning-parser split: reasoning, ``</think>`` if the block
     closed (content is not None), then the answer."""
     if reasoning is None:
@@ -179,7 +179,7 @@ class ServerClient:
         reasoning, content = msg.get("reasoning_content"), msg.get("content")
         details = usage.get("completion_tokens_details") or {}
         return Completion(
-            text=_join_reasoning(reasoning, content), reasoning=reasoning, content=content,
+            text=join_reasoning(reasoning, content), reasoning=reasoning, content=content,
             finish_reason=_finish(choice.get("finish_reason")), prompt_tokens=usage.get("prompt_tokens", 0),
             completion_tokens=usage.get("completion_tokens", 0),
             reasoning_tokens=usage.get("reasoning_tokens", details.get("reasoning_tokens")),
@@ -324,7 +324,7 @@ class ServerClient:
                     st["c"] = (st["c"] or "") + delta["content"]
                 if choice.get("finish_reason"):
                     st["finish"] = _finish(choice["finish_reason"])
-            hit = watch(_join_reasoning(st["r"], st["c"]), None)
+            hit = watch(join_reasoning(st["r"], st["c"]), None)
             if hit is not None:
                 st["stop"] = hit
                 return True
@@ -337,7 +337,7 @@ class ServerClient:
         usage = st["usage"]
         details = usage.get("completion_tokens_details") or {}
         comp = Completion(
-            text=_join_reasoning(st["r"], st["c"]), reasoning=st["r"], content=st["c"], finish_reason=st["finish"],
+            text=join_reasoning(st["r"], st["c"]), reasoning=st["r"], content=st["c"], finish_reason=st["finish"],
             prompt_tokens=usage.get("prompt_tokens", 0), completion_tokens=usage.get("completion_tokens", 0),
             reasoning_tokens=usage.get("reasoning_tokens", details.get("reasoning_tokens")), latency_s=latency,
             request=req)

@@ -12,10 +12,10 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from ..errors import ConfigError
-from .validation import _check_path, _load, _Strict, _WithEnv, check_name, masked_env
+from .validation import check_path, load_model, StrictModel, WithEnv, check_name, masked_env
 
 
-class HostConfig(_WithEnv):
+class HostConfig(WithEnv):
     """One GPU machine (or container) and how to reach it."""
 
     name: str = Field("", description="Host name; filled from the inventory key")
@@ -49,7 +49,7 @@ class HostConfig(_WithEnv):
     @field_validator("address", "user", "key_file", "gateway", "known_hosts", "python", "workdir", "model_path")
     @classmethod
     def _paths(cls, v: str | None) -> str | None:
-        return _check_path(v)
+        return check_path(v)
 
     @field_validator("model_path", "python", "workdir")
     @classmethod
@@ -89,7 +89,7 @@ class HostConfig(_WithEnv):
         return masked_env(self.env)
 
 
-class Inventory(_Strict):
+class Inventory(StrictModel):
     """All hosts, by name, and the default one."""
 
     default_host: str = Field(..., description="Host used when none is given")
@@ -182,4 +182,4 @@ def apply_port_offset(inv: Inventory, offset: int) -> Inventory:
 def load_inventory(path: str | Path) -> Inventory:
     """Read ``inventory.yaml``, with :data:`PORT_OFFSET_ENV` applied to its local hosts. Raises ConfigError
     with file and field on any problem."""
-    return apply_port_offset(_load(path, Inventory, "default_host, hosts"), port_offset())
+    return apply_port_offset(load_model(path, Inventory, "default_host, hosts"), port_offset())

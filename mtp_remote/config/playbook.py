@@ -10,17 +10,17 @@ from pydantic import Field, field_validator, model_validator
 
 from .validation import (
     MAX_SAMPLES,
-    _check_flags,
-    _load,
-    _split_flags,
-    _Strict,
-    _WithEnv,
-    _WithFlags,
+    check_flags,
+    load_model,
+    split_flags,
+    StrictModel,
+    WithEnv,
+    WithFlags,
     check_name,
 )
 
 
-class ProfileConfig(_WithEnv, _WithFlags):
+class ProfileConfig(WithEnv, WithFlags):
     """One server configuration: the playbook's base flags plus these."""
 
     flags: list[str] = Field(default_factory=list, description="Extra SGLang flags (string or list)")
@@ -32,7 +32,7 @@ class ProfileConfig(_WithEnv, _WithFlags):
         return any(f.startswith("--speculative-algo") for f in self.flags)
 
 
-class MitigationConfig(_WithFlags):
+class MitigationConfig(WithFlags):
     """One candidate change for ``mitigate``: flags set on the corrupting profile (replacing the same flag's
     value) and flags removed from it."""
 
@@ -47,7 +47,7 @@ class MitigationConfig(_WithFlags):
         return check_name(v, "mitigation name")
 
 
-class Prompt(_Strict):
+class Prompt(StrictModel):
     id: str = Field(..., description="Short stable id, used for pairing and in reports")
     text: str = Field(..., description="The user message")
     expected: str | None = Field(
@@ -56,7 +56,7 @@ class Prompt(_Strict):
                           "(a lossless check, analysis.lossless)")
 
 
-class CompareConfig(_Strict):
+class CompareConfig(StrictModel):
     alpha: float = Field(0.05, gt=0, lt=1, description="Family-wise error rate of `spec-corrupts-output` (loop and "
                                                         "lossless tests, over the first run and its resumes)")
     margin: float = Field(
@@ -79,7 +79,7 @@ class CompareConfig(_Strict):
                                    "first run (summary.json design)")
 
 
-class TimeoutsConfig(_Strict):
+class TimeoutsConfig(StrictModel):
     ready_s: float = Field(1200.0, gt=0, description="Seconds to wait for the ready line and /health 200")
     request_s: float = Field(600.0, gt=0, description="Seconds per request")
     stall_s: float = Field(
@@ -94,7 +94,7 @@ class TimeoutsConfig(_Strict):
     gpu_release_s: float = Field(120.0, gt=0, description="Seconds to wait for GPU memory release after exit")
 
 
-class Playbook(_Strict):
+class Playbook(StrictModel):
     """A YAML experiment: base flags, named profiles, prompts, sampling grid, comparison settings."""
 
     name: str = Field(..., description="Playbook name")
@@ -134,12 +134,12 @@ class Playbook(_Strict):
     @field_validator("base_flags", mode="before")
     @classmethod
     def _split(cls, v: Any) -> Any:
-        return _split_flags(v)
+        return split_flags(v)
 
     @field_validator("base_flags")
     @classmethod
     def _owned(cls, v: list[str]) -> list[str]:
-        return _check_flags(v)
+        return check_flags(v)
 
     @field_validator("temperatures")
     @classmethod
@@ -193,4 +193,4 @@ class Playbook(_Strict):
 
 def load_playbook(path: str | Path) -> Playbook:
     """Read a playbook YAML. Raises ConfigError with file and field on any problem."""
-    return _load(path, Playbook, "name, profiles, prompts, ...")
+    return load_model(path, Playbook, "name, profiles, prompts, ...")

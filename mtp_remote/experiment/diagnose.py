@@ -199,13 +199,13 @@ def diagnose(*, inventory: str | Path | LoadedConfig = DEFAULT_INVENTORY, playbo
                              started_at=started, error=err, n_samples=n, resume=resume_cmd if n else None,
                              status="interrupted" if interrupted else "failed")
         _best_effort(write_failed_run, run_dir, doc, history_db)  # a full RUNS_DIR takes none of it
+        note = ""
         if not interrupted:
             if stop_cmd:
-                err.message += f"; left on the host: {', '.join(runner.left_on_host)} — stop with: {stop_cmd}"
-            err.message += (f" ({n} samples kept; continue with: {resume_cmd})" if n else
-                            " (no sample was stored: nothing to resume; run again once this is fixed)")
-        err.run_id, err.run_dir = run_id, run_dir
-        raise err from None
+                note += f"; left on the host: {', '.join(runner.left_on_host)} — stop with: {stop_cmd}"
+            note += (f" ({n} samples kept; continue with: {resume_cmd})" if n else
+                     " (no sample was stored: nothing to resume; run again once this is fixed)")
+        raise err.in_run(note, run_id=run_id, run_dir=run_dir) from None
     (run_dir / "partial.json").unlink(missing_ok=True)
     samples = latest_samples(load_samples(run_dir / "samples.jsonl"))
     spec = {pr.profile: pr.speculative for pr in profile_runs}
@@ -228,10 +228,9 @@ def diagnose(*, inventory: str | Path | LoadedConfig = DEFAULT_INVENTORY, playbo
     except OSError as e:
         if e.errno not in RunsDirError.DISK_ERRNOS:
             raise
-        err = RunsDirError.of(e, e.filename or run_dir)
-        err.message += f" ({len(samples)} samples kept; write the reports with: {resume_cmd})"
-        err.run_id, err.run_dir = run_id, run_dir
-        raise err from None
+        raise RunsDirError.of(e, e.filename or run_dir).in_run(
+            f" ({len(samples)} samples kept; write the reports with: {resume_cmd})", run_id=run_id,
+            run_dir=run_dir) from None
 
     record_history(history_db, doc, run_dir)
     return DiagnoseResult(run_id=run_id, run_dir=run_dir, summary=doc, exit_code=code)

@@ -115,7 +115,7 @@ def _run(inventory, host, playbook, runs_dir, history_db, hooks, fleet=None) -> 
         res = api.diagnose(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir, hooks=hooks,
                            history=db)
     except MtpRemoteError as e:
-        run_dir = getattr(e, "run_dir", None)
+        run_dir = e.run_dir
         if run_dir is None:  # failed before the run directory existed (config): write the artefacts here
             run_id = new_run_id(started)
             run_dir = Path(runs_dir) / run_id

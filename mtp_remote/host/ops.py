@@ -26,7 +26,7 @@ from ..errors import ConfigError, LaunchError, MtpRemoteError, RemoteError, Tran
 from ..experiment.server import ServerLifecycle
 from ..interrupts import run_async
 from ..lint.flag_table import version_key
-from ..lint.lint import _result_from_answer, lint_command
+from ..lint.lint import result_from_answer, lint_command
 from ..lint.probe import parse_probe_output, probe_command, probe_source
 from ..remote import connect as transport
 from ..remote import facts, hostscripts, process, snapshot
@@ -278,7 +278,7 @@ def _remote_real_parser(c, python: str, argvs: list[list[str]], architectures: t
     if "results" not in answer:
         return None
     version = answer.get("sglang_version")
-    return [_result_from_answer(one, argv, version, architectures) for one, argv in zip(answer["results"], argvs)]
+    return [result_from_answer(one, argv, version, architectures) for one, argv in zip(answer["results"], argvs)]
 
 
 def _lint_checks(c, host: HostConfig, playbook: Playbook, python: str, sglang_version: str | None,
@@ -375,10 +375,9 @@ def _stop_riding_out(c, host: HostConfig, lc: ServerLifecycle, *, term_s: float,
                                gpu_release_s=gpu_release_s)
         except TransportLost as e:
             if attempt == 2 or transport.is_lost(c):
-                e.message += (f"; the stop did not finish: the server record is kept on {host.name} (nothing was "
-                              f"dropped), so run the stop again once the host can be reached: `mtp-remote stop -H "
-                              f"{host.name}` (or `fab -H {host.name} stop`)")
-                raise
+                raise e.in_run(f"; the stop did not finish: the server record is kept on {host.name} (nothing was "
+                               f"dropped), so run the stop again once the host can be reached: `mtp-remote stop -H "
+                               f"{host.name}` (or `fab -H {host.name} stop`)") from e
     raise AssertionError("unreachable")
 
 

@@ -3,7 +3,7 @@
 Delta debugging (Zeller & Hildebrandt 2002, *ddmin*) over the changes that turn the good profile's flags into
 the bad one's (set a flag, change its value, remove it). One test applies a subset of the changes to the good
 flags, launches that server once (:class:`~mtp_remote.experiment.runner.Runner`, early stopping with ``repeats`` samples
-per prompt as the budget: a test is statistical) and asks the decision rule (:func:`mitigate._judge`) whether
+per prompt as the budget: a test is statistical) and asks the decision rule (:func:`mitigate.judge_arm`) whether
 it corrupts output against the baseline: ``fail`` (spec-corrupts-output), ``pass`` (no loop excess) or
 ``unresolved`` (anything else — ddmin treats it as not failing). Results are cached by flag set, so a
 configuration is launched at most once. Writes ``runs/<run-id>/bisect.json`` and ``samples.jsonl``.
@@ -39,10 +39,10 @@ from ..remote import connect as transport
 from ..remote.commands import mask_argv, mask_secrets, playbook_secrets, server_argv
 from .candidates import parse_flags, unparse_flags
 from .mitigate import (
-    _check_run_id,
-    _judge,
-    _load_from,
-    _reuse_check,
+    require_run_id,
+    judge_arm,
+    load_from_run,
+    reuse_check,
     copy_reused,
     corrupting_profile,
     only_profiles,
@@ -141,7 +141,7 @@ def bisect(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yaml"
         doc = _resume_state(runs_dir, resume, fingerprint)
         good, bad, from_run = doc["good_spec"], doc["bad_spec"], doc["from_run"]
         repeats = doc["repeats_asked"]
-    from_dir, from_doc = _load_from(runs_dir, from_run)
+    from_dir, from_doc = load_from_run(runs_dir, from_run)
     good_flags, bad_name, bad_flags, changes = _lines(pb, from_doc, good, bad)
     run_id = resume or new_run_id()
     run_dir = runs_dir / run_id
@@ -155,7 +155,7 @@ def bisect(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yaml"
     else:
         run_dir.mkdir(parents=True)
         reused = None
-        if from_dir is not None and _reuse_check(from_dir, host_cfg, pb, bad_name or pb.baseline) is None:
+        if from_dir is not None and reuse_check(from_dir, host_cfg, pb, bad_name or pb.baseline) is None:
             reused = copy_reused(from_dir, run_dir, (pb.baseline,))
         doc = {"schema_version": 1, "kind": "bisect", "run_id": run_id, "host": host_cfg.name,
                "simulated": host_cfg.is_sim, "playbook": str(playbook), "from_run": from_run,
@@ -203,7 +203,7 @@ def bisect(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yaml"
         doc["pending"] = None
         pr = next((r for r in runs if r.profile == name), None)
         failure = pr.failure() if pr else None
-        verdict, _ = _judge(base.baseline, name, latest_samples(load_samples(run_dir / "samples.jsonl")), failure, base.compare.alpha)
+        verdict, _ = judge_arm(base.baseline, name, latest_samples(load_samples(run_dir / "samples.jsonl")), failure, base.compare.alpha)
         outcome = {"spec-corrupts-output": "fail"}.get(verdict.kind) or (
             "pass" if verdict.kind in ("healthy", "spec-slower", "spec-ineffective") else "unresolved")
         cache[key] = outcome
@@ -244,8 +244,7 @@ def bisect(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yaml"
         if hooks.interrupted():
             raise Interrupted(f"interrupted; {len(doc['tests'])} finished tests and the samples are kept — "
                               f"continue with: {resume_cmd}") from None
-        e.message += f" (continue with: {resume_cmd})"
-        raise
+        raise e.in_run(f" (continue with: {resume_cmd})", run_id=run_id, run_dir=run_dir) from e
     finally:
         if own and conn is not None:
             transport.close(conn)
@@ -270,7 +269,7 @@ def _lines(pb: Playbook, from_doc: dict | None, good: str | None, bad: str | Non
 def _resume_state(runs_dir: Path, run_id: str, fingerprint: dict) -> dict:
     """The stored bisect.json of ``run_id``. Raises ConfigError when there is none, it is finished, or it was
     made with another host or playbook."""
-    _check_run_id(run_id, "--resume")
+    require_run_id(run_id, "--resume")
     doc = load_bisect(runs_dir / run_id)
     if doc is None or "fingerprint" not in doc:
         raise ConfigError(f"no resumable bisect run {run_id!r} in {runs_dir}/ (no {BISECT_FILE})", field="--resume")

@@ -2,7 +2,7 @@
 
 One launch per candidate (:class:`~mtp_remote.experiment.runner.Runner`, the same lifecycle as ``diagnose``), sampled in
 rounds with early stopping (``analysis.stopping``: a candidate is dropped as soon as it is settled bad), each
-judged against the baseline with the same statistics and rule as ``diagnose`` (through :func:`_judge`, the one
+judged against the baseline with the same statistics and rule as ``diagnose`` (through :func:`judge_arm`, the one
 place that calls the decision rule). The baseline's samples (and the corrupting profile's, shown as the
 reference row) are reused from the diagnose run given with ``from_run`` when the host and the experiment
 match. Writes ``runs/<run-id>/``: ``samples.jsonl``, ``logs/``, ``mitigation.json`` (the plan, the host facts,
@@ -112,7 +112,7 @@ class MitigateResult:
     exit_code: int
 
 
-def _judge(baseline: str, profile: str, samples: list[dict], launch_failure: tuple[str, str] | None,
+def judge_arm(baseline: str, profile: str, samples: list[dict], launch_failure: tuple[str, str] | None,
            alpha: float):
     """The decision rule on one profile vs the baseline: (verdict, cells) — the same call ``diagnose`` makes.
 
@@ -131,7 +131,7 @@ def judge_profile(baseline: str, name: str, samples: list[dict], launch_failure,
     there are none): ``tokens_per_s`` the mean of the cells' means, as ``diagnose`` shows it; ``log_speed`` /
     ``base_log_speed`` the :class:`~mtp_remote.analysis.speed.LogSpeed` summaries (as dicts) of the per-sample
     completion_tokens / latency_s, which give ``speed_vs_baseline`` and its interval (``ranking.speed_fields``)."""
-    v, cells = _judge(baseline, name, samples, launch_failure, alpha)
+    v, cells = judge_arm(baseline, name, samples, launch_failure, alpha)
     rows = [r for r in v.comparisons if r["temperature"] > 0] or list(v.comparisons)
     mine = [c for c in cells if c.profile == name and c.temperature > 0] or [c for c in cells if c.profile == name]
     base = [c for c in cells if c.profile == baseline and c.temperature > 0] or \
@@ -200,7 +200,7 @@ def corrupting_profile(pb: Playbook, from_doc: dict | None, profile: str | None)
     return spec[0]
 
 
-def _reuse_check(from_dir: Path, host: HostConfig, pb: Playbook, profile: str) -> str | None:
+def reuse_check(from_dir: Path, host: HostConfig, pb: Playbook, profile: str) -> str | None:
     """None when the diagnose run in ``from_dir`` was made on the same host with the same experiment (baseline
     and ``profile`` flags, prompts, sampling); else what differs."""
     try:
@@ -254,15 +254,18 @@ def copy_reused(from_dir: Path, run_dir: Path, profiles: tuple[str, ...]) -> int
     return len(recs)
 
 
-def _check_run_id(run_id: str, field: str) -> None:
+def require_run_id(run_id: str, field: str) -> None:
+    """Raise ConfigError naming ``field`` unless ``run_id`` is a run id (a safe name)."""
     if not is_name(run_id):
         raise ConfigError(f"{run_id!r} is not a run id (like 20261130-141850-9b44)", field=field)
 
 
-def _load_from(runs_dir: Path, from_run: str | None) -> tuple[Path | None, dict | None]:
+def load_from_run(runs_dir: Path, from_run: str | None) -> tuple[Path | None, dict | None]:
+    """``--from RUN_ID``: (its directory, its summary.json), or (None, None) without one. Raises ConfigError when
+    the run is missing or unreadable."""
     if not from_run:
         return None, None
-    _check_run_id(from_run, "--from")
+    require_run_id(from_run, "--from")
     d = runs_dir / from_run
     try:
         doc = load_json_file(d / "summary.json")
@@ -303,7 +306,7 @@ def mitigate(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yam
     runs_dir = Path(runs_dir)
     hooks = hooks or Hooks()
     if resume:
-        _check_run_id(resume, "--resume")
+        require_run_id(resume, "--resume")
         run_dir = runs_dir / resume
         try:
             state = load_json_file(run_dir / MITIGATION_FILE)
@@ -322,7 +325,7 @@ def mitigate(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yam
     else:
         run_id = new_run_id()
         run_dir = runs_dir / run_id
-        from_dir, from_doc = _load_from(runs_dir, from_run)
+        from_dir, from_doc = load_from_run(runs_dir, from_run)
         explicit = profile
         profile = corrupting_profile(pb, from_doc, profile)
         if from_doc and not explicit and not any(v.get("kind") == "spec-corrupts-output"
@@ -356,7 +359,7 @@ def mitigate(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yam
             run_dir.mkdir(parents=True, exist_ok=True)
             state.update(facts=env_facts.to_dict(), candidates=[x.to_dict() for x in candidates])
             if from_dir is not None:
-                why_not = _reuse_check(from_dir, host_cfg, pb, profile)
+                why_not = reuse_check(from_dir, host_cfg, pb, profile)
                 if why_not is None:
                     n = copy_reused(from_dir, run_dir, (pb.baseline, profile))
                     state["reused"] = f"{n} samples of {pb.baseline} and {profile} from {from_run}"
@@ -379,7 +382,8 @@ def mitigate(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yam
                           f"with: {resume_command(run_id, inventory, host_cfg.name, playbook, runs_dir)}") from None
     except MtpRemoteError as e:
         if run_dir.exists() and not hooks.interrupted():
-            e.message += f" (continue with: {resume_command(run_id, inventory, host_cfg.name, playbook, runs_dir)})"
+            raise e.in_run(f" (continue with: {resume_command(run_id, inventory, host_cfg.name, playbook, runs_dir)})",
+                           run_id=run_id, run_dir=run_dir) from e
         raise
     finally:
         if own:
