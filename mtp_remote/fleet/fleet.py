@@ -30,7 +30,8 @@ from ..experiment import diagnose as api
 from ..experiment.run_id import new_run_id
 from ..experiment.runner import Hooks
 from ..search.candidates import plan_candidates
-from ..search.mitigate import CandidateResult, corrupting_profile, mitigate, render_markdown
+from ..search.mitigate import CandidateResult, corrupting_profile, mitigate
+from ..search.mitigation_report import render_markdown
 from ..search.ranking import pick_best, rank_results, recommendation
 from .host_ops import HOST_COMMANDS, host_outcome
 from .nightly import run_nightly

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
-from .mitigate import HEADERS, table_rows
+from .mitigation_report import HEADERS, table_rows
 from .ranking import recommendation
 
 
