@@ -17,7 +17,7 @@ from ..config.loaded import LoadedConfig, as_loaded
 from ..errors import ConfigError
 from ..experiment.hosts import open_host
 from ..experiment.run_id import new_run_id
-from ..experiment.server import WaitOutcome, raise_for_outcome
+from ..serving.base import WaitOutcome, raise_for_outcome
 from ..fleet.host_ops import run_host_fleet
 from ..fleet.outcomes import FleetReport
 from ..host import ops
