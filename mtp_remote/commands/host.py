@@ -21,6 +21,8 @@ from ..serving.base import WaitOutcome, raise_for_outcome
 from ..fleet.host_ops import run_host_fleet
 from ..fleet.outcomes import FleetReport
 from ..host import ops
+from ..host.preflight import Check
+from ..host.preflight import preflight as preflight_checks
 from ..remote import connect as transport
 from .args import LaunchArgs, LogsArgs, PreflightArgs, SmokeArgs, StatusArgs, StopArgs
 from .feedback import Feedback
@@ -31,7 +33,7 @@ class PreflightResult:
     """The checks of one host (``host``: its inventory name); exit code 2 when any failed."""
 
     host: str
-    checks: list[ops.Check]
+    checks: list[Check]
 
     @property
     def exit_code(self) -> int:
@@ -75,7 +77,7 @@ def preflight(args: PreflightArgs, feedback: Feedback) -> PreflightResult | Flee
     cfg = config.host(args.host)
     pb = config.playbook(config.playbook_file(args.playbook, cfg))  # the host's own `playbook:` unless given
     with open_host(config, args.host) as (cfg, c, py):
-        return PreflightResult(cfg.name, ops.preflight(c, cfg, pb, py))
+        return PreflightResult(cfg.name, preflight_checks(c, cfg, pb, py))
 
 
 def status(args: StatusArgs, feedback: Feedback) -> ops.StatusReport | FleetReport:

@@ -10,6 +10,7 @@ from ..config.loaded import as_loaded
 from ..errors import EXIT_RUN_FAILED
 from ..experiment.hosts import load_config, open_host
 from ..host import ops
+from ..host.preflight import preflight as preflight_checks
 from .outcomes import DEFAULT_WORKERS, FleetReport, HostOutcome, fan_out
 
 #: The host commands that run on many hosts at once.
@@ -23,7 +24,7 @@ def host_outcome(command: str, host: str, *, inventory, playbook=None, force: bo
     (``force``, ``term_s``: as ``stop`` takes them). Raises MtpRemoteError when the host cannot be used."""
     with open_host(inventory, host) as (cfg, c, py):
         if command == "preflight":
-            checks = ops.preflight(c, cfg, load_config(inventory, playbook, host)[2], py)
+            checks = preflight_checks(c, cfg, load_config(inventory, playbook, host)[2], py)
             bad = [ch for ch in checks if ch.status != "ok"]
             return HostOutcome(host, EXIT_RUN_FAILED if any(ch.status == "fail" for ch in checks) else 0,
                                {ch.name: ch.status for ch in checks},
