@@ -13,6 +13,13 @@ from __future__ import annotations
 from types import ModuleType
 
 
+def output() -> ModuleType:
+    """:mod:`mtp_remote.cli.output`: an expected error as one red line, ``--json`` output (light)."""
+    from . import output as module
+
+    return module
+
+
 def render() -> ModuleType:
     """:mod:`mtp_remote.cli.render`: runs a host command of :mod:`mtp_remote.commands` and renders it (both entry
     points), and shows an error."""

@@ -26,7 +26,7 @@ def runs_dir_option(help_text: str = "Where run directories are."):
 
 def handle_errors(fn):
     """Turn an expected error (MtpRemoteError, an SSH failure) into a red line + evidence + its exit code
-    (:func:`mtp_remote.cli.render.report_error`), KeyboardInterrupt into exit 130; anything else is a bug and
+    (:func:`mtp_remote.cli.output.report_error`), KeyboardInterrupt into exit 130; anything else is a bug and
     keeps its traceback."""
 
     @functools.wraps(fn)
@@ -39,7 +39,7 @@ def handle_errors(fn):
             click.secho("interrupted", fg="red", err=True)
             sys.exit(130)
         except Exception as e:
-            code = lazy.render().report_error(e)
+            code = lazy.output().report_error(e)
             if code is None:
                 raise
             sys.exit(code)

@@ -3,14 +3,13 @@
 :func:`run_command` builds the console and the :class:`~mtp_remote.commands.feedback.Feedback` (progress lines,
 bars, Ctrl-C), calls a command of :mod:`mtp_remote.commands` and renders its result with a renderer that
 returns the exit code; the adapters (``cli/main.py``, ``host.py``; ``cli/tasks.py``) only turn options into
-arguments and that code into their exit. :func:`report_error` is the one red line (plus evidence) for an
-expected error. This module runs the host commands (:func:`run`); :mod:`mtp_remote.cli.render_runs` the ones
-that run experiments (it imports the workflows: scipy, ~1 s). Both are reached through :mod:`mtp_remote.cli.lazy`.
+arguments and that code into their exit. An expected error is one red line (:mod:`mtp_remote.cli.output`).
+This module runs the host commands (:func:`run`); :mod:`mtp_remote.cli.render_runs` the ones that run
+experiments (it imports the workflows: scipy, ~1 s). Both are reached through :mod:`mtp_remote.cli.lazy`.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 
@@ -19,10 +18,8 @@ from rich.markup import escape
 
 from ..commands import host as host_commands
 from ..commands.feedback import Feedback
-from ..errors import Interrupted, MtpRemoteError
 from ..fleet.console import print_fleet
 from ..fleet.outcomes import FleetReport
-from ..remote.connect import as_connect_error
 from ..report.console import (
     RichHooks,
     checks_table,
@@ -31,13 +28,14 @@ from ..report.console import (
     print_stop,
     status_table,
 )
+from .output import print_json
 from .signals import INTERRUPTS
 
 
 def run(name: str, args, *, as_json: bool = False) -> int:
     """Run host command ``name`` (preflight, status, stop, launch) with ``args`` and render the result: tables
     and lines on stdout, or with ``as_json`` the JSON document on stdout and progress on stderr. Returns the
-    exit code; raises what the command raises (:func:`report_error` shows it)."""
+    exit code; raises what the command raises (:func:`mtp_remote.cli.output.report_error` shows it)."""
     command, renderer = HOST_COMMANDS[name]
     return run_command(command, renderer, args, as_json=as_json)
 
@@ -55,29 +53,6 @@ def feedback(console: Console) -> Feedback:
     return Feedback(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample,
                     on_loop=rh.on_loop, interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check,
                     on_host=lambda host, msg: console.print(f"[dim]\\[{host}][/] {escape(msg)}", highlight=False))
-
-
-def report_error(e: BaseException) -> int | None:
-    """Print an expected error as one red line on stderr (its evidence dimmed below) and return its exit code:
-    an :class:`MtpRemoteError`, or an SSH failure that escaped the transport (exit 2). None for anything else
-    (a bug: the caller lets its traceback through)."""
-    if not isinstance(e, MtpRemoteError):
-        e = as_connect_error(e)
-        if e is None:
-            return None
-    if isinstance(e, Interrupted):  # unwound by the run: leaving
-        INTERRUPTS.exiting()
-    err = make_console(stderr=True)  # outside a terminal: never wrapped mid-flag
-    err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
-    if e.evidence:
-        err.print(e.evidence, style="dim", highlight=False, markup=False)
-    return e.exit_code
-
-
-def print_json(data) -> None:
-    """``--json``: the result as JSON on stdout (progress and errors go to stderr)."""
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
-    sys.stdout.flush()
 
 
 # -- renderers: (console, result, args, as_json) -> exit code ---------------------------------------------

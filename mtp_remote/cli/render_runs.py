@@ -17,7 +17,8 @@ from ..fleet.outcomes import FleetReport
 from ..fleet.regression import RegressionReport, describe
 from ..report.console import cells_table, print_run_end, verdict_table
 from ..search.console import print_mitigation
-from .render import print_json, render_fleet, report_error, run_command
+from .output import print_json, report_error
+from .render import render_fleet, run_command
 
 
 def run(name: str, args, *, as_json: bool = False) -> int:

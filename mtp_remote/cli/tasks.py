@@ -101,7 +101,7 @@ def refuse_inventory_as_key(c) -> None:
     keys = kwargs.get("key_filename") or []
     yaml_keys = [str(k) for k in ([keys] if isinstance(keys, str) else keys) if str(k).endswith((".yaml", ".yml"))]
     if yaml_keys:
-        lazy.render().report_error(ConfigError(
+        lazy.output().report_error(ConfigError(
             f"fab's -i is its SSH key file, not the inventory; give the inventory as --inventory {yaml_keys[0]} "
             f"(or set $MTP_REMOTE_INVENTORY)", field=f"-i {yaml_keys[0]}"))
         raise Exit(code=2)
@@ -138,9 +138,9 @@ def _finish(body: Callable[[], int | None]) -> None:
         code = body()
     except KeyboardInterrupt:
         INTERRUPTS.exiting()  # leaving: a second Ctrl-C must not cut the red line short
-        code = lazy.render().report_error(Interrupted("interrupted"))
+        code = lazy.output().report_error(Interrupted("interrupted"))
     except Exception as e:
-        code = lazy.render().report_error(e)
+        code = lazy.output().report_error(e)
         if code is None:
             raise
     if code:
