@@ -22,12 +22,13 @@ from ..client import ServerClient
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
 from ..errors import ConfigError, LaunchError, MtpRemoteError, RemoteError, TransportLost
+from ..serving.kinds import open_server
 from ..serving.process import ProcessServer
 from ..interrupts import run_async
 from ..remote import connect as transport
 from ..remote import facts, hostscripts, process, snapshot
 from ..remote.commands import api_key_of, mask_log_secrets, server_argv, server_env
-from ..remote.foreign import ForeignProcess, find_foreign, force_targets
+from ..remote.foreign import ForeignProcess, find_foreign, force_targets, unseen_gpu_memory
 
 @dataclass
 class StatusReport:
@@ -37,6 +38,7 @@ class StatusReport:
     port_in_use: bool
     gpus: list[dict] = field(default_factory=list)
     foreign: list[ForeignProcess] = field(default_factory=list)
+    gpu_unseen: list[dict] = field(default_factory=list)  # [{"index", "mib"}]: held by processes we cannot see
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -60,7 +62,7 @@ def py_version_command(python: str, package: str | None) -> str:
 
 def lifecycle(c, host: HostConfig, python: str, run_id: str = "ops",
               on_progress: Callable[[str], None] | None = None) -> ProcessServer:
-    lc = ProcessServer(c, host, python=python, workdir=host.workdir, run_id=run_id, on_progress=on_progress)
+    lc = open_server(c, host, python=python, run_id=run_id, on_progress=on_progress)  # the host's server kind
     lc.prepare()
     return lc
 
@@ -153,6 +155,10 @@ class HostFacts:
         apps = facts.apps_on_gpus(self.apps, self.gpus, host.gpus)
         return find_foreign(self.procs, apps, our_pgid=our_pgid, port_owners=self.owners, our_children=our_children)
 
+    def unseen(self, host: HostConfig) -> list[dict]:
+        """Memory on the host's GPUs that no process visible here holds (:func:`unseen_gpu_memory`)."""
+        return unseen_gpu_memory(self.gpus, self.apps, {p.pid for p in self.procs}, host.gpus)
+
 
 def status(c, host: HostConfig, python: str) -> StatusReport:
     """Our server (recorded and alive?), the port, GPUs and foreign SGLang processes. Read-only."""
@@ -169,7 +175,8 @@ def status(c, host: HostConfig, python: str) -> StatusReport:
     return StatusReport(host=host.name, server=asdict(rec) if rec else None, server_state=state,
                         port_in_use=host.port in hf.tcp_ports, gpus=[asdict(g) for g in hf.gpus],
                         foreign=hf.foreign(host, rec.pgid if rec and state == "running" else None,
-                                           rec.children if rec else None))
+                                           rec.children if rec else None),
+                        gpu_unseen=hf.unseen(host))
 
 
 #: Seconds ``stop`` gives a SIGTERM before SIGKILL by default: a run's ``timeouts.drain_s`` (30). Longer only
@@ -189,7 +196,8 @@ def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float
     if where.result == "missing":  # nothing of ours can run there, and a stop creates nothing
         res, workdir = process.StopResult(pid=0, found="none"), where.path
     else:
-        lc = ProcessServer(c, host, python=python, workdir=where.path, run_id="ops", on_progress=on_progress)
+        lc = open_server(c, host, python=python, run_id="ops", on_progress=on_progress)
+        lc.workdir = where.path
         res = _stop_riding_out(c, host, lc, term_s=term_s, gpu_release_s=gpu_release_s)
         workdir = lc.workdir
     foreign = foreign_processes(c, host, python, workdir, None)

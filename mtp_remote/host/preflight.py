@@ -11,12 +11,14 @@ from dataclasses import asdict, dataclass
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
 from ..errors import MtpRemoteError
+from ..lint.cmdline import image_release
 from ..lint.flag_table import version_key
 from ..lint.lint import lint_command, result_from_answer
 from ..lint.probe import parse_probe_output, probe_command, probe_source
 from ..remote import hostscripts, snapshot
 from ..remote.commands import server_argv
 from ..remote.envfacts import sim_version_command
+from ..remote.foreign import describe_unseen
 from .ops import HostFacts, host_sections, py_version_command, run_quiet
 
 MIN_FREE_DISK_MIB = 2048
@@ -60,7 +62,9 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
     if gpus:
         detail = "; ".join(f"GPU{g.index} {g.name}: {g.memory_used_mib}/{g.memory_total_mib} MiB used" for g in gpus)
         busy = [g for g in gpus if g.memory_used_mib > 0.05 * g.memory_total_mib]
-        checks.append(Check("gpus", "warn" if busy else "ok", detail + ("; memory already in use" if busy else "")))
+        unseen = describe_unseen(hf.unseen(host))
+        checks.append(Check("gpus", "warn" if busy or unseen else "ok",
+                            detail + ("; memory already in use" if busy else "") + "".join(f"; {u}" for u in unseen)))
     else:
         checks.append(Check("gpus", "fail", "nvidia-smi returned no GPUs"))
     architectures = _model_check(host, sec("model"), checks)
@@ -171,23 +175,45 @@ def _lint_checks(c, host: HostConfig, playbook: Playbook, python: str, sglang_ve
     wins), else with the flag table of the host's SGLang version (newest when unknown)."""
     names = playbook.profile_order()
     argvs = [server_argv(host, playbook, n) for n in names]
+    if host.server.kind == "container":
+        return _lint_images(host, playbook, names, argvs, architectures)
     results = None if host.is_sim or sglang_version is None else remote_real_parser(c, python, argvs, architectures)
     source = "host's SGLang parser"
     if results is None:
-        results = [lint_command("python -m sglang.launch_server " + " ".join(shlex.quote(a) for a in argv),
+        results = [lint_command(host.launch_words() + " " + " ".join(shlex.quote(a) for a in argv),
                                 sglang_version=sglang_version, architectures=architectures) for argv in argvs]
         used = results[0].sglang_version if results else None
         source = (f"SGLang {used} flag table, the host's release" if sglang_version and used and
                   version_key(used)[:3] == version_key(sglang_version)[:3] else
                   f"SGLang {used} flag table, for the host's {sglang_version}" if sglang_version else
                   f"SGLang {used} flag table, the newest: the host's release is unknown")
+    return [check for name, res in zip(names, results) for check in _lint_result(name, res, source)]
+
+
+def _lint_result(name: str, res, source: str) -> list[Check]:
+    """A profile's lint as checks: its notes (e.g. a no-op on 0.5.9), then its findings or "no findings", each
+    saying which flag table or parser judged (``source``)."""
+    findings = res.to_dict()["findings"]
+    out = [Check(f"lint:{name}", "ok", f"note: {note}") for note in res.notes]
+    if findings:
+        out.append(Check(f"lint:{name}", "warn", f"({source}) " + "; ".join(
+            f"{f['code']}{(' ' + f['flag']) if f.get('flag') else ''}: {f.get('message', '')}" for f in findings)))
+    else:
+        out.append(Check(f"lint:{name}", "ok", f"no findings ({source})"))
+    return out
+
+
+def _lint_images(host: HostConfig, playbook: Playbook, names: list[str], argvs: list[list[str]],
+                 architectures: tuple[str, ...]) -> list[Check]:
+    """A container per profile: lint each profile against the SGLang release its image's tag names
+    (:func:`~mtp_remote.lint.cmdline.image_release`; the newest flag table when the tag names none)."""
     out = []
-    for name, res in zip(names, results):
-        findings = res.to_dict()["findings"]
-        out.extend(Check(f"lint:{name}", "ok", f"note: {note}") for note in res.notes)  # e.g. a no-op on 0.5.9
-        if findings:
-            out.append(Check(f"lint:{name}", "warn", f"({source}) " + "; ".join(
-                f"{f['code']}{(' ' + f['flag']) if f.get('flag') else ''}: {f.get('message', '')}" for f in findings)))
-        else:
-            out.append(Check(f"lint:{name}", "ok", f"no findings ({source})"))
+    for name, argv in zip(names, argvs):
+        image = playbook.profiles[name].image or host.server.image
+        release = image_release(image)
+        res = lint_command(host.launch_words() + " " + " ".join(shlex.quote(a) for a in argv),
+                           sglang_version=release, architectures=architectures)
+        source = (f"SGLang {res.sglang_version} flag table, for image {image}" if release else
+                  f"SGLang {res.sglang_version} flag table, the newest: image {image} names no release")
+        out += _lint_result(name, res, source)
     return out
