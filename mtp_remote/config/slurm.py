@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from .validation import _Strict
+from .validation import StrictModel
 
 #: A SLURM time limit: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (sbatch --time), or UNLIMITED.
 TIME_LIMIT = re.compile(r"(\d+|\d+:\d{2}|\d+:\d{2}:\d{2}|\d+-\d+|\d+-\d+:\d{2}|\d+-\d+:\d{2}:\d{2}|UNLIMITED|INFINITE)")
@@ -26,7 +26,7 @@ OWNED_SBATCH = ("--job-name", "-J", "--comment", "--output", "-o", "--error", "-
                 "--chdir", "-D", "--parsable", "--wrap", "--open-mode")
 
 
-class SlurmServing(_Strict):
+class SlurmServing(StrictModel):
     """``server: {kind: slurm}``: each server is a SLURM job whose only step is the server
     (``exec srun <python> -m sglang.launch_server ...``), submitted with ``sbatch`` on the login node the host
     reaches, followed through its output file, stopped with ``scancel`` (SIGTERM to the step, the drain, SIGKILL,

@@ -70,7 +70,8 @@ def check_run_id(run_id: str) -> str:
     return check_name(run_id, "run id")
 
 
-def _check_path(v: str | None) -> str | None:
+def check_path(v: str | None) -> str | None:
+    """A path-like field's value, refused (ValueError) when it holds NUL or a line break (it reaches a shell)."""
     if v is not None and ("\0" in v or "\n" in v or "\r" in v):
         raise ValueError("must not contain NUL or line breaks")
     return v
@@ -84,7 +85,8 @@ def _check_env(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def _check_flags(flags: list[str]) -> list[str]:
+def check_flags(flags: list[str]) -> list[str]:
+    """Launch flags, refused (ValueError) when one holds NUL or sets what the tool sets itself."""
     for f in flags:
         if "\0" in f:
             raise ValueError(f"flag {f!r} contains a NUL byte")
@@ -96,11 +98,13 @@ def _check_flags(flags: list[str]) -> list[str]:
     return flags
 
 
-class _Strict(BaseModel):
+class StrictModel(BaseModel):
+    """The base of every config model: unknown fields and non-finite numbers are refused."""
+
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
-class _WithEnv(_Strict):
+class WithEnv(StrictModel):
     """A model with an ``env`` field: values as strings, names that a shell takes as names."""
 
     @field_validator("env", mode="before", check_fields=False)
@@ -141,7 +145,8 @@ def _env_value(val: Any) -> str:
     return str(val)
 
 
-def _split_flags(v: Any) -> Any:
+def split_flags(v: Any) -> Any:
+    """A ``flags`` value as a list: a string is split as a shell would, None is []."""
     if v is None:
         return []
     if isinstance(v, str):
@@ -151,19 +156,19 @@ def _split_flags(v: Any) -> Any:
     return v
 
 
-class _WithFlags(_Strict):
+class WithFlags(StrictModel):
     """A model with a ``flags`` field: a string or a list, split as a shell would; flags the tool sets itself
     (``--host``/``--port``/``--model-path``, any spelling) refused."""
 
     @field_validator("flags", mode="before", check_fields=False)
     @classmethod
     def _split(cls, v: Any) -> Any:
-        return _split_flags(v)
+        return split_flags(v)
 
     @field_validator("flags", check_fields=False)
     @classmethod
     def _owned(cls, v: list[str]) -> list[str]:
-        return _check_flags(v)
+        return check_flags(v)
 
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
@@ -290,7 +295,9 @@ def _validation_error(path: Path, err: ValidationError, model: type[BaseModel]) 
     return ConfigError(lines[0].split(": ", 1)[1], file=str(path), field=first_field)
 
 
-def _load(path: str | Path, model: type[BaseModel], shape: str, context: dict | None = None):
+def load_model(path: str | Path, model: type[BaseModel], shape: str, context: dict | None = None):
+    """The YAML file ``path`` validated as ``model`` (with the validation ``context``, if any); raises
+    ConfigError naming the file, the field and (``shape``) what the file should hold."""
     path = Path(path)
     data = _read_yaml(path)
     if not isinstance(data, dict):

@@ -60,7 +60,7 @@ def run_task(fleet_dir: Path, index: int, env: dict[str, str]) -> int:
 def _facts(inventory: Path, host: str) -> dict:
     """The host's facts as the fleet compares hosts (:func:`mtp_remote.fleet.fleet.host_facts`), read here on
     its node: the controller never reaches the nodes."""
-    from .fleet import host_facts  # deferred: as run_nightly above
+    from .outcomes import host_facts  # deferred: as run_nightly above
 
     try:
         return host_facts(inventory, host)

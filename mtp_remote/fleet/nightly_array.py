@@ -34,13 +34,13 @@ from ..config.inventory import load_inventory
 from ..config.paths import find_inventory
 from ..errors import EXIT_RUN_FAILED, ConfigError, RemoteError
 from ..experiment.hosts import find_playbook, open_host
-from ..experiment.runner import new_run_id
+from ..experiment.run_id import new_run_id
 from ..remote import facts
 from ..remote import slurm as sl
 from ..remote import slurm_array as sa
 from ..report.document import load_summary
 from ..report.records import record_history
-from .fleet import FleetReport, HostOutcome, disagreements, render_fleet_markdown
+from .outcomes import FleetReport, HostOutcome, disagreements, render_fleet_markdown
 from .nightly import DEFAULT_NIGHTLY_PLAYBOOK, check_and_record
 
 #: Seconds between two looks at the array in the queue.

@@ -10,16 +10,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import __version__
-from ..config.paths import HISTORY_FILE
+from ..config.paths import DEFAULT_NIGHTLY_PLAYBOOK, HISTORY_FILE
 from ..errors import MtpRemoteError
 from ..experiment.runner import Hooks
 from ..report import history as store
 from ..report.document import load_summary
 from ..report.fleet_ci import write_fleet_ci_outputs
 from ..report.records import cause_line, failed_summary
-from .fleet import describe_disagreement, run_fleet
-from .nightly import DEFAULT_NIGHTLY_PLAYBOOK, check_metrics_file, publish_metrics
+from .fleet import run_fleet
+from .nightly import check_metrics_file, publish_metrics
 from .nightly_array import is_array_group, run_array
+from .outcomes import describe_disagreement
 
 
 @dataclass

@@ -25,7 +25,7 @@ from ..errors import ConfigError
 from ..files import load_json_file, loads_json
 from ..remote.commands import mask_log_secrets
 from ..report.records import cause_line
-from ..search.mitigate import HEADERS, table_rows
+from ..search.mitigation_report import HEADERS, table_rows
 
 EXCERPT_CHARS = 500
 #: Characters of a quoted output shown from its start (the loop's first copies included after them).
