@@ -23,8 +23,10 @@ envf="$wd/.launch-env.$$"
 # loader below, through the PATH of the server's environment
 pyexe=$(find_exe "$py") || { envf=/nonexistent; fail "no-python"; }
 case $py in */*) py=$pyexe ;; esac
+[ -e "$wd" ] || [ -L "$wd" ] || { envf=/nonexistent; fail "no-workdir"; }
+# checked each time (workdir.sh), before we stand in it: ours, private, on a path only root and we can change
+held_dir "$wd" || { envf=/nonexistent; fail "not-private"; }
 cd "$wd" 2>/dev/null || { envf=/nonexistent; fail "no-workdir"; }
-private_dir "$wd" || { envf=/nonexistent; fail "not-private"; }  # checked each time (workdir.sh)
 IFS= read -r template || template=""
 case $template in "{"*"}") ;; *) envf=/nonexistent; fail "bad-template" ;; esac
 rm -f "$envf"; ( set -C; cat > "$envf" ) 2>/dev/null || fail "cannot-write-workdir"  # noclobber: O_EXCL

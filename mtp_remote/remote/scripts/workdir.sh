@@ -2,8 +2,10 @@
 # is prepended).
 #
 # usage: sh -c "$(cat lib.sh workdir.sh)" sh WORKDIR MODE [RUN_ID [lock]]
-# WORKDIR as configured ("~" allowed). A private one (ours, no one else may write it, not a symlink) is used as
-# it is; in a shared one (mode 1777, another user's, group-writable) we work in WORKDIR/uid-UID, a directory of
+# WORKDIR as configured ("~" allowed). Every directory on its path must be one only root or we can change (owned
+# by root or us; writable by others only with the sticky bit), and a symlink on it root's or ours: else it is
+# refused ("not-private"), never followed. A private one (ours, no one else may write it, not a symlink) is used as
+# it is; in a shared one (root's with mode 1777, or ours with the sticky bit) we work in WORKDIR/uid-UID, a directory of
 # our own (0700), checked each time: a planted file, symlink or directory there is refused, never followed.
 # MODE create: make what is missing (new directories 0700; an existing WORKDIR keeps its mode) with
 # logs/RUN_ID, and check the directory takes a write (the test file is made with noclobber and removed, also
@@ -13,15 +15,22 @@
 # yet), "result not-private TEXT", "result cannot-create" or "result not-writable".
 set -u
 umask 077
+# the configured path first: a directory on it (or a symlink) another user could rename or replace is refused
+# before anything is read or made there (what we check must be what we then use)
+if bad=$(untrusted_prefix "$(expand_home "$1")"); then
+  say "workdir $(expand_home "$1")"
+  say "result not-private $bad can be changed by another user, who could rename or replace our directory in it: use a directory of yours, or a shared one of root's with the sticky bit (mode 1777)"
+  exit 0
+fi
 wd=$(workdir_of "$1")
 say "workdir $wd"
 if [ "$2" = read ]; then
   [ -e "$wd" ] || { say "result missing"; exit 0; }
-  private_dir "$wd" || { say "result not-private $wd is not a directory of ours that only we can write"; exit 0; }
+  held_dir "$wd" || { say "result not-private $wd is not a directory of ours that only we can write"; exit 0; }
   say "result ok"; exit 0
 fi
 mkdir -p "$wd" 2>/dev/null
-private_dir "$wd" || {
+held_dir "$wd" || {
   if [ -e "$wd" ] || [ -L "$wd" ]; then say "result not-private $wd is not a directory of ours that only we can write"
   else say "result cannot-create"; fi
   exit 0; }
