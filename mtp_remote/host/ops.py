@@ -152,6 +152,7 @@ class _HostFacts:
     apps: list
     procs: list
     owners: set
+    gpus_hung: bool = False  # nvidia-smi did not answer within its bound (facts.SMI_TIMEOUT_S)
 
     @classmethod
     def parse(cls, snap: dict[str, snapshot.Section]) -> _HostFacts:
@@ -162,7 +163,8 @@ class _HostFacts:
         return cls(record=process.parse_record(out("record")), proc=facts.parse_process_info(out("proc")),
                    tcp_ports=facts.parse_listening_ports(out("tcp")), gpus=facts.parse_gpus(out("gpus", True)),
                    apps=facts.parse_gpu_apps(out("apps", True)), procs=facts.parse_processes(out("procs")),
-                   owners=facts.parse_port_owners(out("owners")))
+                   owners=facts.parse_port_owners(out("owners")),
+                   gpus_hung=getattr(snap.get("gpus"), "exited", 0) in facts.HUNG_EXITS)
 
     def foreign(self, host: HostConfig, our_pgid: int | None,
                 our_children: list[list[int]] | None = None) -> list[ForeignProcess]:
@@ -224,6 +226,9 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
         busy = [g for g in gpus if g.memory_used_mib > 0.05 * g.memory_total_mib]
         checks.append(Check("gpus", "warn" if busy else "ok",
                             detail + ("; memory already in use" if busy else "")))
+    elif hf.gpus_hung:
+        checks.append(Check("gpus", "fail", f"nvidia-smi did not answer within {facts.SMI_TIMEOUT_S:g} s (a wedged "
+                                            f"driver?); GPUs not checked"))
     else:
         checks.append(Check("gpus", "fail", "nvidia-smi returned no GPUs"))
     architectures: tuple[str, ...] = ()

@@ -201,6 +201,7 @@ class StopReport:
     record_json: str = ""
     error: str = ""
     unlocked: bool = False
+    gpu_unchecked: bool = False  # nvidia-smi did not answer within its bound: GPU memory release not checked
 
 
 def parse_stop(output: str) -> StopReport:
@@ -225,7 +226,7 @@ def parse_stop(output: str) -> StopReport:
         signals=[line.split(" ", 1)[1] for line in lines if line.startswith("signal ")],
         gpu_mib_held=num("gpu_mib"), exit_s=num("exit_cs") / 100, gpu_release_s=num("gpu_release_cs") / 100,
         record_json=rec, error=result[len("error "):] if result.startswith("error") else "",
-        unlocked="unlocked" in lines)
+        unlocked="unlocked" in lines, gpu_unchecked="gpu_hung" in lines)
 
 
 # -- children -----------------------------------------------------------------------------------------

@@ -89,6 +89,7 @@ class StopResult:
     kill_reason: str = ""  # why SIGTERM was not enough (the drain bound and what the server's log said)
     unlocked: bool = False  # the run's host lock was released in the same step (``unlock=``)
     strangers: list[int] = field(default_factory=list)  # in the old process group, not ours: never signalled
+    gpu_unchecked: bool = False  # nvidia-smi did not answer within its bound (a wedged driver?)
 
     def describe(self) -> str:
         return self._describe() + (f"; PIDs {self.strangers} hold its old process group number but are not ours "
@@ -106,8 +107,10 @@ class StopResult:
             return f"server PID {self.pid} had already exited" + (f" ({self.reason})" if self.reason else "")
         sig = "+".join(self.signals) or "no signal"
         why = f" ({self.kill_reason})" if self.kill_reason else ""
-        return (f"stopped PID {self.pid} ({len(self.members)} processes) with {sig} in {self.exit_s:.1f} s{why}; "
-                f"GPU memory ({self.gpu_mib_held} MiB) released after {self.gpu_release_s:.1f} s")
+        gpu = (f"GPU memory not checked: nvidia-smi did not answer within {facts.SMI_TIMEOUT_S:g} s (a wedged "
+               f"driver?)" if self.gpu_unchecked else
+               f"GPU memory ({self.gpu_mib_held} MiB) released after {self.gpu_release_s:.1f} s")
+        return f"stopped PID {self.pid} ({len(self.members)} processes) with {sig} in {self.exit_s:.1f} s{why}; {gpu}"
 
 
 def _run(c, cmd: str, *, warn: bool = True):
@@ -273,7 +276,7 @@ def stop_server(c, workdir: str, smi: str, *, term_s: float = 60.0, gpu_release_
                      members=sorted(set(rep.members) | set(rep.orphans)), exit_s=rep.exit_s,
                      gpu_release_s=rep.gpu_release_s, gpu_mib_held=rep.gpu_mib_held,
                      log_path=rec.log_path if rec else None, reason=rep.refused or rep.reason,
-                     unlocked=rep.unlocked, strangers=rep.strangers)
+                     unlocked=rep.unlocked, strangers=rep.strangers, gpu_unchecked=rep.gpu_unchecked)
     if rec is not None and "KILL" in rep.signals and "TERM" in rep.signals:
         res.kill_reason = _kill_reason(c, rec, bound, drain_s, drain_name)
         if on_progress:

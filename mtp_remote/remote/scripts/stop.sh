@@ -111,13 +111,18 @@ if [ -n "$members" ]; then
 fi
 pids=" $pid $members $left $(printf '%s\n' "$children" | while read -r cp cs; do printf '%s ' "$cp"; done)"
 say "members $members"
-gpu_mib() {  # MiB held by any of $pids, or nothing when nvidia-smi is missing
+gpu_mib() {  # "MIB PID..." held by any of $pids, nothing when none (or no nvidia-smi), "hung" when it did not
+  # answer within its bound (the command is given under `timeout`: exit 124, or 137 after SIGKILL)
   [ $# -gt 0 ] || return 0
-  "$@" --query-compute-apps=pid,used_memory,gpu_uuid --format=csv,noheader,nounits 2>/dev/null |
+  _o=$("$@" --query-compute-apps=pid,used_memory,gpu_uuid --format=csv,noheader,nounits 2>/dev/null)
+  case $? in 124|137) echo hung; return 0 ;; esac
+  printf '%s\n' "$_o" |
     awk -F', *' -v pids="$pids" 'BEGIN { n = split(pids, a, " "); for (i = 1; i <= n; i++) want[a[i]] = 1 }
       ($1 in want) { m += $2; held = held " " $1 } END { if (held != "") print m + 0, held }'
 }
-g=$(gpu_mib "$@"); say "gpu_mib ${g%% *}"
+g=$(gpu_mib "$@")
+if [ "$g" = hung ]; then say "gpu_hung"; set --; g=""; fi  # not asked again: each ask would wait its bound
+say "gpu_mib ${g%% *}"
 t0=$(up)
 live() {  # what is left to wait for: the live group (leader alive: the group is ours), else our members by PID
   if [ $found = running ]; then group_members "$pgid"; else set -- $(pairs_left "$targets"); while [ $# -ge 2 ]; do printf '%s ' "$1"; shift 2; done; fi
@@ -162,6 +167,7 @@ t1=$(up); say "exit_cs $(( t1 - t0 ))"
 next=0
 while :; do
   g=$(gpu_mib "$@")
+  [ "$g" = hung ] && { say "gpu_hung"; break; }
   [ -z "$g" ] && break
   waited=$(( $(up) - t1 ))
   if [ $waited -ge $next ]; then
