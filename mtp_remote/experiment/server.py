@@ -344,7 +344,8 @@ class ServerLifecycle:
         ends by itself once the server and its process group are gone. Pass it to :meth:`wait_ready`, watch it
         while sampling, and take the log text from it after :meth:`stop` (``wait_end``). The host side records
         the server's children when the ready line is written."""
-        return LogStream(self.c, rec.log_path, rec.pid, workdir=self.workdir, start_ticks=rec.start_ticks)
+        return LogStream(self.c, rec.log_path, rec.pid, workdir=self.workdir, start_ticks=rec.start_ticks,
+                         python=self.python)
 
     def wait_ready(self, rec: process.ServerRecord, *, timeout_s: float,
                    health: Callable[[], bool] | None = None, stream: LogStream | None = None) -> WaitOutcome:
