@@ -112,6 +112,7 @@ def launch(inventory, host, playbook, profile):
 def logs(inventory, host, follow, lines):
     """Show the log of our server (or the newest one), optionally following it."""
     from ..host.ops import current_log, follow_log, server_alive  # deferred: keeps --version/--help fast
+    from ..outside_text import for_terminal  # deferred: keeps --version/--help fast
 
     with _hosts().open_host(inventory, host) as (cfg, c, _py):
         path, pid = current_log(c, cfg)
@@ -122,7 +123,7 @@ def logs(inventory, host, follow, lines):
         # INTERRUPTS.check(): a Ctrl-C that lands in one of the loop's short commands is swallowed by Invoke
         for chunk in follow_log(c, path, lines=lines,
                                 until=lambda: INTERRUPTS.check() or not keep or not server_alive(c, pid)):
-            click.echo(chunk, nl=not keep)
+            click.echo(for_terminal(chunk) if sys.stdout.isatty() else chunk, nl=not keep)  # a pipe: the log as is
 
 
 @click.command()

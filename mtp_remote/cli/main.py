@@ -407,10 +407,11 @@ def bug_report_cmd(run_id, runs_dir, output):
     an excerpt of a looping output, mitigations; secrets and host names masked. Prints it too."""
     from pathlib import Path  # deferred: keeps --version/--help fast
 
+    from ..outside_text import for_terminal  # deferred: keeps --version/--help fast
     from ..runs.bugreport import write_bug_report  # deferred: keeps --version/--help fast
 
     path, text = write_bug_report(run_id, runs_dir=Path(runs_dir), output=Path(output) if output else None)
-    click.echo(text)
+    click.echo(for_terminal(text) if sys.stdout.isatty() else text)
     click.echo(f"(written to {path})", err=True)
 
 
