@@ -597,6 +597,10 @@ class Runner:
                 if failure is not None:  # (complete lines only while it lives)
                     return failure
             if time.monotonic() - last_growth > stall_s:
+                if not await asyncio.to_thread(transport.responsive, lc.c):  # the connection is dead, not the server:
+                    offset = offset if polled else stream.offset + stream.nbytes  # poll: it reconnects, or raises
+                    polled, last_growth = True, time.monotonic()  # TransportLost (transport_lost, never `stalled`)
+                    continue
                 return {"cause": "stalled", "fatal_line": None,
                         "hint": f"the server wrote nothing for {stall_s:.0f} s while requests were in flight: its "
                                 f"scheduler looks hung (SGLang's --watchdog-timeout would end it); raise "
