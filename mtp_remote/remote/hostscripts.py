@@ -116,6 +116,8 @@ class WorkdirReport:
     detail: str = ""
     lock: str = ""
     holder: str = ""
+    holder_sha: str = ""  # sha256 of the holder line's bytes (what a takeover compares)
+    lock_age: int | None = None  # seconds since the lock file was last touched (the holder's heartbeat), host clock
     lock_old: bool = False
     lock_foreign: bool = False
 
@@ -132,6 +134,8 @@ def parse_workdir(output: str) -> WorkdirReport:
     result, _, detail = kv.get("result", "no-result").partition(" ")
     return WorkdirReport(path=kv.get("workdir", ""), result=result, detail=detail, lock=kv.get("lock", ""),
                          holder=kv.get("holder", ""), lock_old="lock-old" in lines,
+                         holder_sha=kv.get("holder-sha", ""),
+                         lock_age=int(kv["lock-age"]) if kv.get("lock-age", "").lstrip("-").isdigit() else None,
                          lock_foreign="lock-foreign" in lines)
 
 

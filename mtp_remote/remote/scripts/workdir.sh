@@ -52,4 +52,8 @@ if ( set -C; printf '%s\n' "$mine" > "$wd/lock" ) 2>/dev/null; then say "lock ac
 say "lock held"
 owned "$wd/lock" || { say "lock-foreign"; exit 0; }
 [ -z "$(find "$wd/lock" -mmin +1 2>/dev/null)" ] || say "lock-old"
+# seconds since the lock was last touched (its holder's heartbeat), by the host's own clock
+m=$(stat -c %Y "$wd/lock" 2>/dev/null) && say "lock-age $(( $(date +%s) - m ))"
 printf 'holder %s\n' "$(head -c 512 "$wd/lock" 2>/dev/null | head -n 1)"
+# the holder line's bytes, hashed: what a takeover compares (the line itself may hold bytes that are not UTF-8)
+h=$(head -c 512 "$wd/lock" 2>/dev/null | head -n 1 | sha256sum) && say "holder-sha ${h%% *}"
