@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from invoke import Context
 
-from mtp_remote.experiment.server import ServerLifecycle
+from mtp_remote.serving.process import ProcessServer
 from mtp_remote.remote import facts, process
 from tests.conftest import ROOT
 from tests.integration.test_lifecycle import sim_host
@@ -34,11 +34,11 @@ TOOL = textwrap.dedent("""
     import json, sys
     from invoke import Context
     from mtp_remote.config.inventory import HostConfig
-    from mtp_remote.experiment.server import ServerLifecycle
+    from mtp_remote.serving.process import ProcessServer
     from mtp_remote.remote.commands import server_argv, server_env
     from tests.integration.test_lifecycle import PLAYBOOK
     host = HostConfig.model_validate(json.loads(sys.argv[1]))
-    lc = ServerLifecycle(Context(), host, python=host.python, workdir=host.workdir, run_id="r1")
+    lc = ProcessServer(Context(), host, python=host.python, workdir=host.workdir, run_id="r1")
     lc.prepare()
     print("launching", flush=True)
     lc.launch("baseline", server_argv(host, PLAYBOOK, "baseline"), server_env(host, PLAYBOOK, "baseline", lc.workdir))
@@ -80,7 +80,7 @@ def test_a_sigkill_of_the_tool_during_launch_leaves_no_server_without_a_record(t
         assert ident.exists(), f"a server runs (PIDs {[p.pid for p in running]}) with no record"
         rec = process.read_record(Context(), host.workdir)
         assert rec.pid in [p.pid for p in running] and rec.pgid == rec.pid
-        lc = ServerLifecycle(Context(), host, python=host.python, workdir=host.workdir, run_id="r2")
+        lc = ProcessServer(Context(), host, python=host.python, workdir=host.workdir, run_id="r2")
         res = lc.stop(term_s=10, gpu_release_s=10)
         assert res.found == "running" and "TERM" in res.signals, res.describe()
         assert not _on_port(host.port), "our server was left running"

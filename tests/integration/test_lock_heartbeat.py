@@ -16,19 +16,19 @@ import pytest
 from invoke import Context
 
 from mtp_remote.errors import LockError
-from mtp_remote.experiment.server import ServerLifecycle
+from mtp_remote.serving.process import ProcessServer
 from mtp_remote.remote import lockbeat
 from tests.integration.test_lifecycle import sim_host
 
 OWNER = "ci@runner"
 
 
-def _lc(tmp_path, run_id: str = "r1") -> ServerLifecycle:
+def _lc(tmp_path, run_id: str = "r1") -> ProcessServer:
     host = sim_host(tmp_path)
-    return ServerLifecycle(Context(), host, python=sys.executable, workdir=host.workdir, run_id=run_id)
+    return ProcessServer(Context(), host, python=sys.executable, workdir=host.workdir, run_id=run_id)
 
 
-def _plant(lc: ServerLifecycle, line: bytes, *, touched_s_ago: float = 0.0) -> Path:
+def _plant(lc: ProcessServer, line: bytes, *, touched_s_ago: float = 0.0) -> Path:
     lock = Path(lc.workdir) / "lock"
     lock.write_bytes(line + b"\n")
     t = time.time() - touched_s_ago

@@ -25,7 +25,7 @@ import yaml
 
 from mtp_remote.config.inventory import load_inventory
 from mtp_remote.errors import LaunchError, RemoteError
-from mtp_remote.experiment.server import ServerLifecycle
+from mtp_remote.serving.process import ProcessServer
 from mtp_remote.remote import connect as transport
 from mtp_remote.remote import facts, hostscripts
 from mtp_remote.remote.commands import server_argv, server_env
@@ -88,11 +88,11 @@ def _hers(path: Path, user: OtherUser) -> None:
     path.chmod(0o1777)
 
 
-def _lifecycle(c, host) -> ServerLifecycle:
-    return ServerLifecycle(c, host, python=host.python, workdir=host.workdir, run_id="r1")
+def _lifecycle(c, host) -> ProcessServer:
+    return ProcessServer(c, host, python=host.python, workdir=host.workdir, run_id="r1")
 
 
-def _launch(lc: ServerLifecycle, host):
+def _launch(lc: ProcessServer, host):
     return lc.launch("baseline", server_argv(host, PLAYBOOK, "baseline"),
                      server_env(host, PLAYBOOK, "baseline", lc.workdir))
 
