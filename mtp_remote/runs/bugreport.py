@@ -22,7 +22,7 @@ from pathlib import Path
 from ..client import chat_request, generate_request
 from ..config.validation import is_name
 from ..errors import ConfigError
-from ..files import load_json_file, loads_json
+from ..files import load_json_file, loads_json, read_bounded
 from ..outside_text import fence, inline_code
 from ..remote.commands import mask_log_secrets
 from ..report.records import cause_line
@@ -177,11 +177,15 @@ def _port(prof: dict) -> int:
 
 
 def log_tail(run_dir: Path, profile: str, lines: int = LOG_TAIL_LINES) -> str | None:
-    """The last ``lines`` lines of ``profile``'s server log kept with the run (``logs/<profile>.log``)."""
+    """The last ``lines`` lines of ``profile``'s server log kept with the run (``logs/<profile>.log``), read within
+    the input bound; None when there is none — or when ``profile`` (from a received run directory's summary) is
+    not a profile name (``../../x`` would read a file outside the run: never)."""
+    if not is_name(profile):
+        return None
     p = run_dir / "logs" / f"{profile}.log"
     try:
-        return "\n".join(p.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
+        return "\n".join(read_bounded(p).decode("utf-8", "replace").splitlines()[-lines:])
+    except (OSError, ValueError):
         return None
 
 

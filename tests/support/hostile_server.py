@@ -13,7 +13,8 @@ Modes (one per request, cycling through ``modes`` in order; ``/health``, ``/flus
 Run in a thread (:func:`serving`) for client tests, or as a server process for the lifecycle
 (``python -m tests.support.hostile_server --port P [SGLang's flags, ignored]``: it writes the ready line SGLang
 writes, so the tool's launch and readiness wait see a server; ``HOSTILE_MODES`` and ``HOSTILE_SERVER_INFO`` in its
-environment choose the modes).
+environment choose the modes; ``HOSTILE_ECHO=NAME`` makes the well-formed answers repeat the value of
+the environment variable NAME, as a model that echoes a secret).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ MODES = ("meta_list", "nan_tokens", "deep", "not_json", "huge", "slow_loris", "o
 
 
 def _good(text: str = "The answer is 4.") -> dict:
-    return {"text": text, "output_ids": [1, 2, 3, 4],
+    echo = os.environ.get(os.environ.get("HOSTILE_ECHO", ""), "")  # a model that repeats a secret it was given
+    return {"text": text + (f" Your token is {echo}." if echo else ""), "output_ids": [1, 2, 3, 4],
             "meta_info": {"id": "r1", "prompt_tokens": 5, "completion_tokens": 4,
                           "finish_reason": {"type": "stop"}, "spec_verify_ct": 2}}
 

@@ -22,8 +22,10 @@ pairs_left() {  # "PID START ..." -> the pairs whose PID still lives with that s
   set -- $1
   while [ $# -ge 2 ]; do same_start "$1" "$2" && printf '%s %s ' "$1" "$2"; shift 2; done
 }
-cmdline_ours() {  # PID SHA -> 0 when PID's command line hashes to SHA (the server we started, or a fork of it)
-  # or is an SGLang process title (sglang::scheduler_TP0, sglang::detokenizer: what its children set)
+cmdline_ours() {  # PID SHA -> 0 when PID runs as us and its command line hashes to SHA (the server we started, or
+  # a fork of it) or is an SGLang process title (sglang::scheduler_TP0, sglang::detokenizer: what its children
+  # set) — another user's process is never ours, whatever its title
+  [ -O "/proc/$1" ] || return 1
   _h=$(sha256sum < "/proc/$1/cmdline" 2>/dev/null) || return 1
   [ "$2" != "-" ] && [ "${_h%% *}" = "$2" ] && return 0
   case $(head -c 8 "/proc/$1/cmdline" 2>/dev/null | tr -d '\000') in "sglang::") return 0 ;; esac
