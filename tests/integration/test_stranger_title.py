@@ -34,7 +34,7 @@ def test_a_strangers_process_titled_like_an_sglang_child_is_never_signalled(tmp_
     alice = other_user()
     if not isinstance(alice, OtherUser):
         pytest.skip(alice)
-    title = f"import os; os.execvp('sleep', ['sglang::scheduler_TP0', '313'])"
+    title = "import os; os.execvp('sleep', ['sglang::scheduler_TP0', '313'])"
     script = (f"sleep 314 >/dev/null 2>&1 </dev/null & echo $!; "
               f"setpriv --reuid={alice.uid} --regid={alice.gid} --clear-groups {sys.executable} -c \"{title}\" "
               f">/dev/null 2>&1 </dev/null & echo $!; echo $$")
