@@ -18,11 +18,11 @@ from . import hostscripts
 _LOCK_TAKEOVER = (
     'umask 077; IFS= read -r seen; IFS= read -r mine; m="$1.takeover"; n=0; '
     'line() { head -c 512 "$1" 2>/dev/null | head -n 1; }; '
-    'held() { echo held; h=$(line "$1" | sha256sum); echo "${h%% *}"; line "$1"; }; '
+    'held() { l=$(line "$1"); echo held; h=$(printf "%s\\n" "$l" | sha256sum); echo "${h%% *}"; printf "%s\\n" "$l"; }; '
     'until mkdir "$m" 2>/dev/null; do n=$((n + 1)); '
     '  if [ $n -ge 100 ]; then if [ -n "$(find "$m" -maxdepth 0 -mmin +1 2>/dev/null)" ]; then rmdir "$m"; n=0; '
     '    else held "$1"; exit 0; fi; fi; sleep 0.05 2>/dev/null || sleep 1; done; '
-    'cur=$(line "$1" | sha256sum); cur=${cur%% *}; '
+    'cur=$(line "$1"); cur=$(printf "%s\\n" "$cur" | sha256sum); cur=${cur%% *}; '
     'if [ ! -e "$1" ] || [ "$cur" = "$seen" ]; then rm -f "$1.new.$$"; (set -C; printf "%s\\n" "$mine" > "$1.new.$$") 2>/dev/null '
     '&& mv -f "$1.new.$$" "$1" && echo acquired || { rm -f "$1.new.$$"; held "$1"; }; '
     'else held "$1"; fi; rmdir "$m"')

@@ -54,6 +54,8 @@ owned "$wd/lock" || { say "lock-foreign"; exit 0; }
 [ -z "$(find "$wd/lock" -mmin +1 2>/dev/null)" ] || say "lock-old"
 # seconds since the lock was last touched (its holder's heartbeat), by the host's own clock
 m=$(stat -c %Y "$wd/lock" 2>/dev/null) && say "lock-age $(( $(date +%s) - m ))"
-printf 'holder %s\n' "$(head -c 512 "$wd/lock" 2>/dev/null | head -n 1)"
-# the holder line's bytes, hashed: what a takeover compares (the line itself may hold bytes that are not UTF-8)
-h=$(head -c 512 "$wd/lock" 2>/dev/null | head -n 1 | sha256sum) && say "holder-sha ${h%% *}"
+# the holder line, read once; its bytes hashed are what a takeover compares (the line may hold bytes that are not
+# UTF-8), so the line judged and the hash are of the same read
+l=$(head -c 512 "$wd/lock" 2>/dev/null | head -n 1)
+printf 'holder %s\n' "$l"
+h=$(printf '%s\n' "$l" | sha256sum) && say "holder-sha ${h%% *}"
