@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: demo test test-real real-setup lint install system-deps clean bench
+.PHONY: demo test test-real real-setup lint install system-deps clean bench container-up container-down
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -19,12 +19,17 @@ demo: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/fab diagnose; code=$$?; \
 	  if [ $$code -le 1 ]; then echo "demo finished (exit $$code: 1 = a speculative profile corrupts output, as expected on sim-local)"; exit 0; fi; exit $$code
 
-## system-deps: OpenSSH server (tests/ssh start their own sshd on 127.0.0.1) and Chromium (the HTML report is
-## opened headless). Installed with apt-get when missing and running as root; otherwise said, and those tests skip.
+## system-deps: OpenSSH server (tests/ssh start their own sshd on 127.0.0.1), Chromium (the HTML report is
+## opened headless) and podman + runc (the container hosts and tests; docs/containers.md). Installed with apt-get
+## when missing and running as root; otherwise said, and those tests skip. Then podman is probed with a local
+## image (tests/support/containers.py configure: on a cgroup-hybrid host without CAP_SYS_RESOURCE it writes
+## /etc/containers/containers.conf.d/50-mtp-remote.conf, root only).
 system-deps:
 	@missing=""; \
 	command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || missing="$$missing openssh-server openssh-client"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v podman >/dev/null 2>&1 || command -v docker >/dev/null 2>&1 || missing="$$missing podman"; \
+	command -v docker >/dev/null 2>&1 || command -v runc >/dev/null 2>&1 || missing="$$missing runc"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing:$$missing"; \
@@ -32,7 +37,8 @@ system-deps:
 	  else \
 	    echo "missing:$$missing (install them, e.g. sudo apt-get install$$missing); the tests that need them will be skipped"; \
 	  fi; \
-	fi
+	fi; \
+	if command -v podman >/dev/null 2>&1 || command -v docker >/dev/null 2>&1; then $(PY) -m tests.support.containers configure || true; fi
 
 ## test: all tests (unit, integration against the sim, ssh against a real sshd on 127.0.0.1, and real SGLang
 ## 0.5.9 on the CPU: one lifecycle over ssh, a baseline diagnose, a NEXTN lifecycle on the hybrid model and one
@@ -62,6 +68,16 @@ REPEATS ?= 5
 NOTE    ?=
 bench: $(STAMP) system-deps
 	$(BIN)/python -m bench --repeats $(REPEATS) --write-docs --note "$(NOTE)"
+
+## container-up: build the local image (a minimal rootfs; the host's /usr, python and this clone bind-mounted
+## read-only at run time) and start the long-lived container mtp-remote-sim that `fab -H sim-container diagnose`
+## execs into; `fab -H sim-image diagnose` runs each profile as its own container of that image.
+## container-down: remove our containers (label mtp-remote) and the image. docs/containers.md
+container-up: $(STAMP) system-deps
+	$(BIN)/python -m tests.support.containers up
+
+container-down:
+	$(PY) -m tests.support.containers down
 
 ## lint: ruff over mtp_remote, bench and tests with the rule sets pinned in pyproject.toml (not part of `make test`)
 lint: $(STAMP)

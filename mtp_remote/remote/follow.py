@@ -87,10 +87,12 @@ class LogStream:
     offset a poll would continue from); ``children`` is ``[[pid, start_ticks], ...]`` once the host side has
     recorded them (None before, or when it could not). ``python``: the host's python, which reads the log before
     the ready line a pipe's worth at a time (without it the host's shell reads it line by line, a byte at a time:
-    minutes for a 20 MB line)."""
+    minutes for a 20 MB line). ``command``: another host command with the same contract (its PID as the first
+    line, then the log's bytes until the server is gone), e.g. ``podman logs -f`` for a container per server
+    (:mod:`mtp_remote.serving.container`)."""
 
     def __init__(self, c, path: str, pid: int, *, workdir: str, start_ticks: int, offset: int = 0,
-                 ready: str | None = None, python: str | None = None):
+                 ready: str | None = None, python: str | None = None, command: str | None = None):
         self.c = c
         self._sink = _Sink()
         self._err = _Sink()
@@ -106,8 +108,8 @@ class LogStream:
         self.supported = True
         self.complete = True  # False once text had to drop its head (over MAX_TEXT)
         self.children: list[list[int]] | None = None
-        cmd = hostscripts.script_command("follow.sh", [workdir, path, int(pid), int(start_ticks), self.offset,
-                                                       ready or READY_LINE, python or ""])
+        cmd = command or hostscripts.script_command("follow.sh", [workdir, path, int(pid), int(start_ticks),
+                                                                  self.offset, ready or READY_LINE, python or ""])
         self._promise = c.run(cmd, asynchronous=True, hide=False, out_stream=self._sink, err_stream=self._err,
                               warn=True, in_stream=False, pty=False, encoding="latin-1")
         _streaming(getattr(self._promise, "runner", None))

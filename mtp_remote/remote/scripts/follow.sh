@@ -16,6 +16,7 @@
 # and the shell reads a pipe one byte at a time: a 20 MB line without a newline took minutes), or line by line
 # without PYTHON; after it, `cat` copies blocks.
 set -u
+need awk cat ls mv rm sh sleep tail
 wd=$1 log=$2 pid=$3 start=$4 off=$5 ready=$6 py=${7:-}
 # the reader before the ready line: copies stdin to stdout a read at a time; at the read that holds the ready
 # text (which may straddle two reads) it writes that read to argv[2] instead and exits 3; 0 at the end of stdin

@@ -14,6 +14,7 @@
 # stdout: "workdir PATH" (the directory we work in), then "result ok", "result missing" (read: nothing there
 # yet), "result not-private TEXT", "result cannot-create" or "result not-writable".
 set -u
+need find head id ls mkdir rm
 umask 077
 # the configured path first: a directory on it (or a symlink) another user could rename or replace is refused
 # before anything is read or made there (what we check must be what we then use)
