@@ -19,6 +19,7 @@ from rich.markup import escape
 from ..commands import host as host_commands
 from ..commands.feedback import Feedback
 from ..fleet.console import print_fleet
+from ..outside_text import for_terminal
 from ..fleet.outcomes import FleetReport
 from ..report.console import (
     RichHooks,
@@ -125,4 +126,5 @@ def logs(args) -> None:
             print("(no server of ours is running: showing the log's end, not following)", file=sys.stderr,
                   flush=True)
         for chunk in view.chunks:
-            print(chunk, end="" if view.following else "\n", flush=True)
+            shown = for_terminal(chunk) if sys.stdout.isatty() else chunk  # a pipe: the log as is
+            print(shown, end="" if view.following else "\n", flush=True)

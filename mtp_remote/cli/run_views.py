@@ -15,6 +15,7 @@ from pathlib import Path
 
 from rich.table import Table
 
+from ..outside_text import for_terminal
 from ..report.console import make_console, print_run_end, verdict_table
 from ..report.document import load_summary
 from ..runs.bugreport import write_bug_report
@@ -90,6 +91,6 @@ def compare(run_a: str, run_b: str, runs_dir: str, *, as_json: bool) -> int:
 def bug_report(run_id: str, runs_dir: str, output: str | None) -> int:
     """``bug-report``: write the upstream issue body and print it (where it went on stderr)."""
     path, text = write_bug_report(run_id, runs_dir=Path(runs_dir), output=Path(output) if output else None)
-    print(text)
+    print(for_terminal(text) if sys.stdout.isatty() else text)  # a pipe: the body as is
     print(f"(written to {path})", file=sys.stderr)
     return 0

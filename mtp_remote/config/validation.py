@@ -180,8 +180,9 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     own, which may override them; only a key written twice in the mapping itself is a duplicate."""
 
     def construct_mapping(self, node, deep=False):
+        envs = self.__dict__.setdefault("_env_nodes", set())  # the ``env`` mappings met so far (node ids)
         seen: dict = {}
-        for key_node, _ in node.value:
+        for key_node, value_node in node.value:
             if key_node.tag == _MERGE_TAG:  # SafeConstructor.flatten_mapping merges these in
                 continue
             key = self.construct_object(key_node, deep=deep)
@@ -194,7 +195,15 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                     "while constructing a mapping", node.start_mark,
                     f"found duplicate key {key!r} (first at line {seen[key] + 1})", key_node.start_mark)
             seen[key] = key_node.start_mark.line
-        return super().construct_mapping(node, deep=deep)
+            if key == "env" and isinstance(value_node, yaml.MappingNode):
+                envs.add(id(value_node))
+        mapping = super().construct_mapping(node, deep=deep)
+        if id(node) in envs:  # an environment's values are text, as written: YAML 1.1 would read ``no`` as
+            for key_node, value_node in node.value:  # false, ``010`` as 8, ``12:30`` as 750, an empty value as null
+                if (isinstance(value_node, yaml.ScalarNode) and value_node.style is None
+                        and value_node.tag != "tag:yaml.org,2002:str"):
+                    mapping[self.construct_object(key_node, deep=deep)] = value_node.value
+        return mapping
 
 
 def _read_yaml(path: Path) -> Any:

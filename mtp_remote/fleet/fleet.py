@@ -162,10 +162,11 @@ def spread_mitigate(hosts: list[str], *, inventory=DEFAULT_INVENTORY, playbook=D
 
     with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(same)))) as ex:
         results = list(ex.map(one, enumerate(same)))
-    rows, errors, runs = [], dict(left_out), {}
+    rows, errors, runs, untried = [], dict(left_out), {}, {}
     for host, doc, err in results:
-        if err:
-            errors[host] = err
+        if err:  # its share of the candidates was not tried: said, and the spread could not be done whole
+            untried[host] = share[host]
+            errors[host] = err + (f"; its candidates were not tried: {', '.join(share[host])}" if share[host] else "")
         if not doc:
             continue
         runs[host] = doc["run_id"]
@@ -181,8 +182,8 @@ def spread_mitigate(hosts: list[str], *, inventory=DEFAULT_INVENTORY, playbook=D
     doc = {"kind": "mitigate-spread", "run_id": new_run_id(), "host": ", ".join(same), "profile": profile,
            "simulated": None, "facts": {"sglang": f0.get("sglang"), "architectures": []},
            "reused": f"candidates spread over {len(same)} hosts; runs {runs}", "hosts": same, "left_out": errors,
-           "rows": [r.to_dict() for r in ranked], "best": best.name if best else None,
-           "exit_code": 0 if best else 1, "wall_s": round(time.monotonic() - t0, 2)}
+           "rows": [r.to_dict() for r in ranked], "best": best.name if best else None, "untried": untried,
+           "exit_code": 2 if any(untried.values()) else 0 if best else 1, "wall_s": round(time.monotonic() - t0, 2)}
     doc["recommendation"] = recommendation(doc)
     d = Path(runs_dir) / f"fleet-{doc['run_id']}"
     d.mkdir(parents=True, exist_ok=True)

@@ -139,6 +139,7 @@ class HostFacts:
     apps: list
     procs: list
     owners: set
+    gpus_hung: bool = False  # nvidia-smi did not answer within its bound (facts.SMI_TIMEOUT_S)
 
     @classmethod
     def parse(cls, snap: dict[str, snapshot.Section]) -> HostFacts:
@@ -149,7 +150,8 @@ class HostFacts:
         return cls(record=process.parse_record(out("record")), proc=facts.parse_process_info(out("proc")),
                    tcp_ports=facts.parse_listening_ports(out("tcp")), gpus=facts.parse_gpus(out("gpus", True)),
                    apps=facts.parse_gpu_apps(out("apps", True)), procs=facts.parse_processes(out("procs")),
-                   owners=facts.parse_port_owners(out("owners")))
+                   owners=facts.parse_port_owners(out("owners")),
+                   gpus_hung=getattr(snap.get("gpus"), "exited", 0) in facts.HUNG_EXITS)
 
     def foreign(self, host: HostConfig, our_pgid: int | None,
                 our_children: list[list[int]] | None = None) -> list[ForeignProcess]:

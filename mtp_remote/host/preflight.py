@@ -15,7 +15,7 @@ from ..lint.cmdline import image_release
 from ..lint.flag_table import version_key
 from ..lint.lint import lint_command, result_from_answer
 from ..lint.probe import parse_probe_output, probe_command, probe_source
-from ..remote import hostscripts, snapshot
+from ..remote import facts, hostscripts, snapshot
 from ..remote.commands import server_argv
 from ..remote.envfacts import sim_version_command
 from ..remote.foreign import describe_unseen
@@ -65,6 +65,9 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
         unseen = describe_unseen(hf.unseen(host))
         checks.append(Check("gpus", "warn" if busy or unseen else "ok",
                             detail + ("; memory already in use" if busy else "") + "".join(f"; {u}" for u in unseen)))
+    elif hf.gpus_hung:
+        checks.append(Check("gpus", "fail", f"nvidia-smi did not answer within {facts.SMI_TIMEOUT_S:g} s (a wedged "
+                                            f"driver?); GPUs not checked"))
     else:
         checks.append(Check("gpus", "fail", "nvidia-smi returned no GPUs"))
     architectures = _model_check(host, sec("model"), checks)

@@ -135,6 +135,15 @@ def is_lost(c) -> bool:
     return getattr(c, "lost", None) is not None
 
 
+def responsive(c, timeout_s: float | None = None) -> bool:
+    """Whether ``c`` still reaches its host: an SSH connection's server answers a keepalive within ``timeout_s``
+    (default: the keepalive bound) — one that does not is closed as dropped; a local Context always does."""
+    check = getattr(c, "responsive", None)
+    if check is None:
+        return True
+    return check() if timeout_s is None else check(timeout_s)
+
+
 def revive(c) -> bool:
     """Try once more (within the reconnect bound) to re-open a lost connection; True when it is open.
     A local Context is always there."""

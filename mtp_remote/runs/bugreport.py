@@ -22,7 +22,8 @@ from pathlib import Path
 from ..client import chat_request, generate_request
 from ..config.validation import is_name
 from ..errors import ConfigError
-from ..files import load_json_file, loads_json
+from ..files import load_json_file, loads_json, read_bounded
+from ..outside_text import fence, inline_code
 from ..remote.commands import mask_log_secrets
 from ..report.records import cause_line
 from ..search.mitigation_report import HEADERS, table_rows
@@ -144,13 +145,12 @@ def replay_section(sample: dict, doc: dict, samples: list[dict], *, port: int = 
               f"as mtp-remote sent it{'' if exact else ' (rebuilt from the run playbook: stored before requests were)'}: "
               f"`POST {endpoint}` to the server started with the command above (on port {port})."), ""]
     if "text" in body:
-        lines += ["Prompt text, after the chat template (what `/generate` receives):", "", "```",
-                  body["text"], "```", ""]
+        lines += ["Prompt text, after the chat template (what `/generate` receives):", "", fence(body["text"]), ""]
         params = body.get("sampling_params", {})
     else:
         msgs = body.get("messages", [])
-        lines += ["Messages (the server applies the model's chat template):", "", "```",
-                  "\n".join(_message_line(m) for m in msgs), "```", ""]
+        lines += ["Messages (the server applies the model's chat template):", "",
+                  fence("\n".join(_message_line(m) for m in msgs)), ""]
         if body.get("tools"):
             names = [(t.get("function") or {}).get("name") for t in body["tools"] if isinstance(t, dict)]
             lines += [f"Tools ({len(names)}, definitions in the curl body): {', '.join(map(str, names))}", ""]
@@ -158,19 +158,18 @@ def replay_section(sample: dict, doc: dict, samples: list[dict], *, port: int = 
     seed_key = "sampling_seed" if "sampling_seed" in params else "seed"
     max_key = "max_new_tokens" if "max_new_tokens" in params else "max_tokens"
     lines += [f"Sampling parameters: `{json.dumps(params, sort_keys=True)}` (seed `{params.get(seed_key)}` as "
-              f"`{seed_key}`, `{max_key}` {params.get(max_key)})", "", "```",
-              f"curl -s http://127.0.0.1:{port}{endpoint} -H 'Content-Type: application/json' \\",
-              f"  -d {shlex.quote(json.dumps(body, ensure_ascii=False))}", "```", ""]
+              f"`{seed_key}`, `{max_key}` {params.get(max_key)})", "",
+              fence(f"curl -s http://127.0.0.1:{port}{endpoint} -H 'Content-Type: application/json' \\\n"
+                    f"  -d {shlex.quote(json.dumps(body, ensure_ascii=False))}"), ""]
     text = sample.get("text") or ""
     if sample.get("error"):
-        lines += [f"This request was in flight when the server failed; it got: `{sample['error'][:300]}`", ""]
+        lines += [f"This request was in flight when the server failed; it got: {inline_code(sample['error'][:300])}", ""]
     elif text:
         start = _loop_start(sample) if (sample.get("metrics") or {}).get("loop") else None
         shown = max(OUTPUT_CHARS, (start or 0) + EXCERPT_CHARS)
         note = (f"; the loop starts at char {start}" if start is not None else "")
         lines += [(f"Output from its start ({sample.get('completion_tokens')} tokens, finish_reason="
-                   f"{sample.get('finish_reason')}{note}):"), "", "```",
-                  text[:shown] + ("…" if len(text) > shown else ""), "```", ""]
+                   f"{sample.get('finish_reason')}{note}):"), "", fence(text[:shown] + ("…" if len(text) > shown else "")), ""]
     twin = next((b for b in samples if b.get("profile") == (doc.get("playbook") or {}).get("baseline", "baseline")
                  and b.get("prompt_id") == sample.get("prompt_id") and b.get("seed") == sample.get("seed")
                  and float(b.get("temperature", -1)) == float(sample["temperature"]) and not b.get("error")), None)
@@ -195,11 +194,15 @@ def _port(prof: dict) -> int:
 
 
 def log_tail(run_dir: Path, profile: str, lines: int = LOG_TAIL_LINES) -> str | None:
-    """The last ``lines`` lines of ``profile``'s server log kept with the run (``logs/<profile>.log``)."""
+    """The last ``lines`` lines of ``profile``'s server log kept with the run (``logs/<profile>.log``), read within
+    the input bound; None when there is none — or when ``profile`` (from a received run directory's summary) is
+    not a profile name (``../../x`` would read a file outside the run: never)."""
+    if not is_name(profile):
+        return None
     p = run_dir / "logs" / f"{profile}.log"
     try:
-        return "\n".join(p.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
+        return "\n".join(read_bounded(p).decode("utf-8", "replace").splitlines()[-lines:])
+    except (OSError, ValueError):
         return None
 
 
@@ -258,17 +261,17 @@ def render_bug_report(doc: dict, samples_path: Path, mitigation: dict | None, bi
         cmd = bisect["command"]
     else:
         cmd = "python -m sglang.launch_server " + " ".join(shlex.quote(a) for a in prof.get("argv_masked", []))
-    lines += ["```", cmd, "```", ""]
+    lines += [fence(cmd), ""]
     samples = _samples(samples_path)
     if kind != CORRUPT:
         crash = prof.get("crashed") or {}
         lines += ["### Evidence", "",
                   (f"The server became ready and served {prof.get('n_requests', 0)} request(s), then failed while "
-                   f"sampling: `{kind}`. Its fatal line: `{crash.get('fatal_line') or 'not logged'}`. "
+                   f"sampling: `{kind}`. Its fatal line: {inline_code(crash.get('fatal_line') or 'not logged')}. "
                    f"mtp-remote's reading: {crash.get('hint') or bad.get('evidence') or 'see the log'}"), ""]
         tail = log_tail(samples_path.parent, profile) if profile else None
         if tail:
-            lines += [f"Last {LOG_TAIL_LINES} lines of its log:", "", "```", tail, "```", ""]
+            lines += [f"Last {LOG_TAIL_LINES} lines of its log:", "", fence(tail), ""]
         quoted = quoted_sample(samples, profile, kind) if profile else None
         if quoted is not None:
             lines += replay_section(quoted, doc, samples, port=_port(prof))
@@ -287,7 +290,7 @@ def render_bug_report(doc: dict, samples_path: Path, mitigation: dict | None, bi
                          f"{'–' if acc is None else f'{acc:.2f}'} | {'–' if sr is None else f'{sr:.2f}x'} |")
     excerpt = looping_excerpt(samples_path, profile) if profile else None
     if excerpt:
-        lines += ["", "### Excerpt of a looping output", "", "```", excerpt, "```"]
+        lines += ["", "### Excerpt of a looping output", "", fence(excerpt)]
     quoted = quoted_sample(samples, profile, kind) if profile else None
     if quoted is not None:
         lines += [""] + replay_section(quoted, doc, samples, port=_port(prof))
