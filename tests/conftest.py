@@ -42,6 +42,11 @@ TIMED_FILES = frozenset({
 })
 
 
+def pytest_configure(config):
+    # pytest-xdist registers the mark when loaded; a serial run (-p no:xdist) must know it too
+    config.addinivalue_line("markers", "xdist_group(name): the tests of one group run on one xdist worker")
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker hook, which appends each item's group to its node id
 def pytest_collection_modifyitems(config, items):
     """The units of ``--dist loadgroup`` (``make test``): every test gets an ``xdist_group`` mark, the

@@ -272,9 +272,11 @@ def cache_root() -> Path:
     return Path(os.environ.get("MTP_REMOTE_REAL_CACHE") or "~/.cache/mtp-remote").expanduser()
 
 
-def missing_steps(parent: Path | None = None, steps: tuple[Step, ...] = STEPS) -> list[Step]:
-    """The steps of ``steps`` whose stamp is missing under ``parent`` (default :func:`cache_root`)."""
+def missing_steps(parent: Path | None = None, steps: tuple[Step, ...] | None = None) -> list[Step]:
+    """The steps of ``steps`` (default :data:`STEPS`) whose stamp is missing under ``parent`` (default
+    :func:`cache_root`)."""
     parent = parent or cache_root()
+    steps = STEPS if steps is None else steps
     _adopt_legacy_stamp(parent)
     return [s for s in steps if not (parent / s.stamp).exists()]
 
@@ -292,7 +294,7 @@ def _adopt_legacy_stamp(parent: Path) -> None:
         path.write_text(json.dumps({"adopted_from": str(ready)}) + "\n")
 
 
-def require(steps: tuple[Step, ...] = STEPS, parent: Path | None = None) -> Path:
+def require(steps: tuple[Step, ...] | None = None, parent: Path | None = None) -> Path:
     """The cache (``parent``, default :func:`cache_root`) when every step of ``steps`` is stamped there;
     :class:`NotBuilt` naming the missing steps and the command that builds them otherwise."""
     parent = parent or cache_root()
@@ -307,7 +309,7 @@ def require(steps: tuple[Step, ...] = STEPS, parent: Path | None = None) -> Path
 def engine(parent: Path | None = None) -> RealEngine:
     """The built engine under ``parent`` (default :func:`cache_root`); :class:`NotBuilt` (see :func:`require`)
     when a step is missing."""
-    parent = require(STEPS, parent)
+    parent = require(None, parent)
     root = parent / NAME
     info = json.loads((root / "READY.json").read_text()) if (root / "READY.json").exists() else {}
     return RealEngine(root=str(root), python=str(root / "venv" / "bin" / "python"), model_path=str(root / "model"),
@@ -328,11 +330,12 @@ def lint_python(parent: Path | None = None, *, build: bool = False, timeout_s: f
         return ensure_sglang_venv(LINT_SGLANG_VERSION, cache_dir=cache, timeout_s=timeout_s)
 
 
-def build(*, rebuild: bool = False, say: Callable[[str], None] = print, steps: tuple[Step, ...] = STEPS) -> dict:
-    """Run every step of ``steps`` whose stamp is missing (every step when ``rebuild``), in order, under the
+def build(*, rebuild: bool = False, say: Callable[[str], None] = print, steps: tuple[Step, ...] | None = None) -> dict:
+    """Run every step of ``steps`` (default :data:`STEPS`) whose stamp is missing (every step when ``rebuild``), in order, under the
     build lock; returns ``{"built": [step names], "elapsed_s": ...}``. Raises :class:`BuildError` naming the
     step that failed, what it ran, the output tail and the build log."""
     parent = cache_root()
+    steps = STEPS if steps is None else steps
     parent.mkdir(parents=True, exist_ok=True)
     b = Build(parent=parent, log_path=parent / f"{NAME}.build.log", say=say)
     with open(parent / f"{NAME}.lock", "w") as lock:
@@ -352,7 +355,7 @@ def build(*, rebuild: bool = False, say: Callable[[str], None] = print, steps: t
         with _heartbeat(b):
             for i, step in enumerate(todo, 1):
                 _run_step(b, step, f"[{i}/{len(todo)}]")
-        _write_ready(parent)
+        _write_ready(parent, steps)
         return {"built": [s.name for s in todo], "elapsed_s": round(time.monotonic() - b.t0, 1)}
 
 
@@ -379,10 +382,10 @@ def _run_step(b: Build, step: Step, count: str) -> None:
     b.say(f"    done in {_clock(record['seconds'])}")
 
 
-def _write_ready(parent: Path) -> None:
+def _write_ready(parent: Path, done: tuple[Step, ...]) -> None:
     """``READY.json``: the versions and every step's record (read back from the stamps)."""
     steps = {}
-    for s in STEPS:
+    for s in done:
         try:
             steps[s.name] = json.loads((parent / s.stamp).read_text())
         except ValueError:  # the lint venv's marker is plain text
