@@ -49,9 +49,10 @@ system-deps:
 ## TEST_WORKERS pytest-xdist processes (default 2; 1 = serial) with --dist loadgroup: tests/conftest.py puts
 ## each file in an xdist_group of its own (its tests share its module fixtures and never run beside each other)
 ## and the real-engine files and those that assert a measured speed or duration in one group (one worker).
+## --durations=10 lists the ten slowest tests. The rig and its measured times: docs/testing.md.
 TEST_WORKERS ?= 2
 test: $(STAMP) system-deps real-setup
-	$(BIN)/python -m pytest -q -ra $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup)
+	$(BIN)/python -m pytest -q -ra --durations=10 $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup)
 
 ## real-setup: real SGLang 0.5.9 for this CPU + tiny local models + the lint venv of tests/sglang_parser, cached
 ## once per machine outside the clone in ~/.cache/mtp-remote/ (MTP_REMOTE_REAL_CACHE=DIR moves it). A sequence of

@@ -47,16 +47,26 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "xdist_group(name): the tests of one group run on one xdist worker")
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's worker hook, which appends each item's group to its node id
+def pytest_itemcollected(item):
+    """The units of ``--dist loadgroup`` (``make test``): every test gets an ``xdist_group`` mark as it is
+    collected (before xdist's worker appends each item's group to its node id): the :data:`TIMED_FILES` the one
+    group :data:`ONE_WORKER`, every other file a group of its own (its path), so the tests of a file share its
+    module fixtures and never run beside each other, as with ``--dist loadfile``. A test that sets its own
+    ``xdist_group`` keeps it. Without xdist the mark is inert."""
+    if item.get_closest_marker("xdist_group") is None:
+        path = item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(ONE_WORKER if path in TIMED_FILES else path))
+
+
+@pytest.hookimpl(trylast=True)  # after xdist's worker hook, which appends each test's group to its node id
 def pytest_collection_modifyitems(config, items):
-    """The units of ``--dist loadgroup`` (``make test``): every test gets an ``xdist_group`` mark, the
-    :data:`TIMED_FILES` the one group :data:`ONE_WORKER`, every other file a group of its own (its path): the
-    tests of a file share its module fixtures and never run beside each other, as with ``--dist loadfile``.
-    A test that sets its own ``xdist_group`` keeps it. Without xdist the mark is inert."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            path = item.nodeid.split("::", 1)[0]
-            item.add_marker(pytest.mark.xdist_group(ONE_WORKER if path in TIMED_FILES else path))
+    """Refuse to run ``--dist loadgroup`` ungrouped: pytest-xdist 3.8 names a test's group by appending
+    ``@<group>`` to its node id, which pytest 9.2 ignores (pytest-dev/pytest-xdist#1386), so the files' tests
+    would spread over the workers, real SGLang beside the timed tests (``pyproject.toml`` pins pytest < 9.2)."""
+    if getattr(config.option, "loadgroup", False) and items and "@" not in items[0].nodeid:
+        raise pytest.UsageError(
+            f"--dist loadgroup does not group with pytest {pytest.__version__} and this pytest-xdist "
+            "(pytest-dev/pytest-xdist#1386): install the pinned versions (make install)")
 
 
 @pytest.fixture(scope="session")
