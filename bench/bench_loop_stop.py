@@ -98,7 +98,7 @@ def bench_realabort(results: list, repeats: int, tmp: Path, *, row) -> None:
     from mtp_remote.config.playbook import Playbook
     from mtp_remote.remote import connect as transport
     from mtp_remote.remote.commands import server_argv, server_env
-    from mtp_remote.experiment.server import ServerLifecycle
+    from mtp_remote.serving.process import ProcessServer
     from tests.support.ports import free_port
     from tests.support.real_sglang import ensure_real_sglang
 
@@ -112,7 +112,7 @@ def bench_realabort(results: list, repeats: int, tmp: Path, *, row) -> None:
         name="real-abort", transport="local", engine="sglang", python=eng.python, model_path=eng.model_path,
         workdir=str(tmp / "real-wd"), port=free_port(), env={"SGLANG_USE_CPU_ENGINE": "1", "TRITON_INTERPRET": "1"}))
     c = transport.connect(host)
-    lc = ServerLifecycle(c, host, python=host.python, workdir=host.workdir, run_id="realabort")
+    lc = ProcessServer(c, host, python=host.python, workdir=host.workdir, run_id="realabort")
     url = f"http://127.0.0.1:{host.port}"
     freed_abort, freed_close, drains, loops = [], [], [], []
     try:

@@ -1,7 +1,7 @@
 """Readiness latency: seconds from the ready line being written to the log until ``wait_ready`` knows.
 
 A stand-in server process (a real process in its own session) writes startup lines, then the ready line with
-the wall-clock time it wrote it; ``ServerLifecycle.wait_ready`` follows the log (local transport, and over a
+the wall-clock time it wrote it; ``ProcessServer.wait_ready`` follows the log (local transport, and over a
 throwaway sshd on 127.0.0.1 when one is available) and the latency is the time it returned minus that time.
 
     python bench/bench_readiness.py [--repeats 20] [--markdown]
@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mtp_remote.config.inventory import HostConfig
-from mtp_remote.experiment.server import ServerLifecycle
+from mtp_remote.serving.process import ProcessServer
 from mtp_remote.remote import connect, facts, process
 
 SERVER = textwrap.dedent('''
@@ -53,7 +53,7 @@ def measure(c, host: HostConfig, workdir: Path, delay: float) -> float:
             info = facts.get_process_info(c, p.pid)
         rec = process.ServerRecord(pid=p.pid, pgid=p.pid, start_ticks=info.start_ticks, cmdline=list(info.cmdline),
                                    profile="bench", port=0, log_path=str(log), run_id="bench", started_at=time.time())
-        lc = ServerLifecycle(c, host, python=sys.executable, workdir=str(workdir), run_id="bench")
+        lc = ProcessServer(c, host, python=sys.executable, workdir=str(workdir), run_id="bench")
         out = lc.wait_ready(rec, timeout_s=30)
         known = time.time()
         assert out.ok, out.describe()

@@ -32,11 +32,11 @@ TITLES = {"ready": "Ready line written → tool knows", "stop": "Stop → GPU me
           "commands": "Read-only commands over SSH (issue 21)"}
 HOW = {
     "ready": "A stand-in server writes startup lines, then at one instant writes the ready line and turns its "
-             "`/health` and `/health_generate` to 200. The tool (`ServerLifecycle.wait_ready` on the server's log "
+             "`/health` and `/health_generate` to 200. The tool (`ProcessServer.wait_ready` on the server's log "
              "stream, as the runner calls it: the ready line, then `/health` answering 200 through the "
              "tunnel opened while the server started) and the two anchors — `until curl -sf URL; do sleep P; done` run on the host, through the same transport — "
              "watch the same launch; each figure is when it returned minus that instant.",
-    "stop": "The simulated engine is launched and ready, then stopped by `ServerLifecycle.stop`. "
+    "stop": "The simulated engine is launched and ready, then stopped by `ProcessServer.stop`. "
             "\"Beyond engine\" is from the memory being free by the sim's own record (scheduler exit + its "
             "release delay) until the tool returned; \"stop called → memory free\" also holds the tool's "
             "steps before its signal. The anchor "
@@ -62,10 +62,10 @@ HOW = {
                 "loopback sshd, twice in one run: with the loop stop (the default) and with `stop_on_loop: false`, "
                 "same seeds. \"Same\" compares the verdicts and every sample's loop label.",
     "realabort": "Real SGLang 0.5.9 on this CPU (`make real-setup`'s venv, a tiny Qwen3, `--enable-metrics`), "
-                 "launched by `ServerLifecycle` (local transport): a streamed request stopped by the client after "
+                 "launched by `ProcessServer` (local transport): a streamed request stopped by the client after "
                  "24 tokens (stream closed + `/abort_request`), then one only closed; each figure is the time until "
                  "the scheduler holds no request (`/flush_cache` answers 200: SGLang's `sglang:num_running_reqs` "
-                 "gauge keeps its last value after an abort until the next batch); then `ServerLifecycle.stop` "
+                 "gauge keeps its last value after an abort until the next batch); then `ProcessServer.stop` "
                  "(SIGTERM, drain, exit, release).",
     "commands": "Each command a fresh process, as a runbook runs it, over the loopback sshd against a sim host (a "
                 "small run made first for `report last` to re-render), after one warm-up; CPU time (user + sys) in "

@@ -5,10 +5,10 @@
 Rows (each locally and, where a transport is involved, through a throwaway OpenSSH sshd on 127.0.0.1 from
 ``tests/support/sshd.py``):
 
-- ``ready``: ready line written -> the tool knows (``ServerLifecycle.wait_ready`` on a stand-in server that
+- ``ready``: ready line written -> the tool knows (``ProcessServer.wait_ready`` on a stand-in server that
   writes the line and flips its ``/health`` to 200 at the same instant), beside a 1 s ``curl`` loop on
   ``/health`` and SGLang's test helper's 10 s ``/health_generate`` poll, all three watching the same launch.
-- ``stop``: the simulated engine launched and ready, then ``ServerLifecycle.stop``; the figure is the time from
+- ``stop``: the simulated engine launched and ready, then ``ProcessServer.stop``; the figure is the time from
   its GPU memory being free (the sim's own record: exit time + release delay) to the tool returning, beside
   ``kill -9 -PGID; sleep 5`` (the field's ``pkill -9 -f sglang; sleep 5``, limited to our process group).
 - ``cycle``: ``api.diagnose`` of a small playbook (baseline + mtp) on the sim: per launch cycle, the tool's own
@@ -55,7 +55,7 @@ import httpx
 import yaml
 
 from mtp_remote.experiment import diagnose as api
-from mtp_remote.experiment.server import ServerLifecycle
+from mtp_remote.serving.process import ProcessServer
 from mtp_remote.remote import connect, facts, process
 
 ROWS = ("cli", "analyze", "ready", "stop", "cycle", "occupancy", "loopstop", "realabort", "commands")
@@ -243,7 +243,7 @@ def bench_ready(results: list, repeats: int, ssh_server, tmp: Path, anchors: boo
                     rec = process.ServerRecord(pid=p.pid, pgid=p.pid, start_ticks=info.start_ticks,
                                                cmdline=list(info.cmdline), profile="bench", port=port,
                                                log_path=str(log), run_id="bench", started_at=time.time())
-                    lc = ServerLifecycle(c, host, python=sys.executable, workdir=str(wd), run_id="bench")
+                    lc = ProcessServer(c, host, python=sys.executable, workdir=str(wd), run_id="bench")
                     # as the runner does: the tunnel opened while the server starts, the log stream kept
                     # open, and the ready line confirmed by /health through the tunnel
                     with connect.open_tunnel(c, host.model_copy(update={"port": port})) as tun, \
@@ -351,7 +351,7 @@ def _launch_sim(c, host, pb_path: str, wd: Path):
     from mtp_remote.experiment.plan import plan_run
 
     pb = load_playbook(pb_path)
-    lc = ServerLifecycle(c, host, python=sys.executable, workdir=str(wd), run_id=f"bench-{time.monotonic_ns()}")
+    lc = ProcessServer(c, host, python=sys.executable, workdir=str(wd), run_id=f"bench-{time.monotonic_ns()}")
     lc.prepare()
     lp = plan_run(host, pb, lc.workdir)[0]
     rec = lc.launch(lp.profile, lp.argv, lp.env)

@@ -97,7 +97,7 @@ def launch(inventory, host, playbook, profile):
     with _hosts().open_host(inventory, host) as (cfg, c, py):
         outcome = run_launch(c, cfg, pb, profile, py, run_id=new_run_id(), on_progress=progress_printer(console))
     if not outcome.ok:
-        from ..experiment.server import raise_for_outcome  # deferred: keeps --version/--help fast
+        from ..serving.base import raise_for_outcome  # deferred: keeps --version/--help fast
 
         raise_for_outcome(outcome)
     console.print(f"[green]{escape(outcome.describe())}[/]; server on {escape(cfg.name)} 127.0.0.1:{cfg.port}")

@@ -288,7 +288,7 @@ def stop(c, force=False, term_timeout=None, inventory=None):
 def launch(c, profile=None, playbook=DEFAULT_PLAYBOOK, inventory=None):
     """Launch one profile's server detached and wait until ready (it keeps running): --profile NAME."""
     from ..experiment.runner import new_run_id  # deferred: keeps --version/--help fast
-    from ..experiment.server import raise_for_outcome  # deferred: keeps --version/--help fast
+    from ..serving.base import raise_for_outcome  # deferred: keeps --version/--help fast
     from ..host.ops import launch as run_launch  # deferred: keeps --version/--help fast
     from ..report.console import progress_printer  # deferred: rich renderers
 

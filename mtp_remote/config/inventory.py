@@ -7,12 +7,31 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal, Union, get_args
 
 from pydantic import Field, field_validator, model_validator
 
 from ..errors import ConfigError
 from .validation import _check_path, _load, _Strict, _WithEnv, check_name, masked_env
+
+
+class ProcessServing(_Strict):
+    """``server: {kind: process}`` (the default): the server is a process group on the host, started with
+    ``setsid nohup``, recorded in the workdir and stopped by its PID (:mod:`mtp_remote.serving.process`)."""
+
+    kind: Literal["process"] = Field("process", description="process: a process group on the host")
+
+
+#: Where a host's servers run: one variant per kind, told apart by ``kind`` (the valid choices are named in the
+#: error for any other). A new kind adds its model here (``kind: Literal["..."]`` + its own fields) and its
+#: implementation in ``mtp_remote/serving/`` (see ``docs/architecture.md``).
+ServerSpec = Annotated[Union[ProcessServing], Field(discriminator="kind")]  # noqa: UP007 - grows a variant per kind
+
+
+def server_kinds() -> list[str]:
+    """The valid ``server.kind`` values, from :data:`ServerSpec`'s variants."""
+    variants = get_args(get_args(ServerSpec)[0]) or (get_args(ServerSpec)[0],)
+    return [get_args(m.model_fields["kind"].annotation)[0] for m in variants]
 
 
 class HostConfig(_WithEnv):
@@ -41,6 +60,9 @@ class HostConfig(_WithEnv):
     gpus: list[int] | None = Field(None, description="GPU indices (CUDA_VISIBLE_DEVICES); default: all")
     port: int = Field(30000, ge=1, le=65535, description="Server HTTP port on the host (bound to 127.0.0.1)")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the server")
+    server: ServerSpec = Field(
+        default_factory=ProcessServing,
+        description="Where the servers run, by `kind`: process (default: a process group on the host)")
     playbook: str | None = Field(
         None, description="Playbook `diagnose`, `mitigate`, `bisect`, `preflight`, `launch` and `smoke` use on this "
                           "host when none is given (e.g. a CPU-only host whose engine needs other flags than the "
@@ -50,6 +72,18 @@ class HostConfig(_WithEnv):
     @classmethod
     def _paths(cls, v: str | None) -> str | None:
         return _check_path(v)
+
+    @field_validator("server", mode="before")
+    @classmethod
+    def _server_kind(cls, v: Any) -> Any:
+        """``server: {}`` (or without ``kind``) is the default kind, ``process``; an unknown kind names the
+        choices."""
+        if isinstance(v, dict) and "kind" not in v:
+            return {"kind": "process", **v}
+        kinds = server_kinds()
+        if isinstance(v, dict) and v["kind"] not in kinds:
+            raise ValueError(f"unknown server kind {v['kind']!r}; choose one of: {', '.join(kinds)}")
+        return v
 
     @field_validator("model_path", "python", "workdir")
     @classmethod

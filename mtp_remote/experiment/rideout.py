@@ -10,10 +10,11 @@ import time
 from ..client import Completion
 from ..errors import TransportLost
 from ..remote import connect as transport
-from .server import Polled, ServerLifecycle
+from ..remote.logfile import Polled
+from ..serving.base import ServerKind
 
 
-def riding_out(lc: ServerLifecycle, step, default):
+def riding_out(lc: ServerKind, step, default):
     """``step()``, riding out a dropped SSH connection: a step cut by the drop runs again on the re-opened
     connection (the steps used here re-read the host's state, so repeating them is safe); ``default`` when the
     host cannot be reached within the reconnect bound (one more try after the connection was marked lost)."""
@@ -26,8 +27,8 @@ def riding_out(lc: ServerLifecycle, step, default):
     return default
 
 
-def poll_riding_out(lc: ServerLifecycle, rec, offset: int) -> Polled:
-    """``lc.poll``; a poll cut by a dropped connection is sent again (the next command re-opens the connection
+def poll_riding_out(lc: ServerKind, rec, offset: int) -> Polled:
+    """``lc.poll`` (any kind of server); a poll cut by a dropped connection is sent again (the next command re-opens the connection
     within its bound). Raises TransportLost when it cannot be re-opened."""
     try:
         return lc.poll(rec, offset)

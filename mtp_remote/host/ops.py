@@ -2,7 +2,7 @@
 
 Each takes a transport ``c`` and typed config and returns data (``Check`` lists, ``StatusReport``, …); the
 entry points render them. They change the host only where their name says so (``stop``, ``launch``), and
-then only through :class:`~mtp_remote.experiment.server.ServerLifecycle` — our process group, never by name.
+then only through :class:`~mtp_remote.serving.process.ProcessServer` — our process group, never by name.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ..client import ServerClient
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
 from ..errors import ConfigError, LaunchError, MtpRemoteError, RemoteError, TransportLost
-from ..experiment.server import ServerLifecycle
+from ..serving.process import ProcessServer
 from ..interrupts import run_async
 from ..lint.flag_table import version_key
 from ..lint.lint import _result_from_answer, lint_command
@@ -77,8 +77,8 @@ def _py_version_command(python: str, package: str | None) -> str:
 
 
 def lifecycle(c, host: HostConfig, python: str, run_id: str = "ops",
-              on_progress: Callable[[str], None] | None = None) -> ServerLifecycle:
-    lc = ServerLifecycle(c, host, python=python, workdir=host.workdir, run_id=run_id, on_progress=on_progress)
+              on_progress: Callable[[str], None] | None = None) -> ProcessServer:
+    lc = ProcessServer(c, host, python=python, workdir=host.workdir, run_id=run_id, on_progress=on_progress)
     lc.prepare()
     return lc
 
@@ -100,7 +100,7 @@ def remote_workdir(c, host: HostConfig) -> str:
 
 
 @contextlib.contextmanager
-def held_lock(lc: ServerLifecycle):
+def held_lock(lc: ProcessServer):
     """Hold the host lock while an operation changes the host (a diagnose run may be using it)."""
     lc.acquire_lock(f"{getpass.getuser()}@{socket.gethostname()}")
     try:
@@ -344,7 +344,7 @@ def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float
     if where.result == "missing":  # nothing of ours can run there, and a stop creates nothing
         res, workdir = process.StopResult(pid=0, found="none"), where.path
     else:
-        lc = ServerLifecycle(c, host, python=python, workdir=where.path, run_id="ops", on_progress=on_progress)
+        lc = ProcessServer(c, host, python=python, workdir=where.path, run_id="ops", on_progress=on_progress)
         res = _stop_riding_out(c, host, lc, term_s=term_s, gpu_release_s=gpu_release_s)
         workdir = lc.workdir
     foreign = foreign_processes(c, host, python, workdir, None)
@@ -363,7 +363,7 @@ def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float
     return out
 
 
-def _stop_riding_out(c, host: HostConfig, lc: ServerLifecycle, *, term_s: float,
+def _stop_riding_out(c, host: HostConfig, lc: ProcessServer, *, term_s: float,
                      gpu_release_s: float) -> process.StopResult:
     """``lc.stop`` under the host lock; a stop cut by a dropped SSH connection runs once more on the re-opened
     connection (it reads the record again). When the host cannot be reached, the TransportLost says that the
@@ -409,7 +409,7 @@ def launch(c, host: HostConfig, playbook: Playbook, profile: str, python: str, *
     return outcome
 
 
-def _stop_after_interrupt(lc: ServerLifecycle, host: HostConfig, playbook: Playbook, rec, exc: BaseException,
+def _stop_after_interrupt(lc: ProcessServer, host: HostConfig, playbook: Playbook, rec, exc: BaseException,
                           on_progress: Callable[[str], None] | None, *, profile: str) -> None:
     """Stop the server ``launch`` started when launching or waiting for it was interrupted (``rec`` is None
     when the launch step had not returned: the host's record names the server); if that fails too, say that it

@@ -23,7 +23,7 @@ from .logs import READY_LINE
 
 log = logging.getLogger(__name__)
 
-#: The most log text a stream keeps (its last bytes): the size ``ServerLifecycle.read_log`` reads by default.
+#: The most log text a stream keeps (its last bytes): the size ``ProcessServer.read_log`` reads by default.
 MAX_TEXT = 50 << 20
 
 

@@ -140,7 +140,7 @@ def parse_workdir(output: str) -> WorkdirReport:
 @dataclass(frozen=True)
 class LaunchReport:
     """What launch.sh saw. ``result``: ok, port-in-use, exited, record-failed, cannot-write-record,
-    cannot-write-workdir, no-workdir, not-private, bad-template, or ``no-result`` when the script said nothing.
+    cannot-write-workdir, no-workdir, not-private, bad-template, no-python, or ``no-result`` when the script said nothing.
     Identity fields are set only when ``result`` is ok; ``start_ticks`` in clock ticks after boot."""
 
     result: str

@@ -37,8 +37,22 @@ CHILDREN = "server.children"
 POLL_S = 0.1
 
 
+class _NamedByPid:
+    """A server named by its PID: ``ident`` in file names (``1234``), ``label`` in messages (``PID 1234``)."""
+
+    pid: int
+
+    @property
+    def ident(self) -> str:
+        return str(self.pid)
+
+    @property
+    def label(self) -> str:
+        return f"PID {self.pid}"
+
+
 @dataclass
-class ServerRecord:
+class ServerRecord(_NamedByPid):
     """What we know of a server we launched. ``start_ticks``: /proc start time, clock ticks after boot."""
 
     pid: int
@@ -74,7 +88,7 @@ class ServerRecord:
 
 
 @dataclass
-class StopResult:
+class StopResult(_NamedByPid):
     """Outcome of one stop. Durations in seconds; memory in MiB."""
 
     pid: int

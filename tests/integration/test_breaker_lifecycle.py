@@ -66,12 +66,12 @@ with open(sys.argv[1], "wb") as f:
 
 @contextlib.contextmanager
 def _lifecycle_of(pid: int, log, tmp_path, request, over: str):
-    """(ServerLifecycle, ServerRecord) for the process ``pid`` writing ``log``, reached locally or through the
+    """(ProcessServer, ServerRecord) for the process ``pid`` writing ``log``, reached locally or through the
     test sshd (``over``); the SSH connection is closed on exit."""
     from invoke import Context
 
     from mtp_remote.config.inventory import HostConfig
-    from mtp_remote.experiment.server import ServerLifecycle
+    from mtp_remote.serving.process import ProcessServer
     from mtp_remote.remote import connect as transport
     from mtp_remote.remote import facts, process
 
@@ -85,7 +85,7 @@ def _lifecycle_of(pid: int, log, tmp_path, request, over: str):
         info = facts.get_process_info(c, pid)
         rec = process.ServerRecord(pid=pid, pgid=pid, start_ticks=info.start_ticks, cmdline=list(info.cmdline),
                                    profile="x", port=0, log_path=str(log), run_id="r", started_at=time.time())
-        yield ServerLifecycle(c, host, python=sys.executable, workdir=str(tmp_path), run_id="r"), rec
+        yield ProcessServer(c, host, python=sys.executable, workdir=str(tmp_path), run_id="r"), rec
     finally:
         if over == "ssh":
             transport.close(c)
@@ -117,9 +117,9 @@ def test_the_polling_fallback_counts_the_logs_own_bytes_through_invalid_utf8_and
     """The poll that replaces a stream that ended (no tail -f, a dropped connection) reads from a byte offset:
     each poll's text, read in chunks that cut characters, joins into the log exactly, and the offsets add up
     to the log's size (before, replacement characters were counted as 3 bytes each and the offset drifted)."""
-    from mtp_remote.experiment import server
+    from mtp_remote.remote import logfile
 
-    monkeypatch.setattr(server, "CHUNK", 997)  # odd: chunks end inside 2- and 3-byte characters
+    monkeypatch.setattr(logfile, "CHUNK", 997)  # odd: chunks end inside 2- and 3-byte characters
     src, log = tmp_path / "writer.py", tmp_path / "srv.log"
     src.write_text(_MIXED_BYTES)
     subprocess.run([sys.executable, str(src), str(log)], check=True)

@@ -18,7 +18,7 @@ from invoke import Context
 
 from mtp_remote.config.inventory import HostConfig
 from mtp_remote.config.playbook import Playbook
-from mtp_remote.experiment.server import ServerLifecycle
+from mtp_remote.serving.process import ProcessServer
 from mtp_remote.remote import facts, process
 from mtp_remote.remote.commands import server_argv, server_env
 from tests.conftest import free_port
@@ -39,11 +39,11 @@ def sim_host(tmp_path: Path, **env) -> HostConfig:
                       env={"SGLANG_SIM_TIME_SCALE": "0.01", **env})
 
 
-_STARTED: list[ServerLifecycle] = []
+_STARTED: list[ProcessServer] = []
 
 
-def lifecycle(host: HostConfig, run_id: str = "r1") -> ServerLifecycle:
-    lc = ServerLifecycle(Context(), host, python=sys.executable, workdir=host.workdir, run_id=run_id)
+def lifecycle(host: HostConfig, run_id: str = "r1") -> ProcessServer:
+    lc = ProcessServer(Context(), host, python=sys.executable, workdir=host.workdir, run_id=run_id)
     lc.prepare()
     _STARTED.append(lc)
     return lc
@@ -57,7 +57,7 @@ def _stop_what_tests_started():
         _STARTED.pop().stop(term_s=10, gpu_release_s=10)
 
 
-def launch_ready(lc: ServerLifecycle, profile: str = "baseline"):
+def launch_ready(lc: ProcessServer, profile: str = "baseline"):
     host = lc.host
     rec = lc.launch(profile, server_argv(host, PLAYBOOK, profile), server_env(host, PLAYBOOK, profile, lc.workdir))
 

@@ -24,7 +24,7 @@ import pytest
 from invoke import Context
 
 from mtp_remote.errors import LaunchError, LockError, RemoteError
-from mtp_remote.experiment.server import ServerLifecycle
+from mtp_remote.serving.process import ProcessServer
 from mtp_remote.remote import facts, process
 from mtp_remote.remote.commands import server_argv, server_env
 from tests.integration.test_lifecycle import PLAYBOOK, sim_host
@@ -32,7 +32,7 @@ from tests.support.disk import fill, small_tmpfs
 
 pytestmark = pytest.mark.sim
 
-_STARTED: list[ServerLifecycle] = []
+_STARTED: list[ProcessServer] = []
 
 
 @pytest.fixture(autouse=True)
@@ -46,14 +46,14 @@ def _stop_what_tests_started():
             print(f"cleanup: {e}")
 
 
-def lifecycle(host, run_id: str = "r1", c=None) -> ServerLifecycle:
-    lc = ServerLifecycle(c or Context(), host, python=sys.executable, workdir=host.workdir, run_id=run_id)
+def lifecycle(host, run_id: str = "r1", c=None) -> ProcessServer:
+    lc = ProcessServer(c or Context(), host, python=sys.executable, workdir=host.workdir, run_id=run_id)
     lc.prepare()
     _STARTED.append(lc)
     return lc
 
 
-def launch(lc: ServerLifecycle, profile: str = "baseline"):
+def launch(lc: ProcessServer, profile: str = "baseline"):
     return lc.launch(profile, server_argv(lc.host, PLAYBOOK, profile), server_env(lc.host, PLAYBOOK, profile, lc.workdir))
 
 
@@ -179,7 +179,7 @@ def test_a_read_only_workdir_is_refused_before_anything_starts(tmp_path, tiny_tm
     host = sim_host(tmp_path)
     host.workdir = str(tiny_tmpfs / "wd")
     with pytest.raises(RemoteError, match="is not writable"):
-        ServerLifecycle(Context(), host, python=sys.executable, workdir=host.workdir, run_id="r1").prepare()
+        ProcessServer(Context(), host, python=sys.executable, workdir=host.workdir, run_id="r1").prepare()
     checks = {c.name: c for c in ops.preflight(Context(), host, None, sys.executable)}
     assert checks["workdir"].status == "fail" and "not writable" in checks["workdir"].detail
 
@@ -202,7 +202,7 @@ def test_two_contenders_for_a_stale_lock_never_both_win(tmp_path):
     host = sim_host(tmp_path)
     wins = []
     for i in range(20):
-        a, b = (ServerLifecycle(Context(), host, python=sys.executable, workdir=host.workdir, run_id=f"c{i}-{x}")
+        a, b = (ProcessServer(Context(), host, python=sys.executable, workdir=host.workdir, run_id=f"c{i}-{x}")
                 for x in "ab")
         a.prepare()
         (Path(a.workdir) / "lock").write_text(f"old@gone dead-run {int(time.time()) - 7 * 3600} 1\n")

@@ -18,7 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mtp_remote.experiment.runner import Runner, without_request_tracebacks
+from mtp_remote.experiment.watch import server_failure, without_request_tracebacks
+from mtp_remote.experiment.watch import watch as watch_server
 from mtp_remote.remote import process
 from mtp_remote.remote.commands import server_argv, server_env
 from mtp_remote.remote.logs import classify_log
@@ -125,7 +126,7 @@ def test_a_bind_failure_is_caught_at_once_with_its_cause_and_the_hung_server_is_
 def test_the_ready_line_after_a_bind_failure_is_not_readiness(tmp_path):
     """Measured: relaunched onto a port a healthy server holds, SGLang 0.5.9 logs [Errno 98], then its warmup
     reaches the other server and it prints the ready line (then exits)."""
-    from mtp_remote.experiment.server import _Watch
+    from mtp_remote.serving.readiness import Watch
 
     text = (CORPUS / "logs" / "l05_http_port_in_use.log").read_text()
     text += "[2026-11-02 09:15:00] The server is fired up and ready to roll!\n"
@@ -136,7 +137,7 @@ def test_the_ready_line_after_a_bind_failure_is_not_readiness(tmp_path):
     class _Rec:
         profile = "baseline"
 
-    outcome = _Watch(_Lc(), _Rec(), 60, lambda: True).step(text, alive=True)
+    outcome = Watch(_Lc(), _Rec(), 60, lambda: True).step(text, alive=True)
     assert outcome is not None and (outcome.kind, outcome.cause) == ("crashed", "port_in_use")
 
 
@@ -154,7 +155,6 @@ def test_a_500_on_one_request_does_not_end_the_profile(tmp_path, watch):
     lc = lifecycle(sim_host(tmp_path))
     rec, _ = launch_ready(lc)
     stream = lc.follow(rec) if watch == "stream" else None
-    runner = Runner(lc.host, PLAYBOOK, tmp_path / "run", run_id="r1", python=lc.python)
     bad = httpx.post(f"http://127.0.0.1:{lc.host.port}/generate", timeout=30,
                      json={"text": "What is 2+2?", "sampling_params": {"seed": 1}})
     assert bad.status_code == 500
@@ -162,12 +162,13 @@ def test_a_500_on_one_request_does_not_end_the_profile(tmp_path, watch):
 
     async def watch_briefly():
         try:
-            return await asyncio.wait_for(runner._watch(lc, rec, stream, interval_s=0.1), timeout=1.5)
+            return await asyncio.wait_for(watch_server(lc, rec, stream, stall_s=PLAYBOOK.timeouts.stall_s,
+                                                       interval_s=0.1), timeout=1.5)
         except asyncio.TimeoutError:
             return None
 
     assert asyncio.run(watch_briefly()) is None, "the watcher ended the profile on a request's 500"
-    assert runner._server_failure(lc, rec, stream, failed=False) is None
+    assert server_failure(lc, rec, stream, failed=False) is None
     if stream is not None:
         assert "Exception in ASGI application" in stream.text, "the stream saw the traceback it judged"
         lc.stop(term_s=10, gpu_release_s=10)

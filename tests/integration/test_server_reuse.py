@@ -63,13 +63,13 @@ def test_the_aa_arm_is_still_a_relaunch(tmp_path):
 def test_a_resume_uses_the_server_its_run_left_running_with_the_argv_it_needs(tmp_path):
     """The connection of a run dropped and left the mtp server up: the resume samples on it, no relaunch."""
     from mtp_remote.remote import connect as transport
-    from mtp_remote.experiment.server import ServerLifecycle
+    from mtp_remote.serving.process import ProcessServer
 
     inv, pb = write_config(tmp_path, "state_leak", samples=2, max_tokens=256, temperatures=[0.7])
     first = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs", profiles=["baseline"])
     _, host, playbook = hosts.load_config(inv, pb, None)
     c = transport.connect(host)
-    lc = ServerLifecycle(c, host, python=hosts.remote_python(host), workdir=host.workdir, run_id=first.run_id)
+    lc = ProcessServer(c, host, python=hosts.remote_python(host), workdir=host.workdir, run_id=first.run_id)
     lc.prepare()
     mtp = next(lp for lp in plan_run(host, playbook, lc.workdir) if lp.profile == "mtp")
     left = lc.launch("mtp", mtp.argv, mtp.env)
@@ -88,13 +88,13 @@ def test_a_resume_uses_the_server_its_run_left_running_with_the_argv_it_needs(tm
 
 def test_a_server_left_by_another_run_is_stopped_not_used(tmp_path):
     from mtp_remote.remote import connect as transport
-    from mtp_remote.experiment.server import ServerLifecycle
+    from mtp_remote.serving.process import ProcessServer
 
     inv, pb = write_config(tmp_path, "state_leak", samples=2, max_tokens=256, temperatures=[0.7])
     first = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs", profiles=["baseline"])
     _, host, playbook = hosts.load_config(inv, pb, None)
     c = transport.connect(host)
-    lc = ServerLifecycle(c, host, python=hosts.remote_python(host), workdir=host.workdir, run_id="another-run")
+    lc = ProcessServer(c, host, python=hosts.remote_python(host), workdir=host.workdir, run_id="another-run")
     lc.prepare()
     mtp = next(lp for lp in plan_run(host, playbook, lc.workdir) if lp.profile == "mtp")
     left = lc.launch("mtp", mtp.argv, mtp.env)

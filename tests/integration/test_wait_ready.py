@@ -11,7 +11,7 @@ import pytest
 from invoke import Context
 
 from mtp_remote.config.inventory import HostConfig
-from mtp_remote.experiment.server import ServerLifecycle
+from mtp_remote.serving.process import ProcessServer
 from mtp_remote.remote import facts, process
 
 REPLAY = Path(__file__).parent / "replay_log.py"
@@ -36,7 +36,7 @@ def replay(tmp_path, corpus):
         rec = process.ServerRecord(pid=p.pid, pgid=p.pid, start_ticks=info.start_ticks, cmdline=list(info.cmdline),
                                    profile=name, port=0, log_path=str(log), run_id="r", started_at=time.time())
         host = HostConfig(name="replay", transport="local", engine="sim", workdir=str(tmp_path))
-        return ServerLifecycle(c, host, python=sys.executable, workdir=str(tmp_path), run_id="r"), rec
+        return ProcessServer(c, host, python=sys.executable, workdir=str(tmp_path), run_id="r"), rec
 
     yield start
     for p in procs:
@@ -80,7 +80,7 @@ def test_a_log_that_stops_short_of_ready_times_out(replay):
 def test_a_half_written_fatal_line_is_judged_only_once_complete(corpus):
     from types import SimpleNamespace
 
-    from mtp_remote.experiment.server import _Watch
+    from mtp_remote.serving.readiness import Watch
     from mtp_remote.remote.logs import READY_LINE
 
     # the field log crashed after readiness; drop the ready line so the crash happens during the wait
@@ -88,7 +88,7 @@ def test_a_half_written_fatal_line_is_judged_only_once_complete(corpus):
     cut = text.index("Not enough space") + len("Not en")  # the chunk ends mid-line
     lc = SimpleNamespace(on_progress=lambda msg: None)
     rec = SimpleNamespace(profile="mtp")
-    w = _Watch(lc, rec, timeout_s=60, health=None)
+    w = Watch(lc, rec, timeout_s=60, health=None)
     assert w.step(text[:cut], alive=True) is None  # "AssertionError: Not en" alone decides nothing
     out = w.step(text[cut:], alive=True)
     assert out.kind == "crashed" and out.cause == "mamba_cache_exhausted"
@@ -136,7 +136,7 @@ def test_a_log_deleted_on_the_host_is_still_followed_to_the_servers_last_line(tm
         rec = process.ServerRecord(pid=p.pid, pgid=p.pid, start_ticks=info.start_ticks, cmdline=list(info.cmdline),
                                    profile="x", port=0, log_path=str(log), run_id="r", started_at=time.time())
         host = HostConfig(name="x", transport="local", engine="sim", workdir=str(tmp_path))
-        lc = ServerLifecycle(c, host, python=sys.executable, workdir=str(tmp_path), run_id="r")
+        lc = ProcessServer(c, host, python=sys.executable, workdir=str(tmp_path), run_id="r")
         stream = lc.follow(rec)
         assert lc.wait_ready(rec, timeout_s=10, stream=stream).ok
         log.unlink()
@@ -156,7 +156,7 @@ def _long_server(tmp_path, log: Path):
     rec = process.ServerRecord(pid=p.pid, pgid=p.pid, start_ticks=info.start_ticks, cmdline=list(info.cmdline),
                                profile="x", port=0, log_path=str(log), run_id="r", started_at=time.time())
     host = HostConfig(name="x", transport="local", engine="sim", workdir=str(tmp_path))
-    return p, rec, ServerLifecycle(c, host, python=sys.executable, workdir=str(tmp_path), run_id="r")
+    return p, rec, ProcessServer(c, host, python=sys.executable, workdir=str(tmp_path), run_id="r")
 
 
 def _closed_within(stream, seconds: float) -> float | None:

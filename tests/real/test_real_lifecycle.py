@@ -1,6 +1,6 @@
 """Real SGLang 0.5.9 through the real sshd: launch → ready → /generate → stop with a request in flight → port free.
 
-The same code paths as a GPU host (ServerLifecycle over a Fabric Connection, the SSH tunnel for HTTP), with the
+The same code paths as a GPU host (ProcessServer over a Fabric Connection, the SSH tunnel for HTTP), with the
 CPU start options given as host env and playbook flags only. Measured here: SGLang's SIGTERM drain never ends
 with a request in flight (its scheduler dies with the group's SIGTERM), so the stop escalates to SIGKILL after
 ``drain_s`` and says so; afterwards no process of the group is left and the port is free.
@@ -18,7 +18,7 @@ import pytest
 
 from mtp_remote.config.inventory import HostConfig
 from mtp_remote.config.playbook import Playbook
-from mtp_remote.experiment.server import ServerLifecycle
+from mtp_remote.serving.process import ProcessServer
 from mtp_remote.remote import connect as transport
 from mtp_remote.remote import facts, process
 from mtp_remote.remote.commands import server_argv, server_env
@@ -45,7 +45,7 @@ def test_real_sglang_over_ssh_launch_ready_generate_then_stop_with_a_request_in_
         name="real-ssh", engine="sglang", python=real_engine.python, model_path=real_engine.model_path,
         workdir=str(tmp_path / "wd"), port=free_port(), env={"SGLANG_USE_CPU_ENGINE": "1"}))
     conn = transport.connect(host)
-    lc = ServerLifecycle(conn, host, python=host.python, workdir=host.workdir, run_id="real-1")
+    lc = ProcessServer(conn, host, python=host.python, workdir=host.workdir, run_id="real-1")
     try:
         lc.prepare()
         rec = lc.launch("baseline", server_argv(host, PLAYBOOK, "baseline"),
@@ -119,7 +119,7 @@ def test_real_sglang_on_a_port_taken_after_launch_is_caught_at_errno_98_and_kill
     host = HostConfig(name="real-local", transport="local", engine="sglang", python=real_engine.python,
                       model_path=real_engine.model_path, workdir=str(tmp_path / "wd"), port=free_port(),
                       env={"SGLANG_USE_CPU_ENGINE": "1"})
-    lc = ServerLifecycle(Context(), host, python=host.python, workdir=host.workdir, run_id="real-2")
+    lc = ProcessServer(Context(), host, python=host.python, workdir=host.workdir, run_id="real-2")
     holder = socket.socket()
     try:
         lc.prepare()

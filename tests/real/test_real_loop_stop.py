@@ -22,7 +22,7 @@ from mtp_remote.config.inventory import HostConfig
 from mtp_remote.config.playbook import Playbook
 from mtp_remote.remote import connect as transport
 from mtp_remote.remote.commands import server_argv, server_env
-from mtp_remote.experiment.server import ServerLifecycle
+from mtp_remote.serving.process import ProcessServer
 from tests.conftest import free_port
 from tests.real.conftest import wait_ready_with_health
 
@@ -55,7 +55,7 @@ def test_real_sglang_aborts_a_stopped_stream_frees_its_slot_and_the_stop_drains_
         model_path=real_engine.model_path, workdir=str(tmp_path / "wd"), port=free_port(),
         env={"SGLANG_USE_CPU_ENGINE": "1", "TRITON_INTERPRET": "1"}))
     c = transport.connect(host)
-    lc = ServerLifecycle(c, host, python=host.python, workdir=host.workdir, run_id="real-stop")
+    lc = ProcessServer(c, host, python=host.python, workdir=host.workdir, run_id="real-stop")
     url = f"http://127.0.0.1:{host.port}"
     try:
         lc.prepare()

@@ -24,7 +24,7 @@ from mtp_remote.config.inventory import load_inventory
 from mtp_remote.errors import LockError, RemoteError
 from mtp_remote.remote import connect as transport
 from mtp_remote.remote import process
-from mtp_remote.experiment.server import ServerLifecycle
+from mtp_remote.serving.process import ProcessServer
 from tests.conftest import free_port
 from tests.support.disk import fill, small_tmpfs
 
@@ -165,7 +165,7 @@ def test_a_record_planted_in_a_shared_workdir_never_makes_stop_signal_anything(s
         assert victim.poll() is None, "root's stop killed the group a planted record named"
         assert "no server recorded" in r.output and not (shared / f"uid-{os.getuid()}").exists()
         # We work in our own subdirectory (made by a run); planted there, a record is not a file of ours either.
-        lc = ServerLifecycle(c, host, python="python3", workdir=str(shared), run_id="r1")
+        lc = ProcessServer(c, host, python="python3", workdir=str(shared), run_id="r1")
         lc.prepare()
         own = shared / f"uid-{os.getuid()}"
         assert lc.workdir == str(own) and own.stat().st_uid == os.getuid() and own.stat().st_mode & 0o777 == 0o700
@@ -190,7 +190,7 @@ def test_planted_symlinks_in_a_shared_workdir_never_make_launch_write_elsewhere(
         for name in ("server.ident", "server.json", "server.pid"):
             _plant(shared / f"{name}.tmp.{n}", link_to=target)
     host.workdir = str(shared)
-    lc = ServerLifecycle(c, host, python=host.python or "python3", workdir=host.workdir, run_id="r1")
+    lc = ProcessServer(c, host, python=host.python or "python3", workdir=host.workdir, run_id="r1")
     lc.prepare(lock_owner="t@here")
     assert lc.workdir == f"{shared}/uid-{os.getuid()}"
     from mtp_remote.remote.commands import server_argv, server_env
@@ -212,13 +212,13 @@ def test_a_planted_subdirectory_or_symlink_in_its_place_is_refused_not_followed(
     root_dir.mkdir(mode=0o700)
     _plant(own, link_to=root_dir)
     with pytest.raises(RemoteError, match="cannot be trusted"):
-        ServerLifecycle(c, host, python="python3", workdir=host.workdir, run_id="r1").prepare()
+        ProcessServer(c, host, python="python3", workdir=host.workdir, run_id="r1").prepare()
     assert not list(root_dir.iterdir()), "nothing was made through the planted symlink"
     own.unlink()
     own.mkdir(mode=0o700)
     os.chown(own, NOBODY, NOBODY)  # another user's directory under our name
     with pytest.raises(RemoteError, match="cannot be trusted"):
-        ServerLifecycle(c, host, python="python3", workdir=host.workdir, run_id="r1").prepare()
+        ProcessServer(c, host, python="python3", workdir=host.workdir, run_id="r1").prepare()
     assert not list(own.iterdir())
 
 
@@ -226,7 +226,7 @@ def test_a_planted_subdirectory_or_symlink_in_its_place_is_refused_not_followed(
 
 def test_a_corrupt_lock_counts_as_stale_once_it_is_a_minute_old(ssh, tmp_path):
     c, host, _ = ssh
-    lc = ServerLifecycle(c, host, python="python3", workdir=host.workdir, run_id="r1")
+    lc = ProcessServer(c, host, python="python3", workdir=host.workdir, run_id="r1")
     lc.prepare()
     lock = Path(lc.workdir) / "lock"
     lock.write_bytes(b"\x00garbage\n")
@@ -270,11 +270,11 @@ def test_a_full_disk_attempt_leaves_no_empty_write_test_file(ssh, tmp_path, tiny
 
     c, host, _ = ssh
     host.workdir = str(tiny_tmpfs / "wd")
-    ServerLifecycle(c, host, python="python3", workdir=host.workdir, run_id="r1").prepare()
+    ProcessServer(c, host, python="python3", workdir=host.workdir, run_id="r1").prepare()
     fill(tiny_tmpfs / "fill")
     for _ in range(2):
         with pytest.raises(RemoteError, match="is not writable"):
-            ServerLifecycle(c, host, python="python3", workdir=host.workdir, run_id="r1").prepare()
+            ProcessServer(c, host, python="python3", workdir=host.workdir, run_id="r1").prepare()
         checks = {ch.name: ch for ch in ops.preflight(c, host, None, host.python or "python3")}
         assert checks["workdir"].status == "fail"
     assert not list((tiny_tmpfs / "wd").glob(".write-test.*")), "a write test left its empty file"

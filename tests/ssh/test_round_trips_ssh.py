@@ -13,7 +13,7 @@ import pytest
 
 from mtp_remote.config.inventory import HostConfig
 from mtp_remote.config.playbook import Playbook
-from mtp_remote.experiment.server import ServerLifecycle
+from mtp_remote.serving.process import ProcessServer
 from mtp_remote.remote import connect as transport
 from mtp_remote.remote import facts
 from mtp_remote.remote.commands import server_argv, server_env
@@ -47,7 +47,7 @@ def test_a_launch_cycle_over_ssh_is_five_exec_sessions(sshd, tmp_path):
     c = Counting(conn)
     rec = None
     try:
-        lc = ServerLifecycle(c, host, python=sys.executable, workdir=host.workdir, run_id="r1")
+        lc = ProcessServer(c, host, python=sys.executable, workdir=host.workdir, run_id="r1")
         lc.prepare(lock_owner="me@here")
         assert (tmp_path / "wd" / "lock").read_text().startswith("me@here r1 ")
         lc.stop(term_s=10, gpu_release_s=10)

@@ -5,7 +5,7 @@ reference output on the same weights.
 The hosts are the inventory's entries as shipped (``real-cpu``, ``real-hybrid``, ``real-hybrid-leak``,
 ``real-hybrid-overaccept``) with only the port and workdir moved (the machine is shared) and the venv and
 model paths of the engine this session built (``tests/support/real_sglang.py``). Servers bind 127.0.0.1 and
-are always stopped by PID (``ServerLifecycle.stop``) when the block ends.
+are always stopped by PID (``ProcessServer.stop``) when the block ends.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from invoke import Context
 from mtp_remote.config.inventory import HostConfig
 from mtp_remote.config.playbook import Playbook, load_playbook
 from mtp_remote.remote.commands import server_argv, server_env
-from mtp_remote.experiment.server import ServerLifecycle
+from mtp_remote.serving.process import ProcessServer
 from tests.support.ports import free_port
 from tests.support.real_sglang import SHIMS, RealEngine
 
@@ -92,7 +92,7 @@ def serving(host: dict, playbook: Playbook | str, profile: str, *, ready_s: floa
     ready (AssertionError with the log tail otherwise) and yield ``(base url, wait outcome)``; stop it after."""
     cfg = HostConfig.model_validate(host)
     pb = playbook if isinstance(playbook, Playbook) else load_playbook(playbook)
-    lc = ServerLifecycle(Context(), cfg, python=cfg.python, workdir=cfg.workdir, run_id=run_id)
+    lc = ProcessServer(Context(), cfg, python=cfg.python, workdir=cfg.workdir, run_id=run_id)
     try:
         lc.prepare()
         rec = lc.launch(profile, server_argv(cfg, pb, profile), server_env(cfg, pb, profile, lc.workdir))
@@ -103,7 +103,7 @@ def serving(host: dict, playbook: Playbook | str, profile: str, *, ready_s: floa
         port_freed(cfg.port)  # the next launch's port check must find it free
 
 
-def wait_ready_with_health(lc: ServerLifecycle, rec, url: str, ready_s: float):
+def wait_ready_with_health(lc: ProcessServer, rec, url: str, ready_s: float):
     """``lc.wait_ready`` on a real server (bounded by ``ready_s`` seconds) with ``/health`` at ``url`` as its
     health check; asserts it got ready (the outcome and the log tail otherwise) and returns the outcome."""
 

@@ -6,6 +6,8 @@
 #        The file is data, never shell: no line of it is sourced or evaluated. $envload (below), run by the
 #        host's python as the server's first image, reads it, removes it, sets the variables and execs the
 #        server in place (same PID, so the identity below is the server's).
+# PYTHON: a path, or a bare name looked up in PATH's absolute entries (never in WORKDIR; "result no-python" when
+# there is none).
 # stdout: "key value" lines, last "result ok|<error>"; parsed by mtp_remote/remote/hostscripts.py (parse_launch).
 # lib.sh is prepended.
 # The record (server.ident, then server.json, server.pid) is written before the script ends; if it cannot
@@ -16,6 +18,11 @@ shift 6
 umask 077
 fail() { rm -f "$envf" "$wd/server.ident.tmp.$$" "$wd/server.json.tmp.$$" "$wd/server.pid.tmp.$$"; say "result $1"; exit 0; }
 envf="$wd/.launch-env.$$"
+# the python, found before we stand in the workdir (a bare name through PATH's absolute entries, never the
+# workdir: a file named like it there is never run); the server's own python is found the same way by the
+# loader below, through the PATH of the server's environment
+pyexe=$(find_exe "$py") || { envf=/nonexistent; fail "no-python"; }
+case $py in */*) py=$pyexe ;; esac
 cd "$wd" 2>/dev/null || { envf=/nonexistent; fail "no-workdir"; }
 private_dir "$wd" || { envf=/nonexistent; fail "not-private"; }  # checked each time (workdir.sh)
 IFS= read -r template || template=""
@@ -32,7 +39,7 @@ rm -f "$wd/server.ident.tmp.$$"
 rm -f "$wd/server.ident.tmp.$$"
 t0=$(up)
 # the environment loader: JSON in, os.environ out (names checked again: a shell name, whole), then exec
-envload='import json, os, re, sys
+envload='import json, os, re, shutil, sys
 path = sys.argv[1]
 with open(path) as f:
     env = json.load(f)
@@ -41,10 +48,16 @@ for name, value in env.items():
     if not re.fullmatch("[A-Za-z_][A-Za-z0-9_]*", name) or not isinstance(value, str) or "\0" in value:
         sys.exit("mtp-remote: refused environment variable %r" % name)
     os.environ[name] = value
-os.execv(sys.argv[2], sys.argv[2:])'
-# one simple background command: a subshell that reads the environment, removes the file and becomes the
+prog = sys.argv[2]
+if "/" not in prog:  # a bare name: PATH as the shell searches it, but never a relative entry (the workdir)
+    path = os.pathsep.join(d for d in os.environ.get("PATH", os.defpath).split(os.pathsep) if os.path.isabs(d))
+    prog = shutil.which(prog, path=path)
+    if prog is None:
+        sys.exit("mtp-remote: %r is not found in PATH (%s); the working directory is never searched" % (sys.argv[2], path))
+os.execv(prog, [prog] + sys.argv[3:])'
+# the loader runs isolated (-I: no PYTHON* variables, not the workdir on sys.path); one simple background command: a subshell that reads the environment, removes the file and becomes the
 # server by exec (setsid -> nohup -> python), so $! is the server's PID and, after setsid, its process group
-( exec setsid nohup "$py" -c "$envload" "$envf" "$py" -m "$mod" "$@" > "$log" 2>&1 < /dev/null ) &
+( exec setsid nohup "$pyexe" -I -c "$envload" "$envf" "$py" -m "$mod" "$@" > "$log" 2>&1 < /dev/null ) &
 pid=$!
 say "pid $pid"
 # identity: read after exec, once stat before and after the command line agree on group and start time

@@ -72,6 +72,20 @@ workdir_of() {  # CONFIGURED -> the directory we work in: CONFIGURED when it is 
   [ -L "$_w" ] && [ -d "$_w" ] && _w=$(cd -P "$_w" && pwd)
   if [ ! -e "$_w" ] || private_dir "$_w"; then echo "$_w"; else echo "$_w/uid-$(id -u)"; fi
 }
+find_exe() {  # NAME -> the program NAME runs, as an absolute path: NAME itself when it holds a "/" (relative to
+  # the current directory), else the first executable NAME in PATH's absolute entries — an empty or relative entry
+  # (".", "") is skipped, so the directory we stand in is never searched; fails when there is none
+  case $1 in
+    */*) [ -f "$1" ] && [ -x "$1" ] || return 1
+         case $1 in /*) echo "$1" ;; *) echo "$(pwd -P)/$1" ;; esac; return 0 ;;
+  esac
+  _rest=${PATH:-/usr/bin:/bin}:
+  while [ -n "$_rest" ]; do
+    _d=${_rest%%:*} _rest=${_rest#*:}
+    case $_d in /*) [ -f "$_d/$1" ] && [ -x "$_d/$1" ] && { echo "$_d/$1"; return 0; } ;; esac
+  done
+  return 1
+}
 owned() {  # FILE -> 0 when FILE is a regular file, not a symlink, owned by us (a record we may trust)
   [ -f "$1" ] && [ ! -L "$1" ] && [ -O "$1" ]
 }

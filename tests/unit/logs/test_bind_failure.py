@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from mtp_remote.cli.tools import classify_log_cmd
-from mtp_remote.experiment.server import _Watch
+from mtp_remote.serving.readiness import Watch
 from mtp_remote.remote.logs import classify_log
 from mtp_remote.remote.signatures import HTTP_BIND_FAILED, SIGNATURES
 
@@ -56,7 +56,7 @@ def test_the_readiness_wait_and_the_classifier_give_the_same_cause_hint_and_line
     class Rec:
         profile = "baseline"
 
-    outcome = _Watch(Lc(), Rec(), 60, lambda: True).step(text, alive=True)
+    outcome = Watch(Lc(), Rec(), 60, lambda: True).step(text, alive=True)
     judged = classify_log(text)
     assert (outcome.kind, outcome.cause) == ("crashed", "port_in_use")
     assert (outcome.hint, outcome.fatal_line) == (judged.hint, judged.fatal_line)

@@ -64,14 +64,14 @@ def test_a_polls_log_bytes_decode_the_same_from_base64_and_from_ods_hex(encoder)
     log's bytes back, a bad byte counted as one byte and a cut character left for the next poll."""
     import subprocess
 
-    from mtp_remote.experiment.server import _parse_poll
+    from mtp_remote.remote.logfile import parse_poll
 
     data = b"ok \xff caf\xc3\xa9 \xe2\x80\x94 end \xe2\x80"
     enc = subprocess.run(encoder, input=data, capture_output=True, check=True).stdout.decode()
     tag = "b64" if encoder[0] == "base64" else "hex"
     stat = "123 (python) S 1 123 123 0 -1"
-    polled = _parse_poll(f"{stat}\n--log--\n{tag}\n{enc}")
+    polled = parse_poll(f"{stat}\n--log--\n{tag}\n{enc}")
     assert polled.alive and polled.nbytes == len(data) - 2
     assert polled.text == "ok \ufffd caf\u00e9 \u2014 end "
-    gone = _parse_poll(f"\n--log--\n{tag}\n{enc}")
+    gone = parse_poll(f"\n--log--\n{tag}\n{enc}")
     assert not gone.alive and gone.nbytes == len(data) and gone.text.endswith("end \ufffd")

@@ -1,80 +1,40 @@
-"""ServerLifecycle: prepare the host, stop what we left, launch a profile, wait until it is ready, stop it.
+"""The ``process`` kind: a server as a process group on a host reached by SSH or locally.
 
-One code path for every transport: all host access goes through ``c.run`` (Fabric Connection or Invoke
-Context). Waiting for readiness follows the server log from a byte offset and classifies it with the same
-signature classifier as ``classify-log``; it has three outcomes — :class:`Ready`, :class:`Crashed` (process
-gone or a fatal line, with the cause, a hint and the last log lines) and :class:`TimedOut`. A ready line
-alone is not readiness: the caller then confirms ``/health`` answers 200 (through the tunnel).
+Prepare the host, take the lock, stop what we left, launch a profile (``setsid nohup``, recorded in the workdir),
+follow it until it is ready, watch it, stop it. One code path for every transport: all host access goes through
+``c.run`` (Fabric Connection or Invoke Context), each step one host-side script (:mod:`mtp_remote.remote.hostscripts`)
+or command (:mod:`mtp_remote.remote.logfile`, :mod:`mtp_remote.remote.lock`). Waiting for readiness follows the
+server log (:mod:`mtp_remote.remote.follow`) and judges it (:mod:`.readiness`): :class:`~.base.Ready`,
+:class:`~.base.Crashed` or :class:`~.base.TimedOut`. A ready line alone is not readiness: the caller then
+confirms ``/health`` answers 200 (through the tunnel).
 """
 
 from __future__ import annotations
 
-import base64
-import codecs
 import json
 import logging
 import os
 import shlex
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import NamedTuple
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from ..config.inventory import HostConfig
 from ..config.validation import check_run_id
 from ..errors import ConfigError, LaunchError, LockError, RemoteError
-from ..remote import facts, hostscripts, process
-from ..remote.commands import Command, mask_argv, mask_log_secrets
+from ..remote import connect as transport
+from ..remote import facts, hostscripts, lock, logfile, process
+from ..remote.commands import mask_argv, mask_log_secrets
 from ..remote.follow import LogStream
-from ..remote.logs import READY_LINE, LogClassification, classify_log
+from .base import Capabilities, WaitOutcome
+from .readiness import follow_to_ready
 
 log = logging.getLogger(__name__)
 
-TAIL_LINES = 30
-POLL_S = 0.1
-CHUNK = 1 << 20
-
-
-@dataclass
-class WaitOutcome:
-    """Common fields of Ready / Crashed / TimedOut. Times in seconds since launch."""
-
-    profile: str
-    elapsed_s: float
-    milestones: list[dict] = field(default_factory=list)  # [{"name", "at_s"}] seconds since launch
-    log_tail: list[str] = field(default_factory=list)
-    cause: str = ""
-    hint: str = ""
-    fatal_line: str | None = None
-
-    kind = "outcome"
-
-    @property
-    def ok(self) -> bool:
-        return self.kind == "ready"
-
-    def to_dict(self) -> dict:
-        return {"kind": self.kind, "profile": self.profile, "elapsed_s": round(self.elapsed_s, 3),
-                "milestones": self.milestones, "cause": self.cause, "hint": self.hint,
-                "fatal_line": self.fatal_line, "log_tail": self.log_tail}
-
-    def describe(self) -> str:
-        if self.ok:
-            return f"{self.profile}: ready after {self.elapsed_s:.1f} s"
-        what = "crashed" if self.kind == "crashed" else "timed out"
-        return f"{self.profile}: server {what} after {self.elapsed_s:.1f} s: {self.cause} — {self.hint}"
-
-
-class Ready(WaitOutcome):
-    kind = "ready"
-
-
-class Crashed(WaitOutcome):
-    kind = "crashed"
-
-
-class TimedOut(WaitOutcome):
-    kind = "timed_out"
+#: What a process group on a host we can see guarantees: our PID + start time + command line, SIGTERM's drain,
+#: GPU release by PID (nvidia-smi lists the group's PIDs), the log followed as written.
+PROCESS = Capabilities(kind="process", identity="pid", drain=True, gpu_release="pid", logs="stream", relaunch=True,
+                       launch=True, lock=True)
 
 
 def _local_pid_alive(pid: int) -> bool:
@@ -87,70 +47,14 @@ def _local_pid_alive(pid: int) -> bool:
     return True
 
 
-class Polled(NamedTuple):
-    """One poll: whether the process lives, the log text from the offset asked for, and how many of the log's
-    bytes that text holds (the next poll's offset is ``offset + nbytes``)."""
-
-    alive: bool
-    text: str
-    nbytes: int
-
-
-#: The poll's log bytes as text: base64 where the host has it (coreutils, busybox), else POSIX od's hex; the
-#: first line names which.
-_ENCODE = "{ if command -v base64 >/dev/null 2>&1; then echo b64; base64; else echo hex; od -An -v -tx1; fi; }"
-
-
-def _decode_chunk(encoded: str) -> bytes:
-    """The log bytes of one poll from ``_ENCODE``'s output (b'' when unreadable)."""
-    kind, _, body = encoded.partition("\n")
-    try:
-        if kind.strip() == "hex":
-            return bytes.fromhex("".join(body.split()))
-        return base64.b64decode("".join(body.split()))
-    except ValueError:
-        return b""
-
-
-def _parse_poll(output: str) -> Polled:
-    """Split one poll's output (the process's stat line, ``--log--``, the log bytes encoded) into a Polled.
-
-    The log travels as base64, so the offset counts the log's own bytes whatever they hold: invalid UTF-8 is
-    shown as U+FFFD but counted as the bytes it was, and a character cut at the chunk's end is left for the
-    next poll rather than counted as a replacement character."""
-    head, _, encoded = output.partition("--log--\n")
-    head = head.strip()
-    alive = False
-    if ")" in head:
-        state = head[head.rindex(")") + 2:].split()[0]
-        alive = state not in ("Z", "X")
-    raw = _decode_chunk(encoded)
-    dec = codecs.getincrementaldecoder("utf-8")("replace")
-    text = dec.decode(raw, final=False)
-    pending = dec.getstate()[0]
-    if not pending or alive:  # a cut character (a live writer may finish it): its bytes are read again next time
-        return Polled(alive, text, len(raw) - len(pending))
-    return Polled(alive, text + dec.decode(b"", final=True), len(raw))  # the log's last bytes: nothing follows
-
-
-#: Replace the lock only if it still holds the line we judged stale, under a mkdir mutex (a mutex left by a
-#: crashed contender is broken after 60 s). stdin: the line seen, then ours. Prints "acquired" or "held" + line.
-_LOCK_TAKEOVER = (
-    'umask 077; IFS= read -r seen; IFS= read -r mine; m="$1.takeover"; n=0; '
-    'until mkdir "$m" 2>/dev/null; do n=$((n + 1)); '
-    '  if [ $n -ge 100 ]; then if [ -n "$(find "$m" -maxdepth 0 -mmin +1 2>/dev/null)" ]; then rmdir "$m"; n=0; '
-    '    else echo held; head -c 512 "$1" 2>/dev/null | head -n 1; exit 0; fi; fi; sleep 0.05 2>/dev/null || sleep 1; done; '
-    'cur=$(head -c 512 "$1" 2>/dev/null | head -n 1); '
-    'if [ ! -e "$1" ] || [ "$cur" = "$seen" ]; then rm -f "$1.new.$$"; (set -C; printf "%s\\n" "$mine" > "$1.new.$$") 2>/dev/null '
-    '&& mv -f "$1.new.$$" "$1" && echo acquired || { rm -f "$1.new.$$"; echo held; }; '
-    'else echo held; printf "%s\\n" "$cur"; fi; rmdir "$m"')
-
-
-class ServerLifecycle:
-    """Lifecycle of the servers of one run on one host.
+class ProcessServer:
+    """The servers of one run on one host, as process groups (:class:`~.base.ServerKind`).
 
     ``c`` is the transport; ``python`` the remote python; ``workdir`` the remote work directory (``~``
-    allowed); ``on_progress(msg)`` receives one-line progress messages."""
+    allowed); ``on_progress(msg)`` receives one-line progress messages. Raises ConfigError for a run id that
+    cannot name a file."""
+
+    capabilities = PROCESS
 
     def __init__(self, c, host: HostConfig, *, python: str, workdir: str, run_id: str,
                  on_progress: Callable[[str], None] | None = None):
@@ -171,11 +75,6 @@ class ServerLifecycle:
         return facts.nvidia_smi(self.host, self.python, self.workdir)
 
     # -- setup -------------------------------------------------------------------------------------------
-
-    def _run(self, cmd: str | Command, *, warn: bool = True, stdin: str | None = None):
-        text = cmd.text if isinstance(cmd, Command) else cmd
-        return self.c.run(text, hide=True, warn=warn,
-                          in_stream=hostscripts.WholeStdin(stdin) if stdin is not None else False)
 
     def prepare(self, lock_owner: str | None = None) -> None:
         """Find the directory we work in on the host and create what is missing — one host-side step
@@ -246,8 +145,7 @@ class ServerLifecycle:
                 raise LockError(
                     f"host is locked by {cur[0]} (run {cur[1]}, {age:.0f} s ago); wait "
                     f"for it or remove {self.workdir}/lock if that run is dead", host=self.host.name)
-            out = self._run(f"sh -c {shlex.quote(_LOCK_TAKEOVER)} sh {shlex.quote(path)}",
-                            stdin=f"{seen}\n{content}\n").stdout
+            out = lock.take_over(self.c, path, seen, content)
             if out.startswith("acquired"):
                 what = "a corrupt lock" if corrupt else f"a stale lock ({' '.join(cur[:2])}, {age:.0f} s old"
                 self.on_progress(f"took over {what}{', its driver is gone' if dead_local else ''}"
@@ -257,8 +155,7 @@ class ServerLifecycle:
         raise LockError(f"could not take the lock {path}: it keeps changing hands", host=self.host.name)
 
     def release_lock(self) -> None:
-        path = shlex.quote(f"{self.workdir}/lock")
-        self._run(f"grep -q {shlex.quote(' ' + self.run_id + ' ')} {path} 2>/dev/null && rm -f {path}")
+        lock.release(self.c, self.workdir, self.run_id)
 
     # -- stop / launch -------------------------------------------------------------------------------------
 
@@ -273,6 +170,15 @@ class ServerLifecycle:
         if res.found != "none":
             self.on_progress(res.describe())
         return res
+
+    def find_leftover(self) -> process.ServerRecord | None:
+        """The server recorded in the workdir by this run on this port when it is still the process we started
+        (PID, start time, command line) and alive; None otherwise. One round trip, two when the record is ours."""
+        rec = process.read_record(self.c, self.workdir)
+        if rec is None or rec.run_id != self.run_id or rec.port != self.host.port:
+            return None
+        info = facts.get_process_info(self.c, rec.pid)
+        return rec if info is not None and info.alive and process.is_ours(info, rec) else None
 
     def launch(self, profile: str, argv: list[str], env: dict[str, str], *,
                exec_wait_s: int = 10) -> process.ServerRecord:
@@ -299,10 +205,22 @@ class ServerLifecycle:
             rep = hostscripts.parse_launch(r.stdout)
         except ValueError as e:
             raise LaunchError(f"{profile}: {e}", cause="identity_refused") from None
+        self._raise_for_launch(profile, rep, r.stderr)
+        rec.pid, rec.pgid, rec.start_ticks = rep.pid, rep.pgid, rep.start_ticks
+        rec.boot_id, rec.cmdline_sha256 = rep.boot_id, rep.cmdline_sha256
+        self.on_progress(f"{profile}: launched PID {rec.pid}, log {log_path}")
+        return rec
+
+    def _raise_for_launch(self, profile: str, rep: hostscripts.LaunchReport, stderr: str) -> None:
+        """LaunchError (with its cause) for every ``launch.sh`` result but ok."""
         if rep.result == "port-in-use":
             raise LaunchError(
                 f"port {self.host.port} on {self.host.name} is already in use; a server we did not start may "
                 f"be running (see `mtp-remote status`) — stop it or choose another port", cause="port_in_use")
+        if rep.result == "no-python":
+            raise LaunchError(f"{profile}: python {self.python!r} is not found on {self.host.name} (a bare name is "
+                              f"looked up in PATH, never in the workdir); set `python:` to its path",
+                              cause="no_python")
         if rep.result == "exited":
             raise LaunchError(f"{profile}: server exited immediately", cause="process_exited",
                               evidence="\n".join(mask_log_secrets(x) for x in rep.log_tail) or "(empty log)")
@@ -319,21 +237,22 @@ class ServerLifecycle:
                               f"started", cause="workdir_not_writable")
         if rep.result != "ok":
             raise LaunchError(f"launch command failed on {self.host.name} ({rep.result})",
-                              cause="launch_command_failed", evidence=r.stderr[-2000:])
-        rec.pid, rec.pgid, rec.start_ticks = rep.pid, rep.pgid, rep.start_ticks
-        rec.boot_id, rec.cmdline_sha256 = rep.boot_id, rep.cmdline_sha256
-        self.on_progress(f"{profile}: launched PID {rec.pid}, log {log_path}")
-        return rec
+                              cause="launch_command_failed", evidence=stderr[-2000:])
 
-    # -- readiness ----------------------------------------------------------------------------------------
+    # -- reaching, following, readiness -------------------------------------------------------------------
 
-    def poll(self, rec: process.ServerRecord, offset: int) -> Polled:
-        """(process alive, log text from byte ``offset``, bytes it holds) in one round trip; at most CHUNK bytes
-        of log (1 MiB), sent as base64 (hex from ``od`` on a host without ``base64``) so the byte offset stays
-        exact."""
-        cmd = (f"cat /proc/{int(rec.pid)}/stat 2>/dev/null; echo; echo --log--; "
-               f"tail -c +{int(offset) + 1} {shlex.quote(rec.log_path)} 2>/dev/null | head -c {CHUNK} | {_ENCODE}")
-        return _parse_poll(self._run(cmd).stdout)
+    @contextmanager
+    def reach(self) -> Iterator[transport.Tunnel]:
+        """The server's port on the host's 127.0.0.1: an SSH local forward, or the port itself on a local host
+        (:func:`mtp_remote.remote.connect.open_tunnel`)."""
+        with transport.open_tunnel(self.c, self.host) as tun:
+            yield tun
+
+    def poll(self, rec: process.ServerRecord, offset: int) -> logfile.Polled:
+        """(process alive, log text from byte ``offset``, bytes it holds) in one round trip; at most
+        :data:`~mtp_remote.remote.logfile.CHUNK` bytes of log (1 MiB), sent as base64 (hex from ``od`` on a host
+        without ``base64``) so the byte offset stays exact."""
+        return logfile.poll(self.c, rec.pid, rec.log_path, offset)
 
     def follow(self, rec: process.ServerRecord) -> LogStream:
         """Start following the server's log: one exec session (``follow.sh``) for the server's whole life, which
@@ -348,48 +267,20 @@ class ServerLifecycle:
 
         The log is streamed (``stream``, from :meth:`follow`; without one, a stream is opened here and stopped
         before returning, one more round trip), so the ready line is known within a few ms of being written,
-        over SSH too, with no round trip on that path. When the stream ends unexpectedly (the server died, the SSH connection dropped under
-        it, or the host's tail cannot follow a file) one poll tells which; if the server lives, the log is
-        polled every 0.1 s from the last byte offset. Returns Ready, Crashed (process gone, or a fatal
-        signature: cause, hint, last 30 lines) or TimedOut."""
+        over SSH too, with no round trip on that path. When the stream ends unexpectedly (the server died, the
+        SSH connection dropped under it, or the host's tail cannot follow a file) one poll tells which; if the
+        server lives, the log is polled every 0.1 s from the last byte offset
+        (:func:`~.readiness.follow_to_ready`). Returns Ready, Crashed (process gone, or a fatal signature: cause,
+        hint, last 30 lines) or TimedOut."""
         own = stream is None
         if stream is None:
             stream = self.follow(rec)
         try:
-            return self._wait_ready(rec, stream, timeout_s, health)
+            outcome, streamed = follow_to_ready(self, rec, stream, timeout_s, health)
+            return self._ready(rec, outcome, stream=stream if streamed else None)
         finally:
             if own:  # now, not in a thread: a server left running (`launch`) must not keep a follower
                 stream.close()
-
-    def _wait_ready(self, rec: process.ServerRecord, stream: LogStream, timeout_s: float,
-                    health: Callable[[], bool] | None) -> WaitOutcome:
-        watch = _Watch(self, rec, timeout_s, health)
-        offset = stream.offset
-        while True:
-            new = stream.read(0.05)
-            if stream.ended:
-                new += stream.drain()
-                offset = stream.offset + stream.nbytes
-                alive, more, n = self.poll(rec, offset)  # dead server, dropped connection, or a tail that cannot -f
-                offset += n
-                outcome = watch.step(new + more, alive=alive)
-                if outcome is not None:
-                    return self._ready(rec, outcome, stream=None)
-                break
-            outcome = watch.step(new, alive=True)
-            if outcome is not None:
-                return self._ready(rec, outcome, stream=stream)
-        log.info("following the log on %s by polling (the log stream ended while the server lives: no tail -f "
-                 "there, or the connection dropped)", self.host.name)
-        while True:
-            time.sleep(POLL_S)
-            alive, new, n = self.poll(rec, offset)
-            offset += n
-            if not alive:
-                new += self.poll(rec, offset).text
-            outcome = watch.step(new, alive=alive)
-            if outcome is not None:
-                return self._ready(rec, outcome, stream=None)
 
     def _ready(self, rec: process.ServerRecord, outcome: WaitOutcome, *, stream: LogStream | None) -> WaitOutcome:
         """On Ready, remember the server's children (a scheduler may later leave the process group): the log
@@ -405,57 +296,4 @@ class ServerLifecycle:
 
     def read_log(self, log_path: str, max_bytes: int = 50 << 20) -> str:
         """The log's text (the last ``max_bytes`` bytes), or '' if missing."""
-        r = self._run(f"tail -c {int(max_bytes)} {shlex.quote(log_path)} 2>/dev/null")
-        return r.stdout
-
-    def read_log_tail(self, log_path: str, lines: int = TAIL_LINES) -> list[str]:
-        r = self._run(f"tail -n {int(lines)} {shlex.quote(log_path)} 2>/dev/null")
-        return r.stdout.splitlines()
-
-
-class _Watch:
-    """The judgement part of wait_ready: accumulate log text, report milestones, decide the outcome."""
-
-    def __init__(self, lc: ServerLifecycle, rec: process.ServerRecord, timeout_s: float,
-                 health: Callable[[], bool] | None):
-        self.lc, self.rec, self.timeout_s, self.health = lc, rec, timeout_s, health
-        self.t0 = time.monotonic()
-        self.text = ""
-        self.seen: dict[str, float] = {}  # milestone -> seconds after the wait started when first seen
-        self.cls: LogClassification | None = None
-
-    def step(self, new: str, *, alive: bool) -> WaitOutcome | None:
-        """Take new log text and the process state; return an outcome, or None to keep waiting."""
-        if new:
-            self.text += new
-            # judge complete lines only: a fatal line read half-written can match a generic signature
-            # before its end shows the specific cause
-            self.cls = classify_log(self.text if not alive else self.text[: self.text.rfind("\n") + 1])
-            for m in self.cls.milestones:
-                if m.name not in self.seen:
-                    self.seen[m.name] = round(time.monotonic() - self.t0, 3)
-                    self.lc.on_progress(f"{self.rec.profile}: {m.name} ({self.seen[m.name]:.1f} s)")
-        elapsed = time.monotonic() - self.t0
-        cls = classify_log(self.text) if not alive else (self.cls or classify_log(""))
-        kw = dict(profile=self.rec.profile, elapsed_s=elapsed,
-                  milestones=[{"name": k, "seen_s": v} for k, v in self.seen.items()],
-                  log_tail=self.text.splitlines()[-TAIL_LINES:])
-        # before the ready line: a failed bind (signatures.HTTP_BIND_FAILED) is fatal even when a ready line
-        # follows (the warmup reached whoever holds the port)
-        if cls.is_fatal:
-            return Crashed(cause=cls.cls, hint=cls.hint, fatal_line=cls.fatal_line, **kw)
-        if not alive:
-            return Crashed(cause="process_exited", hint="the server process exited; read the log tail",
-                           fatal_line=None, **kw)
-        if READY_LINE in self.text and (self.health is None or self.health()):
-            return Ready(cause="ready", **kw)
-        if elapsed >= self.timeout_s:
-            return TimedOut(cause="timed_out", hint=f"not ready after {self.timeout_s:.0f} s (last state: "
-                                                    f"{cls.cls}); raise timeouts.ready_s or read the log", **kw)
-        return None
-
-
-def raise_for_outcome(outcome: WaitOutcome) -> None:
-    """Turn a Crashed/TimedOut outcome into a LaunchError with the log tail as evidence."""
-    if not outcome.ok:
-        raise LaunchError(outcome.describe(), outcome=outcome, evidence="\n".join(outcome.log_tail))
+        return logfile.read_log(self.c, log_path, max_bytes)

@@ -1,0 +1,18 @@
+"""The kind of server a host's ``server: {kind: ...}`` names, opened for one run: :func:`open_server`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..config.inventory import HostConfig
+from .base import ServerKind
+from .process import ProcessServer
+
+
+def open_server(c, host: HostConfig, *, python: str, run_id: str,
+                on_progress: Callable[[str], None] | None = None) -> ServerKind:
+    """The :class:`~.base.ServerKind` of ``host`` (``host.server.kind``) over transport ``c``, for run
+    ``run_id``; ``python`` is the host's python. Nothing runs on the host until its ``prepare``."""
+    if host.server.kind == "process":
+        return ProcessServer(c, host, python=python, workdir=host.workdir, run_id=run_id, on_progress=on_progress)
+    raise AssertionError(f"unknown server kind {host.server.kind!r}")  # the inventory's model names the choices
