@@ -318,6 +318,13 @@ def engine(parent: Path | None = None) -> RealEngine:
                       lint_python=str(lint_python(parent)))
 
 
+def ensure_real_sglang(*, say: Callable[[str], None] = print) -> RealEngine:
+    """Build the missing steps (:func:`build`) and return the engine: for scripts that run outside pytest
+    (``bench/``); the tests only read the cache (:func:`engine`)."""
+    build(say=say)
+    return engine()
+
+
 def lint_python(parent: Path | None = None, *, build: bool = False, timeout_s: float = COMMAND_TIMEOUT_S) -> Path:
     """The python of the lint venv (``<cache>/lint-venvs/sglang-<LINT_SGLANG_VERSION>``); built first when
     ``build`` (under its own ``flock``, as ``tests/sglang_parser`` always took it), else only located."""
