@@ -221,13 +221,17 @@ def _step_runtime(b: Build) -> dict:
 
 
 def _step_cpu_shims(b: Build) -> dict:
-    install_cpu_shims(b.site())
+    site = b.site()
+    b.what = f"patching {site}"
+    install_cpu_shims(site)
     version = b.run([str(b.python), "-c", _CHECK], "import the shimmed SGLang").strip().splitlines()[-1]
     return {"sglang_version": version}
 
 
 def _step_hybrid_shims(b: Build) -> dict:
-    real_hybrid.install_hybrid_shims(b.site())
+    site = b.site()
+    b.what = f"patching {site}"
+    real_hybrid.install_hybrid_shims(site)
     b.run([str(b.python), "-c", real_hybrid.CHECK], "import the hybrid backend with its stand-ins")
     return {}
 
@@ -244,6 +248,7 @@ def _step_hybrid_model(b: Build) -> dict:
 
 
 def _step_lint_venv(b: Build) -> dict:
+    b.what = f"venv, pip install sglang=={LINT_SGLANG_VERSION} and its parser's imports (mtp_remote.lint.sglang_env)"
     lint_python(b.parent, build=True, timeout_s=COMMAND_TIMEOUT_S)
     return {"sglang": LINT_SGLANG_VERSION}
 
