@@ -18,7 +18,7 @@ import yaml
 
 from mtp_remote.errors import LaunchError
 from mtp_remote.experiment import diagnose as api
-from mtp_remote.experiment.server import ServerLifecycle
+from mtp_remote.serving.process import ProcessServer
 from mtp_remote.config.inventory import load_inventory
 from mtp_remote.remote import connect as transport
 from mtp_remote.remote import facts
@@ -91,7 +91,7 @@ def test_a_python_found_nowhere_in_path_is_a_clear_launch_error_and_the_workdir_
     host = load_inventory_host(tmp_path, cfg)
     c = transport.connect(host)
     try:
-        lc = ServerLifecycle(c, host, python="mtp-no-such-python", workdir=host.workdir, run_id="r1")
+        lc = ProcessServer(c, host, python="mtp-no-such-python", workdir=host.workdir, run_id="r1")
         lc.prepare()
         from mtp_remote.remote.commands import server_argv, server_env
         from tests.integration.test_lifecycle import PLAYBOOK
