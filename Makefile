@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: demo test test-real real-setup lint install system-deps clean bench
+.PHONY: demo test test-real real-setup lint install system-deps clean bench container-up container-down
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -20,18 +20,27 @@ demo: $(STAMP)
 	  if [ $$code -le 1 ]; then echo "demo finished (exit $$code: 1 = a speculative profile corrupts output, as expected on sim-local)"; exit 0; fi; exit $$code
 
 ## system-deps: the system packages the tests use, installed with apt-get when missing and running as root
-## (otherwise said, and the tests that need them skip). One line per package in SYSTEM_DEPS below:
-## "<command that proves it is there>:<apt packages>"; add new ones there.
+## (otherwise said, and the tests that need them skip). One entry per package in SYSTEM_DEPS below:
+## "<command>[,<command>...]:<apt package>[+<apt package>...]" (any of the commands proves it is there); add new
+## ones there.
 ##   sshd      OpenSSH server (tests/ssh start their own sshd on 127.0.0.1)
 ##   chromium  the HTML report is opened headless
+##   podman, runc  the container hosts and tests (docs/containers.md; docker instead of both will do). Then podman
+##   is probed with a local image (tests/support/containers.py configure: on a cgroup-hybrid host without
+##   CAP_SYS_RESOURCE it writes /etc/containers/containers.conf.d/50-mtp-remote.conf, root only).
 SYSTEM_DEPS := \
 	sshd:openssh-server+openssh-client \
-	chromium:chromium
+	chromium:chromium \
+	podman,docker:podman \
+	runc,docker:runc
 system-deps:
 	@missing=""; \
 	for dep in $(SYSTEM_DEPS); do \
-	  cmd=$${dep%%:*}; pkgs=$$(echo "$${dep#*:}" | tr + ' '); \
-	  command -v $$cmd >/dev/null 2>&1 || [ -x /usr/sbin/$$cmd ] || missing="$$missing $$pkgs"; \
+	  found=""; \
+	  for cmd in $$(echo "$${dep%%:*}" | tr , " "); do \
+	    if command -v $$cmd >/dev/null 2>&1 || [ -x /usr/sbin/$$cmd ]; then found=1; fi; \
+	  done; \
+	  [ -n "$$found" ] || missing="$$missing $$(echo "$${dep#*:}" | tr + ' ')"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -40,7 +49,8 @@ system-deps:
 	  else \
 	    echo "missing:$$missing (install them, e.g. sudo apt-get install$$missing); the tests that need them will be skipped"; \
 	  fi; \
-	fi
+	fi; \
+	if command -v podman >/dev/null 2>&1 || command -v docker >/dev/null 2>&1; then $(PY) -m tests.support.containers configure || true; fi
 
 ## test: all tests (unit, integration against the sim, ssh against a real sshd on 127.0.0.1, and real SGLang
 ## 0.5.9 on the CPU: one lifecycle over ssh, a baseline diagnose, a NEXTN lifecycle on the hybrid model and one
@@ -75,6 +85,16 @@ REPEATS ?= 5
 NOTE    ?=
 bench: $(STAMP) system-deps
 	$(BIN)/python -m bench --repeats $(REPEATS) --write-docs --note "$(NOTE)"
+
+## container-up: build the local image (a minimal rootfs; the host's /usr, python and this clone bind-mounted
+## read-only at run time) and start the long-lived container mtp-remote-sim that `fab -H sim-container diagnose`
+## execs into; `fab -H sim-image diagnose` runs each profile as its own container of that image.
+## container-down: remove our containers (label mtp-remote) and the image. docs/containers.md
+container-up: $(STAMP) system-deps
+	$(BIN)/python -m tests.support.containers up
+
+container-down:
+	$(PY) -m tests.support.containers down
 
 ## lint: ruff over mtp_remote, bench and tests with the rule sets pinned in pyproject.toml (not part of `make test`)
 lint: $(STAMP)

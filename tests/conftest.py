@@ -38,7 +38,7 @@ TIMED_FILES = frozenset({
     "tests/integration/test_force_signal.py", "tests/integration/test_real_behaviour_lifecycle.py",
     "tests/integration/test_wait_ready.py",
     "tests/sim/test_sim_perf.py", "tests/sim/test_sim_mitigation.py", "tests/ssh/test_fleet_ssh.py",
-    "tests/ssh/test_connect_errors.py",
+    "tests/ssh/test_connect_errors.py", "tests/integration/test_gpu_namespace.py", "tests/containers/test_sim_pid1.py",
 })
 
 

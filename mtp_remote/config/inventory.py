@@ -22,10 +22,56 @@ class ProcessServing(_Strict):
     kind: Literal["process"] = Field("process", description="process: a process group on the host")
 
 
+_CONTAINER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
+class ExecServing(_Strict):
+    """``server: {kind: exec, runtime: podman, container: NAME}``: the server runs inside a long-lived container on
+    the host (``docker run -d ... sleep infinity``, a Proxmox LXC): every host step runs through ``podman|docker
+    exec -i NAME sh -c ...`` or ``pct exec VMID -- sh -c ...`` (:mod:`mtp_remote.serving.exec`). The container
+    must see the server's port on its 127.0.0.1 the way the host does (host network) or publish it there."""
+
+    kind: Literal["exec"] = Field("exec", description="exec: a process group inside a long-lived container")
+    runtime: Literal["podman", "docker", "pct"] = Field(
+        "docker", description="podman, docker (exec -i NAME), or pct (Proxmox: pct exec VMID --)")
+    container: str = Field(..., description="The container's name or id (for pct: the VMID)")
+
+    @field_validator("container")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _CONTAINER_NAME.fullmatch(v):
+            raise ValueError(f"{v!r} is not a container name (letters, digits, '_', '.', '-'; first a letter or "
+                             f"digit)")
+        return v
+
+
+class ContainerServing(_Strict):
+    """``server: {kind: container, runtime: podman, image: IMAGE}``: each profile's server is its own container from
+    an image (a profile may name its own ``image``: one run compares two images), with the host network, our
+    name and labels, the host's GPUs when it has any; stopped with ``stop -t DRAIN`` then removed
+    (:mod:`mtp_remote.serving.container`)."""
+
+    kind: Literal["container"] = Field("container", description="container: a container per profile from an image")
+    runtime: Literal["podman", "docker"] = Field("docker", description="podman or docker")
+    image: str = Field(..., description="Image of every profile that names none (e.g. lmsysorg/sglang:v0.5.9-cu126)")
+    python: str = Field("python3", description="python inside the image (sim engine on a local host: this python, "
+                                               "mounted read-only)")
+    run_args: list[str] = Field(default_factory=list,
+                                description="More `run` arguments, e.g. [-v, /models:/models:ro, --shm-size, 16g]")
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_./:@-]{0,255}", v):
+            raise ValueError(f"{v!r} is not an image reference (registry/name:tag or name@sha256:...)")
+        return v
+
+
 #: Where a host's servers run: one variant per kind, told apart by ``kind`` (the valid choices are named in the
 #: error for any other). A new kind adds its model here (``kind: Literal["..."]`` + its own fields) and its
 #: implementation in ``mtp_remote/serving/`` (see ``docs/architecture.md``).
-ServerSpec = Annotated[Union[ProcessServing], Field(discriminator="kind")]  # noqa: UP007 - grows a variant per kind
+ServerSpec = Annotated[Union[ProcessServing, ExecServing, ContainerServing],  # noqa: UP007 - a variant per kind
+                       Field(discriminator="kind")]
 
 
 def server_kinds() -> list[str]:
@@ -41,6 +87,10 @@ class HostConfig(_WithEnv):
     transport: Literal["ssh", "local"] = Field("ssh", description="ssh: Fabric Connection; local: Invoke Context")
     engine: Literal["sglang", "sim"] = Field(
         "sglang", description="sglang: python -m sglang.launch_server; sim: the built-in simulated engine")
+    entrypoint: Literal["launch_server", "serve"] = Field(
+        "launch_server", description="How the server is started: launch_server (python -m sglang.launch_server) or "
+                                     "serve (sglang serve: the `sglang` console script beside `python`; on a sim "
+                                     "host python -m mtp_remote.sim serve)")
     address: str | None = Field(None, description="SSH address (hostname or IP); required for transport ssh")
     user: str | None = Field(None, description="SSH user; default: the SSH config's or the local user")
     ssh_port: int = Field(22, ge=1, le=65535, description="SSH port")
@@ -62,7 +112,8 @@ class HostConfig(_WithEnv):
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the server")
     server: ServerSpec = Field(
         default_factory=ProcessServing,
-        description="Where the servers run, by `kind`: process (default: a process group on the host)")
+        description="Where the servers run, by `kind`: process (default: a process group on the host), exec (inside "
+                    "a long-lived container), container (a container per profile from an image)")
     playbook: str | None = Field(
         None, description="Playbook `diagnose`, `mitigate`, `bisect`, `preflight`, `launch` and `smoke` use on this "
                           "host when none is given (e.g. a CPU-only host whose engine needs other flags than the "
@@ -117,6 +168,27 @@ class HostConfig(_WithEnv):
     def engine_module(self) -> str:
         """The Python module launched with ``python -m``."""
         return "mtp_remote.sim.launch_server" if self.is_sim else "sglang.launch_server"
+
+    def entry_words(self, python: str) -> list[str]:
+        """The words after ``python`` on the server's command line, as ``/proc/PID/cmdline`` shows them: ``-m
+        sglang.launch_server``, or for ``entrypoint: serve`` the ``sglang`` console script beside ``python``
+        and ``serve`` (what ``sglang serve`` becomes once its shebang ran), or on a sim host ``-m
+        mtp_remote.sim serve``. Raises ConfigError for ``serve`` with a ``python`` that is not a path (the
+        script is found beside it)."""
+        if self.entrypoint == "launch_server":
+            return ["-m", self.engine_module]
+        if self.is_sim:
+            return ["-m", "mtp_remote.sim", "serve"]
+        if "/" not in python:
+            raise ConfigError(f"host {self.name}: entrypoint serve runs the `sglang` script beside `python`; set "
+                              f"`python` to a path (e.g. /opt/sglang/.venv/bin/python), not {python!r}",
+                              field="python")
+        return [python.rsplit("/", 1)[0] + "/sglang", "serve"]
+
+    def launch_words(self) -> str:
+        """The launch line's head as an operator writes it (``python -m sglang.launch_server`` or ``sglang
+        serve``): what the lint reads before the flags."""
+        return "sglang serve" if self.entrypoint == "serve" else "python -m sglang.launch_server"
 
     def masked_env(self) -> dict[str, str]:
         """``env`` with every value replaced by ``***`` except the harmless ones (:data:`SHOWN_ENV`)."""

@@ -3,6 +3,8 @@ timeouts, mitigations), validated at the edge by :func:`load_playbook`."""
 
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,11 +27,20 @@ class ProfileConfig(_WithEnv, _WithFlags):
 
     flags: list[str] = Field(default_factory=list, description="Extra SGLang flags (string or list)")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for this profile")
+    image: str | None = Field(None, description="Image this profile's server runs from on a host whose server kind "
+                                                "is container (default: the host's server.image)")
     description: str = ""
 
     @property
     def speculative(self) -> bool:
         return any(f.startswith("--speculative-algo") for f in self.flags)
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_./:@-]{0,255}", v):
+            raise ValueError(f"{v!r} is not an image reference (registry/name:tag or name@sha256:...)")
+        return v
 
 
 class MitigationConfig(_WithFlags):

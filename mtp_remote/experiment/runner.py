@@ -177,7 +177,8 @@ class Runner:
         own_c = self.c is None and self.kind is None
         c = self.kind.c if self.kind is not None else (self.c or transport.connect(self.host))
         server = self.kind or open_server(c, self.host, python=self.python, run_id=self.run_id,
-                                          on_progress=self.hooks.on_progress)
+                                          on_progress=self.hooks.on_progress,
+                                          images={n: p.image for n, p in self.playbook.profiles.items() if p.image})
         try:
             lock_owner = f"{getpass.getuser()}@{socket.gethostname()}" if server.capabilities.lock else None
             server.prepare(lock_owner=lock_owner)  # and the lock: one round trip

@@ -23,16 +23,18 @@ from ..client import ServerClient
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
 from ..errors import ConfigError, LaunchError, MtpRemoteError, RemoteError, TransportLost
+from ..serving.kinds import open_server
 from ..serving.process import ProcessServer
 from ..interrupts import run_async
 from ..lint.flag_table import version_key
+from ..lint.cmdline import image_release
 from ..lint.lint import _result_from_answer, lint_command
 from ..lint.probe import parse_probe_output, probe_command, probe_source
 from ..remote import connect as transport
 from ..remote import facts, hostscripts, process, snapshot
 from ..remote.commands import api_key_of, mask_log_secrets, server_argv, server_env
 from ..remote.envfacts import sim_version_command
-from ..remote.foreign import ForeignProcess, find_foreign, force_targets
+from ..remote.foreign import ForeignProcess, describe_unseen, find_foreign, force_targets, unseen_gpu_memory
 
 MIN_FREE_DISK_MIB = 2048
 
@@ -57,6 +59,7 @@ class StatusReport:
     port_in_use: bool
     gpus: list[dict] = field(default_factory=list)
     foreign: list[ForeignProcess] = field(default_factory=list)
+    gpu_unseen: list[dict] = field(default_factory=list)  # [{"index", "mib"}]: held by processes we cannot see
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -78,7 +81,7 @@ def _py_version_command(python: str, package: str | None) -> str:
 
 def lifecycle(c, host: HostConfig, python: str, run_id: str = "ops",
               on_progress: Callable[[str], None] | None = None) -> ProcessServer:
-    lc = ProcessServer(c, host, python=python, workdir=host.workdir, run_id=run_id, on_progress=on_progress)
+    lc = open_server(c, host, python=python, run_id=run_id, on_progress=on_progress)  # the host's server kind
     lc.prepare()
     return lc
 
@@ -170,6 +173,10 @@ class _HostFacts:
         apps = facts.apps_on_gpus(self.apps, self.gpus, host.gpus)
         return find_foreign(self.procs, apps, our_pgid=our_pgid, port_owners=self.owners, our_children=our_children)
 
+    def unseen(self, host: HostConfig) -> list[dict]:
+        """Memory on the host's GPUs that no process visible here holds (:func:`unseen_gpu_memory`)."""
+        return unseen_gpu_memory(self.gpus, self.apps, {p.pid for p in self.procs}, host.gpus)
+
 
 def parse_df(output: str) -> int | None:
     """Free MiB from ``df -Pk PATH`` (second line, fourth column in KiB)."""
@@ -222,8 +229,9 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
     if gpus:
         detail = "; ".join(f"GPU{g.index} {g.name}: {g.memory_used_mib}/{g.memory_total_mib} MiB used" for g in gpus)
         busy = [g for g in gpus if g.memory_used_mib > 0.05 * g.memory_total_mib]
-        checks.append(Check("gpus", "warn" if busy else "ok",
-                            detail + ("; memory already in use" if busy else "")))
+        unseen = describe_unseen(hf.unseen(host))
+        checks.append(Check("gpus", "warn" if busy or unseen else "ok",
+                            detail + ("; memory already in use" if busy else "") + "".join(f"; {u}" for u in unseen)))
     else:
         checks.append(Check("gpus", "fail", "nvidia-smi returned no GPUs"))
     architectures: tuple[str, ...] = ()
@@ -287,25 +295,47 @@ def _lint_checks(c, host: HostConfig, playbook: Playbook, python: str, sglang_ve
     wins), else with the flag table of the host's SGLang version (newest when unknown)."""
     names = playbook.profile_order()
     argvs = [server_argv(host, playbook, n) for n in names]
+    if host.server.kind == "container":
+        return _lint_images(host, playbook, names, argvs, architectures)
     results = None if host.is_sim or sglang_version is None else _remote_real_parser(c, python, argvs, architectures)
     source = "host's SGLang parser"
     if results is None:
-        results = [lint_command("python -m sglang.launch_server " + " ".join(shlex.quote(a) for a in argv),
+        results = [lint_command(host.launch_words() + " " + " ".join(shlex.quote(a) for a in argv),
                                 sglang_version=sglang_version, architectures=architectures) for argv in argvs]
         used = results[0].sglang_version if results else None
         source = (f"SGLang {used} flag table, the host's release" if sglang_version and used and
                   version_key(used)[:3] == version_key(sglang_version)[:3] else
                   f"SGLang {used} flag table, for the host's {sglang_version}" if sglang_version else
                   f"SGLang {used} flag table, the newest: the host's release is unknown")
+    return [check for name, res in zip(names, results) for check in _lint_result(name, res, source)]
+
+
+def _lint_result(name: str, res, source: str) -> list[Check]:
+    """A profile's lint as checks: its notes (e.g. a no-op on 0.5.9), then its findings or "no findings", each
+    saying which flag table or parser judged (``source``)."""
+    findings = res.to_dict()["findings"]
+    out = [Check(f"lint:{name}", "ok", f"note: {note}") for note in res.notes]
+    if findings:
+        out.append(Check(f"lint:{name}", "warn", f"({source}) " + "; ".join(
+            f"{f['code']}{(' ' + f['flag']) if f.get('flag') else ''}: {f.get('message', '')}" for f in findings)))
+    else:
+        out.append(Check(f"lint:{name}", "ok", f"no findings ({source})"))
+    return out
+
+
+def _lint_images(host: HostConfig, playbook: Playbook, names: list[str], argvs: list[list[str]],
+                 architectures: tuple[str, ...]) -> list[Check]:
+    """A container per profile: lint each profile against the SGLang release its image's tag names
+    (:func:`~mtp_remote.lint.cmdline.image_release`; the newest flag table when the tag names none)."""
     out = []
-    for name, res in zip(names, results):
-        findings = res.to_dict()["findings"]
-        out.extend(Check(f"lint:{name}", "ok", f"note: {note}") for note in res.notes)  # e.g. a no-op on 0.5.9
-        if findings:
-            out.append(Check(f"lint:{name}", "warn", f"({source}) " + "; ".join(
-                f"{f['code']}{(' ' + f['flag']) if f.get('flag') else ''}: {f.get('message', '')}" for f in findings)))
-        else:
-            out.append(Check(f"lint:{name}", "ok", f"no findings ({source})"))
+    for name, argv in zip(names, argvs):
+        image = playbook.profiles[name].image or host.server.image
+        release = image_release(image)
+        res = lint_command(host.launch_words() + " " + " ".join(shlex.quote(a) for a in argv),
+                           sglang_version=release, architectures=architectures)
+        source = (f"SGLang {res.sglang_version} flag table, for image {image}" if release else
+                  f"SGLang {res.sglang_version} flag table, the newest: image {image} names no release")
+        out += _lint_result(name, res, source)
     return out
 
 
@@ -324,7 +354,8 @@ def status(c, host: HostConfig, python: str) -> StatusReport:
     return StatusReport(host=host.name, server=asdict(rec) if rec else None, server_state=state,
                         port_in_use=host.port in hf.tcp_ports, gpus=[asdict(g) for g in hf.gpus],
                         foreign=hf.foreign(host, rec.pgid if rec and state == "running" else None,
-                                           rec.children if rec else None))
+                                           rec.children if rec else None),
+                        gpu_unseen=hf.unseen(host))
 
 
 #: Seconds ``stop`` gives a SIGTERM before SIGKILL by default: a run's ``timeouts.drain_s`` (30). Longer only
@@ -344,7 +375,8 @@ def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float
     if where.result == "missing":  # nothing of ours can run there, and a stop creates nothing
         res, workdir = process.StopResult(pid=0, found="none"), where.path
     else:
-        lc = ProcessServer(c, host, python=python, workdir=where.path, run_id="ops", on_progress=on_progress)
+        lc = open_server(c, host, python=python, run_id="ops", on_progress=on_progress)
+        lc.workdir = where.path
         res = _stop_riding_out(c, host, lc, term_s=term_s, gpu_release_s=gpu_release_s)
         workdir = lc.workdir
     foreign = foreign_processes(c, host, python, workdir, None)

@@ -108,8 +108,10 @@ def parse_argv(argv: list[str], table: FlagTable) -> ParsedArgv:
                 "unknown-flag", used, hint,
                 f"SGLang {table.sglang_version} has no flag {used}" + (f": did you mean {hint}?" if hint else "")))
             i += 1
-            if explicit_value is None and i < len(argv) and not looks_like_option(argv[i]):
-                i += 1  # argparse leaves the unknown flag's value among the unrecognized arguments too
+            # its values: argparse leaves them among the unrecognized arguments too, and an unknown flag's
+            # nargs is unknown (``--cuda-graph-bs 1 2 4 8``): every word up to the next option is its own
+            while explicit_value is None and i < len(argv) and not looks_like_option(argv[i]):
+                i += 1
             continue
         i = _consume(spec, used, explicit_value, argv, i + 1, out)
     for spec in table.actions:

@@ -31,7 +31,18 @@ _PYTHON = re.compile(r"(?:^|/)python[0-9.]*$")
 #: Python options that take the next word as their argument (``-X importtime``, ``-W ignore``).
 _PYTHON_OPTIONS_WITH_ARG = {"-X", "-W", "-Q"}
 _LAUNCH_MODULES = ("sglang.launch_server", "sglang.srt.entrypoints.http_server")
+#: A container image whose tag names an SGLang release: ``lmsysorg/sglang:v0.5.9``, ``...:v0.5.9-cu129``,
+#: ``registry/x/sglang:0.5.10.post1``; ``latest``/``dev`` name none.
+_IMAGE_TAG = re.compile(r"^(?:[\w.-]+(?::\d+)?/)*[\w.-]*sglang[\w.-]*:v?(?P<version>\d+\.\d+\.\d+(?:\.?post\d+)?)"
+                        r"(?:[-_.][\w.-]*)?$")
 _ENV_OPTIONS = ("-e", "--env")  # docker/podman run: -e KEY=VALUE, --env KEY=VALUE, --env=KEY=VALUE
+
+
+def image_release(image: str) -> str | None:
+    """The SGLang release a container image's tag names (``lmsysorg/sglang:v0.5.9-cu126`` -> ``0.5.9``), or None
+    (``latest``, a digest, no tag, an image not named sglang)."""
+    m = _IMAGE_TAG.match(image)
+    return m.group("version") if m else None
 
 
 @dataclass(frozen=True)
@@ -44,6 +55,7 @@ class LaunchLine:
     python: str | None = None
     entry: str = "sglang.launch_server"
     argv: list[str] = field(default_factory=list)
+    image_version: str | None = None  # the SGLang release a container image's tag names (lmsysorg/sglang:v0.5.9)
 
 
 def split_launch_command(cmd: str) -> LaunchLine:
@@ -59,10 +71,12 @@ def split_launch_command(cmd: str) -> LaunchLine:
     if not words:
         raise ConfigError("empty command line", field="command")
     env: dict[str, str] = {}
+    image_version = next((m.group("version") for w in words if (m := _IMAGE_TAG.match(w))), None)
     for command in _commands(words):
         found = _launch_in(command, env)
         if found is not None:
-            return found
+            return LaunchLine(env=found.env, python=found.python, entry=found.entry, argv=found.argv,
+                              image_version=image_version)
         if command[0] == "export":  # export X=1 && python -m ...
             env.update(_assignments(command[1:]))
     first = next((w for w in words if not _ASSIGNMENT.match(w)), words[0])

@@ -7,6 +7,7 @@ parser and applies the same rules to what it parsed — when it answers, its ver
 
 from __future__ import annotations
 
+import difflib
 import logging
 import re
 
@@ -15,7 +16,7 @@ from mtp_remote.lint.argv_parse import parse_argv, suggest_from
 from mtp_remote.lint.cmdline import split_launch_command
 from mtp_remote.lint.findings import Finding, LintResult
 from mtp_remote.lint.flag_history import explain_unknown
-from mtp_remote.lint.flag_table import available_versions, choose_flag_table
+from mtp_remote.lint.flag_table import available_versions, choose_flag_table, load_flag_table, version_key
 from mtp_remote.lint.probe import run_probe
 from mtp_remote.lint.rules import LintContext, apply_rules, release_notes, unexpanded_variables
 from mtp_remote.lint.secrets import mask_result, secret_values
@@ -28,7 +29,8 @@ def lint_command(cmd: str, *, sglang_version: str | None = None,
                  architectures: tuple[str, ...] = ()) -> LintResult:
     """Lint one launch line (``[ENV=..] [nohup] python -m sglang.launch_server ...`` or ``sglang serve``).
 
-    ``sglang_version`` is the host's SGLang (the newest table is used when None, and ``warnings`` says so;
+    ``sglang_version`` is the host's SGLang (when None: the release a container image's tag in the line names,
+    ``lmsysorg/sglang:v0.5.9``, else the newest table, and ``warnings`` says so;
     for a release without its own table the nearest one is used and ``warnings`` says which); a flag the
     table lacks that another release has is reported with its history (renamed, removed, added later); ``architectures`` are the model's
     config.json ``architectures`` when known (else the model path's name decides whether the model is
@@ -38,6 +40,10 @@ def lint_command(cmd: str, *, sglang_version: str | None = None,
     ``cmd`` is not a launch line or ``sglang_version`` is not a version.
     """
     line = split_launch_command(cmd)
+    image_note = None
+    if sglang_version is None and line.image_version is not None:
+        sglang_version = line.image_version  # the release the container image's tag names
+        image_note = f"linted for SGLang {sglang_version}: the release the line's container image tag names"
     table, warning = choose_flag_table(sglang_version)
     if sglang_version is None:
         warning = (f"no SGLang release given: linted with SGLang {table.sglang_version}'s flag table, the newest "
@@ -48,11 +54,37 @@ def lint_command(cmd: str, *, sglang_version: str | None = None,
                       explicit=parsed.explicit, env=line.env, architectures=tuple(architectures))
     findings = [*unexpanded_variables(line.argv, parsed.owners, line.env), *with_history(parsed.findings, table),
                 *apply_rules(ctx)]
+    findings, unverified = split_unverifiable(findings, table, sglang_version)
     result = LintResult(flags=parsed.values, findings=findings, sglang_version=table.sglang_version,
                         source="table", env=line.env, explicit=frozenset(parsed.explicit),
                         requested_version=sglang_version, warnings=[warning] if warning else [],
-                        notes=release_notes(ctx))
+                        notes=[*([image_note] if image_note else []), *release_notes(ctx), *unverified])
     return mask_result(result, secret_values(line.argv, parsed.values, parsed.owners, line.env))
+
+
+def split_unverifiable(findings: list[Finding], table, requested: str | None) -> tuple[list[Finding], list[str]]:
+    """``(findings, notes)``: when the table used is older than the release asked for (a 0.5.14 host linted with
+    0.5.13's table), an ``unknown-flag`` that a newer table has, or that no table has and that is no near miss
+    of a known flag, may be a flag of that release: it becomes a note saying so, not a finding. A near miss
+    (``--speculative-num-stpes``) stays a finding."""
+    if requested is None or version_key(requested)[:3] <= version_key(table.sglang_version)[:3]:
+        return findings, []
+    kept, notes = [], []
+    newer = [v for v in available_versions() if version_key(v)[:3] > version_key(table.sglang_version)[:3]]
+    for f in findings:
+        if f.code != "unknown-flag" or not f.flag or not f.flag.startswith("--"):
+            kept.append(f)
+            continue
+        having = [v for v in newer if f.flag in load_flag_table(v).by_option]
+        near = f.suggestion and difflib.SequenceMatcher(None, f.flag, f.suggestion).ratio() >= TYPO_RATIO
+        if having or not near:
+            seen = f"SGLang {having[0]} has it" if having else "no release with a table has it"
+            notes.append(f"{f.flag} is not in SGLang {table.sglang_version}'s table, which is older than "
+                         f"{requested}; {seen}: it may be a flag of {requested}. Lint with the host's own parser "
+                         f"(`mtp-remote preflight -H HOST` reads it) to be sure")
+        else:
+            kept.append(f)
+    return kept, notes
 
 
 def check_with_real_parser(python: str, argv: list[str], *, architectures: tuple[str, ...] = (),
@@ -169,7 +201,6 @@ def misspelled_flags(argv: list[str]) -> list[dict]:
     count (difflib ratio >= :data:`TYPO_RATIO` to a known flag): a flag unknown everywhere without one may
     belong to a newer release. Returns ``[{"flag", "suggestion"}]`` in argv order; SGLang refuses such a line
     at startup."""
-    import difflib
     import shlex
 
     cmd = "python -m sglang.launch_server " + " ".join(shlex.quote(a) for a in argv)

@@ -23,6 +23,7 @@ and 0.5.23's ``arg_groups/`` (which renamed the flag ``--mamba-radix-cache-strat
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import json
 import re
@@ -211,6 +212,45 @@ def radix_cache_flag_is_a_no_op(ctx: LintContext) -> str | None:
             f"Qwen3-Next-family models: {said} here, and it is no mitigation for looping output")
 
 
+#: The speculative algorithms each release's ``SpeculativeAlgorithm.from_string`` accepts (``speculative/
+#: spec_info.py``, case-insensitive) plus the ``NEXTN`` alias server_args resolves to EAGLE. From 0.5.13 on
+#: the name is no argparse choice any more: SGLang parses any string and refuses an unknown name after parsing
+#: ("Unknown speculative algorithm name: MTP"), unless a plugin registered it.
+SPECULATIVE_ALGORITHMS: dict[str, frozenset[str]] = {
+    "0.5.13": frozenset({"DFLASH", "EAGLE", "EAGLE3", "FROZEN_KV_MTP", "STANDALONE", "NGRAM", "NEXTN"}),
+    "0.5.23": frozenset({"DFLASH", "UNO", "DSPARK", "EAGLE", "EAGLE3", "FROZEN_KV_MTP", "STANDALONE", "NGRAM",
+                         "NEXTN"}),
+}
+
+
+def speculative_algorithm_name(ctx: LintContext) -> Finding | None:
+    """0.5.13 and later: a ``--speculative-algorithm`` name the release's builtins do not have. argparse
+    accepts it; SGLang refuses it after parsing, at startup. ``MTP`` (the usual slip: the model feature, not the
+    algorithm) is suggested ``NEXTN``; any other name the closest builtin."""
+    algo = ctx.speculative
+    if not algo or VARIABLE.search(algo):
+        return None
+    known = _algorithms_of(ctx.version)
+    if algo in known:
+        return None
+    suggestion = "NEXTN" if "MTP" in algo else next(iter(difflib.get_close_matches(algo, sorted(known), n=1)), None)
+    return Finding("invalid-value", "--speculative-algorithm", suggestion,
+                   f"--speculative-algorithm {ctx.get('speculative_algorithm')} is no speculative algorithm of SGLang "
+                   f"{ctx.version} ({', '.join(sorted(known))}): it parses, then the server refuses it at startup "
+                   f"('Unknown speculative algorithm name')" + (f"; use {suggestion}" if suggestion else "")
+                   + " (unless a plugin registers that name)")
+
+
+def _algorithms_of(version: str | None) -> frozenset[str]:
+    """The builtin names of the newest listed release not newer than ``version``."""
+    listed = sorted(SPECULATIVE_ALGORITHMS, key=version_key)
+    chosen = listed[0]
+    for v in listed:
+        if version is not None and version_key(v)[:3] <= version_key(version)[:3]:
+            chosen = v
+    return SPECULATIVE_ALGORITHMS[chosen]
+
+
 @dataclass(frozen=True)
 class ReleaseRule:
     """A rule that holds for SGLang releases ``since <= v < until`` (``until`` None: still holds).
@@ -242,6 +282,8 @@ RELEASE_RULES: tuple[ReleaseRule, ...] = (
                 "mamba extra_buffer is not compatible with --disable-radix-cache", extra_buffer_without_radix_cache),
     ReleaseRule("lazy-buffer-with-speculation", "0.5.13", "0.5.14",
                 "extra_buffer_lazy is not yet supported with speculative decoding", lazy_buffer_with_speculation),
+    ReleaseRule("speculative-algorithm-name", "0.5.13", None, "Or any name registered via",
+                speculative_algorithm_name),
     ReleaseRule("radix-cache-off-for-speculation", "0.5.9", "0.5.10",
                 "is not supported with radix cache yet", radix_cache_flag_is_a_no_op, note=True),
 )

@@ -89,10 +89,21 @@ def _connection(host: HostConfig, *, address: str, user: str | None, port: int, 
 
 
 def connect(host: HostConfig):
-    """Open the transport for ``host``: an Invoke ``Context`` (local) or an opened HostConnection.
+    """Open the transport for ``host``: an Invoke ``Context`` (local) or an opened HostConnection; for a host whose
+    server kind is ``exec``, that transport wrapped to run every command inside its container
+    (:class:`~mtp_remote.remote.containers.ExecInto`).
 
     Raises ConnectError with the cause: HostKeyError (unknown, changed or revoked key), authentication (which
     key and user), unreachable (refused, timed out, no route, DNS) or no SSH banner."""
+    c = _connect(host)
+    if host.server.kind == "exec":  # every command runs inside the host's long-lived container
+        from .containers import ExecInto
+
+        return ExecInto(c, host.server.runtime, host.server.container)
+    return c
+
+
+def _connect(host: HostConfig):
     if host.transport == "local":
         from invoke import Config, Context
 

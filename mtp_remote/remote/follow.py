@@ -68,10 +68,12 @@ class LogStream:
     died, or tail could not run: tell them apart with one poll); ``complete`` is False once ``text`` lost its
     head to the cap or tail could not run; ``nbytes`` counts the log bytes received (the
     offset a poll would continue from); ``children`` is ``[[pid, start_ticks], ...]`` once the host side has
-    recorded them (None before, or when it could not)."""
+    recorded them (None before, or when it could not). ``command``: another host command with the same contract
+    (its PID as the first line, then the log's bytes until the server is gone), e.g. ``podman logs -f`` for a
+    container per server (:mod:`mtp_remote.serving.container`)."""
 
     def __init__(self, c, path: str, pid: int, *, workdir: str, start_ticks: int, offset: int = 0,
-                 ready: str | None = None):
+                 ready: str | None = None, command: str | None = None):
         self.c = c
         self._sink = _Sink()
         self._err = _Sink()
@@ -87,8 +89,8 @@ class LogStream:
         self.supported = True
         self.complete = True  # False once text had to drop its head (over MAX_TEXT)
         self.children: list[list[int]] | None = None
-        cmd = hostscripts.script_command("follow.sh", [workdir, path, int(pid), int(start_ticks), self.offset,
-                                                       ready or READY_LINE])
+        cmd = command or hostscripts.script_command("follow.sh", [workdir, path, int(pid), int(start_ticks),
+                                                                  self.offset, ready or READY_LINE])
         self._promise = c.run(cmd, asynchronous=True, hide=False, out_stream=self._sink, err_stream=self._err,
                               warn=True, in_stream=False, pty=False, encoding="latin-1")
 

@@ -1,7 +1,8 @@
 """Find SGLang processes on a host that we did not start (pure: facts in, findings out).
 
-A process is *SGLang-like* when its parsed argv runs ``python -m sglang.launch_server`` (or the simulator's
-``mtp_remote.sim.launch_server``) — a python executable with that module after ``-m``, not a ``grep sglang``
+A process is *SGLang-like* when its parsed argv runs ``python -m sglang.launch_server`` or ``sglang serve`` (or
+the simulator's ``mtp_remote.sim.launch_server``, ``mtp_remote.sim serve``) — a python executable with that
+module after ``-m``, or the ``sglang`` console script with ``serve``, not a ``grep sglang``
 or a viewer whose arguments merely mention it — or is titled ``sglang::…`` (SGLang's scheduler/detokenizer
 children set their process title). It is *foreign* unless it belongs to the process group recorded in our
 ``server.json`` or is one of the children recorded there (same PID and start time: an orphaned scheduler of
@@ -15,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-from .facts import GpuApp, PsEntry
+from .facts import GpuApp, GpuInfo, PsEntry
 
 SERVER_MODULES = ("sglang.launch_server", "mtp_remote.sim.launch_server")
 _PY = re.compile(r"^python[0-9.]*[dmu]?$")
@@ -93,26 +94,37 @@ def brief_command(args: str, limit: int = 200) -> str:
     return shown + (f" (+{left} more argument{'s' if left != 1 else ''})" if left else "")
 
 
+def _serves(words: tuple[str, ...] | list[str], i: int) -> bool:
+    """``words[i]`` is ``serve``: the subcommand of ``sglang serve`` (and the sim's ``python -m mtp_remote.sim
+    serve``)."""
+    return i < len(words) and words[i] == "serve"
+
+
 def server_kind(argv: tuple[str, ...] | list[str]) -> str | None:
     """``"server"`` for ``PYTHON [opts] -m sglang.launch_server ...`` (or the sim's module, or a
-    ``.../sglang/launch_server.py`` script), ``"child"`` for a process titled ``sglang::…``, else None."""
+    ``.../sglang/launch_server.py`` script) and for ``sglang serve ...`` (as ``/proc`` shows it once the console
+    script's shebang ran: ``PYTHON .../bin/sglang serve``; the sim's ``PYTHON -m mtp_remote.sim serve``),
+    ``"child"`` for a process titled ``sglang::…``, else None."""
     if not argv:
         return None
     if argv[0].startswith("sglang::"):
         return "child"
+    if argv[0].rsplit("/", 1)[-1] == "sglang":
+        return "server" if _serves(argv, 1) else None
     if not _PY.match(argv[0].rsplit("/", 1)[-1]):
         return None
     i = 1
     while i < len(argv):
         a = argv[i]
-        if a == "-m":
-            return "server" if i + 1 < len(argv) and argv[i + 1] in SERVER_MODULES else None
-        if a.startswith("-m") and len(a) > 2:
-            return "server" if a[2:] in SERVER_MODULES else None
+        if a == "-m" or (a.startswith("-m") and len(a) > 2):
+            mod, nxt = (argv[i + 1] if i + 1 < len(argv) else "", i + 2) if a == "-m" else (a[2:], i + 1)
+            return "server" if mod in SERVER_MODULES or (mod == "mtp_remote.sim" and _serves(argv, nxt)) else None
         if a in _PY_OPTS_WITH_VALUE:
             i += 2
             continue
         if a == "-c" or a.startswith("-c") or a == "-" or not a.startswith("-"):  # code, stdin or a script
+            if a.rsplit("/", 1)[-1] == "sglang":  # the console script: `sglang serve`
+                return "server" if _serves(argv, i + 1) else None
             return "server" if a.endswith("sglang/launch_server.py") else None
         i += 1
     return None
@@ -191,3 +203,29 @@ def force_targets(foreign: list[ForeignProcess], port: int) -> list[ForeignProce
     """What ``stop --force`` may signal on a host: processes that hold memory on this host's GPUs (the caller
     passes GPU apps of those GPUs only) or serve on its port — not every SGLang-like process on the machine."""
     return [f for f in foreign if f.gpu_mib > 0 or "port" in f.kind or _serves_port(f.args, port)]
+
+
+#: Memory a GPU may hold that no process accounts for before we call it held (MiB): the driver's own context and
+#: caches. stop.sh's ``GPU_TOL_MIB`` is the same tolerance for the level after a stop.
+GPU_TOLERANCE_MIB = 256
+
+
+def unseen_gpu_memory(gpus: list[GpuInfo], apps: list[GpuApp], visible: set[int], indices: list[int] | None = None,
+                      tolerance_mib: int = GPU_TOLERANCE_MIB) -> list[dict]:
+    """``[{"index": k, "mib": N}]`` for each GPU (of ``indices``; all when None) whose ``memory.used`` exceeds by
+    more than ``tolerance_mib`` what the compute apps this host can see (PIDs in ``visible``, from ``ps``) hold:
+    memory of processes in another PID namespace (inside a container the driver lists the host's PIDs, or
+    none) or of none at all. Pure; MiB as nvidia-smi reports them."""
+    out = []
+    for g in gpus:
+        if indices is not None and g.index not in indices:
+            continue
+        seen = sum(a.used_memory_mib for a in apps if a.pid in visible and (a.gpu_uuid == g.uuid or not g.uuid))
+        if g.memory_used_mib - seen > tolerance_mib:
+            out.append({"index": g.index, "mib": g.memory_used_mib - seen})
+    return out
+
+
+def describe_unseen(unseen: list[dict]) -> list[str]:
+    """One line per entry of :func:`unseen_gpu_memory`: ``N MiB held on GPU k by processes this host cannot see``."""
+    return [f"{u['mib']} MiB held on GPU {u['index']} by processes this host cannot see" for u in unseen]

@@ -20,6 +20,7 @@ from functools import cache
 from pathlib import Path
 
 from ..config.validation import ENV_NAME, is_name
+from ..errors import RemoteError
 
 SCRIPT_DIR = Path(__file__).parent / "scripts"
 
@@ -80,15 +81,37 @@ class _LineSink(io.StringIO):
         return len(data)
 
 
+#: The exit code of a host script that found a tool it needs missing (lib.sh ``need``: ``lacks TOOL``).
+EXIT_LACKS = 2
+
+
+def lacking_tool(exit_code: int | None, output: str) -> str | None:
+    """The tool a host script said the host lacks (exit 2 and a ``lacks TOOL`` line), else None."""
+    if exit_code != EXIT_LACKS:
+        return None
+    for line in output.splitlines():
+        if line.startswith("lacks ") and len(line.split()) == 2:
+            return line.split()[1]
+    return None
+
+
 def run_script(c, name: str, args: Sequence[object], *, stdin: str | None = None,
                on_progress: Callable[[str], None] | None = None):
-    """Run one host script through ``c`` (one exec session). Returns Invoke/Fabric's Result."""
+    """Run one host script through ``c`` (one exec session). Returns Invoke/Fabric's Result. Raises RemoteError
+    ``the host lacks TOOL`` when the script found a tool it needs missing (it checks them before anything:
+    nothing was read, started or signalled)."""
     kw: dict = {"warn": True, "in_stream": WholeStdin(stdin) if stdin is not None else False}
     if on_progress is not None:
         kw.update(hide=False, out_stream=_LineSink(on_progress), err_stream=io.StringIO())
     else:
         kw.update(hide=True)
-    return c.run(script_command(name, args), **kw)
+    r = c.run(script_command(name, args), **kw)
+    tool = lacking_tool(r.exited, r.stdout)
+    if tool:
+        raise RemoteError(f"the host lacks {tool}: mtp-remote's host scripts need it ({name}); install it there "
+                          f"(in a container: in its image, or mount it)", command=name, exit_code=r.exited,
+                          output=r.stdout)
+    return r
 
 
 def _pairs(output: str) -> tuple[dict[str, str], list[str]]:
@@ -184,7 +207,10 @@ def parse_launch(output: str) -> LaunchReport:
 class StopReport:
     """What stop.sh did. ``found``: none, unreadable, running, group-only, gone, not-ours; ``refused`` set
     when the group was not signalled for safety; ``error`` when the stop did not finish (group survived
-    SIGKILL, GPU memory still held). Times in seconds, memory in MiB."""
+    SIGKILL, GPU memory still held). Times in seconds, memory in MiB. ``gpu_level_mib``: how far the server's
+    GPUs were above their level before the launch when the stop began (memory of processes the host cannot
+    see: inside a container the driver lists the host's PIDs); ``gpu_release_by`` "level" when the release wait
+    ended on that level, not on the PID match."""
 
     found: str
     pid: int = 0
@@ -196,6 +222,8 @@ class StopReport:
     strangers: list[int] = field(default_factory=list)  # in the leaderless group but not ours: left alone
     signals: list[str] = field(default_factory=list)
     gpu_mib_held: int = 0
+    gpu_level_mib: int = 0  # above the GPUs' level before the launch, not held by a PID of ours we can list
+    gpu_release_by: str = "pid"  # what the GPU wait waited for last: "pid" or "level" (memory we cannot see)
     exit_s: float = 0.0
     gpu_release_s: float = 0.0
     record_json: str = ""
@@ -223,7 +251,8 @@ def parse_stop(output: str) -> StopReport:
         refused=kv.get("refused", ""), members=sorted(ints(kv.get("members", ""))),
         orphans=sorted(ints(kv.get("orphans", ""))), strangers=sorted(ints(kv.get("strangers", ""))),
         signals=[line.split(" ", 1)[1] for line in lines if line.startswith("signal ")],
-        gpu_mib_held=num("gpu_mib"), exit_s=num("exit_cs") / 100, gpu_release_s=num("gpu_release_cs") / 100,
+        gpu_mib_held=num("gpu_mib"), gpu_level_mib=num("gpu_level_mib"),
+        gpu_release_by=kv.get("gpu_release_by", "pid"), exit_s=num("exit_cs") / 100, gpu_release_s=num("gpu_release_cs") / 100,
         record_json=rec, error=result[len("error "):] if result.startswith("error") else "",
         unlocked="unlocked" in lines)
 

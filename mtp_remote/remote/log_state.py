@@ -15,6 +15,8 @@ from mtp_remote.remote.signatures import (
     DRAIN_REMAINING,
     MEMORY_CAUSE,
     MEMORY_CAUSE_HINT,
+    PHASE_CLASSES,
+    PHASES_IN_LOG,
     REQUEST_ERROR,
     SCHEDULER_CRASH_HINT,
     SCHEDULER_UNKNOWN_HINT,
@@ -32,7 +34,7 @@ READY_LINE = "The server is fired up and ready to roll!"
 #: Lines that show the server still making progress: a traceback followed by one of these was not fatal.
 _PROGRESS_MARKERS = ("Decode batch", "Prefill batch", READY_LINE, "Load weight begin", "Load weight end",
                      "Init torch distributed ends", "KV Cache is allocated",
-                     "Memory pool end", "Capture cuda graph end", " graph end.", "Uvicorn running on")
+                     "Memory pool end", "Capture cuda graph end", " graph end", " CUDA graph end", "Uvicorn running on")
 #: A launch's first line on every rank: after an HTTP bind failure (uvicorn binds last), it means a relaunch.
 _RELAUNCH_MARKER = "Init torch distributed begin"
 #: A line of SGLang's own logger (timestamp prefix), which ends a traceback block.
@@ -145,7 +147,7 @@ class StateScan:
             if m is not None:
                 if sig.generic:  # "a child died": the traceback before it, if any, says of what
                     named = self._unknown(died=True)
-                    if named is not None and named["cls"] == "scheduler_died":
+                    if named is not None and named["cls"] != "unknown":  # the scheduler's, or its launch phase's
                         return named
                 return self._describe(sig, m)
         return self._unknown()
@@ -175,9 +177,13 @@ class StateScan:
             groups.setdefault(key[:-1], groups.pop(key))
         line = line_at(self.text, m.start())
         cls, hint = sig.cls, sig.hint
+        phase = launch_phase(self.text, m.start()) if sig.by_phase and m.start() < self.serving_from else None
         if sig.phase == "launch" and m.start() >= self.serving_from:
             cls, hint = "scheduler_died", SCHEDULER_CRASH_HINT
             groups["exc"] = line.split("] ", 1)[-1].strip()[:200]
+        elif phase is not None:
+            cls, hint = PHASE_CLASSES[phase]
+            groups["exc"] = line.strip()[:200]
         elif sig.wraps:
             cls, hint, groups = self._wrapped(sig, m, groups)
         if cls == "port_in_use" and "pid" not in groups and "name" in groups:
@@ -215,8 +221,12 @@ class StateScan:
             return None
         exc = last.group("exc").strip()
         opening = line_at(self.text, last.start())
+        phase = (launch_phase(self.text, last.start("exc"), by_lines=False) if last.start() < self.serving_from
+                 else None)
         if last.start() >= self.serving_from:
             cls, hint = "scheduler_died", SCHEDULER_CRASH_HINT
+        elif phase is not None:
+            cls, hint = PHASE_CLASSES[phase]
         elif died or "Scheduler hit an exception" in opening:
             cls, hint = "scheduler_died", SCHEDULER_UNKNOWN_HINT
         else:
@@ -290,6 +300,43 @@ def _request_error_spans(text: str) -> list[tuple[int, int]]:
         exc = UNKNOWN_TRACEBACK.search(text, line_end)
         spans.append((m.start(), exc.end() if exc else len(text)))
     return spans
+
+
+def traceback_block(text: str, pos: int, *, max_lines: int = 400) -> str:
+    """The lines before ``pos`` up to the nearest line of SGLang's own logger (timestamp prefix): the traceback
+    (chained ones included) whose exception line stands at ``pos``, at most ``max_lines`` lines."""
+    start = line_bounds(text, pos)[0]
+    for _ in range(max_lines):
+        if start == 0:
+            break
+        prev = text.rfind("\n", 0, start - 1) + 1
+        if _TIMESTAMP_LINE.match(text, prev):
+            break
+        start = prev
+    return text[start:pos]
+
+
+def launch_phase(text: str, pos: int, *, by_lines: bool = True) -> str | None:
+    """The launch phase (``capture``, ``warmup``, ``weight_load``: :data:`~mtp_remote.remote.signatures.
+    PHASES_IN_LOG`) an exception at ``pos`` was raised in, or None (argument checks, before any phase):
+    first by the frames of its traceback, then by the last phase's opening line before it with no closing
+    line between them (``by_lines=False``: by the frames alone)."""
+    frames = traceback_block(text, pos)
+    for name, frame_re, _, _ in PHASES_IN_LOG:
+        if frame_re.search(frames):
+            return name
+    if not by_lines:
+        return None
+    best: tuple[int, str] | None = None
+    for name, _, opening, closing in PHASES_IN_LOG:
+        opened = None
+        for m in opening.finditer(text, 0, pos):
+            opened = m
+        if opened is None or closing.search(text, opened.end(), pos):
+            continue
+        if best is None or opened.start() > best[0]:
+            best = (opened.start(), name)
+    return best[1] if best else None
 
 
 class _Defaults(dict):

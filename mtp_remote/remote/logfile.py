@@ -27,9 +27,9 @@ class Polled(NamedTuple):
     nbytes: int
 
 
-#: The poll's log bytes as text: base64 where the host has it (coreutils, busybox), else POSIX od's hex; the
+#: The poll's log bytes as text (``ENCODE``, public for other kinds' polls): base64 where the host has it (coreutils, busybox), else POSIX od's hex; the
 #: first line names which.
-_ENCODE = "{ if command -v base64 >/dev/null 2>&1; then echo b64; base64; else echo hex; od -An -v -tx1; fi; }"
+ENCODE = _ENCODE = "{ if command -v base64 >/dev/null 2>&1; then echo b64; base64; else echo hex; od -An -v -tx1; fi; }"
 
 
 def _decode_chunk(encoded: str) -> bytes:
@@ -55,6 +55,12 @@ def parse_poll(output: str) -> Polled:
     if ")" in head:
         state = head[head.rindex(")") + 2:].split()[0]
         alive = state not in ("Z", "X")
+    return decode_polled(alive, encoded)
+
+
+def decode_polled(alive: bool, encoded: str) -> Polled:
+    """A Polled from the liveness a kind found and the log bytes ``_ENCODE`` sent (a character cut at the end
+    of a live writer's chunk is left for the next poll)."""
     raw = _decode_chunk(encoded)
     dec = codecs.getincrementaldecoder("utf-8")("replace")
     text = dec.decode(raw, final=False)

@@ -20,7 +20,8 @@ application``) and errors followed by progress are not fatal; a traceback no sig
 fatal ``unknown`` (see :mod:`mtp_remote.remote.signatures`). After ``SIGTERM received`` the state is
 ``stopping``, then ``stopped`` (drain finished with 0 requests) or ``drain_stuck`` (N > 0 repeated); a fatal
 line before the SIGTERM still wins. Without a ready line and without a fatal line the server is
-``starting``, unless the text holds no SGLang line at all (:data:`SGLANG_LINE`: not an SGLang log, or not
+``starting`` -- or ``ready`` when it is an excerpt from the middle of serving (no startup line, batches run
+and requests answered: :func:`_serving_excerpt`) -- unless the text holds no SGLang line at all (:data:`SGLANG_LINE`: not an SGLang log, or not
 yet one): ``no_sglang_lines``, which is not fatal (a server may print other lines before its first). ``docs/CLASSIFIER.md`` lists every class with an example.
 """
 
@@ -42,7 +43,8 @@ MILESTONE_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
     ("kv_cache_allocated", re.compile(r"KV Cache is allocated\.|Memory pool end\.")),
     # "Capture cuda graph end." (NVIDIA), "Capture npu graph end." / "Capture cpu graph end." (other devices),
     # "Capture piecewise cuda graph end." (0.5.x); the draft model's "Capture draft ..." comes after the target's.
-    ("cuda_graph_captured", re.compile(r"Capture (?:[\w-]+ ){0,2}graph end\b")),
+    # "Capture target verify CUDA graph end" (speculative verify graphs) has more words before "graph"
+    ("cuda_graph_captured", re.compile(r"(?i:Capture (?:[\w-]+ ){0,4}graph end)\b")),
     ("http_up", re.compile(r"Uvicorn running on ")),
     ("ready", re.compile(re.escape(READY_LINE))),
 )
@@ -172,7 +174,7 @@ def classify_log(text: str, *, serving: bool = False) -> LogClassification:
         cls, n = shutdown
         return LogClassification(cls=cls, severity="fatal" if cls == "drain_stuck" else "ok",
                                  hint=STATE_HINTS[cls].format(n=n), fatal_line=None, **common)
-    cls = "ready" if scan.ready_at >= 0 else "starting"
+    cls = "ready" if scan.ready_at >= 0 or _serving_excerpt(text, milestones) else "starting"
     if cls == "starting" and not milestones and text.strip() and not SGLANG_LINE.search(text):
         return LogClassification(cls="no_sglang_lines", severity="ok", hint=STATE_HINTS["no_sglang_lines"],
                                  fatal_line=None, **common)
@@ -182,6 +184,20 @@ def classify_log(text: str, *, serving: bool = False) -> LogClassification:
         return LogClassification(cls=cls, severity="warning", hint=fill_hint(sig.hint, m.groupdict()),
                                  fatal_line=None, **common)
     return LogClassification(cls=cls, severity="ok", hint=STATE_HINTS[cls], fatal_line=None, **common)
+
+
+#: Lines only a server that is serving writes: a batch it ran, a request it answered.
+_SERVING_EVIDENCE = re.compile(r"Decode batch|Prefill batch|\"(?:POST|GET) /(?:generate|v1/\S+) HTTP/[\d.]+\" 200\b")
+
+
+def _serving_excerpt(text: str, milestones: list[Milestone]) -> bool:
+    """An excerpt from the middle of serving: no startup line at all (no milestone, no ``server_args=``) and
+    evidence of serving (batches run, requests answered 200) in SGLang's own lines (another server's access log
+    is not SGLang's). Serving is evidence of readiness; a log of a
+    launch always holds its milestones before its first batch (the warmup's included), so a growing log is
+    never read as ready by this."""
+    return (not milestones and "server_args=" not in text and _SERVING_EVIDENCE.search(text) is not None
+            and SGLANG_LINE.search(text) is not None)
 
 
 def milestone_durations(milestones: Iterable[Milestone], *, start: datetime | None = None) -> dict[str, float]:

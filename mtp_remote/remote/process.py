@@ -7,7 +7,9 @@ boot_id cmdline_sha256``, read once after exec: stat before and after the comman
 ``server.children`` (``pid start_ticks`` of its descendants). A process is ours only with the recorded start
 time, boot and command-line hash; a PID reused by someone else is never signalled. Stop sends SIGTERM to the
 process group (SGLang drains in-flight requests), waits, sends SIGKILL, SIGKILLs recorded children that left
-the group, then waits until nvidia-smi lists none of them — polling on the host, never a fixed sleep. A group
+the group, then waits until nvidia-smi lists none of them and the server's GPUs are back to their memory level
+before the launch (``server.gpu``: inside a container the driver lists the host's PIDs, or none, so the PID
+match alone would say "released" at once) — polling on the host, never a fixed sleep. A group
 not led by the recorded PID, or one that holds the caller (this shell or any ancestor: the tool itself, its
 SSH session), is never signalled. Nothing here matches processes by name: no ``pkill -f``, no ``killall``.
 """
@@ -34,6 +36,7 @@ RECORD = "server.json"
 PIDFILE = "server.pid"
 IDENT = "server.ident"
 CHILDREN = "server.children"
+GPU_LEVEL = "server.gpu"  # "INDEX MIB" lines: the level of the server's GPUs before its launch (launch.sh)
 POLL_S = 0.1
 
 
@@ -98,6 +101,8 @@ class StopResult(_NamedByPid):
     exit_s: float = 0.0
     gpu_release_s: float = 0.0
     gpu_mib_held: int = 0  # held by the group's processes just before the stop
+    gpu_level_mib: int = 0  # the server's GPUs above their level before the launch, by memory no PID here explains
+    gpu_release_by: str = "pid"  # "level": the release wait ended when the GPUs were back to their level
     log_path: str | None = None
     reason: str = ""
     kill_reason: str = ""  # why SIGTERM was not enough (the drain bound and what the server's log said)
@@ -120,8 +125,11 @@ class StopResult(_NamedByPid):
             return f"server PID {self.pid} had already exited" + (f" ({self.reason})" if self.reason else "")
         sig = "+".join(self.signals) or "no signal"
         why = f" ({self.kill_reason})" if self.kill_reason else ""
+        held = max(self.gpu_mib_held, self.gpu_level_mib)
+        how = (" (held by processes this host cannot see: waited until the GPUs were back to their level before "
+               "the launch)" if self.gpu_release_by == "level" else "")
         return (f"stopped PID {self.pid} ({len(self.members)} processes) with {sig} in {self.exit_s:.1f} s{why}; "
-                f"GPU memory ({self.gpu_mib_held} MiB) released after {self.gpu_release_s:.1f} s")
+                f"GPU memory ({held} MiB) released after {self.gpu_release_s:.1f} s{how}")
 
 
 def _run(c, cmd: str, *, warn: bool = True):
@@ -180,7 +188,7 @@ def write_record(c, workdir: str, rec: ServerRecord) -> None:
 
 def remove_record(c, workdir: str) -> None:
     wd = shlex.quote(workdir)
-    _run(c, f"rm -f {wd}/{RECORD} {wd}/{PIDFILE} {wd}/{IDENT} {wd}/{CHILDREN}")
+    _run(c, f"rm -f {wd}/{RECORD} {wd}/{PIDFILE} {wd}/{IDENT} {wd}/{CHILDREN} {wd}/{GPU_LEVEL}")
 
 
 def record_children(c, workdir: str, rec: ServerRecord) -> None:
@@ -258,7 +266,10 @@ def stop_server(c, workdir: str, smi: str, *, term_s: float = 60.0, gpu_release_
     SIGKILL to the group (saying why in ``kill_reason``: the bound that ran out and the requests the log said
     were still draining), wait up to ``kill_s``,
     SIGKILL recorded children that left the group (same PID and start time), then wait up to
-    ``gpu_release_s`` until nvidia-smi lists none of the group's or the recorded children's PIDs. A PID alive
+    ``gpu_release_s`` until nvidia-smi lists none of the group's or the recorded children's PIDs (matched
+    through ``/proc/PID/status`` NSpid when the driver reports another PID namespace's) and the GPUs recorded
+    at launch (``server.gpu``) are back within 256 MiB of their level then (memory held by PIDs this host
+    cannot see; ``gpu_release_by`` "level" when that was the wait). A PID alive
     with another start time or command line is someone else's: left alone, the stale record dropped. If the
     leader is gone but members of its group or recorded children remain (an interrupted stop, an orphaned
     scheduler), they are still ours and are stopped and waited for. Progress lines reach ``on_progress`` as
@@ -286,6 +297,7 @@ def stop_server(c, workdir: str, smi: str, *, term_s: float = 60.0, gpu_release_
     res = StopResult(pid=rep.pid, found=found, signals=rep.signals,
                      members=sorted(set(rep.members) | set(rep.orphans)), exit_s=rep.exit_s,
                      gpu_release_s=rep.gpu_release_s, gpu_mib_held=rep.gpu_mib_held,
+                     gpu_level_mib=rep.gpu_level_mib, gpu_release_by=rep.gpu_release_by,
                      log_path=rec.log_path if rec else None, reason=rep.refused or rep.reason,
                      unlocked=rep.unlocked, strangers=rep.strangers)
     if rec is not None and "KILL" in rep.signals and "TERM" in rep.signals:

@@ -28,6 +28,12 @@ The table is a set of signature *families* with fallbacks, not a closed list of 
 - ``generic=True`` marks a line that only says *that* a process died (``Received sigquit from a child
   process``): when a complete traceback with nothing after it precedes it, that traceback's exception names
   the death in the hint (the class stays ``scheduler_died``).
+- ``by_phase=True`` marks a generic exception (``ValueError``, ``AssertionError``...) whose meaning depends on
+  where the launch was when it was raised: during CUDA-graph capture it is a capture failure whatever its type
+  (SGLang wraps only ``RuntimeError`` in ``Capture cuda graph failed``), during warmup a failed warmup, during
+  weight loading a checkpoint the model code cannot load -- not a flag combination. The phase comes from the
+  traceback's frames first, then from the last ``... begin`` line without its ``end`` (:data:`PHASES_IN_LOG`).
+  The unknown-traceback fallback is read the same way.
 - :data:`UNKNOWN_TRACEBACK` is the fallback: a Python traceback whose exception no signature knows is at
   least a fatal ``unknown`` (``scheduler_died`` when it is the scheduler's), never "starting".
 
@@ -53,7 +59,7 @@ class Signature:
 
     ``needs``: literals of which one must occur for the pattern to match at all (a cheap pre-check that
     keeps patterns without a literal prefix off multi-MB logs). ``phase``/``transient``/``anywhere``/``wraps``/
-    ``generic``: module docstring. ``hint`` is one line that says what to do; ``{port}``/``{flag}`` are filled from the pattern's named
+    ``generic``/``by_phase``: module docstring. ``hint`` is one line that says what to do; ``{port}``/``{flag}`` are filled from the pattern's named
     groups when it has them. ``regex`` is the compiled pattern (multiline, so ``^``/``$`` are line ends).
     """
 
@@ -67,6 +73,7 @@ class Signature:
     wraps: bool = False
     generic: bool = False
     before_ready: bool = False
+    by_phase: bool = False
     needs: tuple[str, ...] = ()
     regex: re.Pattern = field(init=False, repr=False, compare=False)
 
@@ -178,14 +185,19 @@ SIGNATURES: tuple[Signature, ...] = (
        r"|leaves? no (?:GPU )?memory for the KV cache",
        "the KV cache pool does not fit: increase --mem-fraction-static (e.g. +0.05), or lower "
        "--context-length / --max-running-requests", phase="launch"),
+    # wordings seen: "Not enough space for mamba cache", "mamba cache is full", "Can not alloc mamba cache"
+    # (mamba_radix_cache/memory_pool: no free slot for a request's recurrent state), "Failed to allocate mamba
+    # state", "No free mamba slot"
     _S("mamba_cache_exhausted", "fatal",
-       r"Not enough space for mamba|(?i:mamba (?:cache|pool|state) (?:is )?(?:full|exhausted))"
+       r"Not enough space for mamba|(?i:mamba (?:cache|pool|state|slots?) (?:is )?(?:full|exhausted))"
+       r"|(?i:(?:can ?not|could not|couldn't|failed to|unable to) alloc\w* (?:a |the |new )?(?:\w+ ){0,2}mamba)"
+       r"|(?i:no (?:free|available|more) mamba)"
        r"|increase --mamba-full-memory-ratio",
        "the mamba (linear-attention state) cache ran out: increase --mamba-full-memory-ratio or lower "
        "--max-running-requests"),
     # wraps its cause: memory -> capture failed (lower the fraction), CUDA fault -> cuda_error, ...
     _S("cuda_graph_capture_failed", "fatal",
-       r"(?i:Capture (?:[\w-]+ ){0,3}graph failed):? ?(?P<cause>.*)",
+       r"(?i:Capture (?:[\w-]+ ){0,4}graph failed):? ?(?P<cause>.*)",
        "CUDA graph capture failed ({cause}): rerun with --disable-cuda-graph to confirm the graph is at fault, "
        "then report the kernel; the memory remedies (--mem-fraction-static) apply only to out-of-memory",
        wraps=True),
@@ -245,9 +257,12 @@ SIGNATURES: tuple[Signature, ...] = (
        r"Initialization failed\. warmup error|[Ww]arm[ -]?up (?:request )?(?:failed|error)|[Ff]ailed to warm[ -]?up",
        "the warmup request failed: read the traceback above it; try --skip-server-warmup only to debug",
        before_ready=True, needs=("armup", "arm up", "arm-up")),
+    # a bare exception of these types at launch is SGLang's own argument validation -- unless the log was in a
+    # later phase of the launch (weights, CUDA-graph capture, warmup: :data:`PHASE_CLASSES`), which then names it
     _S("config_error", "fatal",
        r"^(?:ValueError|AssertionError|NotImplementedError|TypeError)(?:: .+|\s*$)",  # a bare `assert` has no text
-       "SGLang rejected the server arguments: fix the flag combination named in the message", phase="launch"),
+       "SGLang rejected the server arguments: fix the flag combination named in the message", phase="launch",
+       by_phase=True),
     # --- generic crash markers, last so a specific cause above wins. "Scheduler hit an exception" is not one:
     # it opens a traceback whose last line names the cause, and a reader that sees only the opening line
     # (wait-ready reading a growing log) must keep waiting for that line or for the parent's sigquit. ----
@@ -286,6 +301,38 @@ SIGNATURES: tuple[Signature, ...] = (
        r"Prefill out of memory",
        "prefill ran out of memory: lower --chunked-prefill-size or --max-running-requests"),
 )
+
+#: Launch phases a log can be in, each: (name, frames of a traceback raised in it, the line that opens it, the
+#: line that closes it). Frames are SGLang's source files and functions (``model_executor/cuda_graph_runner.py``
+#: ``capture``/``capture_one_batch_size``, the EAGLE/NEXTN draft and verify runners, ``model_loader``
+#: ``load_weights``, ``http_server._execute_server_warmup``); the lines are SGLang's logger messages.
+PHASES_IN_LOG: tuple[tuple[str, re.Pattern, re.Pattern, re.Pattern], ...] = (
+    ("capture",
+     re.compile(r"cuda_graph_runner\.py|graph_runner\.py\S*, line \d+, in (?:capture|_capture|__init__)"
+                r"|in capture_one_batch_size\b|in _capture_graph\b|in capture\b"),
+     re.compile(r"(?i:Capture (?:[\w-]+ ){0,4}graph begin)"), re.compile(r"(?i:Capture (?:[\w-]+ ){0,4}graph end)")),
+    ("warmup",
+     re.compile(r"in _execute_server_warmup\b|in _wait_and_warmup\b|in warmup\b|warmup\.py"),
+     # SGLang warms up once uvicorn listens, and prints the ready line when the warmup request answered
+     re.compile(r"Uvicorn running on "), re.compile(re.escape("The server is fired up and ready to roll!"))),
+    ("weight_load",
+     re.compile(r"model_loader[/\\]\S+\.py|in load_weights\b|in load_model\b|weight_utils\.py"),
+     re.compile(r"Load weight begin"), re.compile(r"Load weight end")),
+)
+#: The class and hint a ``by_phase`` exception takes in each phase (``{exc}``: the exception line).
+PHASE_CLASSES: dict[str, tuple[str, str]] = {
+    "capture": ("cuda_graph_capture_failed",
+                "CUDA graph capture failed ({exc}) although SGLang did not wrap it (not a RuntimeError): rerun with "
+                "--disable-cuda-graph to confirm the graph is at fault (with speculation on, the draft/verify "
+                "graphs: also try without speculation), then report the kernel with this log (the launch arguments were accepted)"),
+    "warmup": ("warmup_failed",
+               "the warmup request failed ({exc}): read the traceback above it; try --skip-server-warmup only to "
+               "debug"),
+    "weight_load": ("model_load_failed",
+                    "loading the weights failed ({exc}): the checkpoint does not match what the model code expects "
+                    "(architecture, quantization, a truncated or partial download, --load-format): check the model "
+                    "directory against config.json; not a flag combination"),
+}
 
 #: The cause named inside a wrapping message that means "out of memory" (then the wrapper's class stands,
 #: with the memory hint).

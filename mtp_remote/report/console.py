@@ -265,6 +265,8 @@ def status_table(st) -> Table:
     t.add_row("port", "in use" if st.port_in_use else "free")
     for g in st.gpus:
         t.add_row(f"GPU{g['index']}", f"{g['name']}: {g['memory_used_mib']}/{g['memory_total_mib']} MiB used")
+    for u in st.gpu_unseen:
+        t.add_row(f"[yellow]GPU{u['index']}[/]", f"{u['mib']} MiB held by processes this host cannot see")
     for f in st.foreign:
         t.add_row("[yellow]foreign[/]", escape(f.describe()))
     return t

@@ -6,13 +6,22 @@ from collections.abc import Callable
 
 from ..config.inventory import HostConfig
 from .base import ServerKind
+from .container import ContainerServer
+from .exec import ExecServer
 from .process import ProcessServer
 
 
 def open_server(c, host: HostConfig, *, python: str, run_id: str,
-                on_progress: Callable[[str], None] | None = None) -> ServerKind:
+                on_progress: Callable[[str], None] | None = None,
+                images: dict[str, str] | None = None) -> ServerKind:
     """The :class:`~.base.ServerKind` of ``host`` (``host.server.kind``) over transport ``c``, for run
-    ``run_id``; ``python`` is the host's python. Nothing runs on the host until its ``prepare``."""
+    ``run_id``; ``python`` is the host's python; ``images``: profile -> image for the profiles that name their
+    own (the container kind). Nothing runs on the host until its ``prepare``."""
+    kw = dict(python=python, workdir=host.workdir, run_id=run_id, on_progress=on_progress)
     if host.server.kind == "process":
-        return ProcessServer(c, host, python=python, workdir=host.workdir, run_id=run_id, on_progress=on_progress)
+        return ProcessServer(c, host, **kw)
+    if host.server.kind == "exec":
+        return ExecServer(c, host, **kw)
+    if host.server.kind == "container":
+        return ContainerServer(c, host, images=images, **kw)
     raise AssertionError(f"unknown server kind {host.server.kind!r}")  # the inventory's model names the choices

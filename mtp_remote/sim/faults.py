@@ -21,6 +21,8 @@ FAULTS: dict[str, tuple[bool, float | None, str]] = {
     "crash_after": (True, 10, "the scheduler crashes after N finished requests"),
     "hang_after": (True, 10, "requests stop after N finished requests; /health stays 200 until the watchdog"),
     "slow_release": (True, 5.0, "GPU memory lingers for SECONDS after the process exits"),
+    "pid_namespace": (False, None, ("nvidia-smi lists the server's processes under another PID namespace's "
+                                    "numbers, as a real driver does inside a container")),
     "stale_orphan": (True, 60.0, "a scheduler child outlives its parent for SECONDS, keeping its GPU memory"),
     "numeric_noise": (True, 0.02, ("logit jitter of SIGMA nats, different on the plain decode, speculative "
                                    "verify and prefill paths (bf16-like): healthy but not bitwise")),

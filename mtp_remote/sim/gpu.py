@@ -7,6 +7,14 @@ rank) writes ``<state dir>/procs/<pid>.json`` (state dir: ``SGLANG_SIM_STATE_DIR
 stand-in) see a holder as long as the process lives, and for its release delay after it is gone (as real
 drivers free memory a moment after the process exits): the delay runs from the exit time the process wrote
 itself, or from the first time a reader saw it dead (SIGKILL), and then the file is deleted.
+
+A holder written from another PID namespace (the sim inside a container, its state folder mounted from the
+host) is seen by a reader outside under its host PID, found through ``/proc/*/ns/pid`` and ``NSpid`` — as a
+real driver reports the host's PIDs; a reader that cannot see it (inside another container) sees it gone.
+
+A holder registered with ``foreign_pid`` (the ``pid_namespace`` fault) is reported under another PID
+namespace's number, as a real driver reports the host's PIDs to ``nvidia-smi`` inside a container: its PID plus
+:data:`FOREIGN_PID_SHIFT`, above the kernel's PID limit, so no process here has it.
 """
 
 from __future__ import annotations
@@ -32,14 +40,25 @@ class GpuSpec:
     total_mib: int
 
 
+#: Added to a ``foreign_pid`` holder's PID in what nvidia-smi reports (4194304: Linux's largest PID limit).
+FOREIGN_PID_SHIFT = 1 << 22
+
+
 @dataclass(frozen=True)
 class Holder:
-    """A process holding GPU memory: pid, title, MiB per GPU index, whether it is still alive."""
+    """A process holding GPU memory: pid, title, MiB per GPU index, whether it is still alive, and whether the
+    driver reports it under another PID namespace's number (``reported_pid``)."""
 
     pid: int
     name: str
     mem_mib: dict[int, int]
     alive: bool
+    foreign_pid: bool = False
+
+    @property
+    def reported_pid(self) -> int:
+        """The PID nvidia-smi shows: its own, or (``foreign_pid``) one no process in this namespace has."""
+        return self.pid + FOREIGN_PID_SHIFT if self.foreign_pid else self.pid
 
 
 def state_dir(*, create: bool = True) -> Path:
@@ -82,6 +101,29 @@ def proc_start_ticks(pid: int) -> int | None:
     return int(rest[19])
 
 
+def _pidns(pid: int | str = "self") -> str | None:
+    """The PID namespace of ``pid`` (``pid:[4026531836]``: the same text in every namespace), or None."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None
+
+
+def _host_pid(pid: int, ns: str) -> int | None:
+    """The PID, in this reader's namespace, of process ``pid`` of PID namespace ``ns`` (its innermost ``NSpid``
+    entry), or None when no process visible here is that one."""
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or _pidns(d.name) != ns:
+            continue
+        try:
+            for line in (d / "status").read_text().splitlines():
+                if line.startswith("NSpid:") and line.split()[-1] == str(pid):
+                    return int(d.name)
+        except OSError:
+            continue
+    return None
+
+
 def _path(pid: int) -> Path:
     return state_dir() / "procs" / f"{pid}.json"
 
@@ -92,11 +134,14 @@ def _write(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def register_holder(pid: int, name: str, mem_mib: dict[int, int], release_delay: float) -> None:
-    """Record that ``pid`` holds ``mem_mib`` (GPU index -> MiB); replaces an earlier record of that pid."""
+def register_holder(pid: int, name: str, mem_mib: dict[int, int], release_delay: float, *,
+                    foreign_pid: bool = False) -> None:
+    """Record that ``pid`` holds ``mem_mib`` (GPU index -> MiB); replaces an earlier record of that pid.
+    ``foreign_pid``: nvidia-smi reports it under another PID namespace's number (:attr:`Holder.reported_pid`)."""
     _write(_path(pid), {"pid": pid, "start": proc_start_ticks(pid), "name": name,
                         "mem": {str(k): int(v) for k, v in mem_mib.items()},
-                        "release_delay": release_delay, "gone_at": None})
+                        "release_delay": release_delay, "gone_at": None, "foreign_pid": foreign_pid,
+                        "pidns": _pidns()})
 
 
 def mark_exited(pid: int) -> None:
@@ -114,13 +159,19 @@ def holders(now: float | None = None) -> list[Holder]:
     """Every process whose memory is still reported; drops records whose release delay has passed."""
     now = time.time() if now is None else now
     out: list[Holder] = []
+    mine = _pidns()
     for p in sorted((state_dir(create=False) / "procs").glob("*.json")):
         try:
             data = json.loads(p.read_text())
         except (OSError, ValueError):
             continue
         pid = int(data["pid"])
-        start = proc_start_ticks(pid)
+        ns = data.get("pidns")
+        here = pid
+        if ns and mine and ns != mine:  # written in another PID namespace: its number here, if we can see it
+            here = _host_pid(pid, ns) or 0  # not seen: gone (the namespace's processes are all visible from above)
+        start = proc_start_ticks(here) if here else None
+        pid = here or pid
         alive = start is not None and (data.get("start") is None or start == data["start"])
         if not alive:
             gone_at = data.get("gone_at")
@@ -131,5 +182,5 @@ def holders(now: float | None = None) -> list[Holder]:
                 p.unlink(missing_ok=True)
                 continue
         out.append(Holder(pid, data.get("name", "python"), {int(k): v for k, v in data["mem"].items()},
-                          alive))
+                          alive, bool(data.get("foreign_pid"))))
     return out

@@ -4,7 +4,8 @@ Answers the forms this tool uses, in nvidia-smi's CSV format:
 ``--query-gpu=index,name,uuid,memory.used,memory.total,memory.free,driver_version`` and
 ``--query-compute-apps=pid,process_name,used_memory,gpu_uuid`` (any subset, in the given order; ``used_memory``
 and ``used_gpu_memory`` both accepted) with ``--format=csv[,noheader][,nounits]``, ``-L``, and a bare call (a
-short table). Numbers come from :mod:`mtp_remote.sim.gpu` (the holders' files under the sim state folder).
+short table). Numbers come from :mod:`mtp_remote.sim.gpu` (the holders' files under the sim state folder); a
+holder of the ``pid_namespace`` fault is listed under another PID namespace's number, as inside a container.
 An unknown field prints nvidia-smi's message and exits 2.
 """
 
@@ -49,11 +50,11 @@ def app_rows(gpus: list[GpuSpec], hs: list[Holder], fields: list[str], units: bo
     """One row per (process, GPU) with memory, ordered by GPU then pid, like nvidia-smi."""
     rows = []
     for g in gpus:
-        for h in sorted(hs, key=lambda h: h.pid):
+        for h in sorted(hs, key=lambda h: h.reported_pid):
             mib = h.mem_mib.get(g.index, 0)
             if mib <= 0:
                 continue
-            vals = {"pid": str(h.pid), "process_name": h.name, "name": h.name, "used_memory": _mib(mib, units),
+            vals = {"pid": str(h.reported_pid), "process_name": h.name, "name": h.name, "used_memory": _mib(mib, units),
                     "used_gpu_memory": _mib(mib, units), "gpu_uuid": g.uuid, "gpu_name": g.name}
             rows.append([vals[f] for f in fields])
     return rows
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     for g in gpus:
         for h in hs:
             if h.mem_mib.get(g.index):
-                print(f"|  {g.index}  {h.pid:>8}  C  {h.name:<32} {h.mem_mib[g.index]:>6}MiB       |")
+                print(f"|  {g.index}  {h.reported_pid:>8}  C  {h.name:<32} {h.mem_mib[g.index]:>6}MiB       |")
     return 0
 
 

@@ -60,7 +60,7 @@ def _launch(c, wd, env_json: str, py: str, path_dir):
     log = f"{wd}/logs/r/p.log"
     os.makedirs(os.path.dirname(log), exist_ok=True)
     stdin = json.dumps({"profile": "p"}) + "\n" + env_json
-    script = hostscripts.script_command("launch.sh", [wd, log, 1, 5, py, "envprint"])
+    script = hostscripts.script_command("launch.sh", [wd, log, 1, 5, "-", 0, py, 2, "-m", "envprint"])
     r = c.run(f"PATH={path_dir}:$PATH {script}", in_stream=hostscripts.WholeStdin(stdin), hide=True, warn=True)
     return r, log
 

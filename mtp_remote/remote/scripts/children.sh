@@ -5,4 +5,5 @@
 # Writes WORKDIR/server.children ("pid start_ticks" lines, atomically) only while PID is still the recorded
 # leader. stdout: "child PID START" lines, then "result ok" or "result gone".
 set -u
+need awk cat ls mv rm
 record_children "$1" "$2" "$3"

@@ -15,6 +15,7 @@
 # Before the ready line the log is read line by line (the shell reads a pipe one byte at a time: a startup log
 # is tens of KB); after it, `cat` copies blocks.
 set -u
+need awk cat ls mv rm sh sleep tail
 wd=$1 log=$2 pid=$3 start=$4 off=$5 ready=$6
 me=$$
 lives() {  # PID -> 0 while it runs (not a zombie); one read of /proc/PID/stat, no fork

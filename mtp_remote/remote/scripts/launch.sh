@@ -1,6 +1,11 @@
 # launch.sh — start one server detached and record its identity, in one host-side step (POSIX sh).
 #
-# usage: sh -c "$(cat lib.sh launch.sh)" sh WORKDIR LOG PORT WAIT_S PYTHON MODULE [ARG...]
+# usage: sh -c "$(cat lib.sh launch.sh)" sh WORKDIR LOG PORT WAIT_S GPUS NSMI [SMI...] PYTHON NENTRY ENTRY... [ARG...]
+# ENTRY: the NENTRY words after python on the server's command line: "-m sglang.launch_server", or
+# "/venv/bin/sglang serve" (`sglang serve`: the console script run by its python); checked after exec.
+# GPUS: the indices of the GPUs the server will use ("0 1"; "-": all); NSMI words of nvidia-smi's command line
+# follow (0: none). Before the start, their level (memory.used minus what processes visible here hold) goes to
+# WORKDIR/server.gpu ("INDEX MIB" lines): stop.sh waits for it after the stop (lib.sh gpu_state).
 # stdin: line 1 = the record's static fields as one JSON object (no secrets: argv already masked);
 #        the rest = the server's environment as one JSON object {"NAME": "value"}, kept in a 0600 file.
 #        The file is data, never shell: no line of it is sourced or evaluated. $envload (below), run by the
@@ -13,8 +18,15 @@
 # The record (server.ident, then server.json, server.pid) is written before the script ends; if it cannot
 # be written the server just started is SIGKILLed (its own process group) and the result says so.
 set -uf
-wd=$1 log=$2 port=$3 wait_s=$4 py=$5 mod=$6
+need awk cat grep mv rm sed setsid nohup sha256sum sleep tail tr
+wd=$1 log=$2 port=$3 wait_s=$4 gpus=$5 nsmi=$6
 shift 6
+smi=""  # nvidia-smi's words, kept quoted for one `eval set --` (they come from our own argv)
+while [ "$nsmi" -gt 0 ]; do smi="$smi '$(printf '%s' "$1" | sed "s/'/'\\\\''/g")'"; shift; nsmi=$((nsmi - 1)); done
+py=$1 nentry=$2
+shift 2
+entry="" i=0  # the words after python on the server's command line, as /proc shows them once it runs
+for w do [ $i -lt "$nentry" ] || break; entry="$entry$w "; i=$((i + 1)); done
 umask 077
 fail() { rm -f "$envf" "$wd/server.ident.tmp.$$" "$wd/server.json.tmp.$$" "$wd/server.pid.tmp.$$"; say "result $1"; exit 0; }
 envf="$wd/.launch-env.$$"
@@ -37,6 +49,8 @@ fi
 rm -f "$wd/server.ident.tmp.$$"
 ( set -C; printf x > "$wd/server.ident.tmp.$$" ) 2>/dev/null || fail "cannot-write-record"
 rm -f "$wd/server.ident.tmp.$$"
+# the GPUs' level before the server starts (stop.sh waits until they are back to it)
+( eval "set -- $smi"; gpu_record "$wd" "$gpus" "$@" ) || fail "cannot-write-record"
 t0=$(up)
 # the environment loader: JSON in, os.environ out (names checked again: a shell name, whole), then exec
 envload='import json, os, re, shutil, sys
@@ -57,7 +71,7 @@ if "/" not in prog:  # a bare name: PATH as the shell searches it, but never a r
 os.execv(prog, [prog] + sys.argv[3:])'
 # the loader runs isolated (-I: no PYTHON* variables, not the workdir on sys.path); one simple background command: a subshell that reads the environment, removes the file and becomes the
 # server by exec (setsid -> nohup -> python), so $! is the server's PID and, after setsid, its process group
-( exec setsid nohup "$pyexe" -I -c "$envload" "$envf" "$py" -m "$mod" "$@" > "$log" 2>&1 < /dev/null ) &
+( exec setsid nohup "$pyexe" -I -c "$envload" "$envf" "$py" "$@" > "$log" 2>&1 < /dev/null ) &
 pid=$!
 say "pid $pid"
 # identity: read after exec, once stat before and after the command line agree on group and start time
@@ -66,9 +80,9 @@ while :; do
   f1=$(stat_fields "$pid") || break
   set -- $f1
   case $1 in Z|X) break ;; esac
-  a=$(tr '\0' '\n' < "/proc/$pid/cmdline" 2>/dev/null | sed -n '2p;3p' | tr '\n' ' ')
+  a=$(tr '\0' '\n' < "/proc/$pid/cmdline" 2>/dev/null | sed -n "2,$((nentry + 1))p" | tr '\n' ' ')
   f2=$(stat_fields "$pid") || break
-  if [ "$a" = "-m $mod " ] && [ "$3" = "$pid" ] && [ "$4" = "$pid" ] && [ "${f1#* * }" = "${f2#* * }" ]; then
+  if [ "$a" = "$entry" ] && [ "$3" = "$pid" ] && [ "$4" = "$pid" ] && [ "${f1#* * }" = "${f2#* * }" ]; then
     ident="$pid $3 $5"
     break
   fi

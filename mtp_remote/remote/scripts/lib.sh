@@ -1,5 +1,11 @@
 # lib.sh — helpers shared by the host-side scripts (prepended to each script by scripts.py). POSIX sh.
 say() { printf '%s\n' "$*"; }
+need() {  # TOOL... -> exit 2 saying "lacks TOOL" when the host has no TOOL. Each script checks its tools first: a
+  # stop that ran without awk saw no process, said "stopped" and dropped the record of a server still running.
+  for _t in "$@"; do
+    command -v "$_t" >/dev/null 2>&1 || { say "lacks $_t"; say "result error the host lacks $_t"; exit 2; }
+  done
+}
 up() { read -r u _ < /proc/uptime; u=${u%.*}${u#*.}; echo "${u#0}"; }  # centiseconds since boot
 nap() { sleep "$1" 2>/dev/null || sleep 1; }
 stat_fields() {  # PID -> "state ppid pgid sid start" from /proc/PID/stat (fields after the last ')')
@@ -88,4 +94,81 @@ find_exe() {  # NAME -> the program NAME runs, as an absolute path: NAME itself 
 }
 owned() {  # FILE -> 0 when FILE is a regular file, not a symlink, owned by us (a record we may trust)
   [ -f "$1" ] && [ ! -L "$1" ] && [ -O "$1" ]
+}
+GPU_TOL_MIB=256  # a GPU is back to its level before the launch within this many MiB (driver noise, caches)
+gpu_state() {  # WANT SMI... -> one nvidia-smi read of GPUs and compute apps: "gpu INDEX USED LEVEL" per GPU in
+  # WANT (indices, "-": all), then "ours MIB PIDS" (MiB held by $pids: listed by PID, or mapped through
+  # /proc/PID/status NSpid from another PID namespace to ours). LEVEL: memory.used minus what processes this
+  # host can see (a /proc entry here) and that are not ours hold: our server's memory plus whatever PIDs we
+  # cannot see hold (inside a container the driver reports the host's PIDs, or none). Nothing without nvidia-smi.
+  _want=$1; shift
+  [ $# -gt 0 ] || return 0
+  _g=$("$@" --query-gpu=index,uuid,memory.used --format=csv,noheader,nounits 2>/dev/null) || return 0
+  _a=$("$@" --query-compute-apps=pid,used_memory,gpu_uuid --format=csv,noheader,nounits 2>/dev/null) || _a=""
+  _vis="" _map=""
+  for _p in $(printf '%s\n' "$_a" | awk -F', *' '$1 ~ /^[0-9]+$/ { print $1 }'); do
+    [ -e "/proc/$_p" ] || continue
+    _vis="$_vis $_p"
+    _ns=$(sed -n 's/^NSpid:[[:space:]]*//p' "/proc/$_p/status" 2>/dev/null)
+    _in=""; for _x in $_ns; do _in=$_x; done  # its PID in the innermost namespace
+    [ "$_in" = "$_p" ] || [ -z "$_in" ] || _map="$_map $_p:$_in"
+  done
+  printf '%s\n--apps--\n%s\n' "$_g" "$_a" | awk -F', *' -v want=" $_want " -v vis="$_vis" -v map="$_map" \
+    -v pids="${pids:-}" '
+    BEGIN { n = split(pids, a, " "); for (i = 1; i <= n; i++) ours[a[i]] = 1
+            n = split(vis, a, " "); for (i = 1; i <= n; i++) seen[a[i]] = 1
+            n = split(map, a, " "); for (i = 1; i <= n; i++) { split(a[i], pm, ":"); if (pm[2] in ours) ours[pm[1]] = 1 } }
+    /^--apps--$/ { apps = 1; next }
+    !apps && $1 ~ /^[0-9]+$/ { idx[$2] = $1; used[$2] = $3; order[++g] = $2; next }
+    apps && $1 ~ /^[0-9]+$/ { if ($1 in ours) { m += $2; held = held " " $1 } else if ($1 in seen) other[$3] += $2 }
+    END { for (i = 1; i <= g; i++) { u = order[i]
+            if (want == " - " || index(want, " " idx[u] " ")) print "gpu", idx[u], used[u], used[u] - other[u] }
+          print "ours", m + 0, held }'
+}
+gpu_base() {  # WD -> base (WD/server.gpu: "INDEX MIB" lines, the level of the server's GPUs before the launch)
+  # and want (their indices) for gpu_read
+  base=$(cat "$1/server.gpu" 2>/dev/null)
+  want=$(printf '%s\n' "$base" | awk '$1 ~ /^[0-9]+$/ && NF == 2 { printf "%s ", $1 }')
+}
+gpu_read() {  # SMI... -> g_mib g_pids (ours, by PID), g_over ("MIB GPU k: N MiB ...": above the level before
+  # the launch by more than GPU_TOL_MIB, held by processes this host cannot see); all empty without nvidia-smi
+  _st=$(gpu_state "${want:-none}" "$@")
+  set -- $(printf '%s\n' "$_st" | awk '$1 == "ours" { $1 = ""; print }')
+  g_mib=${1:-0}; [ $# -eq 0 ] || shift; g_pids=$*
+  g_over=$(printf '%s\n%s\n' "$base" "$_st" | awk -v tol="$GPU_TOL_MIB" '$1 ~ /^[0-9]+$/ && NF == 2 { b[$1] = $2; next }
+    $1 == "gpu" && ($2 in b) && $4 - b[$2] > tol { m += $4 - b[$2]; s = s sprintf(" GPU %s: %d MiB", $2, $4 - b[$2]) }
+    END { if (m) print m s }')
+}
+gpu_record() {  # WD GPUS SMI... -> WD/server.gpu: the level of GPUS (indices, "-": all) before a launch (gpu_state);
+  # fails when it cannot be written. Nothing without nvidia-smi.
+  _wd=$1 _gpus=$2; shift 2
+  rm -f "$_wd/server.gpu"
+  [ $# -gt 0 ] || return 0
+  _lv=$(pids=""; gpu_state "$_gpus" "$@" | awk '$1 == "gpu" { print $2, $4 }')
+  [ -z "$_lv" ] || ( set -C; printf '%s\n' "$_lv" > "$_wd/server.gpu" ) 2>/dev/null
+}
+gpu_wait() {  # T1_CS GPU_S SMI... -> wait (never a fixed sleep) until nvidia-smi lists none of $pids and the GPUs of
+  # gpu_base are back within GPU_TOL_MIB of their level before the launch; "progress" every 2 s; then
+  # "gpu_release_cs N" (+ "gpu_release_by level" when the level was what it waited for), or "result error ..."
+  # and exit after GPU_S seconds
+  _t1=$1 _gs=$2; shift 2
+  _next=0 by_level=0
+  while :; do
+    gpu_read "$@"
+    [ -z "$g_pids" ] && [ -z "$g_over" ] && break
+    waited=$(( $(up) - _t1 ))
+    if [ -n "$g_pids" ]; then what="$g_mib MiB held by PIDs $g_pids"
+    else by_level=1; what="${g_over%% *} MiB above the GPUs' level before the launch (${g_over#* }), held by processes this host cannot see"; fi
+    if [ $waited -ge $_next ]; then
+      say "progress waiting for GPU memory release: $what ($(( waited / 100 )) s)"
+      _next=$(( waited + 200 ))
+    fi
+    if [ $waited -ge $(( _gs * 100 )) ]; then
+      say "result error GPU memory still held after $_gs s: $what — the processes exited but the driver has not released their memory"
+      exit 0
+    fi
+    nap 0.2
+  done
+  say "gpu_release_cs $(( $(up) - _t1 ))"
+  [ $by_level = 0 ] || say "gpu_release_by level"
 }

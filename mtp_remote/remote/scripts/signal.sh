@@ -7,6 +7,7 @@
 # number was reused since the listing is left alone. stdout: "signal TERM PID" / "signal KILL PID" lines,
 # "skipped PID" for a reused or vanished PID, "progress TEXT", last "survivors PIDS" and "result ok".
 set -u
+need cat sleep
 term_s=$1 kill_s=$2
 shift 2
 left() { pairs_left "$targets"; }  # the listed PIDs still alive with their start time

@@ -8,25 +8,28 @@
 # recorded start time, boot and command-line hash; the group is signalled only when pgid == pid and no
 # ancestor of this shell is in it. SIGTERM to the group, wait TERM_S, SIGKILL, wait KILL_S, SIGKILL recorded
 # children that left the group (same PID and start time), then wait up to GPU_S until nvidia-smi lists none
-# of them. With the leader gone the group number may be a stranger's now: no group is signalled, only the
+# of them (by PID, or by its NSpid in another PID namespace) and, when server.gpu holds the GPUs' level before
+# the launch ("INDEX MIB" lines, launch.sh), until each of those GPUs is back within GPU_TOL_MIB of it: inside
+# a container the driver lists the host's PIDs (or none), so the PID match alone would say "released" at once. With the leader gone the group number may be a stranger's now: no group is signalled, only the
 # members that started at or after the recorded start and have our command line (the recorded hash, or an
 # SGLang title sglang::...) or are recorded children, each by PID ("strangers PIDS" names the others).
 # WORKDIR must be a private directory of ours and each record a regular file of ours (never a symlink): else
 # nothing is read or signalled. stdout: "key value" lines, "progress TEXT" while it runs, "unlocked" when
 # UNLOCK released the lock, last "result ok" or "result error TEXT".
 set -u
+need awk cat grep head ls rm sed sha256sum sleep tr
 wd=$1 term_s=$2 kill_s=$3 gpu_s=$4 unlock=$5
 shift 5
 ok() {  # the stop ended well: release the run's lock if asked, then say so
   if [ "$unlock" != "-" ] && grep -qF " $unlock " "$wd/lock" 2>/dev/null && rm -f "$wd/lock"; then say "unlocked"; fi
   say "result ok"; exit 0
 }
-drop_record() { rm -f "$wd/server.ident" "$wd/server.json" "$wd/server.pid" "$wd/server.children"; }
+drop_record() { rm -f "$wd/server.ident" "$wd/server.json" "$wd/server.pid" "$wd/server.children" "$wd/server.gpu"; }
 if ! private_dir "$wd"; then  # checked each time (workdir.sh): a shared or planted directory is never read
   [ -e "$wd" ] || [ -L "$wd" ] || { say "found none"; say "result ok"; exit 0; }  # nothing there: create nothing
   say "result error $wd is not a directory of ours that only we can write: no record read, nothing signalled"; exit 0
 fi
-for f in server.ident server.json server.children; do  # a record is trusted only when it is a file of ours
+for f in server.ident server.json server.children server.gpu; do  # a record is trusted only when it is a file of ours
   if { [ -e "$wd/$f" ] || [ -L "$wd/$f" ]; } && ! owned "$wd/$f"; then
     say "found none"; say "refused $wd/$f is not a file of ours: not trusted"; drop_record; ok
   fi
@@ -38,7 +41,7 @@ if [ -z "$ident" ] && [ -f "$wd/server.json" ]; then  # a record from before ser
 fi
 if [ -z "$ident" ]; then
   [ -f "$wd/server.json" ] && say "found unreadable" || say "found none"
-  rm -f "$wd/server.json" "$wd/server.pid" "$wd/server.children"
+  rm -f "$wd/server.json" "$wd/server.pid" "$wd/server.children" "$wd/server.gpu"
   ok
 fi
 set -- $ident "$@"
@@ -72,7 +75,8 @@ if s=$(alive_start "$pid"); then
   fi
   found=running
 fi
-members=$(group_members "$pgid")
+members=$(group_members "$pgid") || {  # never "gone" for a group we could not list: the record is kept
+  say "result error cannot list the processes of group $pgid on this host (reading /proc failed); the record is kept"; exit 0; }
 strays() {  # recorded children still alive with their recorded start time
   printf '%s\n' "$children" | while read -r cp cs; do
     [ -n "$cp" ] && same_start "$cp" "$cs" && printf '%s ' "$cp"
@@ -111,16 +115,11 @@ if [ -n "$members" ]; then
 fi
 pids=" $pid $members $left $(printf '%s\n' "$children" | while read -r cp cs; do printf '%s ' "$cp"; done)"
 say "members $members"
-gpu_mib() {  # MiB held by any of $pids, or nothing when nvidia-smi is missing
-  [ $# -gt 0 ] || return 0
-  "$@" --query-compute-apps=pid,used_memory,gpu_uuid --format=csv,noheader,nounits 2>/dev/null |
-    awk -F', *' -v pids="$pids" 'BEGIN { n = split(pids, a, " "); for (i = 1; i <= n; i++) want[a[i]] = 1 }
-      ($1 in want) { m += $2; held = held " " $1 } END { if (held != "") print m + 0, held }'
-}
-g=$(gpu_mib "$@"); say "gpu_mib ${g%% *}"
+gpu_base "$wd"
+gpu_read "$@"; say "gpu_mib $g_mib"; say "gpu_level_mib ${g_over%% *}"
 t0=$(up)
 live() {  # what is left to wait for: the live group (leader alive: the group is ours), else our members by PID
-  if [ $found = running ]; then group_members "$pgid"; else set -- $(pairs_left "$targets"); while [ $# -ge 2 ]; do printf '%s ' "$1"; shift 2; done; fi
+  if [ $found = running ]; then group_members "$pgid" || return 1; else set -- $(pairs_left "$targets"); while [ $# -ge 2 ]; do printf '%s ' "$1"; shift 2; done; fi
 }
 send() {  # SIG -> to the group (leader alive), else to each of our members by PID while it has its start time
   if [ $found = running ]; then kill "-$1" "-$pgid" 2>/dev/null; return; fi
@@ -130,7 +129,7 @@ send() {  # SIG -> to the group (leader alive), else to each of our members by P
 }
 wait_gone() {  # DEADLINE_CS -> 0 when nothing of ours in group $pgid lives before the deadline
   while :; do
-    members=$(live)
+    members=$(live) || { say "result error cannot list the processes of group $pgid any more; the record is kept"; exit 0; }
     [ -z "$members" ] && return 0
     [ "$(up)" -ge "$1" ] && return 1
     nap 0.05
@@ -158,22 +157,6 @@ if [ -n "$left" ]; then  # children that left the group (setsid): ours by PID + 
   [ -z "$left" ] || { say "result error children $left survived SIGKILL"; exit 0; }
 fi
 t1=$(up); say "exit_cs $(( t1 - t0 ))"
-# GPU memory: wait until nvidia-smi lists none of our processes (never a fixed sleep)
-next=0
-while :; do
-  g=$(gpu_mib "$@")
-  [ -z "$g" ] && break
-  waited=$(( $(up) - t1 ))
-  if [ $waited -ge $next ]; then
-    say "progress waiting for GPU memory release: ${g%% *} MiB held by PIDs${g#* } ($(( waited / 100 )) s)"
-    next=$(( waited + 200 ))
-  fi
-  if [ $waited -ge $(( gpu_s * 100 )) ]; then
-    say "result error GPU memory still held after $gpu_s s by PIDs${g#* } (${g%% *} MiB) — the processes exited but the driver has not released their memory"
-    exit 0
-  fi
-  nap 0.1
-done
-say "gpu_release_cs $(( $(up) - t1 ))"
+gpu_wait "$t1" "$gpu_s" "$@"
 drop_record
 ok

@@ -12,6 +12,7 @@
 # stdout: "workdir PATH" (the directory we work in), then "result ok", "result missing" (read: nothing there
 # yet), "result not-private TEXT", "result cannot-create" or "result not-writable".
 set -u
+need find head id ls mkdir rm
 umask 077
 wd=$(workdir_of "$1")
 say "workdir $wd"

@@ -20,7 +20,7 @@ def test_a_host_without_a_server_field_runs_its_servers_as_processes():
 
 
 @pytest.mark.parametrize("server,error", [
-    ("{kind: docker}", "hosts.a.server: unknown server kind 'docker'; choose one of: process"),
+    ("{kind: docker}", "hosts.a.server: unknown server kind 'docker'; choose one of: process, exec, container"),
     ("{kind: process, image: x}", "unknown field"),
 ])
 def test_a_bad_server_field_names_file_field_and_choices(tmp_path, server, error):
@@ -29,4 +29,4 @@ def test_a_bad_server_field_names_file_field_and_choices(tmp_path, server, error
     with pytest.raises(ConfigError) as e:
         load_inventory(inv)
     assert str(inv) in str(e.value) and error in str(e.value) and "hosts.a.server" in str(e.value)
-    assert server_kinds() == ["process"]
+    assert server_kinds() == ["process", "exec", "container"]

@@ -116,3 +116,33 @@ def test_a_flag_is_shown_with_its_value_or_not_at_all():
     for i, w in enumerate(words):
         if w == "--chunked-prefill-size":
             assert words[i + 1] == "8192"
+
+
+def test_sglang_serve_is_a_server_in_every_form_proc_shows_it_and_its_other_subcommands_are_not():
+    from mtp_remote.remote.foreign import server_kind
+
+    assert server_kind(("/opt/sg/bin/python3", "/opt/sg/bin/sglang", "serve", "--model-path", "/m")) == "server"
+    assert server_kind(("sglang", "serve", "--port", "30000")) == "server"
+    assert server_kind(("python", "-m", "mtp_remote.sim", "serve")) == "server"  # the sim's `sglang serve`
+    assert server_kind(("/opt/sg/bin/python3", "/opt/sg/bin/sglang", "generate")) is None
+    assert server_kind(("python", "-m", "mtp_remote.sim", "bench")) is None
+    assert server_kind(("vim", "sglang", "serve")) is None
+
+
+def test_a_foreign_sglang_serve_is_listed_with_its_gpu_memory():
+    ps = [PsEntry(700, 1, 700, "bob", 50, "/opt/sg/bin/python3 /opt/sg/bin/sglang serve --port 31000",
+                  ("/opt/sg/bin/python3", "/opt/sg/bin/sglang", "serve", "--port", "31000"))]
+    found = find_foreign(ps, [GpuApp(700, 30000)])
+    assert [(f.pid, f.kind, f.gpu_mib) for f in found] == [(700, "server", 30000)]
+
+
+def test_gpu_memory_no_visible_process_holds_is_named_per_gpu():
+    from mtp_remote.remote.facts import GpuInfo
+    from mtp_remote.remote.foreign import describe_unseen, unseen_gpu_memory
+
+    gpus = [GpuInfo(0, "A6000", 41000, 49140, "GPU-a"), GpuInfo(1, "A6000", 300, 49140, "GPU-b")]
+    apps = [GpuApp(500, 1000, "GPU-a"), GpuApp(4194804, 40000, "GPU-a"), GpuApp(501, 200, "GPU-b")]
+    unseen = unseen_gpu_memory(gpus, apps, visible={500, 501})
+    assert unseen == [{"index": 0, "mib": 40000}]  # GPU 1's 100 MiB unexplained is within the tolerance
+    assert describe_unseen(unseen) == ["40000 MiB held on GPU 0 by processes this host cannot see"]
+    assert unseen_gpu_memory(gpus, apps, visible={500, 501}, indices=[1]) == []
