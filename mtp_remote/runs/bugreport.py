@@ -5,10 +5,14 @@ Reads documents only (never the network): the diagnose run's ``summary.json``, `
 when RUN_ID is a mitigation run). Written for a profile that corrupts output (``spec-corrupts-output``) and for
 one whose server crashed or hung while sampling (``crashed:<cause>``/``hung:<cause>``: a crash is a bug worth
 reporting too). Sections: environment (SGLang, torch, GPU, driver, model architectures), the minimal
-reproducing command (bisect's, else the profile's launch line), the evidence (the loop table, or the crash's
-cause and the log's last lines), the exact request to replay (endpoint, the prompt text after the template,
-sampling parameters with the seed and ``max_tokens``, a ``curl`` line) with the output it got from its start,
-the mitigation table. Secrets are masked (API keys, secret env values, keys in log-like text) and so are host
+reproducing command (bisect's beside the as-deployed launch line, else the latter), the evidence (the loop
+table and the lossless tests' evidence, or the crash's cause and the log's last lines), the exact request to
+replay -- a greedy (T = 0) one that shows the fault when there is one (a T > 0 request replays only with
+``--enable-deterministic-inference``, which the report says) -- (endpoint, the prompt text after the template,
+sampling parameters with the seed and ``max_tokens``, a non-streaming ``curl`` line) with the output it got from
+its start, and the baseline's answer to the same request from its start with the first diverging token position
+(and the top-1/top-2 logprob margins there); then the mitigation table. The title names loops only when the
+speculative arm loops more than the baseline, else the lossless evidence (greedy divergence, KL). Secrets are masked (API keys, secret env values, keys in log-like text) and so are host
 names, addresses, users and home directories: the body is meant to be pasted in public.
 """
 
@@ -294,9 +298,13 @@ def masker(doc: dict):
     return mask
 
 
-def loop_excess(verdict: dict | None) -> bool:
-    """Whether any cell of ``verdict`` has more loops under speculation than in the baseline."""
-    return any(r.get("spec_loops", 0) > r.get("base_loops", 0) for r in (verdict or {}).get("comparisons", []))
+def loop_excess(verdict: dict | None, samples: list[dict]) -> bool:
+    """Whether any cell of ``verdict`` has more loops under speculation than in the baseline (for a summary
+    without per-cell comparisons: whether any of the profile's ``samples`` loops)."""
+    rows = (verdict or {}).get("comparisons") or []
+    if rows:
+        return any(r.get("spec_loops", 0) > r.get("base_loops", 0) for r in rows)
+    return any(_loops(s) for s in samples if s.get("profile") == (verdict or {}).get("profile"))
 
 
 def lossless_names(verdict: dict | None) -> list[str]:
@@ -315,7 +323,8 @@ def render_bug_report(doc: dict, samples_path: Path, mitigation: dict | None, bi
     info = prof.get("server_info") or {}
     facts = (mitigation or {}).get("facts") or {}
     sim = " (mtp-remote's simulated engine, not a real SGLang)" if doc.get("simulated") else ""
-    if kind == CORRUPT and loop_excess(bad):
+    samples = _samples(samples_path)
+    if kind == CORRUPT and loop_excess(bad, samples):
         title = f"Speculative decoding corrupts output: `{profile}` loops where the same server without speculation does not"
     elif kind == CORRUPT:
         title = (f"Speculative decoding corrupts output: `{profile}`'s output differs from the same server without "
@@ -346,7 +355,6 @@ def render_bug_report(doc: dict, samples_path: Path, mitigation: dict | None, bi
                   f"`{', '.join(bisect['minimal'])}`."), ""]
         lines += ["```", bisect["command"], "```", "", "As deployed (the profile's launch line):", ""]
     lines += ["```", deployed, "```", ""]
-    samples = _samples(samples_path)
     if kind != CORRUPT:
         crash = prof.get("crashed") or {}
         lines += ["### Evidence", "",
