@@ -4,7 +4,8 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: demo test test-real real-setup lint install system-deps clean bench container-up container-down
+.PHONY: demo test test-real real-setup lint install system-deps clean bench container-up container-down slurm-up \
+        slurm-down
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -20,9 +21,10 @@ demo: $(STAMP)
 	  if [ $$code -le 1 ]; then echo "demo finished (exit $$code: 1 = a speculative profile corrupts output, as expected on sim-local)"; exit 0; fi; exit $$code
 
 ## system-deps: OpenSSH server (tests/ssh start their own sshd on 127.0.0.1), Chromium (the HTML report is
-## opened headless) and podman + runc (the container hosts and tests; docs/containers.md). Installed with apt-get
-## when missing and running as root; otherwise said, and those tests skip. Then podman is probed with a local
-## image (tests/support/containers.py configure: on a cgroup-hybrid host without CAP_SYS_RESOURCE it writes
+## opened headless), podman + runc (the container hosts and tests; docs/containers.md) and Debian's SLURM +
+## munge (tests/slurm start a one-node cluster on 127.0.0.1; docs/slurm.md). Installed with apt-get when missing
+## and running as root; otherwise said, and those tests skip. Then podman is probed with a local image
+## (tests/support/containers.py configure: on a cgroup-hybrid host without CAP_SYS_RESOURCE it writes
 ## /etc/containers/containers.conf.d/50-mtp-remote.conf, root only).
 system-deps:
 	@missing=""; \
@@ -30,6 +32,8 @@ system-deps:
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v podman >/dev/null 2>&1 || command -v docker >/dev/null 2>&1 || missing="$$missing podman"; \
 	command -v docker >/dev/null 2>&1 || command -v runc >/dev/null 2>&1 || missing="$$missing runc"; \
+	[ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/slurmd ] && [ -x /usr/sbin/munged ] && command -v sbatch >/dev/null 2>&1 \
+	  || missing="$$missing slurmctld slurmd munge slurm-client"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing:$$missing"; \
@@ -82,6 +86,16 @@ container-down:
 ## lint: ruff over mtp_remote, bench and tests with the rule sets pinned in pyproject.toml (not part of `make test`)
 lint: $(STAMP)
 	$(BIN)/ruff check mtp_remote bench tests
+
+## slurm-up: a one-node SLURM cluster on 127.0.0.1 for trying the SLURM kind by hand (as root; munged, slurmctld,
+## slurmd with two fake GPUs, state in $(SLURM_DIR)); `fab -H sim-slurm diagnose` and `mtp-remote nightly -H
+## slurm-nodes` use it. slurm-down stops those daemons by PID (tests/support/slurm.py).
+SLURM_DIR ?= /tmp/mtp-remote-slurm
+slurm-up: $(STAMP) system-deps
+	$(BIN)/python -m tests.support.slurm up --dir $(SLURM_DIR)
+
+slurm-down:
+	$(PY) -m tests.support.slurm down --dir $(SLURM_DIR)
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

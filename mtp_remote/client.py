@@ -83,7 +83,7 @@ def generate_request(text: str, *, temperature: float, max_new_tokens: int, top_
     return {"endpoint": "/generate", "body": body}
 
 
-def _join_reasoning(reasoning: str | None, content: str | None) -> str:
+def join_reasoning(reasoning: str | None, content: str | None) -> str:
     """Rebuild what the model emitted from a reasoning-parser split: reasoning, ``</think>`` if the block
     closed (content is not None), then the answer."""
     if reasoning is None:
@@ -226,7 +226,7 @@ class ServerClient:
         calls = tool_calls_of(msg.get("tool_calls"))
         details = usage.get("completion_tokens_details") or {}
         return Completion(
-            text=with_tool_calls(_join_reasoning(reasoning, content if content or not calls else ""), calls),
+            text=with_tool_calls(join_reasoning(reasoning, content if content or not calls else ""), calls),
             reasoning=reasoning, content=content, tool_calls=calls,
             finish_reason=_finish(choice.get("finish_reason")), prompt_tokens=usage.get("prompt_tokens", 0),
             completion_tokens=usage.get("completion_tokens", 0),
@@ -363,7 +363,7 @@ class ServerClient:
 
         def text_so_far() -> str:
             calls = tool_calls_of([st["calls"][i] for i in sorted(st["calls"])])
-            return with_tool_calls(_join_reasoning(st["r"], st["c"] if st["c"] or not calls else ""), calls)
+            return with_tool_calls(join_reasoning(st["r"], st["c"] if st["c"] or not calls else ""), calls)
 
         def on_event(event: dict) -> bool:
             st["id"] = st["id"] or event.get("id")

@@ -262,13 +262,17 @@ def status_table(st) -> Table:
     t = Table(title=f"Status — {st.host}")
     t.add_column("what")
     t.add_column("state", overflow="fold")
+    job = bool(st.server and "job_id" in st.server)  # a SLURM job: its port is on its node, not here
     if st.server:
         s = st.server
-        t.add_row("our server", escape(f"{st.server_state}: PID {s['pid']} profile {s['profile']} port {s['port']} "
+        who = (f"job {s.get('spec') or s['job_id']}" + (f" on {s['node']}" if s.get("node") else "")) if job \
+            else f"PID {s['pid']}"
+        t.add_row("our server", escape(f"{st.server_state}: {who} profile {s['profile']} port {s['port']} "
                                        f"run {s['run_id']}\nlog {s['log_path']}"))
     else:
         t.add_row("our server", "none recorded")
-    t.add_row("port", "in use" if st.port_in_use else "free")
+    if not job:
+        t.add_row("port", "in use" if st.port_in_use else "free")
     for g in st.gpus:
         t.add_row(f"GPU{g['index']}", f"{g['name']}: {g['memory_used_mib']}/{g['memory_total_mib']} MiB used")
     for u in st.gpu_unseen:

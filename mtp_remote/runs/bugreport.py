@@ -31,7 +31,7 @@ from ..remote.commands import mask_log_secrets
 from ..analysis.divergence import first_divergence
 from ..analysis.settled import LOOP_STOP
 from ..report.records import cause_line
-from ..search.mitigate import HEADERS, table_rows
+from ..search.mitigation_report import HEADERS, table_rows
 
 EXCERPT_CHARS = 500
 #: Characters of a quoted output shown from its start (the loop's first copies included after them).

@@ -151,7 +151,7 @@ def test_preflight_over_ssh_lints_with_the_hosts_own_sglang_parser(sglang_python
 
     from mtp_remote.config.inventory import HostConfig
     from mtp_remote.config.playbook import load_playbook
-    from mtp_remote.host.ops import preflight
+    from mtp_remote.host.preflight import preflight
     from mtp_remote.remote import connect
 
     pb = yaml.safe_load((Path(__file__).resolve().parents[2] / "playbooks" / "diagnose-mtp.yaml").read_text())
