@@ -235,7 +235,7 @@ def _stop_riding_out(c, host: HostConfig, lc: ProcessServer, *, term_s: float,
                                gpu_release_s=gpu_release_s)
         except TransportLost as e:
             if attempt == 2 or transport.is_lost(c):
-                raise e.inrun_quiet(f"; the stop did not finish: the server record is kept on {host.name} (nothing was "
+                raise e.in_run(f"; the stop did not finish: the server record is kept on {host.name} (nothing was "
                                f"dropped), so run the stop again once the host can be reached: `mtp-remote stop -H "
                                f"{host.name}` (or `fab -H {host.name} stop`)") from e
     raise AssertionError("unreachable")
