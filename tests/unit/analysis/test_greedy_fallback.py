@@ -50,3 +50,22 @@ def test_its_greedy_cell_is_still_judged():
                     greedy_fallback={"nextn": LINE}).verdicts
     assert [c["temperature"] for c in v.comparisons] == [0.0]
     assert "T > 0 not compared" in v.evidence
+
+
+def test_a_lossless_verdict_leads_with_the_greedy_loops_when_only_the_speculative_arm_loops():
+    """The real-hybrid-loop host's shape: greedy, 8 prompts with answers; NEXTN loops on 3 and answers wrong on
+    the rest, the baseline and its A/A arm answer right. The greedy loop counts lead the evidence."""
+    wrong = HEALTHY.replace("is 4.\n</think>\n\n4", "is 7.\n</think>\n\n7")
+
+    def arm(profile, texts):
+        return [dict(_sample(profile, i, text, 0.0), prompt_id=f"p{i}", sample_index=0, seed=1234)
+                for i, text in enumerate(texts)]
+
+    samples = (arm("baseline", [HEALTHY] * 8) + arm("aa", [HEALTHY] * 8)
+               + arm("nextn", [LOOP] * 3 + [wrong] * 5))
+    (v,) = diagnose(baseline="baseline", profiles={"baseline": False, "aa": False, "nextn": True}, samples=samples,
+                    calibration_profile="aa", expected={f"p{i}": "4" for i in range(8)}).verdicts
+    assert v.kind == "spec-corrupts-output", v.evidence
+    assert v.evidence.startswith("loops: spec 3/8 vs baseline 0/8 degenerate at T=0 (greedy: the same prompts, "
+                                 "3 of them where the baseline's output does not loop); "), v.evidence
+    assert "expected answers: spec 0/8 right vs baseline 8/8" in v.evidence
