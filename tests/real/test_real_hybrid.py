@@ -6,8 +6,8 @@ In ``make test``: one lifecycle (launch → ready → a NEXTN request whose acce
 ~0.5 s/token), and one diagnose on the *trained* hybrid (``real-hybrid``'s model, which answers) sharing its
 baseline and A/A launches between two NEXTN profiles: ``nextn`` as ``real-hybrid`` serves it (healthy) and
 ``nextn-loop`` with the ``real-hybrid-loop`` host's real state fault (``rewind``), a few prompts and short outputs:
-the looping profile is ``spec-corrupts-output`` with loops counted in its arm and none in the baseline's, the
-healthy one's greedy output is the baseline's. ``make test-real`` (``MTP_REMOTE_REAL_FULL=1``) runs ``diagnose``
+the faulty profile is ``spec-corrupts-output`` (greedy divergence, KL, broken answers; loops, when its outputs
+end in one, counted in its arm and none in the baseline's), the healthy one's greedy output is the baseline's. ``make test-real`` (``MTP_REMOTE_REAL_FULL=1``) runs ``diagnose``
 on each shipped host with its shipped playbook (A/A calibration and KL probe included), and writes the loop host's
 bug report.
 """
@@ -45,10 +45,10 @@ CHAT_PLAYBOOK = ROOT / "playbooks" / "real-hybrid-chat.yaml"
 PAIR_PROMPTS = 4
 PAIR_TOKENS = 48
 FAULT_ENV = "MTP_REMOTE_REAL_FAULTS"
-#: Issue 31's greedy-only healthy rule (a bound on the divergence rate from identical prompts against the A/A
-#: floor): with it a healthy greedy-only host ends ``healthy``; without it ``inconclusive`` ("no temperature above
-#: 0 was compared"). The tests assert the evidence always and the verdict of whichever rule this tree holds.
-GREEDY_HEALTHY_RULE = "greedy_healthy" in (ROOT / "mtp_remote" / "analysis" / "verdict.py").read_text()
+#: Issue 31's greedy-only healthy rule: ``healthy`` needs the per-prompt greedy divergence rate bounded under
+#: ``compare.greedy_margin`` (10 %) against the A/A floor: 0 hard divergences in 29 distinct prompts. The shipped
+#: chat playbook has 30; the small pair's PAIR_PROMPTS can only end ``inconclusive``, naming how many would do.
+GREEDY_HEALTHY_PROMPTS = 29
 
 
 def test_nextn_on_the_real_hybrid_model_accepts_every_draft_of_the_accept_all_variant(real_engine, tmp_path):
@@ -95,14 +95,21 @@ def _by_profile(doc: dict) -> dict[str, dict]:
     return {v["profile"]: v for v in doc["verdicts"]}
 
 
-def _assert_loops(verdict: dict, output: str) -> dict:
-    """The looping host's verdict: spec-corrupts-output, loops counted in the speculative arm and none in the
-    baseline (greedy: on the same prompts), the evidence leading with them; returns the T = 0 comparison."""
+def _assert_corrupts(verdict: dict, output: str) -> dict:
+    """The rewind host's verdict: ``spec-corrupts-output``, the baseline never loops, greedy output diverges from the
+    baseline's on every prompt and the answers break; loops counted in the speculative arm lead the evidence when
+    there are any. (Measured 2026-12-03 on the model trained here: 0 of 4 finished rewind samples loop to the end
+    by the loop rules — one repeats "2. This is 9. I multiply 8.</think>" three times, then varies — while the
+    hand-run reference's model looped on 2 of 6: whether the broken state ends in a tail loop depends on the
+    trained weights. The verdict stands on greedy divergence, the KL probe and the answers.) Returns the T = 0
+    comparison."""
     (c,) = verdict["comparisons"]  # T = 0 only
-    assert c["spec_loops"] >= 1 and c["base_loops"] == 0, verdict
-    assert c["greedy_spec_only_loops"] == c["spec_loops"], verdict
+    assert c["base_loops"] == 0, verdict
+    assert c["greedy_diverged"] == c["greedy_pairs"] > 0, verdict
     assert verdict["kind"] == "spec-corrupts-output", (verdict, output)
-    assert verdict["evidence"].startswith(f"loops: spec {c['spec_loops']}/"), verdict
+    assert "expected answers: spec" in verdict["evidence"], verdict
+    if c["spec_loops"]:
+        assert verdict["evidence"].startswith(f"loops: spec {c['spec_loops']}/"), verdict
     return c
 
 
@@ -116,14 +123,15 @@ def _assert_healthy(verdict: dict, samples: list[dict], profile: str, output: st
     accept = sum(s["completion_tokens"] for s in spec) / sum(s["spec_verify_ct"] for s in spec)
     assert accept > 2, (accept, verdict)
     assert not verdict["kind"].startswith(("launch-failed", "hung", "crashed")), verdict
-    if GREEDY_HEALTHY_RULE:
+    if c["greedy_pairs"] >= GREEDY_HEALTHY_PROMPTS:
         assert verdict["kind"] == "healthy", (verdict, output)
-    else:
+    else:  # identical on every prompt, but too few prompts to bound the rate under the margin: it says so
         assert verdict["kind"] == "inconclusive", (verdict, output)
+        assert f"{GREEDY_HEALTHY_PROMPTS} distinct prompts with greedy output identical" in verdict["evidence"], verdict
     return c
 
 
-def test_healthy_nextn_matches_the_baseline_and_the_rewind_fault_loops_on_the_trained_hybrid(real_engine, tmp_path):
+def test_healthy_nextn_matches_the_baseline_and_the_rewind_fault_corrupts_the_trained_hybrid(real_engine, tmp_path):
     code, doc, samples, output = _diagnose(tmp_path, real_engine, "real-hybrid", "-p", _loop_pair_playbook(tmp_path))
     assert doc["simulated"] is False and "real SGLang 0.5.9" in output
     assert doc["host"]["model_path"].endswith(f"{CACHE_LAYOUT}/hybrid-chat")
@@ -132,7 +140,7 @@ def test_healthy_nextn_matches_the_baseline_and_the_rewind_fault_loops_on_the_tr
     base = [s for s in samples if s["profile"] == "baseline"]
     assert all("</think>" in s["text"] for s in base), base  # the trained model answers within PAIR_TOKENS
     _assert_healthy(verdicts["nextn"], samples, "nextn", output)
-    _assert_loops(verdicts["nextn-loop"], output)
+    _assert_corrupts(verdicts["nextn-loop"], output)
     assert code == 1
     print(f"nextn: {verdicts['nextn']['kind']}: {verdicts['nextn']['evidence']}\n"
           f"nextn-loop: {verdicts['nextn-loop']['kind']}: {verdicts['nextn-loop']['evidence']}")
@@ -145,17 +153,16 @@ def test_diagnose_on_each_shipped_trained_hybrid_host(real_engine, tmp_path, nam
     assert doc["simulated"] is False and doc["playbook"]["name"] == "real-hybrid-chat"
     (verdict,) = doc["verdicts"]
     if name == "real-hybrid-loop":
-        _assert_loops(verdict, output)
+        _assert_corrupts(verdict, output)
         assert code == 1
         run_dir = next(p for p in (tmp_path / "runs").iterdir() if p.is_dir())
         r = CliRunner().invoke(main, ["bug-report", run_dir.name, "--runs-dir", str(tmp_path / "runs")])
         assert r.exit_code == 0, r.output
         report = (run_dir / "bug-report.md").read_text()
-        looping = next(s for s in samples if s["profile"] == "nextn" and s["metrics"]["loop"])
-        assert looping["text"][-60:].strip()[:30] in report, report  # the bug report quotes the loop
+        assert "spec-corrupts-output" in report and "greedy output diverges" in report, report
     else:
         _assert_healthy(verdict, samples, "nextn", output)
-        assert code == (0 if GREEDY_HEALTHY_RULE else 3)
+        assert code == 0
     print(f"{name}: {verdict['kind']}: {verdict['evidence']}")
 
 
