@@ -116,7 +116,8 @@ def kl_rows(pool_n: int, trials: int, seed: int) -> None:
           f"alpha 0.05, seed {seed}; {time.perf_counter() - t0:.0f} s to decode)\n")
     print("| speculative arm | mean k3 over all tokens (nats/token) | flagged, 20 per arm | flagged, 60 per arm |")
     print("|---|---:|---:|---:|")
-    from mtp_remote.analysis.verdict import SampleObs, judge_all, summarize_cell
+    from mtp_remote.analysis.cells import SampleObs, summarize_cell
+    from mtp_remote.analysis.verdict import judge_all
 
     def obs(profile, rows):
         return [SampleObs(profile, 0.7, f"p{i % 5}", i // 5, i, clean, "stop", 200, 1.0, None,
