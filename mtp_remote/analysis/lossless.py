@@ -7,8 +7,9 @@ the baseline and its A/A relaunch when ``compare.calibration`` measured one):
 
 - **greedy** (T = 0): pairs whose outputs diverge where the baseline's top-2 logprob margin is *not* a near
   tie, or that loop where the baseline's does not ("hard" divergences), spec vs the A/A arm's hard
-  divergences: one-sided Fisher exact. Without an A/A arm the floor is 0 hard divergences on as many pairs:
-  the near-tie margin is then the whole model of numerical noise.
+  divergences: one-sided Fisher exact. Without an A/A arm there is no measured floor (GPU kernels are not
+  bit-identical across launches, issue 31): the test is reported but not judged (``judged`` False, p 1): it
+  decides no ``spec-corrupts-output``; a hard divergence only keeps the profile from ``healthy``.
 - **kl** (decode vs prefill): per-sample k3 (``divergence.kl_probe``) of the speculative arm against the
   floor's per-sample k3 by an exceedance (placement) test: x = speculative samples strictly above the
   floor's r-th largest value (r = max(1, ceil((1 - :data:`KL_FLOOR_QUANTILE`) m)): the maximum); under
@@ -46,6 +47,8 @@ from .stats import fisher_loops
 #: one speculative step lifts only the upper ~10 % of samples (the bulk sits on the floor): on the sim, 60
 #: probed samples per arm find it 83 % of the time above the floor's maximum, 43 % above its 95 % quantile.
 KL_FLOOR_QUANTILE = 1.0
+#: What the evidence says of greedy divergence where the plan has no A/A arm (issue 31).
+NO_FLOOR = "no A/A arm: greedy divergence not judged against a floor"
 #: Absolute bound (nats/token, mean k3 over the arm's samples) a KL violation must also exceed ...
 KL_ABS_BOUND = 2e-4
 #: ... and this multiple of the floor's mean (a host whose floor is already high needs a larger gap).
@@ -55,8 +58,9 @@ KL_REL_BOUND = 2.0
 @dataclass(frozen=True)
 class LosslessTest:
     """One lossless test of one profile. ``name``: greedy | kl | accuracy; ``p_value``: one-sided p of the
-    violation (1.0 when an absolute bound is not met: ``effect_ok`` False); ``counts``: the figures behind
-    it; ``evidence``: one phrase."""
+    violation (1.0 when an absolute bound is not met: ``effect_ok`` False, or when there is no measured floor:
+    ``judged`` False, ``raw_p`` then against a floor of 0); ``counts``: the figures behind it; ``evidence``:
+    one phrase."""
 
     name: str
     p_value: float
@@ -64,6 +68,7 @@ class LosslessTest:
     effect_ok: bool
     evidence: str
     counts: dict
+    judged: bool = True  # False: no measured floor (greedy without an A/A arm): reported, decides nothing
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -138,20 +143,21 @@ def is_hard_divergence(pair) -> bool:
 
 def greedy_test(spec_pairs: Sequence, floor: tuple[int, int] | None = None) -> LosslessTest | None:
     """The greedy test (module docstring); ``floor``: (hard divergences, pairs) of the A/A arm against the
-    baseline (None: no A/A arm, floor 0 of as many pairs). None without speculative pairs."""
+    baseline. None (no A/A arm): not judged (``judged`` False, ``p_value`` 1; ``raw_p`` against 0 of as many
+    pairs, for the record). None without speculative pairs."""
     if not spec_pairs:
         return None
     h = sum(is_hard_divergence(g) for g in spec_pairs)
     n = len(spec_pairs)
+    counts = {"hard": h, "n": n}
     if floor and floor[1]:
-        ha, na, src = floor[0], floor[1], "A/A"
-    else:
-        ha, na, src = 0, n, "assumed"
-    p = fisher_loops(h, n, ha, na)
-    ev = (f"greedy output diverges beyond a near tie on {h}/{n} prompts vs {ha}/{na} "
-          f"({'A/A arm' if src == 'A/A' else 'floor assumed 0 without an A/A arm'}; p={p:.2g})")
-    return LosslessTest("greedy", p, p, True, ev, {"hard": h, "n": n, "floor_hard": ha, "floor_n": na,
-                                                   "floor_source": src})
+        ha, na = floor
+        p = fisher_loops(h, n, ha, na)
+        ev = f"greedy output diverges beyond a near tie on {h}/{n} prompts vs {ha}/{na} (A/A arm; p={p:.2g})"
+        return LosslessTest("greedy", p, p, True, ev, counts | {"floor_hard": ha, "floor_n": na, "floor_source": "A/A"})
+    ev = f"greedy output diverges beyond a near tie on {h}/{n} prompts ({NO_FLOOR})"
+    return LosslessTest("greedy", 1.0, fisher_loops(h, n, 0, n), True, ev,
+                        counts | {"floor_hard": None, "floor_n": None, "floor_source": "none"}, judged=False)
 
 
 _NORM = re.compile(r"\s+")
@@ -271,8 +277,9 @@ def measure_calibration(base_samples: Sequence[SampleObs], aa_samples: Sequence[
 
 
 def lossless_member(tests: Sequence[LosslessTest]) -> float | None:
-    """The profile's lossless p-value for the Holm family: Bonferroni over its tests (``min p x count``);
-    None without a test."""
-    if not tests:
+    """The profile's lossless p-value for the Holm family: Bonferroni over its judged tests
+    (``min p x count``); None without one (a test without a measured floor is not judged)."""
+    judged = [t for t in tests if t.judged]
+    if not judged:
         return None
-    return min(1.0, len(tests) * min(t.p_value for t in tests))
+    return min(1.0, len(judged) * min(t.p_value for t in judged))

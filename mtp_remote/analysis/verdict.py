@@ -9,7 +9,8 @@ loops, or when it was cut at ``max_tokens`` inside a near loop. Rules, first mat
 1. ``spec-corrupts-output``: a temperature > 0 cell whose sequential p-value (unpaired one-sided Fisher,
    alpha spent over the looks and resumes), Holm-adjusted over the run's family — every (speculative profile,
    temperature > 0) cell plus one lossless member per profile (``lossless.py``: greedy, KL, accuracy vs the
-   host's floor) — is below ``alpha``; or the profile's lossless member is, loops or not. A cell the stop
+   host's floor; greedy only with an A/A arm, else the evidence says "no A/A arm: greedy divergence not
+   judged against a floor") — is below ``alpha``; or the profile's lossless member is, loops or not. A cell the stop
    rule settled as "spec loops more" always ends here.
 2. ``base-model-degenerates``: the baseline loops in at least :data:`BASE_DEGENERATE_RATE` of a T > 0 cell (and
    at least 2 samples), the speculative excess is bounded below the margin in every T > 0 cell and the
@@ -35,7 +36,7 @@ from dataclasses import asdict, dataclass, field, replace
 from ..errors import EXIT_CORRUPT, EXIT_HEALTHY, EXIT_INCONCLUSIVE
 from .cells import CellSummary, SampleObs, mean_of
 from .divergence import NEAR_TIE_MARGIN, Calibration
-from .lossless import LosslessTest, lossless_member, lossless_tests
+from .lossless import NO_FLOOR, LosslessTest, lossless_member, lossless_tests
 from .pairing import greedy_report
 from .stats import holm, ratio_ci, samples_needed
 from .stopping import Design, look_counts, sequential_test, stage_counts
@@ -241,7 +242,8 @@ def _lossless_pass(tests: Sequence[LosslessTest], alpha: float, greedy_detail: s
     (``greedy_detail``: the first such divergence, in words), or a mean k3 above the KL test's absolute bound
     even where the exceedance test is not significant (SGLang's own test passes only below its bound)."""
     for t in sorted(tests, key=lambda t: t.p_value):
-        greedy_open = t.name == "greedy" and t.counts["hard"] > t.counts["floor_hard"]
+        greedy_open = t.name == "greedy" and (t.counts["hard"] > t.counts["floor_hard"] if t.judged
+                                              else t.counts["hard"] > 0)  # no floor: any hard divergence
         kl_open = t.name == "kl" and t.effect_ok  # the arm's mean k3 above the absolute bound: not lossless
         if t.p_value < alpha or greedy_open or kl_open:
             detail = f"{greedy_detail}; " if t.name == "greedy" and greedy_detail else ""
@@ -265,7 +267,11 @@ def _judge_one(profile, spec_cells, base_cells, spec_samples, base_samples, rows
         kl["flagged"] = any(t.name == "kl" and t.p_value < design.alpha for t in lossless)
     holm_note = f"Holm over {m} test{'s' if m > 1 else ''}"
 
+    unfloored = any(t.name == "greedy" and not t.judged for t in lossless)
+
     def verdict(kind, evidence, row=None, p=None):
+        if unfloored and NO_FLOOR not in evidence:
+            evidence += f"; {NO_FLOOR}"
         return Verdict(profile, kind, evidence, p if p is not None else (row.get("p_adjusted") if row else None),
                        row["temperature"] if row else None, rows, warnings, kl, [t.to_dict() for t in lossless])
 
@@ -328,8 +334,8 @@ def _judge_one(profile, spec_cells, base_cells, spec_samples, base_samples, rows
         if spread:
             speed += f", run-to-run spread ±{spread:.0%}"
     loops = f"{_counts(decisive)}, {bound}"
-    if lossless:
-        loops += "; lossless checks passed (" + ", ".join(t.name for t in lossless) + ")"
+    if any(t.judged for t in lossless):
+        loops += "; lossless checks passed (" + ", ".join(t.name for t in lossless if t.judged) + ")"
     if accept is not None and accept <= INEFFECTIVE_ACCEPT:
         return verdict("spec-ineffective", f"acceptance length {accept:.2f} (about 1: drafts are rejected)"
                        + (f"; {speed}" if speed else "") + f"; {loops}", decisive)

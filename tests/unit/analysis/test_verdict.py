@@ -293,3 +293,40 @@ def test_a_mean_k3_above_the_absolute_bound_keeps_a_profile_from_healthy_even_wh
     v = judge("mtp", [summarize_cell("mtp", 0.7, True, ss)], [summarize_cell("baseline", 0.7, False, bs)],
               spec_samples=ss, base_samples=bs)
     assert v.kind == "inconclusive" and "lossless check not passed: decode vs prefill" in v.evidence, v.evidence
+
+
+def _greedy_only_divergent(n: int):
+    """n greedy prompts, every speculative output diverging at token 5 where the baseline's margin is 2 nats (not
+    a near tie), and 80 clean samples per arm at T = 0.7."""
+    spec, ss = cells("mtp", {0.0: (0, n), 0.7: (0, 80)}, spec=True, latency=1.0)
+    base, bs = cells("baseline", {0.0: (0, n), 0.7: (0, 80)}, spec=False, latency=2.0)
+    for i, (s, b) in enumerate(zip(ss[:n], bs[:n])):
+        s.prompt_id = b.prompt_id = f"g{i}"
+        b.output_ids, b.top2_margins = list(range(50)), [2.0] * 50
+        s.output_ids = list(range(5)) + [999] * 45
+    return spec, ss, base, bs
+
+
+def test_without_an_aa_arm_greedy_divergence_decides_no_corruption_and_says_so():
+    # issue 31: 6/6 hard divergences vs a floor *assumed* 0 was spec-corrupts-output (p = 0.0011); real kernels
+    # are not bit-identical, so without an A/A arm the greedy evidence only keeps the profile from healthy
+    spec, ss, base, bs = _greedy_only_divergent(6)
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs)
+    assert v.kind == "inconclusive", v.evidence
+    assert "no A/A arm: greedy divergence not judged against a floor" in v.evidence
+    assert v.lossless[0]["judged"] is False and v.lossless[0]["p_value"] == 1.0
+    # with an A/A arm that never diverged, the same outputs are judged: corrupt
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs,
+              calibration=Calibration(greedy_pairs=6, greedy_diverged=0))
+    assert v.kind == "spec-corrupts-output" and "vs 0/6 (A/A arm; p=0.0011)" in v.evidence, v.evidence
+    assert "no A/A arm" not in v.evidence
+
+
+def test_without_an_aa_arm_identical_greedy_output_stays_healthy_and_says_greedy_was_not_judged():
+    spec, ss, base, bs = _greedy_only_divergent(4)
+    for s, b in zip(ss[:4], bs[:4]):
+        s.output_ids = list(b.output_ids)
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs)
+    assert v.kind == "healthy", v.evidence
+    assert "lossless checks passed" not in v.evidence
+    assert v.evidence.endswith("; no A/A arm: greedy divergence not judged against a floor"), v.evidence
