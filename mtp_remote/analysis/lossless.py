@@ -7,7 +7,8 @@ the baseline and its A/A relaunch when ``compare.calibration`` measured one):
 
 - **greedy** (T = 0): pairs whose outputs diverge where the baseline's top-2 logprob margin is *not* a near
   tie, or that loop where the baseline's does not ("hard" divergences), spec vs the A/A arm's hard
-  divergences: one-sided Fisher exact. Without an A/A arm there is no measured floor (GPU kernels are not
+  divergences (each counted at the near-tie margin the other A/A pairs calibrate: leave-one-out): one-sided
+  Fisher exact; ``healthy`` needs it not significant at the run's alpha (a test, not a count). Without an A/A arm there is no measured floor (GPU kernels are not
   bit-identical across launches, issue 31): the test is reported but not judged (``judged`` False, p 1): it
   decides no ``spec-corrupts-output``; a hard divergence only keeps the profile from ``healthy``.
 - **kl** (decode vs prefill): per-sample k3 (``divergence.kl_probe``) of the speculative arm against the
@@ -240,10 +241,26 @@ def lossless_tests(spec_samples, base_samples, calibration: Calibration | None,
     return tests, probe
 
 
+def _leave_one_out_hard(pairs: Sequence) -> int:
+    """A/A greedy pairs (``pairing.GreedyPair`` at the default margin) that are hard divergences at the near-tie
+    margin calibrated from the *other* pairs' flips: the floor the speculative arm's hard divergences are
+    tested against. In-sample it is 0 by construction (the margin is set above every A/A flip), which made any
+    noisy speculative flip above the floor (issue 31)."""
+    margins = [None if g.divergence.identical else g.margin for g in pairs]
+    hard = 0
+    for i, g in enumerate(pairs):
+        if g.divergence.identical:
+            continue
+        others = [m for k, m in enumerate(margins) if k != i and m is not None]
+        near_tie = calibrate(others, 0, 0, (), None).near_tie_margin
+        hard += (g.margin is not None and g.margin >= near_tie) or (g.spec_loop_onset is not None and not g.base_loops)
+    return hard
+
+
 def measure_calibration(base_samples: Sequence[SampleObs], aa_samples: Sequence[SampleObs]) -> Calibration:
     """This host's noise floors from the baseline and its A/A relaunch (``compare.calibration``): greedy
     pairs that diverge and the baseline's top-2 margins where they flip, the A/A pairs still beyond a near
-    tie at the calibrated margin (the greedy test's floor), per-sample k3 of both arms, the A/A over
+    tie, each at the margin calibrated from the other pairs' flips (leave-one-out: the greedy test's floor), per-sample k3 of both arms, the A/A over
     baseline tokens/s ratio over non-degenerate samples (``divergence.calibrate``), and per temperature > 0
     the A/A arm's loop counts against the baseline's (two-sided Fisher: the launch effect the loop test
     assumes away)."""
@@ -263,7 +280,7 @@ def measure_calibration(base_samples: Sequence[SampleObs], aa_samples: Sequence[
     aa_speed, base_speed = speed(aa_samples), speed(base_samples)
     ratio = aa_speed / base_speed if aa_speed is not None and base_speed else None
     cal = calibrate(flips, len(pairs), len(diverged), kl, ratio)
-    hard = sum(is_hard_divergence(g) for g in greedy_report(aa_samples, base_samples, cal.near_tie_margin))
+    hard = _leave_one_out_hard(pairs)
     loops = {}
     for t in sorted({float(s.temperature) for s in aa_samples if s.temperature > 0}):
         a = [s.is_degenerate for s in aa_samples if s.ok and float(s.temperature) == t]

@@ -238,12 +238,13 @@ def bound_up(bound: float) -> str:
 
 def _lossless_pass(tests: Sequence[LosslessTest], alpha: float, greedy_detail: str | None) -> str | None:
     """None when every lossless test passes (``healthy`` needs it), else the phrase saying which does not:
-    a test at p < ``alpha`` on its own, a greedy divergence beyond a near tie above the floor's count
-    (``greedy_detail``: the first such divergence, in words), or a mean k3 above the KL test's absolute bound
-    even where the exceedance test is not significant (SGLang's own test passes only below its bound)."""
+    a test at p < ``alpha`` on its own — for greedy with an A/A arm the one-sided Fisher test of hard
+    divergences against the A/A arm's (a test, not a count: issue 31) — a greedy divergence beyond a near tie
+    where there is no A/A arm to judge it against (``greedy_detail``: the first such divergence, in words), or
+    a mean k3 above the KL test's absolute bound even where the exceedance test is not significant (SGLang's
+    own test passes only below its bound)."""
     for t in sorted(tests, key=lambda t: t.p_value):
-        greedy_open = t.name == "greedy" and (t.counts["hard"] > t.counts["floor_hard"] if t.judged
-                                              else t.counts["hard"] > 0)  # no floor: any hard divergence
+        greedy_open = t.name == "greedy" and not t.judged and t.counts["hard"] > 0  # no floor to test against
         kl_open = t.name == "kl" and t.effect_ok  # the arm's mean k3 above the absolute bound: not lossless
         if t.p_value < alpha or greedy_open or kl_open:
             detail = f"{greedy_detail}; " if t.name == "greedy" and greedy_detail else ""

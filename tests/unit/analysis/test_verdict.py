@@ -330,3 +330,35 @@ def test_without_an_aa_arm_identical_greedy_output_stays_healthy_and_says_greedy
     assert v.kind == "healthy", v.evidence
     assert "lossless checks passed" not in v.evidence
     assert v.evidence.endswith("; no A/A arm: greedy divergence not judged against a floor"), v.evidence
+
+
+def test_the_greedy_gate_is_a_fisher_test_against_the_aa_arm_not_a_count():
+    # issue 31: "hard flips > floor" kept a healthy server from healthy in 22-58 % of noisy runs; 1/4 hard flips
+    # vs 0/4 on the A/A arm is p = 0.5 (healthy); 4/6 vs 0/6 is p = 0.03 < alpha (not healthy; Holm-adjusted over
+    # the loop cell and this member 0.061: not corrupt either)
+    spec, ss, base, bs = _greedy_only_divergent(4)
+    cal = Calibration(greedy_pairs=4, greedy_diverged=0)
+    for s, b in zip(ss[1:4], bs[1:4]):
+        s.output_ids = list(b.output_ids)
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs, calibration=cal)
+    assert v.kind == "healthy" and v.lossless[0]["counts"]["hard"] == 1 and v.lossless[0]["p_value"] == 0.5
+    spec, ss, base, bs = _greedy_only_divergent(6)
+    for s, b in zip(ss[4:6], bs[4:6]):
+        s.output_ids = list(b.output_ids)
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs, calibration=Calibration(greedy_pairs=6))
+    assert v.kind == "inconclusive" and "4/6 prompts vs 0/6 (A/A arm; p=0.03)" in v.evidence, v.evidence
+
+
+def test_the_aa_floor_counts_each_aa_flip_at_the_margin_the_other_pairs_calibrate():
+    from mtp_remote.analysis.lossless import measure_calibration
+
+    _, bs = cells("baseline", {0.0: (0, 4)}, spec=False)
+    _, aa = cells("baseline-aa", {0.0: (0, 4)}, spec=False)
+    for b, a in zip(bs, aa):
+        b.output_ids, b.top2_margins, a.output_ids = list(range(50)), [2.0] * 50, list(range(50))
+    aa[0].output_ids = list(range(10)) + [999] * 40
+    aa[1].output_ids = list(range(20)) + [999] * 40
+    bs[0].top2_margins[10], bs[1].top2_margins[20] = 0.02, 0.3  # a near tie; a flip at 0.3 nats
+    cal = measure_calibration(bs, aa)
+    # in-sample the margin (1.5 x 0.3 = 0.45) covers both flips; left out, the 0.3 flip is beyond 1.5 x 0.02
+    assert cal.near_tie_margin == pytest.approx(0.45) and cal.greedy_hard == 1
