@@ -16,3 +16,15 @@ def test_the_kl_table_runs_and_ranks_the_three_step_leak_above_the_healthy_arm(c
                          "harmless 1.25x kernel difference"}
     assert rows["state_leak, 3 steps"][0] > 10 * rows["healthy MTP 3 steps (noise 0.02)"][0]
     assert rows["healthy MTP 3 steps (noise 0.02)"][1:] == (0.0, 0.0)
+
+
+def test_the_greedy_gate_bench_calls_a_noiseless_healthy_host_healthy_and_a_noisy_one_never_corrupt():
+    import numpy as np
+
+    from bench.bench_greedy_gate import trial
+
+    rng = np.random.default_rng(0)
+    assert trial(0.0, rng) == ("healthy", "healthy")
+    kinds = [trial(0.1, rng) for _ in range(5)]  # with the A/A arm: judged; without: not judged, held back
+    assert all(without == "inconclusive" for _, without in kinds), kinds
+    assert "spec-corrupts-output" not in {k for pair in kinds for k in pair}, kinds
