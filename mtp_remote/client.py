@@ -47,6 +47,7 @@ class Completion:
     raw_meta: dict[str, Any] = field(default_factory=dict)
     stop: dict | None = None  # set when ``watch`` stopped the stream: what it returned, plus ``at_tokens``
     request: dict[str, Any] | None = None  # {"endpoint", "body"}: the exact request sent (replayable)
+    tool_calls: list[dict] | None = None  # [{"name", "arguments"}] from a chat response's tool calls
 
 
 #: ``watch(text so far, output ids so far or None) -> dict | None``: a dict stops the request (see ``stop``).
@@ -54,11 +55,14 @@ Watch = Callable[[str, "list[int] | None"], "dict | None"]
 
 
 def chat_request(prompt: str, *, temperature: float, max_tokens: int, top_p: float = 1.0, seed: int | None = None,
-                 model: str = "default") -> dict[str, Any]:
-    """The ``/v1/chat/completions`` request for one user message: ``{"endpoint", "body"}`` (the server
+                 model: str = "default", fields: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``/v1/chat/completions`` request for one user message, or for the request shape ``fields``
+    (``messages``, ``tools``, ``chat_template_kwargs``... as :meth:`mtp_remote.config.playbook.Prompt.chat_fields`
+    gives them; the sampling arguments here win over any of theirs): ``{"endpoint", "body"}`` (the server
     applies the model's chat template)."""
-    body: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": prompt}],
-                            "temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
+    body: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": prompt}]}
+    body.update(fields or {})
+    body.update(temperature=temperature, top_p=top_p, max_tokens=max_tokens)
     if seed is not None:
         body["seed"] = seed
     return {"endpoint": "/v1/chat/completions", "body": body}
@@ -87,6 +91,22 @@ def _join_reasoning(reasoning: str | None, content: str | None) -> str:
     if content is None:
         return "<think>\n" + reasoning
     return "<think>\n" + reasoning + "\n</think>\n\n" + content
+
+
+def tool_calls_of(calls: Any) -> list[dict] | None:
+    """``[{"name", "arguments"}]`` from OpenAI ``tool_calls`` (``arguments`` as the server sent it: a JSON
+    string), None when there are none."""
+    out = [{"name": (c.get("function") or {}).get("name") or "", "arguments": (c.get("function") or {}).get(
+        "arguments") or ""} for c in calls or [] if isinstance(c, dict)]
+    return out or None
+
+
+def with_tool_calls(text: str, calls: list[dict] | None) -> str:
+    """``text`` followed by each tool call as the model wrote it (Qwen's ``<tool_call>`` block: name, then the
+    arguments as sent), so the loop metrics see tool-call arguments too."""
+    for c in calls or []:
+        text += f"\n<tool_call>\n{c['name']}\n{c['arguments']}\n</tool_call>"
+    return text
 
 
 def _finish(fr: Any) -> str | None:
@@ -135,6 +155,29 @@ class ServerClient:
         except (httpx.HTTPError, ValueError):
             return {}
 
+    async def model_info(self) -> dict:
+        """``/get_model_info`` JSON (model_path, architectures...; {} when unavailable)."""
+        try:
+            r = await self._client.get("/get_model_info", timeout=10.0)
+            return r.json() if r.status_code == 200 else {}
+        except (httpx.HTTPError, ValueError):
+            return {}
+
+    async def context_length(self, info: dict | None = None) -> int | None:
+        """The server's context length in tokens: ``context_length`` of ``/server_info`` (``info`` when the
+        caller has it), else ``max_model_len`` of ``/v1/models`` (SGLang leaves the server argument null when it
+        took the model's own), else None."""
+        info = info if info is not None else await self.server_info()
+        if isinstance(info.get("context_length"), int):
+            return info["context_length"]
+        try:
+            r = await self._client.get("/v1/models", timeout=10.0)
+            data = (r.json().get("data") or [{}])[0] if r.status_code == 200 else {}
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None
+        n = data.get("max_model_len") if isinstance(data, dict) else None
+        return n if isinstance(n, int) else None
+
     async def flush_cache(self) -> bool:
         try:
             r = await self._client.post("/flush_cache", timeout=30.0)
@@ -167,9 +210,12 @@ class ServerClient:
             return {}, time.perf_counter() - t0, f"{type(e).__name__}: {e}"
 
     async def chat(self, prompt: str, *, temperature: float, max_tokens: int, top_p: float = 1.0,
-                   seed: int | None = None, model: str = "default") -> Completion:
-        """POST ``/v1/chat/completions`` with one user message (:func:`chat_request`)."""
-        req = chat_request(prompt, temperature=temperature, max_tokens=max_tokens, top_p=top_p, seed=seed, model=model)
+                   seed: int | None = None, model: str = "default", fields: dict[str, Any] | None = None) -> Completion:
+        """POST ``/v1/chat/completions`` with one user message or the request shape ``fields``
+        (:func:`chat_request`); ``text`` holds the reasoning, the content and the tool calls
+        (:func:`with_tool_calls`)."""
+        req = chat_request(prompt, temperature=temperature, max_tokens=max_tokens, top_p=top_p, seed=seed, model=model,
+                           fields=fields)
         data, latency, error = await self._post(req["endpoint"], req["body"])
         if error:
             return Completion(latency_s=latency, error=error, request=req)
@@ -177,9 +223,11 @@ class ServerClient:
         msg = choice.get("message") or {}
         usage = data.get("usage") or {}
         reasoning, content = msg.get("reasoning_content"), msg.get("content")
+        calls = tool_calls_of(msg.get("tool_calls"))
         details = usage.get("completion_tokens_details") or {}
         return Completion(
-            text=_join_reasoning(reasoning, content), reasoning=reasoning, content=content,
+            text=with_tool_calls(_join_reasoning(reasoning, content if content or not calls else ""), calls),
+            reasoning=reasoning, content=content, tool_calls=calls,
             finish_reason=_finish(choice.get("finish_reason")), prompt_tokens=usage.get("prompt_tokens", 0),
             completion_tokens=usage.get("completion_tokens", 0),
             reasoning_tokens=usage.get("reasoning_tokens", details.get("reasoning_tokens")),
@@ -300,17 +348,22 @@ class ServerClient:
         return comp
 
     async def chat_stream(self, prompt: str, *, temperature: float, max_tokens: int, watch: Watch,
-                          top_p: float = 1.0, seed: int | None = None, model: str = "default") -> Completion:
-        """``/v1/chat/completions`` streamed (reasoning and content deltas, token counts from
-        ``stream_options.continuous_usage_stats``); ``watch`` as in :meth:`generate_stream` (no ids here)."""
+                          top_p: float = 1.0, seed: int | None = None, model: str = "default",
+                          fields: dict[str, Any] | None = None) -> Completion:
+        """``/v1/chat/completions`` streamed (reasoning, content and tool-call deltas, token counts from
+        ``stream_options.continuous_usage_stats``); ``watch`` as in :meth:`generate_stream` (no ids here);
+        ``fields`` as in :func:`chat_request`."""
         from .analysis.settled import LOOP_STOP
 
-        body: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": prompt}],
-                                "temperature": temperature, "top_p": top_p, "max_tokens": max_tokens,
-                                "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
-        if seed is not None:
-            body["seed"] = seed
-        st: dict[str, Any] = {"r": None, "c": None, "usage": {}, "finish": None, "id": None, "stop": None}
+        body = chat_request(prompt, temperature=temperature, max_tokens=max_tokens, top_p=top_p, seed=seed,
+                            model=model, fields=fields)["body"]
+        body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
+        st: dict[str, Any] = {"r": None, "c": None, "usage": {}, "finish": None, "id": None, "stop": None,
+                              "calls": {}}
+
+        def text_so_far() -> str:
+            calls = tool_calls_of([st["calls"][i] for i in sorted(st["calls"])])
+            return with_tool_calls(_join_reasoning(st["r"], st["c"] if st["c"] or not calls else ""), calls)
 
         def on_event(event: dict) -> bool:
             st["id"] = st["id"] or event.get("id")
@@ -322,9 +375,14 @@ class ServerClient:
                     st["r"] = (st["r"] or "") + delta["reasoning_content"]
                 if delta.get("content"):
                     st["c"] = (st["c"] or "") + delta["content"]
+                for tc in delta.get("tool_calls") or []:  # fragments by index: name once, arguments in pieces
+                    call = st["calls"].setdefault(tc.get("index", 0), {"function": {"name": "", "arguments": ""}})
+                    fn = tc.get("function") or {}
+                    call["function"]["name"] += fn.get("name") or ""
+                    call["function"]["arguments"] += fn.get("arguments") or ""
                 if choice.get("finish_reason"):
                     st["finish"] = _finish(choice["finish_reason"])
-            hit = watch(_join_reasoning(st["r"], st["c"]), None)
+            hit = watch(text_so_far(), None)
             if hit is not None:
                 st["stop"] = hit
                 return True
@@ -337,7 +395,8 @@ class ServerClient:
         usage = st["usage"]
         details = usage.get("completion_tokens_details") or {}
         comp = Completion(
-            text=_join_reasoning(st["r"], st["c"]), reasoning=st["r"], content=st["c"], finish_reason=st["finish"],
+            text=text_so_far(), reasoning=st["r"], content=st["c"], finish_reason=st["finish"],
+            tool_calls=tool_calls_of([st["calls"][i] for i in sorted(st["calls"])]),
             prompt_tokens=usage.get("prompt_tokens", 0), completion_tokens=usage.get("completion_tokens", 0),
             reasoning_tokens=usage.get("reasoning_tokens", details.get("reasoning_tokens")), latency_s=latency,
             request=req)

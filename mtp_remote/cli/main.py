@@ -30,6 +30,7 @@ from .options import (
 )
 from .runs import compare_cmd, hosts_cmd, report_cmd
 from .tools import classify_log_cmd, lint_command_cmd
+from .watch import watch_cmd
 
 # Start-up time: ``--version``/``--help`` import only click and the light modules above (~0.1 s). The experiment
 # layer (scipy, numpy, httpx, pydantic, jinja2: ~1 s) and the rich renderers are imported inside the command
@@ -120,12 +121,17 @@ def main(verbose: int) -> None:
 @click.option("--resume", metavar="RUN_ID", default=None, help="Continue a run: stored samples are not requested again.")
 @click.option("--stop-on-loop/--no-stop-on-loop", "stop_on_loop", default=None,
               help="Stop each request once its loop is settled (default: the playbook's stop_on_loop, true).")
+@click.option("--attach", "attach", multiple=True, metavar="NAME=URL",
+              help="Diagnose an endpoint already serving instead of launching (never launched, signalled or stopped; "
+                   "no lock). Repeatable; name the baseline as the playbook's (baseline=URL).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout instead of tables.")
 @handle_errors
-def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir, resume, stop_on_loop, as_json):
+def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir, resume, stop_on_loop, attach,
+             as_json):
     """Run the speculative vs baseline experiment on a host and give verdicts.
 
-    -H a,b,c or an inventory group runs it on every host at once (fleet report, disagreeing hosts named)."""
+    -H a,b,c or an inventory group runs it on every host at once (fleet report, disagreeing hosts named).
+    --attach baseline=URL --attach NAME=URL compares endpoints that are already serving (no inventory needed)."""
     from ..experiment.runner import Hooks  # deferred: keeps --version/--help fast
     from ..report.console import (  # deferred: keeps --version/--help fast
         RichHooks,
@@ -134,8 +140,8 @@ def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir,
         verdict_table,
     )
 
-    if _fleet("diagnose", inventory, host, playbook=playbook, runs_dir=runs_dir, samples=samples, as_json=as_json,
-              stop_on_loop=stop_on_loop):
+    if not attach and _fleet("diagnose", inventory, host, playbook=playbook, runs_dir=runs_dir, samples=samples,
+                             as_json=as_json, stop_on_loop=stop_on_loop):
         return
 
     console = make_console(stderr=as_json)
@@ -145,7 +151,8 @@ def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir,
     overrides = {k: v for k, v in (("samples", samples), ("max_tokens", max_tokens), ("stop_on_loop", stop_on_loop))
                  if v is not None}
     res = _api().diagnose(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir,
-                       profiles=list(profiles) or None, resume=resume, hooks=hooks, overrides=overrides)
+                       profiles=list(profiles) or None, resume=resume, hooks=hooks, overrides=overrides,
+                       attach=list(attach) or None)
     if as_json:
         click.echo(json.dumps(res.summary, indent=2, default=str))
     else:
@@ -276,18 +283,32 @@ def _nightly_fleet(console, fleet, *, inventory, playbook, runs_dir, history_db,
 @runs_dir_option("Runs directory whose history.sqlite is read.")
 @click.option("--history", "history_db", default=None, help="SQLite history file (default RUNS_DIR/history.sqlite).")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--probes", is_flag=True, help="List `watch` probes instead of runs (-H: one endpoint's).")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
-def history_cmd(host, group, runs_dir, history_db, limit, as_json):
+def history_cmd(host, group, runs_dir, history_db, limit, probes, as_json):
     """List recorded runs (newest first): every diagnose and nightly, completed or failed, with verdicts.
 
-    A fleet nightly (nightly -H GROUP) records one row per host with its group; --group lists them."""
+    A fleet nightly (nightly -H GROUP) records one row per host with its group; --group lists them.
+    --probes lists the probes `watch` recorded (loops, acceptance, greedy stability, alerts)."""
     from rich.table import Table  # deferred: keeps --version/--help fast
 
     from ..errors import ConfigError  # deferred: keeps --version/--help fast
     from ..report import history as store  # deferred: keeps --version/--help fast
 
     history_db = str(history_db or f"{runs_dir}/{HISTORY_FILE}")
+    if probes:
+        from ..report.console import probes_table  # deferred: keeps --version/--help fast
+
+        rows = store.probe_history(history_db, endpoint=host, limit=limit)
+        if as_json:
+            click.echo(json.dumps(rows, indent=2))
+        elif not rows:
+            raise ConfigError("no watch probe recorded" + (f" for endpoint {host!r}" if host else "") +
+                              " (`mtp-remote watch` records each probe)", file=history_db)
+        else:
+            make_console().print(probes_table(rows, history_db))
+        return
     if not store.check_history_path(history_db).exists():
         raise ConfigError("no runs recorded yet (`mtp-remote diagnose` and `nightly` record every run)",
                           file=history_db)
@@ -417,6 +438,7 @@ def bug_report_cmd(run_id, runs_dir, output):
 def _register_ops() -> None:
     main.add_command(classify_log_cmd, "classify-log")
     main.add_command(lint_command_cmd, "lint-command")
+    main.add_command(watch_cmd, "watch")
 
 
 def _register_runs() -> None:

@@ -167,9 +167,11 @@ def _fail(e: MtpRemoteError) -> Exit:
             "runs_dir": _RUNS_DIR_HELP,
             "json": "print summary.json to stdout (progress goes to stderr)",
             "stop_on_loop": "--no-stop-on-loop runs every request to its end (default: stop it once its loop is "
-                            "settled)"})
+                            "settled)",
+            "attach": "endpoints already serving, comma-separated NAME=URL (one named baseline): compared instead of "
+                      "launched; never launched, signalled or stopped"})
 def diagnose(c, playbook=DEFAULT_PLAYBOOK, inventory=None, profile=None, samples=None,
-             max_tokens=None, resume=None, runs_dir=None, json=False, stop_on_loop=True):
+             max_tokens=None, resume=None, runs_dir=None, json=False, stop_on_loop=True, attach=None):
     """Run the speculative vs baseline experiment on a host and print verdicts (-H NAME from inventory)."""
     runs_dir = runs_dir or str(default_runs_dir())
     from ..experiment.runner import Hooks  # deferred: keeps --version/--help fast
@@ -181,8 +183,9 @@ def diagnose(c, playbook=DEFAULT_PLAYBOOK, inventory=None, profile=None, samples
     )
 
     INTERRUPTS.install()
-    if (code := _as_fleet(c, "diagnose", inventory, as_json=json, playbook=playbook, runs_dir=runs_dir,
-                          samples=_whole(samples, "--samples"))) is not None:
+    attached = [a.strip() for a in (attach or "").split(",") if a.strip()] or None
+    if not attached and (code := _as_fleet(c, "diagnose", inventory, as_json=json, playbook=playbook,
+                                           runs_dir=runs_dir, samples=_whole(samples, "--samples"))) is not None:
         _end(code)
         return
     console = make_console(stderr=json)
@@ -200,7 +203,7 @@ def diagnose(c, playbook=DEFAULT_PLAYBOOK, inventory=None, profile=None, samples
             overrides["stop_on_loop"] = False
         res = _api().diagnose(inventory=inventory, playbook=playbook, host=_host_name(c), runs_dir=runs_dir,
                            profiles=[profile] if profile else None, resume=resume, hooks=hooks,
-                           overrides=overrides or None)
+                           overrides=overrides or None, attach=attached)
     except MtpRemoteError as e:
         raise _fail(e) from None
     except KeyboardInterrupt:
@@ -544,3 +547,45 @@ def nightly(c, hosts=None, playbook="playbooks/nightly.yaml", inventory=None, ru
         raise _fail(error)
     if code:
         raise Exit(code=code)
+
+
+@task(auto_shortflags=False, help={
+    "urls": "endpoints, comma-separated: URL or NAME=URL (e.g. mtp=http://127.0.0.1:30000)",
+    "interval": "seconds between probe rounds (default 300)", "count": "end after N rounds (default: until Ctrl-C)",
+    "metrics_file": "Prometheus textfile rewritten after each round", "listen": "serve /metrics on 127.0.0.1:PORT",
+    "on_alert": "shell command run on an alert ({endpoint} {url} {reasons} {probe} {detail}, shell-quoted); "
+                "without it the first alert ends the watch (exit 1)",
+    "playbook": "probe with this playbook's prompts and sampling (default: 2 prompts, 1 greedy + 2 sampled)",
+    "api": "generate (default) or chat", "samples": "sampled requests per prompt per probe",
+    "max_tokens": "max tokens per probe request", "api_key_env": "environment variable holding the API key",
+    "history": "SQLite history file (default RUNS_DIR/history.sqlite)", "no_history": "do not record probes",
+    "runs_dir": _RUNS_DIR_HELP, "json": "one JSON object per probe on stdout"})
+def watch(c, urls=None, interval="300", count=None, metrics_file=None, listen=None, on_alert=None, playbook=None,
+          api=None, samples=None, max_tokens=None, api_key_env=None, history=None, no_history=False, runs_dir=None,
+          json=False):
+    """Probe live endpoints every --interval seconds (loops, acceptance, greedy stability); never touches them."""
+    from ..watch.setup import plan_watch  # deferred: keeps fab -l fast
+    from ..watch.watch import watch as run_watch  # deferred: keeps fab -l fast
+
+    INTERRUPTS.install()
+    console = make_console(stderr=True)
+    try:
+        endpoints, pb, opts = plan_watch(
+            [u.strip() for u in (urls or "").split(",") if u.strip()], playbook=playbook, api=api,
+            samples=_whole(samples, "--samples"), max_tokens=_whole(max_tokens, "--max-tokens"),
+            interval_s=_seconds(interval, "--interval", default=300.0), count=_whole(count, "--count"),
+            metrics_file=metrics_file, listen=listen, history=history, no_history=no_history,
+            runs_dir=runs_dir or str(default_runs_dir()), on_alert=on_alert, api_key_env=api_key_env)
+
+        def on_probe(state, alerts):
+            if json:
+                _json_out({**state.to_dict(), "alerts": alerts, "detail": state.detail() or None})
+            else:
+                console.print(escape(state.describe(alerts)), highlight=False)
+
+        res = run_watch(endpoints, pb, opts, on_probe=on_probe,
+                        on_listen=lambda port: console.print(f"metrics at http://127.0.0.1:{port}/metrics"))
+    except MtpRemoteError as e:
+        raise _fail(e) from None
+    if res.exit_code:
+        raise Exit(code=res.exit_code)

@@ -281,12 +281,12 @@ def _validation_error(path: Path, err: ValidationError, model: type[BaseModel]) 
     return ConfigError(lines[0].split(": ", 1)[1], file=str(path), field=first_field)
 
 
-def _load(path: str | Path, model: type[BaseModel], shape: str):
+def _load(path: str | Path, model: type[BaseModel], shape: str, context: dict | None = None):
     path = Path(path)
     data = _read_yaml(path)
     if not isinstance(data, dict):
         raise ConfigError(f"expected a mapping ({shape})", file=str(path))
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, context=context)
     except ValidationError as e:
         raise _validation_error(path, e, model) from None

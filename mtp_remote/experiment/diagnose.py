@@ -21,7 +21,8 @@ from ..analysis.diagnosis import diagnose as diagnose_samples
 from ..analysis.verdict import exit_code as verdicts_exit_code
 from ..config.inventory import HostConfig
 from ..config.paths import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK, HISTORY_FILE, find_inventory
-from ..config.playbook import Playbook
+from ..config.endpoints import parse_endpoints
+from ..config.playbook import Playbook, load_playbook
 from ..config.validation import is_name
 from ..errors import EXIT_RUN_FAILED, ConfigError, Interrupted, MtpRemoteError, RunsDirError, TransportLost
 from ..files import load_json_file
@@ -34,6 +35,7 @@ from ..report.document import build_summary, host_facts, save_summary
 from ..report.html import write_html
 from ..report.markdown import write_markdown
 from ..report.records import failed_summary, record_history, write_failed_run
+from .attach import ATTACHED_HOST, attach_kind, attach_line, attached_host, attached_playbook, cannot_include
 from .calibration import calibration_profile
 from .hosts import host_playbook_file, load_config, remote_python
 from .plan import plan_run
@@ -57,6 +59,7 @@ def opening_line(host: HostConfig, pb: Playbook, run_id: str, *, n_requests: int
                  planned: str | None = None) -> str:
     """The one line a run opens with: host, engine, simulated or real, playbook, run id, requests planned
     (the budget under early stopping) and the faults injected (simulated hosts; none on a real engine).
+    With attached endpoints it names them and the load they get (``load``: in flight, per second).
     ``command``: what the run is (``run`` for diagnose/nightly, ``mitigate run``, ``bisect run``);
     ``planned``: what is planned, when it is not "N requests over P profiles" (bisect: tests not known yet)."""
     faults = []
@@ -68,9 +71,11 @@ def opening_line(host: HostConfig, pb: Playbook, run_id: str, *, n_requests: int
     kind = "simulated" if host.is_sim else "real"
     budget = " (budget; early stopping)" if pb.early_stop else ""
     planned = planned or f"{n_requests} requests planned over {n_profiles} profiles{budget}"
-    return (f"{command} {run_id}{' (resumed)' if resumed else ''}: host {host.name} [{host.transport}], engine "
-            f"{host.engine} ({kind}); playbook {pb.name} ({playbook_file}); {planned}; faults injected: "
-            f"{', '.join(faults) or 'none'}")
+    where = (f"host {host.name} [{host.transport}], engine {host.engine} ({kind})" if host.name != ATTACHED_HOST
+             else "no host (attached endpoints only)")
+    attached = f"; {attach_line(pb)}" if pb.attached else ""
+    return (f"{command} {run_id}{' (resumed)' if resumed else ''}: {where}{attached}; playbook {pb.name} "
+            f"({playbook_file}); {planned}; faults injected: {', '.join(faults) or 'none'}")
 
 
 def _prewarm_report_imports() -> None:
@@ -116,7 +121,8 @@ def _known_releases() -> list[str]:
 def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path = DEFAULT_PLAYBOOK,
              host: str | None = None, runs_dir: str | Path = "runs", profiles: list[str] | None = None,
              resume: str | None = None, hooks: Hooks | None = None, c=None,
-             overrides: dict | None = None, history: str | Path | None = None) -> DiagnoseResult:
+             overrides: dict | None = None, history: str | Path | None = None,
+             attach: list[str] | None = None) -> DiagnoseResult:
     """Run the speculative vs baseline experiment of ``playbook`` on ``host`` and write the run directory.
 
     ``resume`` continues an earlier run id (stored samples are not requested again); ``overrides`` updates
@@ -126,10 +132,14 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
     interrupted — is recorded in ``history`` (default ``RUNS_DIR/history.sqlite``); one that failed also
     leaves summary.json (status, cause), junit.xml and metrics.prom (:mod:`mtp_remote.report.records`), and the
     raised error carries ``run_id``/``run_dir``. A run that stored no sample suggests no ``--resume`` and
-    leaves no ``run.json``."""
-    inventory = find_inventory(inventory)
-    _, host_cfg, pb = load_config(inventory, playbook, host)
-    playbook = host_playbook_file(playbook, inventory, host_cfg)  # what load_config read (for the report)
+    leaves no ``run.json``.
+
+    ``attach`` (``NAME=URL`` each; one named as the playbook's baseline): diagnose those endpoints, already
+    serving, instead of the playbook's profiles (:func:`~mtp_remote.experiment.attach.attached_playbook`); with
+    no ``host`` no inventory is needed. Profiles with ``attach:`` in the playbook are attached too. An attached
+    endpoint is never launched, signalled or stopped and no lock is taken for it; its verdicts say what their
+    evidence cannot include."""
+    inventory, host_cfg, pb, playbook = _config(inventory, playbook, host, attach)
     if overrides:
         try:
             pb = Playbook.model_validate({**pb.model_dump(), **overrides})
@@ -162,9 +172,14 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
     history_db = Path(history) if history is not None else Path(runs_dir) / HISTORY_FILE
     hooks.on_progress(opening_line(host_cfg, pb, run_id, n_requests=sum(len(lp.requests) for lp in plan),
                                    n_profiles=len(plan), playbook_file=playbook, resumed=bool(resume)))
+    own_c = c is None and bool(pb.attached)
+    if pb.attached:  # the attach kind, with the host's own kind for the profiles it launches
+        c = c or transport.connect(host_cfg)
+    kind = attach_kind(c, host_cfg, pb, python=remote_python(host_cfg), run_id=run_id,
+                       on_progress=hooks.on_progress) if pb.attached else None
     runner = Runner(host_cfg, pb, run_dir, run_id=run_id, python=remote_python(host_cfg), profiles=profiles,
-                    hooks=hooks, c=c, design=recorded)
-    resume_cmd = _resume_command(run_id, inventory, host_cfg.name, playbook, runs_dir, overrides, profiles)
+                    hooks=hooks, c=c, design=recorded, kind=kind)
+    resume_cmd = _resume_command(run_id, inventory, host_cfg.name, playbook, runs_dir, overrides, profiles, attach)
     _prewarm_report_imports()
     try:
         profile_runs = runner.run()
@@ -203,6 +218,9 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
                             " (no sample was stored: nothing to resume; run again once this is fixed)")
         err.run_id, err.run_dir = run_id, run_dir
         raise err from None
+    finally:
+        if own_c:
+            transport.close(c)
     (run_dir / "partial.json").unlink(missing_ok=True)
     samples = latest_samples(load_samples(run_dir / "samples.jsonl"))
     spec = {pr.profile: pr.speculative for pr in profile_runs}
@@ -212,11 +230,14 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
     diag = diagnose_samples(baseline=pb.baseline, profiles=spec, samples=samples, launch_failures=failures,
                             design=design, calibration_profile=aa,
                             expected={p.id: p.expected for p in pb.prompts if p.expected is not None})
+    cannot_include(diag.verdicts, set(pb.attached), pb.baseline, {pr.profile: pr.argv_masked for pr in profile_runs})
     code = verdicts_exit_code(diag.verdicts)
     doc = build_summary(run_id=run_id, host=host_cfg, playbook=pb, profile_runs=profile_runs, diagnosis=diag,
                         exit_code=code, started_at=started, n_samples=len(samples), playbook_file=str(playbook),
                         samples=samples)
     doc["design"] = {**recorded, "rounds": design.rounds, "looks_reached": list(design.looks())}
+    if attach:
+        doc["attach"] = list(attach)  # the next step's commands repeat them
     try:
         save_summary(doc, run_dir)
         write_markdown(doc, samples, run_dir)
@@ -292,10 +313,34 @@ def _at_a_look(pb: Playbook, plan, recorded: dict, host: HostConfig, profiles, h
     return pb, plan_run(host, pb, host.workdir, profiles)
 
 
+def _config(inventory, playbook, host: str | None, attach: list[str] | None
+            ) -> tuple[Path | None, HostConfig, Playbook, str | Path]:
+    """(inventory, host, playbook, playbook file) of a run: from the inventory, or — ``attach`` given and no
+    ``host`` — the stand-in host of attached endpoints and the playbook file alone (no inventory needed); with
+    ``attach`` the playbook's profiles are the endpoints. Raises ConfigError naming ``--attach`` for a bad
+    endpoint."""
+    if attach and host is None:
+        inventory, host_cfg, pb = None, attached_host(), load_playbook(playbook)
+    else:
+        inventory = find_inventory(inventory)
+        _, host_cfg, pb = load_config(inventory, playbook, host)
+        playbook = host_playbook_file(playbook, inventory, host_cfg)  # what load_config read (for the report)
+    if attach:
+        try:
+            endpoints = parse_endpoints(list(attach), need_name=True)
+        except ValueError as e:
+            raise ConfigError(str(e), field="--attach") from None
+        pb = attached_playbook(pb, endpoints, playbook_file=str(playbook))
+    return inventory, host_cfg, pb, playbook
+
+
 def _resume_command(run_id: str, inventory, host: str, playbook, runs_dir, overrides: dict | None,
-                    profiles: list[str] | None) -> str:
-    cmd = (f"mtp-remote diagnose --resume {run_id} -i {shlex.quote(str(inventory))} -H {shlex.quote(host)} "
-           f"-p {shlex.quote(str(playbook))} --runs-dir {shlex.quote(str(runs_dir))}")
+                    profiles: list[str] | None, attach: list[str] | None = None) -> str:
+    where = "" if host == ATTACHED_HOST else f" -i {shlex.quote(str(inventory))} -H {shlex.quote(host)}"
+    cmd = (f"mtp-remote diagnose --resume {run_id}{where} -p {shlex.quote(str(playbook))} "
+           f"--runs-dir {shlex.quote(str(runs_dir))}")
+    for spec in attach or []:
+        cmd += f" --attach {shlex.quote(spec)}"
     for key, value in (overrides or {}).items():
         if isinstance(value, bool):  # a switch: --stop-on-loop / --no-stop-on-loop
             cmd += f" --{'' if value else 'no-'}{key.replace('_', '-')}"

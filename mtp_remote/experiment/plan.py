@@ -6,7 +6,8 @@ profiles by (prompt id, sample index, seed).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
@@ -15,7 +16,8 @@ from ..remote.commands import server_argv, server_env
 
 @dataclass(frozen=True)
 class RequestSpec:
-    """One request to send: where it belongs (profile, temperature, prompt, sample index) and its seed."""
+    """One request to send: where it belongs (profile, temperature, prompt, sample index), its seed and, for a
+    shaped prompt (messages, tools...), its chat body fields; ``prompt`` is the user text (shown in reports)."""
 
     profile: str
     temperature: float
@@ -23,6 +25,8 @@ class RequestSpec:
     prompt: str
     sample_index: int
     seed: int
+    #: the prompt's chat body fields beyond one user message (``Prompt.chat_fields``), None for a plain prompt
+    chat: dict[str, Any] | None = field(default=None, compare=False, hash=False)
 
     @property
     def key(self) -> tuple:
@@ -48,8 +52,8 @@ def plan_requests(playbook: Playbook, profile: str) -> list[RequestSpec]:
     for t in playbook.temperatures:
         for i in range(playbook.samples_at(t)):
             for p in playbook.prompts:
-                out.append(RequestSpec(profile=profile, temperature=float(t), prompt_id=p.id, prompt=p.text,
-                                       sample_index=i, seed=playbook.seed + i))
+                out.append(RequestSpec(profile=profile, temperature=float(t), prompt_id=p.id, prompt=p.user_text,
+                                       sample_index=i, seed=playbook.seed + i, chat=p.chat_fields()))
     return out
 
 
@@ -64,8 +68,15 @@ def plan_run(host: HostConfig, playbook: Playbook, workdir: str, profiles: list[
             raise ValueError(f"unknown profile(s) {unknown}; choose from {order}")
         order = [p for p in order if p == playbook.baseline or p in profiles]
     return [LaunchPlan(profile=p, speculative=playbook.profiles[p].speculative,
-                       argv=server_argv(host, playbook, p), env=server_env(host, playbook, p, workdir),
+                       argv=_argv(host, playbook, p), env=server_env(host, playbook, p, workdir),
                        requests=plan_requests(playbook, p)) for p in order]
+
+
+def _argv(host: HostConfig, playbook: Playbook, profile: str) -> list[str]:
+    """The launch line of ``profile``; for an attached profile (never launched) only what names its endpoint,
+    ``["--attached", where]``, so two attached profiles are never taken for one server (:func:`server_key`)."""
+    where = playbook.profiles[profile].attach
+    return ["--attached", where.where] if where is not None else server_argv(host, playbook, profile)
 
 
 def server_key(lp: LaunchPlan) -> tuple:

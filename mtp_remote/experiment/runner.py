@@ -25,7 +25,7 @@ from pathlib import Path
 from ..client import Completion
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
-from ..errors import LaunchError, RunsDirError, TransportLost
+from ..errors import ConfigError, LaunchError, RunsDirError, TransportLost
 from ..interrupts import run_async
 from ..remote import connect as transport
 from ..remote.commands import mask_argv, mask_log_secrets, mask_text, playbook_secrets
@@ -82,6 +82,8 @@ class ProfileRun:
     reused_server: str | None = None  # the profile whose server this one used (same argv), not relaunched
     loop_stops: int = 0  # requests stopped once their loop was settled (finish_reason "loop-stop")
     idle_after_stops_s: float | None = None  # from the last response until the server had no request left
+    attached: dict | None = None  # an attached endpoint: where, speculative, model, flags read back, their lint
+    context: dict = field(default_factory=dict)  # long prompts' tokens vs the context length (experiment.fit)
 
     @property
     def launched(self) -> bool:
@@ -173,6 +175,10 @@ class Runner:
     # -- run ------------------------------------------------------------------------------------------------
 
     def run(self) -> list[ProfileRun]:
+        if self.kind is None and self.playbook.attached:  # only the attach kind knows them: never launch one
+            raise ConfigError(f"profiles {sorted(self.playbook.attached)} are attached endpoints: this command "
+                              f"launches servers (diagnose takes attached profiles; mitigate and bisect do not)",
+                              field="profiles")
         (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
         own_c = self.c is None and self.kind is None
         c = self.kind.c if self.kind is not None else (self.c or transport.connect(self.host))
@@ -327,14 +333,22 @@ class Runner:
                                        f"environment: reused, not relaunched")
             return kept.rec
         self._stop_kept(server)
-        self.hooks.on_progress(f"{lp.profile}: launching ({'speculative' if lp.speculative else 'baseline'})")
+        if lp.profile not in self.playbook.attached:
+            self.hooks.on_progress(f"{lp.profile}: launching ({'speculative' if lp.speculative else 'baseline'})")
         try:
-            return server.launch(lp.profile, lp.argv, lp.env)
+            rec = server.launch(lp.profile, lp.argv, lp.env)
         except LaunchError as e:
             pr.launch_error, pr.cause, pr.hint = e.message, e.cause or "launch_refused", e.message
             if is_baseline:
                 raise
             return None
+        if getattr(rec, "attached", False):  # what an attached endpoint serves is known only now
+            pr.argv_masked, pr.speculative, pr.attached = rec.argv_masked, rec.speculative, rec.to_dict()
+            if is_baseline and rec.speculative:
+                algo = rec.server_info.get("speculative_algorithm")
+                raise LaunchError(f"the attached baseline {rec.where} speculates ({algo}): attach a baseline "
+                                  f"served without speculation", cause="attach_baseline_speculative")
+        return rec
 
     def _serve(self, server: ServerKind, lp: LaunchPlan, pr: ProfileRun, use: _Serving, todo: list[RequestSpec],
                t0: float) -> None:
@@ -373,9 +387,11 @@ class Runner:
             return any(x.get("error") for x in load_samples(self.samples_path) if x["profile"] == lp.profile)
 
         try:
-            pr.crashed = run_async(sample_watched(server, use.rec, self._sample(url, lp, todo, pr),
-                                                  stall_s=self.playbook.timeouts.stall_s, failed=failed,
-                                                  stream=use.stream))
+            # a server with no log (an attached endpoint) cannot be judged stalled by its log: its requests' own
+            # timeouts (timeouts.request_s) bound it
+            stall_s = self.playbook.timeouts.stall_s if use.rec.log_path else None
+            pr.crashed = run_async(sample_watched(server, use.rec, self._sample(url, lp, todo, pr, use.rec),
+                                                  stall_s=stall_s, failed=failed, stream=use.stream))
         finally:
             pr.sampling_s = time.monotonic() - ts
             if self._tunnel.forwarder is not None:
@@ -464,13 +480,17 @@ class Runner:
             pr.crashed = {"cause": "requests_failed", "fatal_line": None,
                           "hint": f"all {len(mine)} requests failed, e.g. {failed[0]['error'][:200]}"}
 
-    async def _sample(self, url: str, lp: LaunchPlan, todo: list[RequestSpec], pr: ProfileRun) -> None:
+    async def _sample(self, url: str, lp: LaunchPlan, todo: list[RequestSpec], pr: ProfileRun, rec=None) -> None:
         """``todo`` through the sampling workers (:func:`~mtp_remote.experiment.workers.sample`), at the
-        profile's concurrency; with ``early_stop`` a cell stops being fed once it is settled."""
+        profile's concurrency (an attached endpoint: the playbook's ``load`` bounds, in flight and per second, and
+        its API key); with ``early_stop`` a cell stops being fed once it is settled."""
         pb = self.playbook
+        attached = getattr(rec, "attached", False)
+        limit = (pb.load.concurrency if attached else
+                 self._concurrency.get(lp.profile) or pb.concurrency or pb.max_running_requests())
         await sample(url, lp, todo, pr, playbook=pb, host=self.host, hooks=self.hooks, samples_path=self.samples_path,
-                     limit=self._concurrency.get(lp.profile) or pb.concurrency or pb.max_running_requests(),
-                     cells=self._cells(lp, todo) if pb.early_stop else None, send_riding_out=self._send)
+                     limit=limit, cells=self._cells(lp, todo) if pb.early_stop else None, send_riding_out=self._send,
+                     rate=pb.load.request_rate if attached else None, api_key=getattr(rec, "api_key", None))
 
     def _cells(self, lp: LaunchPlan, todo: list[RequestSpec]) -> Cells:
         """The early-stopping bookkeeping of ``lp``'s cells, deciding with :func:`~mtp_remote.experiment.early_stop.cell_decision`."""

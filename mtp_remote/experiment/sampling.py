@@ -7,6 +7,7 @@ server and the HTTP client and calls these.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -47,6 +48,7 @@ def sample_record(req: RequestSpec, comp: Completion, *, speculative: bool, api:
         "loop_stop": ({**comp.stop, "saved_tokens": max(max_tokens - comp.completion_tokens, 0)}
                       if comp.stop is not None else None),
         "request": comp.request,  # {"endpoint", "body"}: what was sent, exactly (bug-report replays it)
+        "tool_calls": comp.tool_calls,  # [{"name", "arguments"}] of a chat response (also in ``text``)
     }
 
 
@@ -105,6 +107,25 @@ def send_order(req: RequestSpec) -> tuple:
     """Queue order: round by round (sample index), both temperatures' cells side by side, prompts in plan
     order — so whole rounds complete early, which is what a stopping look needs."""
     return (req.sample_index, req.temperature)
+
+
+class Pacer:
+    """At most ``rate`` request starts per second (None: no bound): ``await pacer.wait()`` before each send.
+    Starts are spaced ``1 / rate`` seconds apart, whatever the number of workers (a production endpoint's bound:
+    ``load.request_rate``)."""
+
+    def __init__(self, rate: float | None):
+        self.interval = 1.0 / rate if rate else 0.0
+        self._next = 0.0
+
+    async def wait(self) -> None:
+        if not self.interval:
+            return
+        now = time.monotonic()
+        at = max(now, self._next)
+        self._next = at + self.interval
+        if at > now:
+            await asyncio.sleep(at - now)
 
 
 class Occupancy:

@@ -107,7 +107,7 @@ def log_text(server: ServerKind, rec: ServerIdentity, stream: LogFollower | None
     return text or (stream.text if stream is not None else "")
 
 
-async def sample_watched(server: ServerKind, rec: ServerIdentity, sampling: Awaitable[None], *, stall_s: float,
+async def sample_watched(server: ServerKind, rec: ServerIdentity, sampling: Awaitable[None], *, stall_s: float | None,
                          failed: Callable[[], bool], stream: LogFollower | None = None) -> dict | None:
     """Run ``sampling`` while watching the server: if its process dies, its log shows a fatal line or it
     stalls, pending requests are cancelled (samples already stored are kept). Returns the failure
@@ -142,13 +142,14 @@ def server_failure(server: ServerKind, rec: ServerIdentity, stream: LogFollower 
     return failure_of(alive, classify_log(without_request_tracebacks(text)))
 
 
-async def watch(server: ServerKind, rec: ServerIdentity, stream: LogFollower | None = None, *, stall_s: float,
+async def watch(server: ServerKind, rec: ServerIdentity, stream: LogFollower | None = None, *, stall_s: float | None,
                 interval_s: float = 1.0) -> dict:
     """Watch the server's process and log until it dies, logs a fatal line, or writes nothing for ``stall_s``
     seconds while requests are in flight (a hung scheduler: SGLang logs a ``Decode batch`` line every few dozen
     steps while it decodes). From the log stream (looked at every 0.25 s, no round trip); when there is none,
     or it ends while the server lives (a dropped connection), by polling the process and the log from a byte
-    offset every ``interval_s`` seconds (one round trip each). Returns the failure (as :func:`failure_of`)."""
+    offset every ``interval_s`` seconds (one round trip each). Returns the failure (as :func:`failure_of`).
+    ``stall_s`` None: no stall rule (a server with no log, as an attached endpoint)."""
     polled = stream is None or stream.ended
     if polled:
         alive, _, offset = await asyncio.to_thread(poll_riding_out, server, rec, 0)
@@ -179,7 +180,7 @@ async def watch(server: ServerKind, rec: ServerIdentity, stream: LogFollower | N
             failure = failure_of(alive, classify_log(window, serving=True))  # sampling runs after ready
             if failure is not None:  # (complete lines only while it lives)
                 return failure
-        if time.monotonic() - last_growth > stall_s:
+        if stall_s is not None and time.monotonic() - last_growth > stall_s:
             return {"cause": "stalled", "fatal_line": None,
                     "hint": f"the server wrote nothing for {stall_s:.0f} s while requests were in flight: its "
                             f"scheduler looks hung (SGLang's --watchdog-timeout would end it); raise "

@@ -16,21 +16,25 @@ from ..config.playbook import Playbook
 from ..errors import RunsDirError
 from ..remote.commands import api_key_of
 from ..report.history import open_samples_for_append
+from .fit import check_prompts_fit
 from .plan import LaunchPlan, RequestSpec
-from .sampling import Cells, Occupancy, loop_watch, sample_record, send_order, streams
+from .sampling import Cells, Occupancy, Pacer, loop_watch, sample_record, send_order, streams
 
 
 async def sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, playbook: Playbook, host: HostConfig,
-                 hooks, samples_path: Path, limit: int, cells: Cells | None, send_riding_out) -> None:
+                 hooks, samples_path: Path, limit: int, cells: Cells | None, send_riding_out,
+                 rate: float | None = None, api_key: str | None = None) -> None:
     """Send ``todo`` through ``limit`` workers fed by one queue, so a slot is refilled the moment its
     request returns (no round barrier); with ``early_stop`` a cell stops being fed once it is settled
     (:class:`~mtp_remote.experiment.sampling.Cells`). A response's metrics and JSON line are done by a separate task (metrics in a worker
     thread) while its worker already sends the next request, so no slot waits for bookkeeping. Every finishing
     task's error is retrieved: one that cannot store its sample (RUNS_DIR full) stops the workers and is raised
-    as RunsDirError once the samples already received are stored."""
+    as RunsDirError once the samples already received are stored. ``rate``: at most that many request starts per
+    second (:class:`~mtp_remote.experiment.sampling.Pacer`; an attached endpoint's ``load.request_rate``);
+    ``api_key``: sent as a Bearer token (default: the launch line's ``--api-key``)."""
     try:
         await _sample(url, lp, todo, pr, playbook=playbook, host=host, hooks=hooks, samples_path=samples_path,
-                      limit=limit, cells=cells, send_riding_out=send_riding_out)
+                      limit=limit, cells=cells, send_riding_out=send_riding_out, rate=rate, api_key=api_key)
     except OSError as e:  # opening or closing samples.jsonl (a close flushes what is still buffered)
         if e.errno not in RunsDirError.DISK_ERRNOS:
             raise
@@ -38,10 +42,12 @@ async def sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, playb
 
 
 async def _sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, playbook: Playbook, host: HostConfig,
-                  hooks, samples_path: Path, limit: int, cells: Cells | None, send_riding_out) -> None:
+                  hooks, samples_path: Path, limit: int, cells: Cells | None, send_riding_out,
+                  rate: float | None = None, api_key: str | None = None) -> None:
     pb = playbook
     queue = deque(sorted(todo, key=send_order))
     occupancy = Occupancy(limit)
+    pacer = Pacer(rate)
     progress = {"done": 0, "total": len(todo)}
     hooks.on_profile(lp.profile, len(todo))
     if cells is not None:
@@ -68,26 +74,18 @@ async def _sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, play
 
     with open_samples_for_append(samples_path) as f:  # ends a truncated last line first
         async with ServerClient(url, timeout_s=pb.timeouts.request_s, max_connections=limit + 2,
-                                api_key=api_key_of(lp.argv)) as sc:
+                                api_key=api_key or api_key_of(lp.argv)) as sc:
+            if queue:  # long prompts (files, replays) must fit the server's context: one short request each
+                pr.context = await check_prompts_fit(sc, pb, lp.profile)
 
             async def send(req: RequestSpec) -> tuple[Completion, dict | None]:
+                await pacer.wait()
                 with occupancy.in_flight():
-                    if streams(req, stop_on_loop=pb.stop_on_loop, kl_probe=pb.kl_probe):
-                        comp = await send_streamed(sc, pb, req, send_riding_out)
-                        if comp.stop is not None:
-                            pr.loop_stops += 1
-                        return comp, None
-                    if pb.api == "chat":
-                        comp = await send_riding_out(lambda: sc.chat(
-                            req.prompt, temperature=req.temperature, max_tokens=pb.max_tokens, top_p=pb.top_p,
-                            seed=req.seed))
-                    else:
-                        text = pb.prompt_template.replace("{prompt}", req.prompt)
-                        comp = await send_riding_out(lambda: sc.generate(
-                            text, temperature=req.temperature, max_new_tokens=pb.max_tokens, top_p=pb.top_p,
-                            seed=req.seed, return_logprob=pb.kl_probe, top2=req.temperature == 0))
+                    comp = await send_request(sc, pb, req, send_riding_out)
+                    if comp.stop is not None:
+                        pr.loop_stops += 1
                     kl = await kl_probe_of(sc, await probe_completion(sc, host, pb, lp, req, comp)) \
-                        if pb.kl_probe else None
+                        if pb.kl_probe and comp.stop is None else None
                 return comp, kl
 
             async def finish(req: RequestSpec, comp: Completion, kl: dict | None) -> None:
@@ -139,13 +137,30 @@ async def _sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, play
                 pr.idle_after_stops_s = await sc.wait_idle(timeout_s=10.0)
 
 
+async def send_request(sc: ServerClient, pb: Playbook, req: RequestSpec, send_riding_out) -> Completion:
+    """One request as the playbook says: streamed and stopped once its loop is settled
+    (:func:`~mtp_remote.experiment.sampling.streams`), else whole through the playbook's ``api`` (``/generate``
+    with the prompt template, asking for decode logprobs with the KL probe and top-2 margins at T = 0).
+    ``send_riding_out(request)`` sends it (the runner's rides out a dropped SSH connection)."""
+    if streams(req, stop_on_loop=pb.stop_on_loop, kl_probe=pb.kl_probe):
+        return await send_streamed(sc, pb, req, send_riding_out)
+    if pb.api == "chat":
+        return await send_riding_out(lambda: sc.chat(
+            req.prompt, temperature=req.temperature, max_tokens=pb.max_tokens, top_p=pb.top_p, seed=req.seed,
+            fields=req.chat))
+    text = pb.prompt_template.replace("{prompt}", req.prompt)
+    return await send_riding_out(lambda: sc.generate(
+        text, temperature=req.temperature, max_new_tokens=pb.max_tokens, top_p=pb.top_p, seed=req.seed,
+        return_logprob=pb.kl_probe, top2=req.temperature == 0))
+
+
 async def send_streamed(sc: ServerClient, pb: Playbook, req: RequestSpec, send_riding_out) -> Completion:
     """``req`` streamed with a fresh loop watch (:func:`~mtp_remote.experiment.sampling.loop_watch`): stopped and
     aborted once its loop is settled; sent again like any request when a dropped connection cut it."""
     if pb.api == "chat":
         return await send_riding_out(lambda: sc.chat_stream(
             req.prompt, temperature=req.temperature, max_tokens=pb.max_tokens, top_p=pb.top_p, seed=req.seed,
-            watch=loop_watch(pb.think_opened_by_prompt)))
+            watch=loop_watch(pb.think_opened_by_prompt), fields=req.chat))
     text = pb.prompt_template.replace("{prompt}", req.prompt)
     return await send_riding_out(lambda: sc.generate_stream(
         text, temperature=req.temperature, max_new_tokens=pb.max_tokens, top_p=pb.top_p, seed=req.seed,

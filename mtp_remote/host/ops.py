@@ -420,6 +420,9 @@ def launch(c, host: HostConfig, playbook: Playbook, profile: str, python: str, *
     Returns the wait outcome (Ready / Crashed / TimedOut); a crashed server is stopped again."""
     if profile not in playbook.profiles:
         raise MtpRemoteError(f"unknown profile {profile!r}; choose one of: {', '.join(playbook.profile_order())}")
+    if profile in playbook.attached:  # someone else serves it: never launched by us
+        raise MtpRemoteError(f"profile {profile!r} is an attached endpoint ({playbook.attached[profile].where}): "
+                             f"it is never launched by mtp-remote; choose a launched one")
     lc = lifecycle(c, host, python, run_id=run_id, on_progress=on_progress)
     with held_lock(lc):
         lc.stop(term_s=playbook.timeouts.term_s, drain_s=playbook.timeouts.drain_s,
@@ -512,7 +515,7 @@ def smoke(base_url: str, playbook: Playbook, *, prompt: str | None = None, tempe
     if not math.isfinite(temperature) or temperature < 0:
         raise ConfigError(f"temperature must be a finite number >= 0, not {temperature}", field="--temperature")
 
-    text = prompt or playbook.prompts[0].text
+    text = prompt or playbook.prompts[0].user_text
     mt = max_tokens or playbook.max_tokens
 
     async def go():

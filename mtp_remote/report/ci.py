@@ -4,7 +4,9 @@
 A run that could not be done (``status`` ``failed``/``interrupted`` in the document) gives one failing test
 case ``run`` carrying the cause, and ``mtp_remote_up 0`` / ``mtp_remote_run_failed 1``; every run exports
 ``mtp_remote_last_run_timestamp_seconds`` (end of the run, Unix seconds) and ``mtp_remote_exit_code``, so an
-alert can fire on a night that failed *and* on a night that never ran (a stale timestamp). A nightly
+alert can fire on a night that failed *and* on a night that never ran (a stale timestamp). Per cell, acceptance
+length and tokens/s come twice: over all samples and over the non-looping ones (``*_nonloop``): loops inflate
+both, so over all samples a corrupt arm looks fastest. A nightly
 regression check (``doc["regression"]``) adds one failing case per regression.
 """
 
@@ -62,13 +64,21 @@ def _label(s: str) -> str:
 
 _CELL_GAUGES = (
     ("mtp_remote_loop_rate", "loop_rate", "Share of samples that loop, per profile and temperature."),
-    ("mtp_remote_accept_length", "accept_length", "Mean acceptance length (completion_tokens / spec_verify_ct)."),
-    ("mtp_remote_tokens_per_second", "tokens_per_s", "Mean per-request decode tokens/s."),
+    ("mtp_remote_accept_length", "accept_length", "Mean acceptance length (completion_tokens / spec_verify_ct), "
+                                                  "all samples (loops inflate it)."),
+    ("mtp_remote_accept_length_nonloop", "accept_length_nonloop",
+     "Mean acceptance length over the samples that do not loop (compare arms on this one)."),
+    ("mtp_remote_tokens_per_second", "tokens_per_s", "Mean per-request decode tokens/s, all samples (loops "
+                                                     "inflate it)."),
+    ("mtp_remote_tokens_per_second_nonloop", "tokens_per_s_nonloop",
+     "Mean per-request decode tokens/s over the samples that do not loop (compare arms on this one)."),
 )
 
 
 def render_prometheus(doc: dict) -> str:
-    """Gauges per cell (loop rate, acceptance length, tokens/s) and per verdict (1 = corrupt)."""
+    """Gauges per cell (loop rate; acceptance length and tokens/s over all samples and over the non-looping ones:
+    a looping arm's all-sample figures are inflated, so a dashboard compares arms on ``*_nonloop``) and per
+    verdict (1 = corrupt)."""
     host, pb = _label(doc["host"]["name"]), _label(doc["playbook"]["name"])
     who = f'host="{host}",playbook="{pb}"'
     ts = doc.get("finished_at") or doc.get("started_at")

@@ -41,7 +41,7 @@ def cells_table(doc: dict) -> Table:
 
 def verdict_table(doc: dict) -> Table:
     """One row per speculative profile: verdict and its one-sentence evidence."""
-    sim = " [simulated host]" if doc.get("simulated") else ""
+    sim = " \\[simulated host]" if doc.get("simulated") else ""  # escaped: rich reads [..] as markup
     engine = f" ({doc['engine']['label']})" if doc.get("engine") and not doc.get("simulated") else ""
     t = Table(title=f"Verdicts — {doc['playbook']['name']} on {doc['host']['name']}{engine}{sim}")
     t.add_column("profile")
@@ -114,6 +114,12 @@ def next_step(doc: dict, run_dir, *, inventory=None) -> str:
     # -H: without it, mitigate and --resume act on the inventory's default host, not the one this run was on
     host = (doc.get("host") or {}).get("name")
     on = (f" -H {host}" if host else "") + _same_files(doc, inventory)
+    if doc.get("attach"):  # attached endpoints: the same --attach, no host; nothing of theirs can be relaunched
+        on = "".join(f" --attach {shlex.quote(a)}" for a in doc["attach"]) + _same_files(doc, inventory)
+        if corrupt:
+            return (f"an attached speculative endpoint corrupts output: take it out of rotation or serve it without "
+                    f"speculation; report it upstream with `mtp-remote bug-report {run}` (mitigate needs launches: "
+                    f"run it on a host of the inventory); see docs/runbooks/loops-confirmed.md")
     if corrupt:
         return (f"find the cheapest cure: `mtp-remote mitigate --from {run}{on}` (then `bisect`, `bug-report {run}`); "
                 f"see docs/runbooks/loops-confirmed.md")
@@ -313,3 +319,24 @@ def print_smoke(console: Console, res: dict) -> None:
 
 #: Characters of a smoke output shown from its start, and from its end, when it is long.
 SMOKE_HEAD, SMOKE_TAIL = 1200, 400
+
+
+def probes_table(rows: list[dict], source: str):
+    """The ``watch`` probes of the history (newest first) as a rich Table: endpoint, probe, start, loops,
+    acceptance over all / non-looping samples, greedy stability, latency, alerts."""
+    from rich.table import Table  # deferred: keeps --version/--help fast
+
+    t = Table(title=f"Watch probes — {source}")
+    for col in ("endpoint", "probe", "started (UTC)", "loops", "accept len all / ok", "greedy", "s", "alerts"):
+        t.add_column(col)
+    for r in rows:
+        acc = "–" if r["accept_length"] is None else (
+            f"{r['accept_length']:.2f} / " + ("–" if r["accept_length_nonloop"] is None
+                                              else f"{r['accept_length_nonloop']:.2f}"))
+        greedy = "–" if r["greedy_changed"] is None else ("changed" if r["greedy_changed"] else "same")
+        alerts = ", ".join(r["alerts"])
+        t.add_row(escape(r["endpoint"]), str(r["probe"] + 1), r["started_at"][:19].replace("T", " "),
+                  f"{r['loops']}/{r['n']}" + (f" ({r['errors']} failed)" if r["errors"] else ""), acc, greedy,
+                  "–" if r["duration_s"] is None else f"{r['duration_s']:.1f}",
+                  f"[red]{escape(alerts)}[/]" if alerts else "")
+    return t

@@ -43,8 +43,10 @@ def engine_facts(host: HostConfig, profile_runs: list) -> dict:
     infos = [pr.server_info for pr in profile_runs if getattr(pr, "server_info", None)]
     version = next((i["version"] for i in infos if i.get("version")), None)
     model = next((i["model_path"] for i in infos if i.get("model_path")), host.model_path)
-    name = "simulated SGLang (mtp_remote.sim)" if host.is_sim else "real SGLang"
-    return {"label": f"{name} {version}" if version else name, "version": version, "simulated": host.is_sim,
+    # an attached endpoint that is mtp-remote's simulated engine says so in its own /server_info
+    simulated = host.is_sim or any(i.get("simulated") is True for i in infos)
+    name = "simulated SGLang (mtp_remote.sim)" if simulated else "real SGLang"
+    return {"label": f"{name} {version}" if version else name, "version": version, "simulated": simulated,
             "model_path": model}
 
 
@@ -66,7 +68,7 @@ def build_summary(*, run_id: str, host: HostConfig, playbook: Playbook, profile_
         "duration_s": round((finished - started_at).total_seconds(), 2),
         "host": host_facts(host, playbook),
         "engine": engine_facts(host, profile_runs),
-        "simulated": host.is_sim,
+        "simulated": host.is_sim or any((pr.server_info or {}).get("simulated") is True for pr in profile_runs),
         "playbook": {
             "name": playbook.name, "file": playbook_file, "baseline": playbook.baseline,
             "base_flags": playbook.base_flags,

@@ -3,7 +3,8 @@
 One row per run (host, playbook, status ``completed``/``failed``/``interrupted`` with its cause, exit code,
 time, directory) and one per verdict and per cell, so ``history`` lists every run and the nightly regression
 check finds the last good run and the spread of earlier ones (:mod:`mtp_remote.fleet.regression`). The database file
-defaults to ``RUNS_DIR/history.sqlite``. A run of a fleet nightly (``nightly -H GROUP``) carries its group
+defaults to ``RUNS_DIR/history.sqlite``. ``watch`` records each probe of a live endpoint in table ``probes``
+(:func:`record_probe`, :func:`probe_history`). A run of a fleet nightly (``nightly -H GROUP``) carries its group
 (the inventory group, or the ``a,b,c`` list as given) and the fleet run id, so ``history --group`` lists one
 night of a group. Databases written before the ``status``/``cause`` or ``host_group``/``fleet_id`` columns
 existed are upgraded in place (``ALTER TABLE ... ADD COLUMN``); an old database keeps opening.
@@ -30,6 +31,12 @@ CREATE TABLE IF NOT EXISTS cells (
   run_id TEXT NOT NULL REFERENCES runs(run_id), profile TEXT NOT NULL, temperature REAL NOT NULL,
   n INTEGER, loops INTEGER, loop_rate REAL, accept_length REAL, tokens_per_s REAL,
   PRIMARY KEY (run_id, profile, temperature)
+);
+CREATE TABLE IF NOT EXISTS probes (
+  watch_id TEXT NOT NULL, endpoint TEXT NOT NULL, probe INTEGER NOT NULL, url TEXT, started_at TEXT NOT NULL,
+  duration_s REAL, n INTEGER, errors INTEGER, loops INTEGER, loop_rate REAL, accept_length REAL,
+  accept_length_nonloop REAL, tokens_per_s REAL, tokens_per_s_nonloop REAL, greedy_checked INTEGER,
+  greedy_changed INTEGER, alerts TEXT, PRIMARY KEY (watch_id, endpoint, probe)
 );
 """
 
@@ -93,6 +100,39 @@ def record_run(path: str | Path, doc: dict, run_dir: str | Path) -> None:
         db.executemany("INSERT INTO cells VALUES (?,?,?,?,?,?,?,?)",
                        [(doc["run_id"], c["profile"], c["temperature"], c["n"], c["loops"], c["loop_rate"],
                          c.get("accept_length"), c.get("tokens_per_s")) for c in doc.get("cells", [])])
+
+
+#: The columns of one ``watch`` probe (table ``probes``), in order.
+PROBE_COLUMNS = ("watch_id", "endpoint", "probe", "url", "started_at", "duration_s", "n", "errors", "loops",
+                 "loop_rate", "accept_length", "accept_length_nonloop", "tokens_per_s", "tokens_per_s_nonloop",
+                 "greedy_checked", "greedy_changed", "alerts")
+
+
+def record_probe(path: str | Path, row: dict) -> None:
+    """Insert one ``watch`` probe (a dict with :data:`PROBE_COLUMNS`; ``alerts`` a list of reasons) into the
+    history at ``path``."""
+    vals = [",".join(row.get(c) or []) if c == "alerts" else row.get(c) for c in PROBE_COLUMNS]
+    with closing(_connect(Path(path))) as db, db:
+        db.execute(f"INSERT OR REPLACE INTO probes ({', '.join(PROBE_COLUMNS)}) "
+                   f"VALUES ({', '.join('?' * len(PROBE_COLUMNS))})", vals)
+
+
+def probe_history(path: str | Path, *, endpoint: str | None = None, limit: int = 100) -> list[dict]:
+    """Latest ``watch`` probes (newest first) as dicts with :data:`PROBE_COLUMNS` (``alerts`` a list);
+    ``endpoint``: only that endpoint's."""
+    p = Path(path)
+    if not p.exists():
+        return []
+    with closing(_connect(p)) as db:
+        q = f"SELECT {', '.join(PROBE_COLUMNS)} FROM probes"
+        args: tuple = ()
+        if endpoint:
+            q, args = q + " WHERE endpoint = ?", (endpoint,)
+        rows = db.execute(q + " ORDER BY started_at DESC, endpoint LIMIT ?", (*args, limit)).fetchall()
+    out = [dict(zip(PROBE_COLUMNS, r)) for r in rows]
+    for r in out:
+        r["alerts"] = [a for a in (r["alerts"] or "").split(",") if a]
+    return out
 
 
 def _cause(cause) -> str | None:

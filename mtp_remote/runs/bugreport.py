@@ -117,6 +117,18 @@ def request_of(sample: dict, doc: dict) -> tuple[dict, bool]:
     return chat_request(prompt, temperature=t, max_tokens=n, top_p=top_p, seed=sample.get("seed")), False
 
 
+def _message_line(m: dict) -> str:
+    """One chat message as ``role: content`` with its tool calls (``-> name(arguments)``) and, for a tool turn,
+    the call it answers."""
+    line = f"{m.get('role')}: {m.get('content') if m.get('content') is not None else ''}"
+    if m.get("tool_call_id"):
+        line += f" (answers {m['tool_call_id']})"
+    for c in m.get("tool_calls") or []:
+        fn = (c.get("function") or {}) if isinstance(c, dict) else {}
+        line += f" -> {fn.get('name')}({fn.get('arguments')})"
+    return line
+
+
 def replay_section(sample: dict, doc: dict, samples: list[dict], *, port: int = 30000) -> list[str]:
     """Markdown lines: the exact request of ``sample`` (endpoint, prompt text after the template, sampling
     parameters, seed, max tokens, a ``curl`` line against the launch command's server on ``port``), what the
@@ -138,8 +150,11 @@ def replay_section(sample: dict, doc: dict, samples: list[dict], *, port: int = 
     else:
         msgs = body.get("messages", [])
         lines += ["Messages (the server applies the model's chat template):", "", "```",
-                  "\n".join(f"{m.get('role')}: {m.get('content')}" for m in msgs), "```", ""]
-        params = {k: v for k, v in body.items() if k not in ("messages", "model")}
+                  "\n".join(_message_line(m) for m in msgs), "```", ""]
+        if body.get("tools"):
+            names = [(t.get("function") or {}).get("name") for t in body["tools"] if isinstance(t, dict)]
+            lines += [f"Tools ({len(names)}, definitions in the curl body): {', '.join(map(str, names))}", ""]
+        params = {k: v for k, v in body.items() if k not in ("messages", "model", "tools")}
     seed_key = "sampling_seed" if "sampling_seed" in params else "seed"
     max_key = "max_new_tokens" if "max_new_tokens" in params else "max_tokens"
     lines += [f"Sampling parameters: `{json.dumps(params, sort_keys=True)}` (seed `{params.get(seed_key)}` as "
@@ -167,14 +182,16 @@ def replay_section(sample: dict, doc: dict, samples: list[dict], *, port: int = 
 
 
 def _port(prof: dict) -> int:
-    """The ``--port`` of a profile's launch line (SGLang's default 30000 without one)."""
+    """The ``--port`` of a profile's launch line; for an attached endpoint (its line read back without host and
+    port) the port its ``/server_info`` reports; SGLang's default 30000 without either."""
     argv = prof.get("argv_masked") or []
     for i, a in enumerate(argv):
         if a == "--port" and i + 1 < len(argv) and str(argv[i + 1]).isdigit():
             return int(argv[i + 1])
         if str(a).startswith("--port=") and a[7:].isdigit():
             return int(a[7:])
-    return 30000
+    served = (prof.get("server_info") or {}).get("port")
+    return served if isinstance(served, int) and not isinstance(served, bool) else 30000
 
 
 def log_tail(run_dir: Path, profile: str, lines: int = LOG_TAIL_LINES) -> str | None:

@@ -21,6 +21,7 @@ import traceback
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
+from mtp_remote.sim import chat as chat_api
 from mtp_remote.sim import handlers
 from mtp_remote.sim.metrics import render_metrics
 
@@ -77,7 +78,7 @@ def build_app(srv) -> FastAPI:
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
-        return await _serve(request, handlers.chat, handlers.chat_stream)
+        return await _serve(request, chat_api.chat, chat_api.chat_stream)
 
     @app.post("/abort_request")
     async def abort_request(request: Request):

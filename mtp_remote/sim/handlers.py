@@ -6,8 +6,9 @@
 ``spec_accept_length`` (completion_tokens / spec_verify_ct), ``spec_accept_rate`` (accepted drafts / drafted),
 ``spec_accept_histogram`` (verify steps by tokens committed); with ``return_logprob``
 ``input_token_logprobs`` / ``output_token_logprobs`` as ``[logprob, token_id, null]``. ``max_new_tokens`` 0
-scores the input (prefill) without generating. ``/v1/chat/completions`` follows OpenAI's shape with
-SGLang's ``reasoning_content`` split (``--reasoning-parser``) and ``usage.reasoning_tokens``.
+scores the input (prefill) without generating. ``/v1/chat/completions`` (OpenAI's shape with SGLang's
+``reasoning_content`` split and ``usage.reasoning_tokens``) is :mod:`mtp_remote.sim.chat`, built on the helpers
+here.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import time
 from mtp_remote.sim.decode import SamplingParams, score_tokens
 from mtp_remote.sim.engine import Request, split_prompt_ids
 from mtp_remote.sim.model import ToyModel
-from mtp_remote.sim.tokens import ENDOFTEXT, IM_END, IM_START, THINK_CLOSE
+from mtp_remote.sim.tokens import ENDOFTEXT, IM_END, IM_START
 
 _HIDDEN = {ENDOFTEXT, IM_START, IM_END}
 
@@ -213,133 +214,6 @@ def abort_request(srv, body: dict) -> int:
     elif body.get("rid"):
         srv.engine.abort(str(body["rid"]))
     return 200
-
-
-def chat_prompt(messages: list[dict]) -> str:
-    """Qwen's ChatML template with the generation prompt (``<|im_start|>assistant\\n``)."""
-    parts = []
-    for m in messages:
-        content = m.get("content") or ""
-        if isinstance(content, list):
-            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-        parts.append(f"<|im_start|>{m.get('role', 'user')}\n{content}<|im_end|>\n")
-    return "".join(parts) + "<|im_start|>assistant\n"
-
-
-def split_reasoning(text: str) -> tuple[str | None, str | None]:
-    """(reasoning_content, content) as SGLang's qwen3 reasoning parser splits a completion."""
-    if "<think>" not in text and "</think>" not in text:
-        return None, text
-    body = text.split("<think>", 1)[1] if "<think>" in text else text
-    if "</think>" not in body:
-        return body.strip(), None
-    r, c = body.split("</think>", 1)
-    return r.strip(), c.strip()
-
-
-def _chat_request(srv, body: dict) -> Request:
-    msgs = body.get("messages")
-    if not isinstance(msgs, list) or not msgs:
-        raise BadRequest("messages must be a non-empty list")
-    ids = srv.vocab.encode(chat_prompt(msgs))
-    mx = body.get("max_completion_tokens") or body.get("max_tokens")
-    d = {"temperature": body.get("temperature"), "top_p": body.get("top_p"), "top_k": body.get("top_k"),
-         "max_new_tokens": mx, "stop": body.get("stop"), "sampling_seed": body.get("seed"),
-         "ignore_eos": body.get("ignore_eos", False), "stop_token_ids": body.get("stop_token_ids")}
-    sp = sampling_params(d, max(srv.args.context_length - len(ids), 1))
-    return _start(srv, ids, sp, bool(body.get("stream")))
-
-
-def _reasoning_tokens(req: Request) -> int:
-    ids = req.seq.output_ids
-    return ids.index(THINK_CLOSE) + 1 if THINK_CLOSE in ids else len(ids)
-
-
-def _finish(req: Request) -> tuple[str | None, object]:
-    fr = req.seq.finish_reason
-    if not fr:
-        return None, None
-    return ("length" if fr["type"] == "length" else "stop"), fr.get("matched")
-
-
-async def chat(srv, body: dict) -> tuple[int, dict]:
-    """``POST /v1/chat/completions`` (non-streaming)."""
-    try:
-        req = _chat_request(srv, body)
-    except BadRequest as e:
-        return 400, {"object": "error", "message": str(e), "type": "BadRequestError", "code": 400}
-    await req.done.wait()
-    text = visible_text(srv, req.seq.output_ids, req.seq.finish_reason)
-    use_parser = srv.args.reasoning_parser and body.get("separate_reasoning", True)
-    reasoning, content = split_reasoning(text) if use_parser else (None, text)
-    reason, matched = _finish(req)
-    n, p = len(req.seq.output_ids), len(req.prompt_ids)
-    rt = _reasoning_tokens(req) if srv.args.reasoning_parser else 0
-    return 200, {
-        "id": f"chatcmpl-{req.rid}", "object": "chat.completion", "created": now(),
-        "model": body.get("model") or srv.args.served_model_name,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content,
-                                             "reasoning_content": reasoning, "tool_calls": None},
-                     "logprobs": None, "finish_reason": reason, "matched_stop": matched}],
-        "usage": {"prompt_tokens": p, "total_tokens": p + n, "completion_tokens": n,
-                  "prompt_tokens_details": None, "reasoning_tokens": rt,
-                  "completion_tokens_details": {"reasoning_tokens": rt}},
-        "metadata": {"weight_version": "default"}}
-
-
-async def chat_stream(srv, body: dict):
-    """``POST /v1/chat/completions`` with ``stream``: OpenAI chunks with content/reasoning deltas."""
-    try:
-        req = _chat_request(srv, body)
-    except BadRequest as e:
-        yield sse({"object": "error", "message": str(e), "type": "BadRequestError", "code": 400})
-        return
-    cid, model = f"chatcmpl-{req.rid}", body.get("model") or srv.args.served_model_name
-    use_parser = srv.args.reasoning_parser and body.get("separate_reasoning", True)
-
-    def chunk(delta: dict, reason=None, matched=None) -> str:
-        return sse({"id": cid, "object": "chat.completion.chunk", "created": now(), "model": model,
-                    "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason,
-                                 "matched_stop": matched}]})
-
-    options = body.get("stream_options") or {}
-    continuous = bool(options.get("include_usage") and options.get("continuous_usage_stats"))
-
-    def usage() -> dict:
-        n, p = len(req.seq.output_ids), len(req.prompt_ids)
-        return {"prompt_tokens": p, "completion_tokens": n, "total_tokens": p + n,
-                "reasoning_tokens": _reasoning_tokens(req) if srv.args.reasoning_parser else 0}
-
-    yield chunk({"role": "assistant", "content": ""})
-    sent_r, sent_c = "", ""
-    try:
-        while True:
-            await req.updates.get()
-            finished = req.seq.finished  # before the yield: the engine steps on while the chunk is sent
-            text = visible_text(srv, req.seq.output_ids, req.seq.finish_reason)
-            r, c = split_reasoning(text) if use_parser else (None, text)
-            r, c = r or "", c or ""
-            delta = {}
-            if r[len(sent_r):]:
-                delta["reasoning_content"] = r[len(sent_r):]
-            if c[len(sent_c):]:
-                delta["content"] = c[len(sent_c):]
-            sent_r, sent_c = r, c
-            if delta:
-                out = json.loads(chunk(delta)[6:])
-                if continuous:  # SGLang: usage on every chunk with ``continuous_usage_stats``
-                    out["usage"] = usage()
-                yield sse(out)
-            if finished:
-                break
-    finally:
-        abort_if_gone(srv, req)
-    reason, matched = _finish(req)
-    yield chunk({}, reason, matched)
-    if options.get("include_usage"):
-        yield sse({"id": cid, "object": "chat.completion.chunk", "created": now(), "model": model, "choices": [],
-                   "usage": usage()})
-    yield "data: [DONE]\n\n"
 
 
 async def health_generate(srv) -> bool:

@@ -164,3 +164,28 @@ def test_decode_batch_lines_carry_acceptance_as_sglang_prints_it(spec_server):
     spec_lines = [d for d in decode if d.accept_len is not None]
     assert spec_lines and all(1.0 <= d.accept_len <= 4.0 for d in spec_lines)
     assert all(abs(d.accept_rate - d.accept_len / 4) < 0.011 for d in spec_lines)
+
+
+def test_chat_with_tools_answers_with_a_tool_call_streamed_or_not_and_refuses_past_the_context(spec_server):
+    _, c = spec_server
+    tools = [{"type": "function", "function": {"name": "reply", "parameters": {"type": "object"}}}]
+    msg = {"messages": [{"role": "system", "content": "Agent."}, {"role": "user", "content": "What is 2+2?"},
+                        {"role": "assistant", "content": None, "tool_calls": [
+                            {"id": "c1", "type": "function", "function": {"name": "calc", "arguments": "{}"}}]},
+                        {"role": "tool", "tool_call_id": "c1", "content": "4"}],
+           "tools": tools, "temperature": 0.0, "max_tokens": 600}
+    r = c.post("/v1/chat/completions", json=msg).json()["choices"][0]
+    (call,) = r["message"]["tool_calls"]
+    assert r["finish_reason"] == "tool_calls" and r["message"]["content"] is None
+    assert call["function"]["name"] == "reply" and json.loads(call["function"]["arguments"])["answer"]
+    chunks = [json.loads(ln[6:]) for ln in c.post("/v1/chat/completions", json={**msg, "stream": True}).text
+              .splitlines() if ln.startswith("data: {")]
+    args = "".join(tc["function"].get("arguments") or "" for ch in chunks for tc in
+                   (ch["choices"][0]["delta"].get("tool_calls") or []) if ch["choices"])
+    assert args == call["function"]["arguments"] and chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+    no_think = c.post("/v1/chat/completions", json={**msg, "tool_choice": "none",
+                                                    "chat_template_kwargs": {"enable_thinking": False}}).json()
+    assert no_think["choices"][0]["message"]["reasoning_content"] is None  # the template closed the think block
+    assert no_think["choices"][0]["message"]["content"]
+    long = c.post("/v1/chat/completions", json={**msg, "max_tokens": 32760})
+    assert long.status_code == 400 and "maximum context length of 32768 tokens" in long.json()["message"]

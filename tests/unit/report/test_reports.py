@@ -150,3 +150,34 @@ def test_smoke_prints_the_output_from_its_start():
     out = console.export_text()
     assert out.splitlines()[1] == "<think>" and "The user asks for 2+2." in out
     assert f"[… {len(text) - 1600} characters …]" in out and out.rstrip().endswith("is 2+2.")
+
+
+def test_prometheus_exports_non_looping_speed_and_acceptance_beside_the_all_sample_figures(run):
+    doc, _, _ = run
+    prom = render_prometheus(doc)
+    mtp = next(c for c in doc["cells"] if c["profile"] == "mtp")
+    who = 'host="sim-local",playbook="field",profile="mtp",temperature="0.7"'
+    # 14 of 16 mtp samples loop: the two clean ones (22 tokens, 7 verify steps each) give 22/7
+    assert mtp["accept_length_nonloop"] == pytest.approx(22 / 7) and mtp["accept_length"] != mtp["accept_length_nonloop"]
+    for metric, key in (("accept_length", "accept_length"), ("accept_length_nonloop", "accept_length_nonloop"),
+                        ("tokens_per_second", "tokens_per_s"), ("tokens_per_second_nonloop", "tokens_per_s_nonloop")):
+        assert f"mtp_remote_{metric}{{{who}}} {mtp[key]}" in prom, metric
+    assert prom.count("# TYPE mtp_remote_accept_length_nonloop gauge") == 1
+    assert 'mtp_remote_accept_length_nonloop{host="sim-local",playbook="field",profile="baseline"' not in prom
+
+
+def test_the_fleet_metrics_carry_the_non_looping_figures_of_every_host(run):
+    from mtp_remote.report.fleet_ci import render_fleet_prometheus
+
+    doc, _, _ = run
+    other = json.loads(json.dumps(doc))
+    other["host"]["name"] = "gpu-2"
+    fleet = {"group": "rack", "hosts": [{"host": "sim-local"}, {"host": "gpu-2"}], "could_not_run": [],
+             "corrupt_hosts": ["sim-local", "gpu-2"], "disagreements": [], "exit_code": 1,
+             "finished_at": "2026-12-03T07:00:00+00:00"}
+    prom = render_fleet_prometheus(fleet, {"sim-local": doc, "gpu-2": other})
+    mtp = next(c for c in doc["cells"] if c["profile"] == "mtp")
+    for host in ("sim-local", "gpu-2"):
+        assert (f'mtp_remote_tokens_per_second_nonloop{{group="rack",host="{host}",playbook="field",profile="mtp",'
+                f'temperature="0.7"}} {mtp["tokens_per_s_nonloop"]}') in prom
+    assert prom.count("# TYPE mtp_remote_tokens_per_second_nonloop gauge") == 1

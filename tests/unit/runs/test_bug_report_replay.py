@@ -111,3 +111,19 @@ def test_bisect_from_a_good_line_other_than_the_baseline_is_not_called_from_the_
                                                "command": "python -m sglang.launch_server ..."}))
     _, text = write_bug_report("20261202-100000-eeee", runs_dir=tmp_path)
     assert "from the `no-overlap` profile (`--good no-overlap`)" in text and "from the baseline" not in text
+
+
+def test_an_agentic_request_is_replayed_whole_with_its_turns_tool_calls_and_tools(tmp_path):
+    from mtp_remote.client import chat_request
+    from tests.unit.config.test_request_shapes import AGENT, TOOLS
+
+    s = _sample("mtp", LOOP, loop=True)
+    s["request"] = chat_request("Which one holds main()?", temperature=0.7, max_tokens=2048, seed=1236, fields={
+        "messages": AGENT, "tools": TOOLS, "chat_template_kwargs": {"enable_thinking": True}, "tool_choice": "auto"})
+    _run(tmp_path, "20261202-100000-ffff", "spec-corrupts-output", [s])
+    _, text = write_bug_report("20261202-100000-ffff", runs_dir=tmp_path)
+    assert "assistant:  -> ls({})" in text and "tool: a.py b.py (answers c1)" in text
+    assert "Tools (1, definitions in the curl body): read_file" in text
+    assert '"chat_template_kwargs": {"enable_thinking": true}' in text and '"tool_choice": "auto"' in text
+    body_line = next(ln for ln in text.splitlines() if ln.startswith("  -d "))
+    assert json.loads(shlex.split(body_line)[1]) == s["request"]["body"]  # the exact body, tools included
