@@ -33,7 +33,8 @@ def write_field(tmp, host: str = HOST) -> None:
         "python": sys.executable, "env": {"SGLANG_SIM_TIME_SCALE": "0.01", "SGLANG_SIM_FAULTS": "state_leak"}}}}
     (tmp / "inventory.yaml").write_text(yaml.safe_dump(inv))
     pb = yaml.safe_load((ROOT / "playbooks" / "diagnose-mtp.yaml").read_text())
-    pb.update(samples=3, max_tokens=1024, temperatures=[0.7], prompts=pb["prompts"][:4])
+    pb.update(samples=3, max_tokens=1024, temperatures=[0.7], prompts=pb["prompts"][:4],
+              compare={**pb["compare"], "calibration": False})  # T > 0 only: no greedy for an A/A arm to floor
     (tmp / "pb.yaml").write_text(yaml.safe_dump(pb))
 
 
@@ -144,7 +145,8 @@ def test_mitigate_on_a_group_runs_every_host_and_names_the_one_whose_best_differ
     (tmp_path / "inventory.yaml").write_text(yaml.safe_dump({"default_host": "sim-a", "hosts": hosts,
                                                              "groups": {"pair": ["sim-a", "sim-b"]}}))
     pb = yaml.safe_load((ROOT / "playbooks" / "diagnose-mtp.yaml").read_text())
-    pb.update(samples=3, max_tokens=768, temperatures=[0.7], prompts=pb["prompts"][:4])
+    pb.update(samples=3, max_tokens=768, temperatures=[0.7], prompts=pb["prompts"][:4],
+              compare={**pb["compare"], "calibration": False})  # T > 0 only: no greedy for an A/A arm to floor
     (tmp_path / "pb.yaml").write_text(yaml.safe_dump(pb))
     r = CliRunner().invoke(main, ["mitigate", "-i", str(tmp_path / "inventory.yaml"), "-H", "pair", "-p",
                                   str(tmp_path / "pb.yaml"), "--runs-dir", str(tmp_path / "runs"),
@@ -166,7 +168,8 @@ def test_spread_shares_the_candidates_out_over_same_release_hosts_and_merges_one
              for name in ("sim-a", "sim-b")}
     (tmp_path / "inventory.yaml").write_text(yaml.safe_dump({"default_host": "sim-a", "hosts": hosts}))
     pb = yaml.safe_load((ROOT / "playbooks" / "diagnose-mtp.yaml").read_text())
-    pb.update(samples=3, max_tokens=768, temperatures=[0.7], prompts=pb["prompts"][:4])
+    pb.update(samples=3, max_tokens=768, temperatures=[0.7], prompts=pb["prompts"][:4],
+              compare={**pb["compare"], "calibration": False})  # T > 0 only: no greedy for an A/A arm to floor
     (tmp_path / "pb.yaml").write_text(yaml.safe_dump(pb))
     doc = spread_mitigate(["sim-a", "sim-b"], inventory=str(tmp_path / "inventory.yaml"),
                           playbook=str(tmp_path / "pb.yaml"), runs_dir=tmp_path / "runs",
