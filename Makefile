@@ -4,7 +4,8 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: demo test test-real real-setup lint install system-deps clean bench container-up container-down
+.PHONY: demo test test-real real-setup lint install system-deps clean bench container-up container-down slurm-up \
+        slurm-down
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -19,17 +20,35 @@ demo: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/fab diagnose; code=$$?; \
 	  if [ $$code -le 1 ]; then echo "demo finished (exit $$code: 1 = a speculative profile corrupts output, as expected on sim-local)"; exit 0; fi; exit $$code
 
-## system-deps: OpenSSH server (tests/ssh start their own sshd on 127.0.0.1), Chromium (the HTML report is
-## opened headless) and podman + runc (the container hosts and tests; docs/containers.md). Installed with apt-get
-## when missing and running as root; otherwise said, and those tests skip. Then podman is probed with a local
-## image (tests/support/containers.py configure: on a cgroup-hybrid host without CAP_SYS_RESOURCE it writes
-## /etc/containers/containers.conf.d/50-mtp-remote.conf, root only).
+## system-deps: the system packages the tests use, installed with apt-get when missing and running as root
+## (otherwise said, and the tests that need them skip). One entry per package in SYSTEM_DEPS below:
+## "<command>[,<command>...]:<apt package>[+<apt package>...]" (any of the commands proves it is there); add new
+## ones there.
+##   sshd      OpenSSH server (tests/ssh start their own sshd on 127.0.0.1)
+##   chromium  the HTML report is opened headless
+##   podman, runc  the container hosts and tests (docs/containers.md; docker instead of both will do). Then podman
+##   is probed with a local image (tests/support/containers.py configure: on a cgroup-hybrid host without
+##   CAP_SYS_RESOURCE it writes /etc/containers/containers.conf.d/50-mtp-remote.conf, root only).
+##   slurmctld, slurmd, munged, sbatch  Debian's SLURM + munge (tests/slurm start a one-node cluster on
+##   127.0.0.1; docs/slurm.md)
+SYSTEM_DEPS := \
+	sshd:openssh-server+openssh-client \
+	chromium:chromium \
+	podman,docker:podman \
+	runc,docker:runc \
+	slurmctld:slurmctld \
+	slurmd:slurmd \
+	munged:munge \
+	sbatch:slurm-client
 system-deps:
 	@missing=""; \
-	command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || missing="$$missing openssh-server openssh-client"; \
-	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
-	command -v podman >/dev/null 2>&1 || command -v docker >/dev/null 2>&1 || missing="$$missing podman"; \
-	command -v docker >/dev/null 2>&1 || command -v runc >/dev/null 2>&1 || missing="$$missing runc"; \
+	for dep in $(SYSTEM_DEPS); do \
+	  found=""; \
+	  for cmd in $$(echo "$${dep%%:*}" | tr , " "); do \
+	    if command -v $$cmd >/dev/null 2>&1 || [ -x /usr/sbin/$$cmd ]; then found=1; fi; \
+	  done; \
+	  [ -n "$$found" ] || missing="$$missing $$(echo "$${dep#*:}" | tr + ' ')"; \
+	done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing:$$missing"; \
@@ -42,19 +61,24 @@ system-deps:
 
 ## test: all tests (unit, integration against the sim, ssh against a real sshd on 127.0.0.1, and real SGLang
 ## 0.5.9 on the CPU: one lifecycle over ssh, a baseline diagnose, a NEXTN lifecycle on the hybrid model and one
-## healthy/leaking NEXTN pair; the first run builds the real-setup cache).
-## TEST_WORKERS pytest-xdist processes (default 2; 1 = serial), one test file per worker at a time (--dist
-## loadfile): the tests of a file share its module fixtures, and no two tests of one file run at once; the
-## real-engine files and those that assert a measured speed or duration run on one worker (tests/conftest.py).
+## healthy/leaking NEXTN pair). real-setup runs first, outside pytest: it builds the real-engine cache once per
+## machine (nothing when its stamps are there) and stops `make test` with the failed step named.
+## TEST_WORKERS pytest-xdist processes (default 2; 1 = serial) with --dist loadgroup: tests/conftest.py puts
+## each file in an xdist_group of its own (its tests share its module fixtures and never run beside each other)
+## and the real-engine files and those that assert a measured speed or duration in one group (one worker).
+## --durations=10 lists the ten slowest tests. The rig and its measured times: docs/testing.md.
 TEST_WORKERS ?= 2
-test: $(STAMP) system-deps
-	$(BIN)/python -m pytest -q -ra $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
+test: $(STAMP) system-deps real-setup
+	$(BIN)/python -m pytest -q -ra --durations=10 $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup)
 
-## real-setup: real SGLang 0.5.9 for this CPU + a tiny local Qwen3, cached once per machine outside the clone
-## (~/.cache/mtp-remote/sglang-0.5.9-cpu-v2/; test scaffolding: tests/support/real_sglang.py, real_hybrid.py).
+## real-setup: real SGLang 0.5.9 for this CPU + tiny local models + the lint venv of tests/sglang_parser, cached
+## once per machine outside the clone in ~/.cache/mtp-remote/ (MTP_REMOTE_REAL_CACHE=DIR moves it). A sequence of
+## named steps (pip, the SGLang patches, the model build; tests/support/real_sglang.py STEPS), each stamped when
+## done: a second run builds nothing, a failed one resumes at its step. Progress every 30 s; the whole output
+## in <cache>/sglang-0.5.9-cpu-v2.build.log. REBUILD=1 builds it all again.
 ## Then `fab -H real-cpu diagnose` (dense, STANDALONE) and `fab -H real-hybrid diagnose` (hybrid, NEXTN) run against it.
 real-setup: $(STAMP)
-	$(BIN)/python -m tests.support.real_sglang
+	@$(BIN)/python -m tests.support.real_sglang $(if $(REBUILD),--rebuild)
 
 ## test-real: the real-engine tests in full: baseline vs STANDALONE (real-cpu), diagnose on every real-hybrid*
 ## host (NEXTN, healthy and two injected real faults), both real hosts against transformers' reference
@@ -82,6 +106,16 @@ container-down:
 ## lint: ruff over mtp_remote, bench and tests with the rule sets pinned in pyproject.toml (not part of `make test`)
 lint: $(STAMP)
 	$(BIN)/ruff check mtp_remote bench tests
+
+## slurm-up: a one-node SLURM cluster on 127.0.0.1 for trying the SLURM kind by hand (as root; munged, slurmctld,
+## slurmd with two fake GPUs, state in $(SLURM_DIR)); `fab -H sim-slurm diagnose` and `mtp-remote nightly -H
+## slurm-nodes` use it. slurm-down stops those daemons by PID (tests/support/slurm.py).
+SLURM_DIR ?= /tmp/mtp-remote-slurm
+slurm-up: $(STAMP) system-deps
+	$(BIN)/python -m tests.support.slurm up --dir $(SLURM_DIR)
+
+slurm-down:
+	$(PY) -m tests.support.slurm down --dir $(SLURM_DIR)
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

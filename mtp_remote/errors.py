@@ -11,7 +11,6 @@
     │   └── LockError              another run holds the host lock (owner, run id, heartbeat age)
     ├── LaunchError                the server did not become ready: outcome, cause, hint, log tail
     ├── StopError                  a server we started would not stop, or GPU memory was not released
-    ├── ServerRequestError         a request to the server failed at the run level (not per sample)
     ├── AnalysisInputError         a file given to ``analyze`` could not be read as text/JSON
     ├── RunsDirError               the runs directory stopped taking writes (full disk, quota, read-only)
     └── Interrupted                Ctrl-C / SIGTERM: servers stopped, samples kept, how to resume
@@ -22,7 +21,9 @@ Per-sample and per-host failures are data (``error`` fields), not exceptions. On
 
 from __future__ import annotations
 
+import copy
 import errno
+from pathlib import Path
 
 #: Exit codes shared by the CLI and the Fabric tasks.
 EXIT_HEALTHY = 0
@@ -41,17 +42,33 @@ def worst_exit(codes) -> int:
 
 
 class MtpRemoteError(Exception):
-    """Base of every expected error. ``evidence`` is printed under the message by the CLI."""
+    """Base of every expected error. ``evidence`` is printed under the message by the CLI; ``run_id`` and
+    ``run_dir`` name the run the error ended, when it got as far as one (its summary.json, junit.xml and
+    metrics.prom are there: :meth:`in_run`)."""
 
     exit_code = EXIT_RUN_FAILED
 
-    def __init__(self, message: str, *, evidence: str | None = None):
+    def __init__(self, message: str, *, evidence: str | None = None, run_id: str | None = None,
+                 run_dir: Path | None = None):
         super().__init__(message)
         self.message = message
         self.evidence = evidence
+        self.run_id = run_id
+        self.run_dir = run_dir
 
     def __str__(self) -> str:
         return self.message
+
+    def in_run(self, note: str = "", *, run_id: str | None = None, run_dir: Path | None = None):
+        """This error as it ends a run, built whole to be raised: a copy of it (same class, evidence and fields)
+        with ``note`` appended to the message (e.g. the resume command) and the run it ended (``run_id``,
+        ``run_dir``; kept from this error when not given)."""
+        err = copy.copy(self)
+        err.message = self.message + note
+        err.args = (err.message,)
+        err.run_id = run_id if run_id is not None else self.run_id
+        err.run_dir = run_dir if run_dir is not None else self.run_dir
+        return err
 
 
 class ConfigError(MtpRemoteError):
@@ -95,15 +112,12 @@ class HostKeyError(ConnectError):
 
 
 class TransportLost(ConnectError):
-    """An open SSH connection dropped (sshd gone, network lost) and could not be re-opened within its bound.
-
-    ``servers_left`` lists what may still run on the host (one line each, with the command that stops it);
-    the runner fills it when it could not stop the server it launched."""
+    """An open SSH connection dropped (sshd gone, network lost) and could not be re-opened within its bound;
+    ``cause``: why, as the transport saw it."""
 
     def __init__(self, message: str, *, host: str | None = None, cause: str | None = None):
         super().__init__(message, host=host)
         self.cause = cause
-        self.servers_left: list[str] = []
 
 
 class LockError(RemoteError):
@@ -121,10 +135,6 @@ class LaunchError(MtpRemoteError):
 
 class StopError(MtpRemoteError):
     """A server we started did not exit, or its GPU memory was not released in time."""
-
-
-class ServerRequestError(MtpRemoteError):
-    """The server could not be reached at all (not a per-sample failure)."""
 
 
 class AnalysisInputError(MtpRemoteError):

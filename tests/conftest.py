@@ -25,13 +25,14 @@ __all__ = ["ROOT", "CORPUS", "free_port", "SshServer"]
 os.environ.pop("MTP_REMOTE_PORT_OFFSET", None)
 
 
-#: Files that run one after another on one xdist worker, never beside each other: real SGLang on the CPU (its
-#: torch threads take every core) and the tests that assert a measured speed or duration (tokens/s ratios,
-#: parallel wall time, signal timing). Every other file is its own unit, as with ``--dist loadfile``.
+#: The xdist group of the files that run one after another on one worker, never beside each other: real SGLang
+#: on the CPU (its torch threads take every core) and the tests that assert a measured speed or duration
+#: (tokens/s ratios, parallel wall time, signal timing).
 ONE_WORKER = "timed-and-real-engine"
 TIMED_FILES = frozenset({
     "tests/real/test_cpu_tree_ops.py", "tests/real/test_real_diagnose.py", "tests/real/test_real_lifecycle.py",
     "tests/real/test_real_hybrid.py", "tests/real/test_real_reference.py", "tests/real/test_real_faults.py",
+    "tests/real/test_real_loop_stop.py",
     "tests/integration/test_mitigate.py", "tests/integration/test_speed_verdicts.py",
     "tests/integration/test_sampling_occupancy.py",
     "tests/integration/test_force_signal.py", "tests/integration/test_real_behaviour_lifecycle.py",
@@ -40,23 +41,32 @@ TIMED_FILES = frozenset({
     "tests/ssh/test_connect_errors.py", "tests/integration/test_gpu_namespace.py", "tests/containers/test_sim_pid1.py",
 })
 
-try:
-    from xdist.scheduler import LoadFileScheduling
-except ImportError:  # pytest-xdist is a dev dependency; without it the suite runs serially
-    LoadFileScheduling = None
 
-if LoadFileScheduling is not None:
-    class _TimedApartScheduling(LoadFileScheduling):
-        """``--dist loadfile`` with the :data:`TIMED_FILES` as one unit (one worker, in collection order)."""
+def pytest_configure(config):
+    # pytest-xdist registers the mark when loaded; a serial run (-p no:xdist) must know it too
+    config.addinivalue_line("markers", "xdist_group(name): the tests of one group run on one xdist worker")
 
-        def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return ONE_WORKER if path in TIMED_FILES else path
 
-    def pytest_xdist_make_scheduler(config, log):
-        if config.getvalue("dist") == "loadfile":
-            return _TimedApartScheduling(config, log)
-        return None
+def pytest_itemcollected(item):
+    """The units of ``--dist loadgroup`` (``make test``): every test gets an ``xdist_group`` mark as it is
+    collected (before xdist's worker appends each item's group to its node id): the :data:`TIMED_FILES` the one
+    group :data:`ONE_WORKER`, every other file a group of its own (its path), so the tests of a file share its
+    module fixtures and never run beside each other, as with ``--dist loadfile``. A test that sets its own
+    ``xdist_group`` keeps it. Without xdist the mark is inert."""
+    if item.get_closest_marker("xdist_group") is None:
+        path = item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(ONE_WORKER if path in TIMED_FILES else path))
+
+
+@pytest.hookimpl(trylast=True)  # after xdist's worker hook, which appends each test's group to its node id
+def pytest_collection_modifyitems(config, items):
+    """Refuse to run ``--dist loadgroup`` ungrouped: pytest-xdist 3.8 names a test's group by appending
+    ``@<group>`` to its node id, which pytest 9.2 ignores (pytest-dev/pytest-xdist#1386), so the files' tests
+    would spread over the workers, real SGLang beside the timed tests (``pyproject.toml`` pins pytest < 9.2)."""
+    if getattr(config.option, "loadgroup", False) and items and "@" not in items[0].nodeid:
+        raise pytest.UsageError(
+            f"--dist loadgroup does not group with pytest {pytest.__version__} and this pytest-xdist "
+            "(pytest-dev/pytest-xdist#1386): install the pinned versions (make install)")
 
 
 @pytest.fixture(scope="session")

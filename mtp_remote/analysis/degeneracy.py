@@ -143,7 +143,7 @@ _MIXED_DIGITS = re.compile(r"\d[^\W\d_]|[^\W\d_]\d")  # a digit inside a word to
 _FENCE = re.compile(r"^[^\S\n]*(?P<fence>`{3,}(?=[^`\n]*$)|~{3,})(?P<info>[^\n]*)$", re.MULTILINE)
 
 
-def _split(text: str) -> tuple[list[str], list[str]]:
+def split_tokens(text: str) -> tuple[list[str], list[str]]:
     """(raw matches with their leading whitespace, tokens)."""
     raw = _token_pattern(text).findall(text)
     return raw, [t.lstrip() or "\n" for t in raw]
@@ -155,7 +155,7 @@ def tokenize(text: str) -> list[tuple[str, int]]:
     Offsets are indexes into ``text`` (Python characters, not bytes). Example:
     ``tokenize("Hi, 世界!\\n")`` -> ``[("Hi", 0), (",", 2), ("世", 4), ("界", 5), ("!", 6), ("\\n", 7)]``.
     """
-    raw, toks = _split(text)
+    raw, toks = split_tokens(text)
     out: list[tuple[str, int]] = []
     pos = 0
     for r, t in zip(raw, toks):
@@ -343,7 +343,7 @@ def compression_ratio(text: str) -> float:
     return len(data) / len(zlib.compress(data)) if data else 0.0
 
 
-def _ids_of(toks: list[str]) -> np.ndarray:
+def text_token_ids(toks: list[str]) -> np.ndarray:
     """Integer ids for text tokens (Python string hashes: equal tokens, equal ids)."""
     return np.fromiter(map(hash, toks), dtype=np.int64, count=len(toks))
 
@@ -385,14 +385,14 @@ def _outside(offsets: np.ndarray, spans: list[tuple[int, int]]) -> np.ndarray:
     return np.flatnonzero(keep)
 
 
-def _offsets(raw: list[str], toks: list[str]) -> np.ndarray:
+def token_offsets(raw: list[str], toks: list[str]) -> np.ndarray:
     """Character offset of every token (numpy, from the raw match lengths)."""
     ends = np.cumsum(np.fromiter(map(len, raw), dtype=np.int64, count=len(raw)))
     lens = np.fromiter(map(len, toks), dtype=np.int64, count=len(toks))
     return ends - lens
 
 
-def _escaped_outside_structure(text_ids: np.ndarray, offsets: np.ndarray,
+def escaped_outside_structure(text_ids: np.ndarray, offsets: np.ndarray,
                                spans: list[tuple[int, int]]) -> Run | None:
     """The escaped loop among the tokens outside structured content, as a run in text-token indexes (its
     span may hold left-out tokens: ``period`` and ``copies`` are counted on the tokens kept)."""
@@ -432,7 +432,7 @@ def detect_near_loop(text: str, toks: list[str], exact: tuple[Run, str] | None =
             for t in set(toks).difference(_NORMALISED):
                 _NORMALISED[t] = _DIGITS.sub(_DIGIT_PLACEHOLDER, t)
             norm = [_NORMALISED[t] for t in toks]
-            norm_ids = _ids_of(norm)
+            norm_ids = text_token_ids(norm)
         if norm is None:
             norm = [_DIGIT_PLACEHOLDER if t.isdecimal() else t for t in toks]
         if not may_end_in_loop(norm_ids) or not any(_is_word(t) for t in set(norm)):
@@ -446,7 +446,7 @@ def detect_near_loop(text: str, toks: list[str], exact: tuple[Run, str] | None =
             return run
     if len(toks) < CYCLE_WINDOW or sum(1 for t in set(toks[-CYCLE_WINDOW:]) if _is_word(t)) < NEAR_MIN_DISTINCT_WORDS:
         return None
-    return detect_cycling(text_ids if text_ids is not None else _ids_of(toks))
+    return detect_cycling(text_ids if text_ids is not None else text_token_ids(toks))
 
 
 def detect_cycling(ids: np.ndarray, window: int = CYCLE_WINDOW,
@@ -479,8 +479,8 @@ def analyze_text(text: str, token_ids: Sequence[int] | None = None) -> TextMetri
     check is redone on the text tokens outside it (ids cannot be mapped to code fences). Runs in ~O(n);
     never raises on any string.
     """
-    raw, toks = _split(text)
-    text_ids = _ids_of(toks)
+    raw, toks = split_tokens(text)
+    text_ids = text_token_ids(toks)
     if token_ids is not None:
         ids = np.asarray(token_ids, dtype=np.int64).reshape(-1)
         found = detect_loop(ids)
@@ -494,7 +494,7 @@ def analyze_text(text: str, token_ids: Sequence[int] | None = None) -> TextMetri
     if found is not None and found[1] == "escaped":
         spans = structured_spans(text)
         if spans:
-            run = _escaped_outside_structure(text_ids, _offsets(raw, toks), spans)
+            run = escaped_outside_structure(text_ids, token_offsets(raw, toks), spans)
             found = (run, "escaped") if run is not None else None
             in_text_tokens = True
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .degeneracy import _escaped_outside_structure, _ids_of, _offsets, _split, structured_spans
+from .degeneracy import escaped_outside_structure, text_token_ids, token_offsets, split_tokens, structured_spans
 from .loops import detect_loop
 
 #: Our finish reason for a request stopped once its loop was settled (the server's are "stop" and "length").
@@ -68,15 +68,15 @@ def settled_loop(text: str, token_ids: Sequence[int] | None = None) -> SettledLo
     ``token_ids``: its ids when the server streams them (then the rule must hold on the ids and on the text).
     Cost: one loop search, ~0.4 µs per token."""
     stable = _stable_text(text)
-    raw, toks = _split(stable)
+    raw, toks = split_tokens(stable)
     if stable is text and toks:  # the last token may still grow: leave it out
         raw, toks = raw[:-1], toks[:-1]
     if len(toks) < FIRST_LOOK_TOKENS:
         return None
-    text_ids = _ids_of(toks)
+    text_ids = text_token_ids(toks)
     spans = structured_spans(stable)
     if spans:
-        run = _escaped_outside_structure(text_ids, _offsets(raw, toks), spans)
+        run = escaped_outside_structure(text_ids, token_offsets(raw, toks), spans)
     else:
         found = detect_loop(text_ids, allow_tail=False)
         run = found[0] if found else None

@@ -33,7 +33,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
-from ..errors import EXIT_CORRUPT, EXIT_HEALTHY, EXIT_INCONCLUSIVE
+from ..errors import EXIT_CORRUPT, EXIT_HEALTHY, EXIT_INCONCLUSIVE, EXIT_RUN_FAILED
 from .cells import CellSummary, SampleObs, mean_of
 from .divergence import NEAR_TIE_MARGIN, Calibration
 from .lossless import NO_FLOOR, LosslessTest, lossless_member, lossless_tests
@@ -97,14 +97,26 @@ def launch_failed(profile: str, cause: str, hint: str, *, after_ready: bool = Fa
                    temperature=None, comparisons=[])
 
 
+#: Launch failures that say nothing of the profile's flags — the host's port was taken (between two profiles:
+#: another server started meanwhile), the workdir or the python were not usable, the record not writable: the
+#: profile could not be tried, so the run could not be done (exit 2), never "corrupts output" (exit 1).
+HOST_CAUSES = frozenset({"port_in_use", "workdir_not_private", "workdir_not_writable", "no_python",
+                         "record_write_failed"})
+
+
 def exit_code(verdicts: Iterable[Verdict | str]) -> int:
-    """1 (``errors.EXIT_CORRUPT``) if any verdict is ``spec-corrupts-output`` or a failure (:func:`is_failure`),
-    else 3 (``errors.EXIT_INCONCLUSIVE``) if any is ``inconclusive`` (a nightly in CI must not pass without
-    evidence), else 0. ``base-model-degenerates``, ``spec-ineffective`` and ``spec-slower`` exit 0: they are
-    findings, not a broken speculative decoder (the report shows them)."""
+    """1 (``errors.EXIT_CORRUPT``) if any verdict is ``spec-corrupts-output`` or a failure (:func:`is_failure`)
+    of the profile itself, else 2 (``errors.EXIT_RUN_FAILED``) if a profile could not be tried
+    (``launch-failed:`` a :data:`HOST_CAUSES` cause), else 3 (``errors.EXIT_INCONCLUSIVE``) if any is
+    ``inconclusive`` (a nightly in CI must not pass without evidence), else 0. ``base-model-degenerates``,
+    ``spec-ineffective`` and ``spec-slower`` exit 0: they are findings, not a broken speculative decoder (the
+    report shows them)."""
     kinds = [v if isinstance(v, str) else v.kind for v in verdicts]
-    if any(k == "spec-corrupts-output" or is_failure(k) for k in kinds):
+    untried = {f"launch-failed:{c}" for c in HOST_CAUSES}
+    if any(k == "spec-corrupts-output" or (is_failure(k) and k not in untried) for k in kinds):
         return EXIT_CORRUPT
+    if any(k in untried for k in kinds):
+        return EXIT_RUN_FAILED
     if "inconclusive" in kinds:
         return EXIT_INCONCLUSIVE
     return EXIT_HEALTHY

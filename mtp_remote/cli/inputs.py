@@ -16,7 +16,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..client import _join_reasoning
+from ..analysis.samples import analysed_text
+from ..client import join_reasoning
 from ..errors import AnalysisInputError
 from ..files import MAX_INPUT_BYTES, InputTooLarge, loads_json, read_bounded
 
@@ -39,7 +40,7 @@ def _message_text(msg: dict) -> str:
     content = msg.get("content")
     if isinstance(content, list):
         content = "".join(p.get("text") or "" if isinstance(p, dict) else str(p) for p in content)
-    return _join_reasoning(reasoning if isinstance(reasoning, str) else None, content)
+    return join_reasoning(reasoning if isinstance(reasoning, str) else None, content)
 
 
 def _from_json_shapes(label: str, data) -> list[tuple[str, str, list[int] | None]]:
@@ -54,8 +55,6 @@ def _from_json_shapes(label: str, data) -> list[tuple[str, str, list[int] | None
         meta = data.get("meta_info") or {}
         text = data["text"] or ""
         if "profile" in data:  # one samples.jsonl record: analyse it as diagnose did
-            from ..analysis.samples import analysed_text  # (not .runner: its imports cost ~0.3 s)
-
             label = f"{label}:{data['profile']}/T={data.get('temperature')}/{data.get('prompt_id')}/{data.get('sample_index')}"
             text = analysed_text(text, bool(data.get("think_opened_by_prompt")))
         return [(label, text, data.get("output_ids") or meta.get("output_ids"))]
@@ -97,7 +96,7 @@ class _Stream:
     def texts(self) -> Iterator[tuple[str, str, list[int] | None]]:
         many = len(self.parts) > 1
         for i, (reasoning, content, seen) in enumerate(self.parts.values()):
-            text = _join_reasoning("".join(reasoning) if reasoning else None, "".join(content) if seen[0] else None)
+            text = join_reasoning("".join(reasoning) if reasoning else None, "".join(content) if seen[0] else None)
             yield (f"{self.path}#{i}" if many else self.path), text, None
 
 

@@ -1,4 +1,5 @@
-"""The ``mtp-remote`` command line (click). Thin: parse options, call :mod:`mtp_remote.experiment.diagnose`, render.
+"""The ``mtp-remote`` command line (click): options → the command's arguments (:mod:`mtp_remote.commands.args`) →
+:func:`mtp_remote.cli.render.run` (the command, its rendering, its exit code), the same path ``fab`` takes.
 
 This is one of the two places that catch broad errors: an expected :class:`MtpRemoteError` becomes one red
 line (plus its evidence) and its exit code; anything else is a bug and keeps its traceback.
@@ -6,35 +7,23 @@ line (plus its evidence) and its exit code; anything else is a bug and keeps its
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 
 import click
-from rich.markup import escape
 
 from .. import __version__
-from ..config.paths import DEFAULT_PLAYBOOK, HISTORY_FILE
+from ..commands.args import BisectArgs, DiagnoseArgs, MitigateArgs, NightlyArgs
+from ..config.paths import DEFAULT_NIGHTLY_PLAYBOOK, DEFAULT_PLAYBOOK
+from . import lazy
 from .host import launch, logs, preflight, smoke, status, stop
-from .lazy import api as _api
-from .lazy import make_console
-from .options import (
-    INTERRUPTS,
-    _console_hooks,
-    _fleet,
-    _host_opt,
-    _inventory_opt,
-    _playbook_opt,
-    handle_errors,
-    runs_dir_option,
-)
+from .options import handle_errors, host_opt, inventory_opt, playbook_opt, runs_dir_option
 from .runs import compare_cmd, hosts_cmd, report_cmd
 from .tools import classify_log_cmd, lint_command_cmd
 from .watch import watch_cmd
 
-# Start-up time: ``--version``/``--help`` import only click and the light modules above (~0.1 s). The experiment
-# layer (scipy, numpy, httpx, pydantic, jinja2: ~1 s) and the rich renderers are imported inside the command
-# that uses them ("deferred" below), so a command pays only for what it runs.
+# Start-up time: ``--version``/``--help`` import only click and the light modules above (~0.1 s); each command
+# reaches the workflows and the rich renderers through :mod:`mtp_remote.cli.lazy` when it runs.
 
 
 _EPILOG = """\b
@@ -111,8 +100,8 @@ def main(verbose: int) -> None:
 
 
 @main.command()
-@_inventory_opt
-@_host_opt
+@inventory_opt
+@host_opt
 @click.option("-p", "--playbook", default=DEFAULT_PLAYBOOK, show_default=True, help="Playbook (YAML).")
 @click.option("--profile", "profiles", multiple=True, help="Only these profiles (baseline always runs). Repeatable.")
 @click.option("--samples", type=click.IntRange(min=1), default=None, help="Override samples per prompt per temperature.")
@@ -132,34 +121,10 @@ def diagnose(inventory, host, playbook, profiles, samples, max_tokens, runs_dir,
 
     -H a,b,c or an inventory group runs it on every host at once (fleet report, disagreeing hosts named).
     --attach baseline=URL --attach NAME=URL compares endpoints that are already serving (no inventory needed)."""
-    from ..experiment.runner import Hooks  # deferred: keeps --version/--help fast
-    from ..report.console import (  # deferred: keeps --version/--help fast
-        RichHooks,
-        cells_table,
-        print_run_end,
-        verdict_table,
-    )
-
-    if not attach and _fleet("diagnose", inventory, host, playbook=playbook, runs_dir=runs_dir, samples=samples,
-                             as_json=as_json, stop_on_loop=stop_on_loop):
-        return
-
-    console = make_console(stderr=as_json)
-    rh = RichHooks(console)
-    hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample, on_loop=rh.on_loop,
-                  interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
-    overrides = {k: v for k, v in (("samples", samples), ("max_tokens", max_tokens), ("stop_on_loop", stop_on_loop))
-                 if v is not None}
-    res = _api().diagnose(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir,
-                       profiles=list(profiles) or None, resume=resume, hooks=hooks, overrides=overrides,
-                       attach=list(attach) or None)
-    if as_json:
-        click.echo(json.dumps(res.summary, indent=2, default=str))
-    else:
-        console.print(cells_table(res.summary))
-        console.print(verdict_table(res.summary))
-        print_run_end(console, res.summary, res.run_dir, res.exit_code, inventory=inventory)
-    sys.exit(res.exit_code)
+    args = DiagnoseArgs(runs_dir, inventory=inventory, host=host, playbook=playbook, profiles=tuple(profiles),
+                        samples=samples, max_tokens=max_tokens, resume=resume, stop_on_loop=stop_on_loop,
+                        attach=tuple(attach))
+    sys.exit(lazy.render_runs().run("diagnose", args, as_json=as_json))
 
 
 @main.command()
@@ -177,15 +142,13 @@ def analyze(as_json, per_row, files):
     read is reported ({"file", "error"} with --json) and the others are still analysed. Many texts (a
     samples.jsonl) print a summary and the looping ones; --rows prints every row. Exits 2 when any
     file failed, else 1 when any text loops, else 0."""
-    from .tools import run_analyze  # deferred: keeps --version/--help fast
-
-    sys.exit(run_analyze(files, as_json=as_json, per_row=per_row))
+    sys.exit(lazy.tool_views().run_analyze(files, as_json=as_json, per_row=per_row))
 
 
 @main.command()
-@_inventory_opt
-@_host_opt
-@click.option("-p", "--playbook", default="playbooks/nightly.yaml", show_default=True, help="Playbook (YAML).")
+@inventory_opt
+@host_opt
+@click.option("-p", "--playbook", default=DEFAULT_NIGHTLY_PLAYBOOK, show_default=True, help="Playbook (YAML).")
 @runs_dir_option()
 @click.option("--history", "history_db", default=None, help="SQLite history file (default RUNS_DIR/history.sqlite).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json (with the regression check) to stdout.")
@@ -210,70 +173,9 @@ def nightly(inventory, host, playbook, runs_dir, history_db, as_json, metrics_fi
     runs/fleet-ID/ with summary.json (each host's verdict, the hosts that
     disagree), junit.xml (one case per host) and metrics.prom (every host,
     labelled with the group). Exit code: the largest of the hosts'."""
-    from ..experiment.runner import Hooks  # deferred: keeps --version/--help fast
-    from ..fleet.nightly import fleet_spec, run_nightly  # deferred: keeps --version/--help fast
-    from ..fleet.regression import describe  # deferred: keeps --version/--help fast
-    from ..report.console import RichHooks, print_run_end, verdict_table  # deferred: rich renderers
-
-    console = make_console(stderr=as_json)
-    fleet = fleet_spec(inventory, host)
-    if fleet is not None:
-        _nightly_fleet(console, fleet, inventory=inventory, playbook=playbook, runs_dir=runs_dir,
-                       history_db=history_db, as_json=as_json, metrics_file=metrics_file, workers=workers)
-    rh = RichHooks(console)
-    hooks = Hooks(on_progress=rh.on_progress, on_profile=rh.on_profile, on_sample=rh.on_sample, on_loop=rh.on_loop,
-                  interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
-    res = run_nightly(inventory=inventory, host=host, playbook=playbook, runs_dir=runs_dir, history_db=history_db,
-                      hooks=hooks, metrics_file=metrics_file)
-    doc = res.summary
-    if as_json:
-        click.echo(json.dumps(doc, indent=2, default=str))
-    if res.error is not None:
-        err_console = make_console(stderr=True)
-        err_console.print(f"[bold red]error:[/] {escape(str(res.error))}", highlight=False)
-        if res.error.evidence:
-            err_console.print(res.error.evidence, style="dim", highlight=False, markup=False)
-        console.print(f"history {res.history_db}", highlight=False)
-        print_run_end(console, doc, res.run_dir, res.exit_code, inventory=inventory)
-        sys.exit(res.exit_code)
-    if not as_json:
-        console.print(verdict_table(doc))
-    rep = res.regression
-    if rep is not None and rep.baseline_run is None:
-        console.print("regression check: no earlier good run of this host and playbook to compare with")
-    elif rep is not None:
-        lines = describe(rep)
-        console.print(f"regression check against {rep.baseline_run}: "
-                      + ("[bold red]regressed[/]" if lines else "[green]no tested regression[/]"))
-        for line in lines:
-            console.print(f"  {escape(line)}", highlight=False)
-    console.print(f"history {res.history_db}", highlight=False)
-    print_run_end(console, doc, res.run_dir, res.exit_code, inventory=inventory)
-    sys.exit(res.exit_code)
-
-
-def _nightly_fleet(console, fleet, *, inventory, playbook, runs_dir, history_db, as_json, metrics_file, workers):
-    """The nightly over a group: run it, print the fleet table and where the artefacts are, exit."""
-    from ..experiment.runner import Hooks  # deferred: keeps --version/--help fast
-    from ..fleet.fleet import print_fleet  # deferred: keeps --version/--help fast
-    from ..fleet.nightly_fleet import run_nightly_fleet  # deferred: keeps --version/--help fast
-
-    hosts, group = fleet
-    hooks = Hooks(interrupted=lambda: INTERRUPTS.requested, checkpoint=INTERRUPTS.check)
-    res = run_nightly_fleet(hosts, group=group, inventory=inventory, playbook=playbook, runs_dir=runs_dir,
-                            history_db=history_db, hooks=hooks, metrics_file=metrics_file, max_workers=workers,
-                            on_progress=lambda h, m: console.print(f"[dim]\\[{h}][/] {escape(m)}", highlight=False))
-    if as_json:
-        click.echo(json.dumps(res.summary, indent=2, default=str))
-    print_fleet(console, res.report, runs_dir=runs_dir, inventory=inventory)
-    doc = res.summary
-    for h in doc["hosts"]:
-        if h["regressed"]:
-            console.print(f"[bold red]regressed[/] {h['host']} since {h['regression_baseline']}: "
-                          f"{escape(', '.join(h['regressed']))}", highlight=False)
-    console.print(f"fleet nightly {doc['fleet_id']} (group {escape(group)}): {res.fleet_dir}/summary.json, "
-                  f"junit.xml, metrics.prom; history {res.history_db}", highlight=False)
-    sys.exit(res.exit_code)
+    args = NightlyArgs(runs_dir, inventory=inventory, host=host, playbook=playbook, history_db=history_db,
+                       metrics_file=metrics_file, workers=workers)
+    sys.exit(lazy.render_runs().run("nightly", args, as_json=as_json))
 
 
 @main.command("history")
@@ -291,54 +193,14 @@ def history_cmd(host, group, runs_dir, history_db, limit, probes, as_json):
 
     A fleet nightly (nightly -H GROUP) records one row per host with its group; --group lists them.
     --probes lists the probes `watch` recorded (loops, acceptance, greedy stability, alerts)."""
-    from rich.table import Table  # deferred: keeps --version/--help fast
-
-    from ..errors import ConfigError  # deferred: keeps --version/--help fast
-    from ..report import history as store  # deferred: keeps --version/--help fast
-
-    history_db = str(history_db or f"{runs_dir}/{HISTORY_FILE}")
-    if probes:
-        from ..report.console import probes_table  # deferred: keeps --version/--help fast
-
-        rows = store.probe_history(history_db, endpoint=host, limit=limit)
-        if as_json:
-            click.echo(json.dumps(rows, indent=2))
-        elif not rows:
-            raise ConfigError("no watch probe recorded" + (f" for endpoint {host!r}" if host else "") +
-                              " (`mtp-remote watch` records each probe)", file=history_db)
-        else:
-            make_console().print(probes_table(rows, history_db))
-        return
-    if not store.check_history_path(history_db).exists():
-        raise ConfigError("no runs recorded yet (`mtp-remote diagnose` and `nightly` record every run)",
-                          file=history_db)
-    rows = store.history(history_db, host=host, group=group, limit=limit)
-    if as_json:
-        click.echo(json.dumps(rows, indent=2))
-        return
-    if not rows and (host or group):  # an empty table alone reads as "no runs at all": name what there is
-        hosts, groups = store.recorded_names(history_db)
-        what = " and ".join(x for x in (host and f"host {host!r}", group and f"group {group!r}") if x)
-        make_console().print(f"{history_db}: no run recorded for {escape(what)}; hosts with runs: "
-                             f"{escape(', '.join(hosts) or 'none')}; groups with runs: "
-                             f"{escape(', '.join(groups) or 'none')}", highlight=False)
-        return
-    t = Table(title=f"History — {history_db}" + (f" — group {group}" if group else ""))
-    for col in ("run", "host", "group", "playbook", "started (UTC)", "status", "exit", "verdicts / cause"):
-        t.add_column(col)
-    for r in rows:
-        ok = r["status"] == "completed"
-        what = ", ".join(f"{p}: {k}" for p, k in r["verdicts"].items()) if ok else (r["cause"] or "")
-        t.add_row(r["run_id"], r["host"], escape(r["group"] or "–"), r["playbook"],
-                  r["started_at"][:19].replace("T", " "),
-                  r["status"] if ok else f"[red]{r['status']}[/]", str(r["exit_code"]), escape(what))
-    make_console().print(t)
+    sys.exit(lazy.views().history(host=host, group=group, runs_dir=runs_dir, history_db=history_db, limit=limit,
+                                  as_json=as_json, probes=probes))
 
 
 @main.command()
-@_inventory_opt
-@_host_opt
-@_playbook_opt
+@inventory_opt
+@host_opt
+@playbook_opt
 @click.option("--from", "--from-run", "from_run", metavar="RUN_ID", default=None,
               help="The diagnose run to start from: its corrupting profile, and its baseline samples when host and "
                    "experiment match.")
@@ -355,39 +217,15 @@ def mitigate(inventory, host, playbook, from_run, profile, only, samples, runs_d
     """Try flag changes on a corrupting profile; rank the loop-free ones by speed (exit 1: none is loop-free).
 
     -H a,b,c or a group runs it on every host (fleet); with --spread the candidates are shared out instead."""
-    from ..experiment.hosts import fleet_hosts  # deferred: keeps --version/--help fast
-    from ..fleet.fleet import print_mitigation, spread_mitigate  # deferred: keeps --version/--help fast
-
-    if spread and len(hosts := fleet_hosts(inventory, host)) > 1:
-        console = make_console()
-        doc = spread_mitigate(hosts, inventory=inventory, playbook=playbook, runs_dir=runs_dir, samples=samples,
-                              only=list(only) or None,
-                              on_progress=lambda h, m: console.print(f"[dim]\\[{h}][/] {escape(m)}", highlight=False))
-        print_mitigation(console, doc)
-        for h, why in doc["left_out"].items():
-            console.print(f"[yellow]left out {h}:[/] {escape(why)}")
-        sys.exit(doc["exit_code"])
-    if _fleet("mitigate", inventory, host, playbook=playbook, runs_dir=runs_dir, samples=samples,
-              only=list(only) or None, as_json=as_json):
-        return
-    from ..search.mitigate import mitigate as run_mitigate  # deferred: keeps --version/--help fast
-
-    console = make_console(stderr=as_json)
-    hooks = _console_hooks(console)
-    res = run_mitigate(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir, profile=profile,
-                       from_run=from_run, resume=resume, only=list(only) or None, samples=samples, hooks=hooks)
-    if as_json:
-        click.echo(json.dumps(res.document, indent=2, default=str))
-    else:
-        print_mitigation(console, res.document)
-        console.print(f"report: {res.run_dir / 'mitigation.md'}  (exit code {res.exit_code})")
-    sys.exit(res.exit_code)
+    args = MitigateArgs(runs_dir, inventory=inventory, host=host, playbook=playbook, from_run=from_run, profile=profile,
+                        only=tuple(only), samples=samples, resume=resume, spread=spread)
+    sys.exit(lazy.render_runs().run("mitigate", args, as_json=as_json))
 
 
 @main.command("bisect")
-@_inventory_opt
-@_host_opt
-@_playbook_opt
+@inventory_opt
+@host_opt
+@playbook_opt
 @click.option("--good", default=None, help="Good launch flags: a profile name or a flag string (default: the baseline).")
 @click.option("--bad", default=None, help="Bad launch flags: a profile name or a flag string (default: the corrupting profile).")
 @click.option("--repeats", type=click.IntRange(min=1), default=None, help="Per-prompt sample budget of each test.")
@@ -400,22 +238,9 @@ def bisect_cmd(inventory, host, playbook, good, bad, repeats, from_run, runs_dir
     """Find the minimal flag change from a good to a bad launch line that still corrupts output (ddmin).
 
     Each test's result is stored as it completes; Ctrl-C prints the --resume command."""
-    from ..search.bisect import bisect as run_bisect  # deferred: keeps --version/--help fast
-
-    console = make_console()
-    hooks = _console_hooks(console)
-    res = run_bisect(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir, good=good, bad=bad,
-                     repeats=repeats, from_run=from_run, hooks=hooks, resume=resume)
-    doc = res.document
-    for t in doc["tests"]:
-        console.print(f"  {t['name']}: {t['outcome']:<10} {', '.join(t['changes'])}", highlight=False, markup=False)
-    if doc.get("minimal") is None:
-        console.print(f"[yellow]{doc['message']}[/]")
-    else:
-        click.echo(f"minimal change ({len(doc['tests'])} tests): {', '.join(doc['minimal']) or '(none)'}")
-        click.echo(f"reproduce with: {doc['command']}")
-    console.print(f"record: {res.run_dir / 'bisect.json'}")
-    sys.exit(res.exit_code)
+    args = BisectArgs(runs_dir, inventory=inventory, host=host, playbook=playbook, good=good, bad=bad, repeats=repeats,
+                      from_run=from_run, resume=resume)
+    sys.exit(lazy.render_runs().run("bisect", args))
 
 
 @main.command("bug-report")
@@ -426,13 +251,7 @@ def bisect_cmd(inventory, host, playbook, good, bad, repeats, from_run, runs_dir
 def bug_report_cmd(run_id, runs_dir, output):
     """Write an upstream issue body (markdown) for a diagnose run: environment, minimal command, evidence,
     an excerpt of a looping output, mitigations; secrets and host names masked. Prints it too."""
-    from pathlib import Path  # deferred: keeps --version/--help fast
-
-    from ..runs.bugreport import write_bug_report  # deferred: keeps --version/--help fast
-
-    path, text = write_bug_report(run_id, runs_dir=Path(runs_dir), output=Path(output) if output else None)
-    click.echo(text)
-    click.echo(f"(written to {path})", err=True)
+    sys.exit(lazy.run_views().bug_report(run_id, runs_dir, output))
 
 
 def _register_ops() -> None:

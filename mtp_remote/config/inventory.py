@@ -12,10 +12,11 @@ from typing import Annotated, Any, Literal, Union, get_args
 from pydantic import Field, field_validator, model_validator
 
 from ..errors import ConfigError
-from .validation import _check_path, _load, _Strict, _WithEnv, check_name, masked_env
+from .slurm import SlurmServing
+from .validation import check_path, load_model, StrictModel, WithEnv, check_name, masked_env
 
 
-class ProcessServing(_Strict):
+class ProcessServing(StrictModel):
     """``server: {kind: process}`` (the default): the server is a process group on the host, started with
     ``setsid nohup``, recorded in the workdir and stopped by its PID (:mod:`mtp_remote.serving.process`)."""
 
@@ -25,7 +26,7 @@ class ProcessServing(_Strict):
 _CONTAINER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
 
-class ExecServing(_Strict):
+class ExecServing(StrictModel):
     """``server: {kind: exec, runtime: podman, container: NAME}``: the server runs inside a long-lived container on
     the host (``docker run -d ... sleep infinity``, a Proxmox LXC): every host step runs through ``podman|docker
     exec -i NAME sh -c ...`` or ``pct exec VMID -- sh -c ...`` (:mod:`mtp_remote.serving.exec`). The container
@@ -45,7 +46,7 @@ class ExecServing(_Strict):
         return v
 
 
-class ContainerServing(_Strict):
+class ContainerServing(StrictModel):
     """``server: {kind: container, runtime: podman, image: IMAGE}``: each profile's server is its own container from
     an image (a profile may name its own ``image``: one run compares two images), with the host network, our
     name and labels, the host's GPUs when it has any; stopped with ``stop -t DRAIN`` then removed
@@ -70,7 +71,7 @@ class ContainerServing(_Strict):
 #: Where a host's servers run: one variant per kind, told apart by ``kind`` (the valid choices are named in the
 #: error for any other). A new kind adds its model here (``kind: Literal["..."]`` + its own fields) and its
 #: implementation in ``mtp_remote/serving/`` (see ``docs/architecture.md``).
-ServerSpec = Annotated[Union[ProcessServing, ExecServing, ContainerServing],  # noqa: UP007 - a variant per kind
+ServerSpec = Annotated[Union[ProcessServing, ExecServing, ContainerServing, SlurmServing],  # noqa: UP007 - a variant per kind
                        Field(discriminator="kind")]
 
 
@@ -80,7 +81,7 @@ def server_kinds() -> list[str]:
     return [get_args(m.model_fields["kind"].annotation)[0] for m in variants]
 
 
-class HostConfig(_WithEnv):
+class HostConfig(WithEnv):
     """One GPU machine (or container) and how to reach it."""
 
     name: str = Field("", description="Host name; filled from the inventory key")
@@ -113,7 +114,8 @@ class HostConfig(_WithEnv):
     server: ServerSpec = Field(
         default_factory=ProcessServing,
         description="Where the servers run, by `kind`: process (default: a process group on the host), exec (inside "
-                    "a long-lived container), container (a container per profile from an image)")
+                    "a long-lived container), container (a container per profile from an image), slurm (a SLURM "
+                    "job per server, submitted on the login node this host reaches: docs/slurm.md)")
     playbook: str | None = Field(
         None, description="Playbook `diagnose`, `mitigate`, `bisect`, `preflight`, `launch` and `smoke` use on this "
                           "host when none is given (e.g. a CPU-only host whose engine needs other flags than the "
@@ -122,7 +124,7 @@ class HostConfig(_WithEnv):
     @field_validator("address", "user", "key_file", "gateway", "known_hosts", "python", "workdir", "model_path")
     @classmethod
     def _paths(cls, v: str | None) -> str | None:
-        return _check_path(v)
+        return check_path(v)
 
     @field_validator("server", mode="before")
     @classmethod
@@ -195,7 +197,7 @@ class HostConfig(_WithEnv):
         return masked_env(self.env)
 
 
-class Inventory(_Strict):
+class Inventory(StrictModel):
     """All hosts, by name, and the default one."""
 
     default_host: str = Field(..., description="Host used when none is given")
@@ -288,4 +290,4 @@ def apply_port_offset(inv: Inventory, offset: int) -> Inventory:
 def load_inventory(path: str | Path) -> Inventory:
     """Read ``inventory.yaml``, with :data:`PORT_OFFSET_ENV` applied to its local hosts. Raises ConfigError
     with file and field on any problem."""
-    return apply_port_offset(_load(path, Inventory, "default_host, hosts"), port_offset())
+    return apply_port_offset(load_model(path, Inventory, "default_host, hosts"), port_offset())

@@ -12,6 +12,8 @@ from pathlib import Path
 
 DEFAULT_INVENTORY = "inventory.yaml"
 DEFAULT_PLAYBOOK = "playbooks/diagnose-mtp.yaml"
+#: The playbook ``nightly`` runs unless told otherwise.
+DEFAULT_NIGHTLY_PLAYBOOK = "playbooks/nightly.yaml"
 #: Environment variable naming the inventory when ``-i`` is not given.
 INVENTORY_ENV = "MTP_REMOTE_INVENTORY"
 #: History of every run, inside the runs directory unless ``--history`` says otherwise.

@@ -22,17 +22,17 @@ from .endpoints import check_url
 from .validation import (
     ENV_NAME,
     MAX_SAMPLES,
-    _check_flags,
-    _load,
-    _split_flags,
-    _Strict,
-    _WithEnv,
-    _WithFlags,
+    check_flags,
+    load_model,
+    split_flags,
+    StrictModel,
+    WithEnv,
+    WithFlags,
     check_name,
 )
 
 
-class AttachConfig(_Strict):
+class AttachConfig(StrictModel):
     """An endpoint already serving (attached): never launched, signalled or stopped by mtp-remote, no host lock
     for it. ``url``: its base URL, reached directly from the driver; ``port``: a port on the host, reached
     through the host's SSH tunnel (127.0.0.1 there). Its flags and model are read from ``/server_info`` and
@@ -65,7 +65,7 @@ class AttachConfig(_Strict):
         return self.url if self.url is not None else f"host port {self.port}"
 
 
-class ProfileConfig(_WithEnv, _WithFlags):
+class ProfileConfig(WithEnv, WithFlags):
     """One server configuration: the playbook's base flags plus these, or (``attach``) an endpoint already
     serving, whose flags are read from it."""
 
@@ -106,7 +106,7 @@ class ProfileConfig(_WithEnv, _WithFlags):
         return v
 
 
-class LoadConfig(_Strict):
+class LoadConfig(StrictModel):
     """Bounds on the load sent to attached endpoints (production servers): requests in flight and requests
     started per second. Launched profiles keep ``concurrency``."""
 
@@ -115,7 +115,7 @@ class LoadConfig(_Strict):
         2.0, gt=0, description="Requests started per second on an attached endpoint at most (null: no bound)")
 
 
-class MitigationConfig(_WithFlags):
+class MitigationConfig(WithFlags):
     """One candidate change for ``mitigate``: flags set on the corrupting profile (replacing the same flag's
     value) and flags removed from it."""
 
@@ -130,7 +130,7 @@ class MitigationConfig(_WithFlags):
         return check_name(v, "mitigation name")
 
 
-class Prompt(_Strict):
+class Prompt(StrictModel):
     """One prompt: a user message (``text``, or ``file``: the message read from a text file), or a whole chat
     request shape (``messages`` with ``tools``, ``chat_template_kwargs``...: ``api: chat`` only). Exactly one of
     ``text``/``file`` or ``messages`` is written; a ``file`` prompt's ``text`` is filled from the file when the
@@ -220,7 +220,7 @@ class Prompt(_Strict):
         return out
 
 
-class CompareConfig(_Strict):
+class CompareConfig(StrictModel):
     alpha: float = Field(0.05, gt=0, lt=1, description="Family-wise error rate of `spec-corrupts-output` (loop and "
                                                         "lossless tests, over the first run and its resumes)")
     margin: float = Field(
@@ -243,7 +243,7 @@ class CompareConfig(_Strict):
                                    "first run (summary.json design)")
 
 
-class TimeoutsConfig(_Strict):
+class TimeoutsConfig(StrictModel):
     ready_s: float = Field(1200.0, gt=0, description="Seconds to wait for the ready line and /health 200")
     request_s: float = Field(600.0, gt=0, description="Seconds per request")
     stall_s: float = Field(
@@ -258,7 +258,7 @@ class TimeoutsConfig(_Strict):
     gpu_release_s: float = Field(120.0, gt=0, description="Seconds to wait for GPU memory release after exit")
 
 
-class Playbook(_Strict):
+class Playbook(StrictModel):
     """A YAML experiment: base flags, named profiles, prompts, sampling grid, comparison settings."""
 
     name: str = Field(..., description="Playbook name")
@@ -305,12 +305,12 @@ class Playbook(_Strict):
     @field_validator("base_flags", mode="before")
     @classmethod
     def _split(cls, v: Any) -> Any:
-        return _split_flags(v)
+        return split_flags(v)
 
     @field_validator("base_flags")
     @classmethod
     def _owned(cls, v: list[str]) -> list[str]:
-        return _check_flags(v)
+        return check_flags(v)
 
     @field_validator("temperatures")
     @classmethod
@@ -385,4 +385,4 @@ class Playbook(_Strict):
 def load_playbook(path: str | Path) -> Playbook:
     """Read a playbook YAML; prompts' ``file`` and ``replay`` files are read relative to its directory. Raises
     ConfigError with file and field on any problem."""
-    return _load(path, Playbook, "name, profiles, prompts, ...", context={"base_dir": Path(path).parent})
+    return load_model(path, Playbook, "name, profiles, prompts, ...", context={"base_dir": Path(path).parent})

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import Field
 
 from ..files import InputTooLarge, loads_json, read_bounded
-from .validation import _Strict
+from .validation import StrictModel
 
 #: Roles of OpenAI chat messages (``developer`` is OpenAI's newer name for ``system``).
 ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -27,7 +27,7 @@ GRID_FIELDS = ("temperature", "top_p", "max_tokens", "max_completion_tokens", "s
 MAX_PROMPT_FILE_BYTES = 64 << 20
 
 
-class ReplaySource(_Strict):
+class ReplaySource(StrictModel):
     """A JSONL file of recorded chat requests: each line an OpenAI ``/v1/chat/completions`` body (or
     ``{"body": {...}}``, or a samples.jsonl record whose ``request.body`` holds it)."""
 

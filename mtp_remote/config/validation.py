@@ -70,7 +70,8 @@ def check_run_id(run_id: str) -> str:
     return check_name(run_id, "run id")
 
 
-def _check_path(v: str | None) -> str | None:
+def check_path(v: str | None) -> str | None:
+    """A path-like field's value, refused (ValueError) when it holds NUL or a line break (it reaches a shell)."""
     if v is not None and ("\0" in v or "\n" in v or "\r" in v):
         raise ValueError("must not contain NUL or line breaks")
     return v
@@ -84,7 +85,8 @@ def _check_env(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def _check_flags(flags: list[str]) -> list[str]:
+def check_flags(flags: list[str]) -> list[str]:
+    """Launch flags, refused (ValueError) when one holds NUL or sets what the tool sets itself."""
     for f in flags:
         if "\0" in f:
             raise ValueError(f"flag {f!r} contains a NUL byte")
@@ -96,11 +98,13 @@ def _check_flags(flags: list[str]) -> list[str]:
     return flags
 
 
-class _Strict(BaseModel):
+class StrictModel(BaseModel):
+    """The base of every config model: unknown fields and non-finite numbers are refused."""
+
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
-class _WithEnv(_Strict):
+class WithEnv(StrictModel):
     """A model with an ``env`` field: values as strings, names that a shell takes as names."""
 
     @field_validator("env", mode="before", check_fields=False)
@@ -141,7 +145,8 @@ def _env_value(val: Any) -> str:
     return str(val)
 
 
-def _split_flags(v: Any) -> Any:
+def split_flags(v: Any) -> Any:
+    """A ``flags`` value as a list: a string is split as a shell would, None is []."""
     if v is None:
         return []
     if isinstance(v, str):
@@ -151,19 +156,19 @@ def _split_flags(v: Any) -> Any:
     return v
 
 
-class _WithFlags(_Strict):
+class WithFlags(StrictModel):
     """A model with a ``flags`` field: a string or a list, split as a shell would; flags the tool sets itself
     (``--host``/``--port``/``--model-path``, any spelling) refused."""
 
     @field_validator("flags", mode="before", check_fields=False)
     @classmethod
     def _split(cls, v: Any) -> Any:
-        return _split_flags(v)
+        return split_flags(v)
 
     @field_validator("flags", check_fields=False)
     @classmethod
     def _owned(cls, v: list[str]) -> list[str]:
-        return _check_flags(v)
+        return check_flags(v)
 
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
@@ -175,8 +180,9 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     own, which may override them; only a key written twice in the mapping itself is a duplicate."""
 
     def construct_mapping(self, node, deep=False):
+        envs = self.__dict__.setdefault("_env_nodes", set())  # the ``env`` mappings met so far (node ids)
         seen: dict = {}
-        for key_node, _ in node.value:
+        for key_node, value_node in node.value:
             if key_node.tag == _MERGE_TAG:  # SafeConstructor.flatten_mapping merges these in
                 continue
             key = self.construct_object(key_node, deep=deep)
@@ -189,7 +195,15 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                     "while constructing a mapping", node.start_mark,
                     f"found duplicate key {key!r} (first at line {seen[key] + 1})", key_node.start_mark)
             seen[key] = key_node.start_mark.line
-        return super().construct_mapping(node, deep=deep)
+            if key == "env" and isinstance(value_node, yaml.MappingNode):
+                envs.add(id(value_node))
+        mapping = super().construct_mapping(node, deep=deep)
+        if id(node) in envs:  # an environment's values are text, as written: YAML 1.1 would read ``no`` as
+            for key_node, value_node in node.value:  # false, ``010`` as 8, ``12:30`` as 750, an empty value as null
+                if (isinstance(value_node, yaml.ScalarNode) and value_node.style is None
+                        and value_node.tag != "tag:yaml.org,2002:str"):
+                    mapping[self.construct_object(key_node, deep=deep)] = value_node.value
+        return mapping
 
 
 def _read_yaml(path: Path) -> Any:
@@ -232,9 +246,17 @@ def yaml_problem(err: yaml.YAMLError) -> str:
 
 
 def _allowed_fields(model: type[BaseModel], loc: tuple) -> list[str]:
-    """Field names allowed where ``loc`` points (for "did you mean")."""
+    """Field names allowed where ``loc`` points (for "did you mean"). A union of models told apart by ``kind``
+    (a host's ``server``) has the tag in ``loc``: the variant it names is the one descended into."""
     cur: type[BaseModel] | None = model
+    variants: list[type[BaseModel]] = []
     for part in loc[:-1]:
+        tagged = next((v for v in variants if "kind" in v.model_fields and v.model_fields["kind"].default == part),
+                      None)
+        variants = []
+        if tagged is not None:
+            cur = tagged
+            continue
         if cur is None:
             return []
         field = cur.model_fields.get(str(part))
@@ -242,7 +264,8 @@ def _allowed_fields(model: type[BaseModel], loc: tuple) -> list[str]:
             continue
         ann = field.annotation
         args = getattr(ann, "__args__", ())
-        cur = next((a for a in (ann, *args) if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        models = [a for a in (ann, *args) if isinstance(a, type) and issubclass(a, BaseModel)]
+        cur, variants = (models[0] if models else None), models
     return list(cur.model_fields) if cur is not None else []
 
 
@@ -281,7 +304,9 @@ def _validation_error(path: Path, err: ValidationError, model: type[BaseModel]) 
     return ConfigError(lines[0].split(": ", 1)[1], file=str(path), field=first_field)
 
 
-def _load(path: str | Path, model: type[BaseModel], shape: str, context: dict | None = None):
+def load_model(path: str | Path, model: type[BaseModel], shape: str, context: dict | None = None):
+    """The YAML file ``path`` validated as ``model`` (with the validation ``context``, if any); raises
+    ConfigError naming the file, the field and (``shape``) what the file should hold."""
     path = Path(path)
     data = _read_yaml(path)
     if not isinstance(data, dict):

@@ -20,8 +20,9 @@ from ..analysis.diagnosis import design_of, record_design
 from ..analysis.diagnosis import diagnose as diagnose_samples
 from ..analysis.verdict import exit_code as verdicts_exit_code
 from ..config.inventory import HostConfig
-from ..config.paths import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK, HISTORY_FILE, find_inventory
 from ..config.endpoints import parse_endpoints
+from ..config.loaded import LoadedConfig, as_loaded
+from ..config.paths import DEFAULT_INVENTORY, DEFAULT_PLAYBOOK, HISTORY_FILE
 from ..config.playbook import Playbook, load_playbook
 from ..config.validation import is_name
 from ..errors import EXIT_RUN_FAILED, ConfigError, Interrupted, MtpRemoteError, RunsDirError, TransportLost
@@ -39,7 +40,8 @@ from .attach import ATTACHED_HOST, attach_kind, attach_line, attached_host, atta
 from .calibration import calibration_profile
 from .hosts import host_playbook_file, load_config, remote_python
 from .plan import plan_run
-from .runner import Hooks, Runner, new_run_id
+from .run_id import new_run_id
+from .runner import Hooks, Runner
 from .sampling import latest_samples, load_samples
 
 log = logging.getLogger(__name__)
@@ -118,7 +120,7 @@ def _known_releases() -> list[str]:
     return available_versions()
 
 
-def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path = DEFAULT_PLAYBOOK,
+def diagnose(*, inventory: str | Path | LoadedConfig = DEFAULT_INVENTORY, playbook: str | Path = DEFAULT_PLAYBOOK,
              host: str | None = None, runs_dir: str | Path = "runs", profiles: list[str] | None = None,
              resume: str | None = None, hooks: Hooks | None = None, c=None,
              overrides: dict | None = None, history: str | Path | None = None,
@@ -211,13 +213,13 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
                              started_at=started, error=err, n_samples=n, resume=resume_cmd if n else None,
                              status="interrupted" if interrupted else "failed")
         _best_effort(write_failed_run, run_dir, doc, history_db)  # a full RUNS_DIR takes none of it
+        note = ""
         if not interrupted:
             if stop_cmd:
-                err.message += f"; left on the host: {', '.join(runner.left_on_host)} — stop with: {stop_cmd}"
-            err.message += (f" ({n} samples kept; continue with: {resume_cmd})" if n else
-                            " (no sample was stored: nothing to resume; run again once this is fixed)")
-        err.run_id, err.run_dir = run_id, run_dir
-        raise err from None
+                note += f"; left on the host: {', '.join(runner.left_on_host)} — stop with: {stop_cmd}"
+            note += (f" ({n} samples kept; continue with: {resume_cmd})" if n else
+                     " (no sample was stored: nothing to resume; run again once this is fixed)")
+        raise err.in_run(note, run_id=run_id, run_dir=run_dir) from None
     finally:
         if own_c:
             transport.close(c)
@@ -246,10 +248,9 @@ def diagnose(*, inventory: str | Path = DEFAULT_INVENTORY, playbook: str | Path 
     except OSError as e:
         if e.errno not in RunsDirError.DISK_ERRNOS:
             raise
-        err = RunsDirError.of(e, e.filename or run_dir)
-        err.message += f" ({len(samples)} samples kept; write the reports with: {resume_cmd})"
-        err.run_id, err.run_dir = run_id, run_dir
-        raise err from None
+        raise RunsDirError.of(e, e.filename or run_dir).in_run(
+            f" ({len(samples)} samples kept; write the reports with: {resume_cmd})", run_id=run_id,
+            run_dir=run_dir) from None
 
     record_history(history_db, doc, run_dir)
     return DiagnoseResult(run_id=run_id, run_dir=run_dir, summary=doc, exit_code=code)
@@ -322,9 +323,10 @@ def _config(inventory, playbook, host: str | None, attach: list[str] | None
     if attach and host is None:
         inventory, host_cfg, pb = None, attached_host(), load_playbook(playbook)
     else:
-        inventory = find_inventory(inventory)
-        _, host_cfg, pb = load_config(inventory, playbook, host)
-        playbook = host_playbook_file(playbook, inventory, host_cfg)  # what load_config read (for the report)
+        config = as_loaded(inventory)  # read once: every step below takes it
+        inventory = config.inventory_file
+        _, host_cfg, pb = load_config(config, playbook, host)
+        playbook = host_playbook_file(playbook, config, host_cfg)  # what load_config read (for the report)
     if attach:
         try:
             endpoints = parse_endpoints(list(attach), need_name=True)

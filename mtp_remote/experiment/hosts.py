@@ -11,21 +11,17 @@ import contextlib
 import sys
 from pathlib import Path
 
-from ..config.inventory import HostConfig, Inventory, load_inventory
-from ..config.paths import DEFAULT_PLAYBOOK, find_inventory
-from ..config.playbook import Playbook, load_playbook
+from ..config.inventory import HostConfig, Inventory
+from ..config.loaded import LoadedConfig, as_loaded, inventory_file
+from ..config.loaded import find_playbook as find_playbook_beside
+from ..config.playbook import Playbook
 from ..remote import connect as transport
 
 
-def find_playbook(given: str | Path | None, inventory: str | Path | None = None) -> Path:
+def find_playbook(given: str | Path | None, inventory: str | Path | LoadedConfig | None = None) -> Path:
     """The playbook file: ``given`` (default ``playbooks/diagnose-mtp.yaml``) as it stands when it exists,
-    else the same relative path beside the inventory found by :func:`find_inventory` (so a command run from
-    a subdirectory of the project finds ``playbooks/``)."""
-    p = Path(given or DEFAULT_PLAYBOOK)
-    if p.is_absolute() or p.exists():
-        return p
-    beside = find_inventory(inventory).parent / p
-    return beside if beside.exists() else p
+    else the same relative path beside the inventory (found, not read: :func:`mtp_remote.config.loaded.find_playbook`)."""
+    return find_playbook_beside(given, inventory_file(inventory))
 
 
 def remote_python(host: HostConfig) -> str:
@@ -37,31 +33,26 @@ def remote_python(host: HostConfig) -> str:
     return "python3"
 
 
-def load_config(inventory: str | Path | None, playbook: str | Path | None,
+def load_config(inventory: str | Path | LoadedConfig | None, playbook: str | Path | None,
                 host: str | None) -> tuple[Inventory, HostConfig, Playbook]:
-    """Inventory, host and playbook (found as :func:`find_inventory`/:func:`find_playbook` say); the host's
-    own ``playbook`` replaces the default one."""
-    inv = load_inventory(find_inventory(inventory))
-    cfg = inv.get(host)
-    return inv, cfg, load_playbook(host_playbook_file(playbook, inventory, cfg))
+    """Inventory, host and playbook (``inventory``: a :class:`LoadedConfig`, or a file found and read as
+    :func:`~mtp_remote.config.loaded.as_loaded` says); the host's own ``playbook`` replaces the default one."""
+    config = as_loaded(inventory)
+    cfg = config.host(host)
+    return config.inventory, cfg, config.playbook(config.playbook_file(playbook, cfg))
 
 
-def host_playbook_file(playbook: str | Path | None, inventory: str | Path | None, cfg: HostConfig) -> Path:
-    """The playbook file a command on host ``cfg`` reads: ``playbook`` as given, except that the default (None
-    or ``playbooks/diagnose-mtp.yaml`` as typed) means the host's own ``playbook:`` when it sets one; found as
-    :func:`find_playbook` says. Decided before the default is resolved to a path, so a command run from a
-    subdirectory of the project still reads the host's own playbook."""
-    if (playbook is None or str(playbook) == DEFAULT_PLAYBOOK) and cfg.playbook:
-        playbook = cfg.playbook
-    return find_playbook(playbook, inventory)
+def host_playbook_file(playbook: str | Path | None, inventory: str | Path | LoadedConfig | None,
+                       cfg: HostConfig) -> Path:
+    """The playbook file a command on host ``cfg`` reads (:meth:`LoadedConfig.playbook_file`)."""
+    return as_loaded(inventory).playbook_file(playbook, cfg)
 
 
 @contextlib.contextmanager
-def open_host(inventory: str | Path | None = None, host: str | None = None, c=None):
-    """Yield (HostConfig, transport, remote python) for an inventory host (found by :func:`find_inventory`);
-    closes the connection after."""
-    inv = load_inventory(find_inventory(inventory))
-    cfg = inv.get(host)
+def open_host(inventory: str | Path | LoadedConfig | None = None, host: str | None = None, c=None):
+    """Yield (HostConfig, transport, remote python) for an inventory host (``inventory`` as :func:`load_config`
+    takes it); closes the connection after."""
+    cfg = as_loaded(inventory).host(host)
     own = c is None
     conn = c or transport.connect(cfg)
     try:
@@ -71,6 +62,6 @@ def open_host(inventory: str | Path | None = None, host: str | None = None, c=No
             transport.close(conn)
 
 
-def fleet_hosts(inventory, spec: str | None) -> list[str]:
+def fleet_hosts(inventory: str | Path | LoadedConfig | None, spec: str | None) -> list[str]:
     """The host names ``-H`` stands for (one host, ``a,b,c`` or a group). Raises ConfigError."""
-    return load_inventory(find_inventory(inventory)).expand(spec)
+    return as_loaded(inventory).hosts(spec)

@@ -14,28 +14,29 @@ from ..remote.logfile import Polled
 from ..serving.base import ServerKind
 
 
-def riding_out(lc: ServerKind, step, default):
-    """``step()``, riding out a dropped SSH connection: a step cut by the drop runs again on the re-opened
-    connection (the steps used here re-read the host's state, so repeating them is safe); ``default`` when the
-    host cannot be reached within the reconnect bound (one more try after the connection was marked lost)."""
+def riding_out(server: ServerKind, step, default):
+    """``step()``, riding out a dropped SSH connection of ``server.c``: a step cut by the drop runs again on the
+    re-opened connection (the steps used here re-read the host's state, so repeating them is safe); ``default``
+    when the host cannot be reached within the reconnect bound (one more try after the connection was marked
+    lost)."""
     for _ in range(2):
         try:
             return step()
         except TransportLost:
-            if transport.is_lost(lc.c) and not transport.revive(lc.c):
+            if transport.is_lost(server.c) and not transport.revive(server.c):
                 return default
     return default
 
 
-def poll_riding_out(lc: ServerKind, rec, offset: int) -> Polled:
-    """``lc.poll`` (any kind of server); a poll cut by a dropped connection is sent again (the next command re-opens the connection
-    within its bound). Raises TransportLost when it cannot be re-opened."""
+def poll_riding_out(server: ServerKind, rec, offset: int) -> Polled:
+    """``server.poll`` (any kind of server); a poll cut by a dropped connection is sent again (the next command
+    re-opens the connection within its bound). Raises TransportLost when it cannot be re-opened."""
     try:
-        return lc.poll(rec, offset)
+        return server.poll(rec, offset)
     except TransportLost:
-        if transport.is_lost(lc.c):
+        if transport.is_lost(server.c):
             raise
-        return lc.poll(rec, offset)
+        return server.poll(rec, offset)
 
 
 async def send_riding_out(tun: transport.Tunnel | None, request, pr=None) -> Completion:

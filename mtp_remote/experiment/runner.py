@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import getpass
 import logging
-import secrets
 import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
 from ..client import Completion
@@ -42,12 +40,6 @@ from .watch import confirm_health, log_text, sample_watched
 from .workers import sample
 
 log = logging.getLogger(__name__)
-
-
-def new_run_id(now: datetime | None = None) -> str:
-    """``YYYYmmdd-HHMMSS-xxxx`` in UTC."""
-    now = now or datetime.now(timezone.utc)
-    return now.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
 
 @dataclass
@@ -264,7 +256,8 @@ class Runner:
                 return
         except TransportLost:
             pass
-        self.left_on_host.append(f"the host lock {server.workdir}/lock")
+        if server.capabilities.lock:
+            self.left_on_host.append(f"the host lock {server.workdir}/lock")
 
     async def _send(self, request) -> Completion:
         """``request()`` through the profile's tunnel, riding out a dropped connection

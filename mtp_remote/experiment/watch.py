@@ -181,6 +181,11 @@ async def watch(server: ServerKind, rec: ServerIdentity, stream: LogFollower | N
             if failure is not None:  # (complete lines only while it lives)
                 return failure
         if stall_s is not None and time.monotonic() - last_growth > stall_s:
+            reachable = getattr(server, "reachable", None)  # a kind on a connection: is it the connection that died?
+            if reachable is not None and not await asyncio.to_thread(reachable):
+                offset = offset if polled else stream.offset + stream.nbytes  # the next poll reconnects, or raises
+                polled, last_growth = True, time.monotonic()  # TransportLost: transport_lost, never `stalled`
+                continue
             return {"cause": "stalled", "fatal_line": None,
                     "hint": f"the server wrote nothing for {stall_s:.0f} s while requests were in flight: its "
                             f"scheduler looks hung (SGLang's --watchdog-timeout would end it); raise "

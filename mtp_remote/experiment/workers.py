@@ -14,7 +14,7 @@ from ..client import Completion, ServerClient
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
 from ..errors import RunsDirError
-from ..remote.commands import api_key_of
+from ..remote.commands import api_key_of, mask_secrets, playbook_secrets
 from ..report.history import open_samples_for_append
 from .fit import check_prompts_fit
 from .plan import LaunchPlan, RequestSpec
@@ -88,11 +88,15 @@ async def _sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, play
                         if pb.kl_probe and comp.stop is None else None
                 return comp, kl
 
+            secrets = playbook_secrets(pb, host)
+
             async def finish(req: RequestSpec, comp: Completion, kl: dict | None) -> None:
                 # metrics cost 2-8 ms a sample (a loop costs most): in a thread, after the slot is refilled
                 rec = await asyncio.to_thread(
                     sample_record, req, comp, speculative=lp.speculative, api=pb.api, kl=kl,
                     think_opened_by_prompt=pb.think_opened_by_prompt, max_tokens=pb.max_tokens)
+                if secrets:  # a secret the model echoed back (or a server's error quoted) is never stored
+                    rec = mask_secrets(rec, secrets)
                 try:
                     f.write(json.dumps(rec) + "\n")
                     f.flush()

@@ -22,21 +22,18 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..config.inventory import load_inventory
-from ..config.paths import HISTORY_FILE, find_inventory
+from ..config.loaded import as_loaded, find_playbook, inventory_file
+from ..config.paths import DEFAULT_NIGHTLY_PLAYBOOK, HISTORY_FILE
 from ..config.playbook import load_playbook
 from ..errors import EXIT_CORRUPT, ConfigError, MtpRemoteError, worst_exit
 from ..experiment import diagnose as api
-from ..experiment.hosts import find_playbook
-from ..experiment.runner import Hooks, new_run_id
+from ..experiment.run_id import new_run_id
+from ..experiment.runner import Hooks
 from ..report import history as store
 from ..report.ci import write_ci_outputs
 from ..report.document import load_summary, save_summary
 from ..report.records import failed_summary, record_history, write_failed_run
 from .regression import RegressionReport, check_regressions
-
-DEFAULT_NIGHTLY_PLAYBOOK = "playbooks/nightly.yaml"
-
 
 @dataclass
 class NightlyResult:
@@ -55,11 +52,11 @@ def _names(inventory, host: str | None, playbook) -> tuple[str, str]:
     """Host and playbook names for a run that failed before its config was read: best effort, never raises."""
     h, p = host or "unknown", Path(str(playbook)).stem
     try:
-        h = load_inventory(find_inventory(inventory)).get(host).name
+        h = as_loaded(inventory).host(host).name
     except MtpRemoteError:
         pass
     try:
-        p = load_playbook(find_playbook(playbook, inventory)).name
+        p = load_playbook(find_playbook(playbook, inventory_file(inventory))).name
     except MtpRemoteError:
         pass
     return h, p
@@ -118,7 +115,7 @@ def _run(inventory, host, playbook, runs_dir, history_db, hooks, fleet=None) -> 
         res = api.diagnose(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir, hooks=hooks,
                            history=db)
     except MtpRemoteError as e:
-        run_dir = getattr(e, "run_dir", None)
+        run_dir = e.run_dir
         if run_dir is None:  # failed before the run directory existed (config): write the artefacts here
             run_id = new_run_id(started)
             run_dir = Path(runs_dir) / run_id
@@ -139,15 +136,23 @@ def _run(inventory, host, playbook, runs_dir, history_db, hooks, fleet=None) -> 
     doc = res.summary
     if fleet:
         doc["fleet"] = fleet
-    earlier = store.good_runs(db, host=doc["host"]["name"], playbook=doc["playbook"]["name"], before_run=res.run_id)
+    code, rep = check_and_record(doc, Path(res.run_dir), db, res.exit_code)
+    return NightlyResult(res.run_id, res.run_dir, doc, code, db, regression=rep)
+
+
+def check_and_record(doc: dict, run_dir: Path, db: Path, exit_code: int) -> tuple[int, RegressionReport]:
+    """A completed run's nightly tail: the regression check against the host's earlier good runs in ``db``, the
+    result added to its summary.json, junit.xml and metrics.prom, its history row. Returns (the exit code, 1
+    when a tested regression was found; the check)."""
+    earlier = store.good_runs(db, host=doc["host"]["name"], playbook=doc["playbook"]["name"], before_run=doc["run_id"])
     rep = check_regressions(doc, earlier)
     doc["regression"] = rep.to_dict()
-    code = worst_exit([res.exit_code, EXIT_CORRUPT if rep.regressed else 0])
+    code = worst_exit([exit_code, EXIT_CORRUPT if rep.regressed else 0])
     doc["exit_code"] = code
-    save_summary(doc, res.run_dir)
-    write_ci_outputs(doc, res.run_dir)
-    record_history(db, doc, res.run_dir)
-    return NightlyResult(res.run_id, res.run_dir, doc, code, db, regression=rep)
+    save_summary(doc, run_dir)
+    write_ci_outputs(doc, run_dir)
+    record_history(db, doc, run_dir)
+    return code, rep
 
 
 # -- a nightly over a group ------------------------------------------------------------------------------
@@ -160,7 +165,7 @@ def fleet_spec(inventory, spec: str | None) -> tuple[list[str], str] | None:
         return None
 
     try:
-        inv = load_inventory(find_inventory(inventory))
+        inv = as_loaded(inventory).inventory
         hosts = inv.expand(spec)
     except MtpRemoteError:
         return None

@@ -10,15 +10,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import __version__
-from ..config.paths import HISTORY_FILE
+from ..config.paths import DEFAULT_NIGHTLY_PLAYBOOK, HISTORY_FILE
 from ..errors import MtpRemoteError
 from ..experiment.runner import Hooks
 from ..report import history as store
 from ..report.document import load_summary
 from ..report.fleet_ci import write_fleet_ci_outputs
 from ..report.records import cause_line, failed_summary
-from .fleet import describe_disagreement, run_fleet
-from .nightly import DEFAULT_NIGHTLY_PLAYBOOK, check_metrics_file, publish_metrics
+from .fleet import run_fleet
+from .nightly import check_metrics_file, publish_metrics
+from .nightly_array import is_array_group, run_array
+from .outcomes import describe_disagreement
 
 
 @dataclass
@@ -44,18 +46,30 @@ def run_nightly_fleet(hosts: list[str], *, group: str, inventory=None, playbook=
     regression check). Then the fleet's summary.json, junit.xml and metrics.prom in ``RUNS_DIR/fleet-<id>/``
     (``metrics_file``: the fleet's metrics.prom is also published there). Exit code: the largest of the
     hosts' (2 when some host could not run, else 1 when some host corrupts or regressed). Never raises
-    MtpRemoteError for a host; raises ConfigError only for an unusable ``history_db`` or ``metrics_file``."""
+    MtpRemoteError for a host; raises ConfigError only for an unusable ``history_db`` or ``metrics_file``.
+
+    When every host is a SLURM host behind one login node the hosts run as one job array instead of one thread
+    each (:func:`mtp_remote.fleet.nightly_array.run_array`): the summary then has a ``slurm`` part (the array's
+    job id, each host's node and task, the hosts whose task never ran); a login node that cannot be reached or
+    an array the scheduler refuses raises RemoteError."""
     if metrics_file is not None:
         check_metrics_file(metrics_file)
     db = store.check_history_path(history_db or Path(runs_dir) / HISTORY_FILE)
     started = datetime.now(timezone.utc)
-    report = run_fleet("nightly", hosts, inventory=inventory, playbook=playbook, runs_dir=runs_dir,
-                       max_workers=max_workers, on_progress=on_progress, hooks=hooks,
-                       nightly={"history_db": db, "group": group})
+    slurm = None
+    if is_array_group(inventory, hosts):  # SLURM hosts behind one login node: one job array, a task per host
+        report, slurm = run_array(hosts, group=group, inventory=inventory, playbook=playbook, runs_dir=runs_dir,
+                                  history_db=db, on_progress=on_progress)
+    else:
+        report = run_fleet("nightly", hosts, inventory=inventory, playbook=playbook, runs_dir=runs_dir,
+                           max_workers=max_workers, on_progress=on_progress, hooks=hooks,
+                           nightly={"history_db": db, "group": group})
     fleet_dir = Path(runs_dir) / f"fleet-{report.run_id}"
     host_docs = {h.host: _host_doc(Path(runs_dir), h, playbook) for h in report.hosts}
     doc = fleet_summary(report, group=group, host_docs=host_docs, started_at=started, playbook=playbook,
                         runs_dir=Path(runs_dir))
+    if slurm is not None:
+        doc["slurm"] = slurm
     fleet_dir.mkdir(parents=True, exist_ok=True)
     (fleet_dir / "summary.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
     write_fleet_ci_outputs(doc, host_docs, fleet_dir)

@@ -2,14 +2,14 @@
 
 Each takes a transport ``c`` and typed config and returns data (``Check`` lists, ``StatusReport``, …); the
 entry points render them. They change the host only where their name says so (``stop``, ``launch``), and
-then only through :class:`~mtp_remote.serving.process.ProcessServer` — our process group, never by name.
+then only through the host's kind of server (:func:`~mtp_remote.serving.kinds.open_server`: our process group,
+or our SLURM job), never by name.
 """
 
 from __future__ import annotations
 
 import contextlib
 import getpass
-import json
 import math
 import shlex
 import socket
@@ -25,31 +25,12 @@ from ..config.playbook import Playbook
 from ..errors import ConfigError, LaunchError, MtpRemoteError, RemoteError, TransportLost
 from ..serving.kinds import open_server
 from ..serving.process import ProcessServer
+from ..serving.slurm import SlurmServer
 from ..interrupts import run_async
-from ..lint.flag_table import version_key
-from ..lint.cmdline import image_release
-from ..lint.lint import _result_from_answer, lint_command
-from ..lint.probe import parse_probe_output, probe_command, probe_source
 from ..remote import connect as transport
 from ..remote import facts, hostscripts, process, snapshot
 from ..remote.commands import api_key_of, mask_log_secrets, server_argv, server_env
-from ..remote.envfacts import sim_version_command
-from ..remote.foreign import ForeignProcess, describe_unseen, find_foreign, force_targets, unseen_gpu_memory
-
-MIN_FREE_DISK_MIB = 2048
-
-
-@dataclass
-class Check:
-    """One preflight finding: ``status`` is ok, warn or fail."""
-
-    name: str
-    status: str
-    detail: str
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
+from ..remote.foreign import ForeignProcess, find_foreign, force_targets, unseen_gpu_memory
 
 @dataclass
 class StatusReport:
@@ -67,11 +48,13 @@ class StatusReport:
         return d
 
 
-def _run(c, cmd: str):
+def run_quiet(c, cmd: str):
+    """``cmd`` on the host, its output captured, a non-zero exit returned (not raised), no stdin."""
     return c.run(cmd, hide=True, warn=True, in_stream=False)
 
 
-def _py_version_command(python: str, package: str | None) -> str:
+def py_version_command(python: str, package: str | None) -> str:
+    """The command printing ``python``'s version, or ``package``'s installed version for that python."""
     if package is None:
         code = "import sys; print(sys.version.split()[0])"
     else:
@@ -131,7 +114,7 @@ def foreign_processes(c, host: HostConfig, python: str, workdir: str, our_pgid: 
                         port_owners=facts.get_port_owners(c, host.port), our_children=our_children)
 
 
-def _host_sections(host: HostConfig, python: str, workdir: str) -> dict[str, str]:
+def host_sections(host: HostConfig, python: str, workdir: str) -> dict[str, str]:
     """The fact commands ``status`` and ``preflight`` share (one snapshot section each; ``workdir`` as the
     snapshot sees it, :func:`~mtp_remote.remote.snapshot.home_relative`)."""
     smi = facts.nvidia_smi(host, python, workdir)
@@ -145,8 +128,9 @@ def _host_sections(host: HostConfig, python: str, workdir: str) -> dict[str, str
 
 
 @dataclass
-class _HostFacts:
-    """The parsed shared sections of a snapshot."""
+class HostFacts:
+    """The parsed shared sections of a snapshot (:func:`host_sections`): our record and its process, the
+    listening TCP ports, GPUs, GPU apps, processes and the port's owners."""
 
     record: process.ServerRecord | None
     proc: facts.ProcessInfo | None
@@ -155,9 +139,10 @@ class _HostFacts:
     apps: list
     procs: list
     owners: set
+    gpus_hung: bool = False  # nvidia-smi did not answer within its bound (facts.SMI_TIMEOUT_S)
 
     @classmethod
-    def parse(cls, snap: dict[str, snapshot.Section]) -> _HostFacts:
+    def parse(cls, snap: dict[str, snapshot.Section]) -> HostFacts:
         def out(name: str, ok_only: bool = False) -> str:
             sec = snap.get(name)
             return "" if sec is None or (ok_only and sec.exited != 0) else sec.stdout
@@ -165,7 +150,8 @@ class _HostFacts:
         return cls(record=process.parse_record(out("record")), proc=facts.parse_process_info(out("proc")),
                    tcp_ports=facts.parse_listening_ports(out("tcp")), gpus=facts.parse_gpus(out("gpus", True)),
                    apps=facts.parse_gpu_apps(out("apps", True)), procs=facts.parse_processes(out("procs")),
-                   owners=facts.parse_port_owners(out("owners")))
+                   owners=facts.parse_port_owners(out("owners")),
+                   gpus_hung=getattr(snap.get("gpus"), "exited", 0) in facts.HUNG_EXITS)
 
     def foreign(self, host: HostConfig, our_pgid: int | None,
                 our_children: list[list[int]] | None = None) -> list[ForeignProcess]:
@@ -178,170 +164,9 @@ class _HostFacts:
         return unseen_gpu_memory(self.gpus, self.apps, {p.pid for p in self.procs}, host.gpus)
 
 
-def parse_df(output: str) -> int | None:
-    """Free MiB from ``df -Pk PATH`` (second line, fourth column in KiB)."""
-    lines = output.strip().splitlines()
-    if len(lines) < 2:
-        return None
-    parts = lines[-1].split()
-    return int(parts[3]) // 1024 if len(parts) >= 4 and parts[3].isdigit() else None
-
-
-def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> list[Check]:
-    """Read-only checks of a host before a run: python, SGLang and torch versions, GPUs, model, disk, port,
-    foreign SGLang processes, and the lint of each profile's launch command."""
-    checks = [Check("ssh", "ok", f"{host.transport} transport to {host.address or 'localhost'} works")]
-    workdir = snapshot.home_relative(host.workdir)
-    wd = shlex.quote(workdir)
-    sections = {"python": _py_version_command(python, None) + " 2>&1"}
-    if not host.is_sim:
-        sections.update(sglang=_py_version_command(python, "sglang"), torch=_py_version_command(python, "torch"),
-                        model=f"cat {shlex.quote(host.model_path + '/config.json')}")
-    # read-only: the write test goes to the workdir or, when it does not exist yet, to the directory the first
-    # run will create it in (a file made with noclobber and removed, also when the write fails)
-    sections["workdir"] = (f'd={wd}; while [ ! -e "$d" ] && [ "$d" != / ] && [ "$d" != . ]; do d=$(dirname "$d"); '
-                           f'done; echo "$d"; t="$d/.write-test.$$"; if (set -C; printf x > "$t") 2>/dev/null; '
-                           f'then rm -f "$t"; echo writable; else rm -f "$t"; echo read-only; fi; df -Pk "$d"')
-    sections.update(_host_sections(host, python, workdir))
-    snap = snapshot.run_snapshot(c, sections)  # every read-only fact below: one round trip
-    hf = _HostFacts.parse(snap)
-
-    def sec(name: str) -> snapshot.Section:
-        return snap.get(name) or snapshot.Section("", 1)
-
-    r = sec("python")
-    checks.append(Check("python", "ok" if r.exited == 0 else "fail",
-                        f"{python} {r.stdout.strip()}" if r.exited == 0 else f"{python} not runnable: {r.stdout.strip()[:200]}"))
-    sglang_version = None
-    if host.is_sim:
-        r = _run(c, sim_version_command(host, python))
-        sglang_version = r.stdout.strip() if r.exited == 0 and r.stdout.strip() else None
-        checks.append(Check("sglang", "ok", f"simulated engine (mtp_remote.sim), imitating SGLang "
-                                            f"{sglang_version or '(unknown)'}"))
-    else:
-        for pkg in ("sglang", "torch"):
-            r = sec(pkg)
-            if pkg == "sglang" and r.exited == 0:
-                sglang_version = r.stdout.strip()
-            checks.append(Check(pkg, "ok" if r.exited == 0 else "fail",
-                                r.stdout.strip() if r.exited == 0 else f"{pkg} is not installed for {python}"))
-    gpus = hf.gpus
-    if gpus:
-        detail = "; ".join(f"GPU{g.index} {g.name}: {g.memory_used_mib}/{g.memory_total_mib} MiB used" for g in gpus)
-        busy = [g for g in gpus if g.memory_used_mib > 0.05 * g.memory_total_mib]
-        unseen = describe_unseen(hf.unseen(host))
-        checks.append(Check("gpus", "warn" if busy or unseen else "ok",
-                            detail + ("; memory already in use" if busy else "") + "".join(f"; {u}" for u in unseen)))
-    else:
-        checks.append(Check("gpus", "fail", "nvidia-smi returned no GPUs"))
-    architectures: tuple[str, ...] = ()
-    if host.is_sim:
-        checks.append(Check("model", "ok", f"{host.model_path} (simulated: not read)"))
-    else:
-        r = sec("model")
-        if r.exited != 0:
-            checks.append(Check("model", "fail", f"{host.model_path}/config.json not found"))
-        else:
-            try:
-                arch = json.loads(r.stdout).get("architectures")
-                architectures = tuple(arch or ())
-                checks.append(Check("model", "ok", f"{host.model_path}: architectures {arch}"))
-            except ValueError:
-                checks.append(Check("model", "warn", f"{host.model_path}/config.json is not valid JSON"))
-    r = sec("workdir")
-    there, _, rest = r.stdout.partition("\n")
-    writable = rest.startswith("writable")
-    exists = there == workdir
-    shown = there if there.startswith("/") or not host.workdir.startswith("~") else "~/" + there.lstrip("./")
-    checks.append(Check("workdir", "ok" if writable else "fail",
-                        (f"{host.workdir} is writable" if exists else
-                         f"{host.workdir} does not exist yet; the first run creates it in {shown}, which is writable")
-                        if writable else
-                        f"{host.workdir if exists else shown} is not writable (read-only or missing): the server "
-                        f"record, logs and lock live there; set a writable `workdir` for this host"))
-    free = parse_df(r.stdout)
-    checks.append(Check("disk", "ok" if free and free >= MIN_FREE_DISK_MIB else "warn",
-                        f"{free} MiB free in the workdir's filesystem" if free is not None else "df failed"))
-    busy = host.port in hf.tcp_ports
-    checks.append(Check("port", "fail" if busy else "ok",
-                        f"port {host.port} is {'already in use' if busy else 'free'}"))
-    rec = hf.record
-    foreign = hf.foreign(host, rec.pgid if rec else None, rec.children if rec else None)
-    checks.append(Check("foreign-processes", "warn" if foreign else "ok",
-                        "\n".join(f.describe() for f in foreign) if foreign else "no SGLang process we did not start"))
-    if playbook is not None:
-        checks.extend(_lint_checks(c, host, playbook, python, sglang_version, architectures))
-    return checks
-
-
-def _remote_real_parser(c, python: str, argvs: list[list[str]], architectures: tuple[str, ...]):
-    """Check argvs with the SGLang installed on the host (its own argparse parser, through ``c.run``);
-    None when that python has no importable SGLang."""
-    r = c.run(probe_command(python, "parse-many", argvs), hide=True, warn=True,
-              in_stream=hostscripts.WholeStdin(probe_source()))  # whole, not Invoke's byte per 10 ms
-    try:
-        answer = parse_probe_output(r.stdout)
-    except MtpRemoteError:
-        return None
-    if "results" not in answer:
-        return None
-    version = answer.get("sglang_version")
-    return [_result_from_answer(one, argv, version, architectures) for one, argv in zip(answer["results"], argvs)]
-
-
-def _lint_checks(c, host: HostConfig, playbook: Playbook, python: str, sglang_version: str | None,
-                 architectures: tuple[str, ...]) -> list[Check]:
-    """Lint every profile's launch command: with the host's own SGLang parser when it has one (its verdict
-    wins), else with the flag table of the host's SGLang version (newest when unknown)."""
-    names = playbook.profile_order()
-    argvs = [server_argv(host, playbook, n) for n in names]
-    if host.server.kind == "container":
-        return _lint_images(host, playbook, names, argvs, architectures)
-    results = None if host.is_sim or sglang_version is None else _remote_real_parser(c, python, argvs, architectures)
-    source = "host's SGLang parser"
-    if results is None:
-        results = [lint_command(host.launch_words() + " " + " ".join(shlex.quote(a) for a in argv),
-                                sglang_version=sglang_version, architectures=architectures) for argv in argvs]
-        used = results[0].sglang_version if results else None
-        source = (f"SGLang {used} flag table, the host's release" if sglang_version and used and
-                  version_key(used)[:3] == version_key(sglang_version)[:3] else
-                  f"SGLang {used} flag table, for the host's {sglang_version}" if sglang_version else
-                  f"SGLang {used} flag table, the newest: the host's release is unknown")
-    return [check for name, res in zip(names, results) for check in _lint_result(name, res, source)]
-
-
-def _lint_result(name: str, res, source: str) -> list[Check]:
-    """A profile's lint as checks: its notes (e.g. a no-op on 0.5.9), then its findings or "no findings", each
-    saying which flag table or parser judged (``source``)."""
-    findings = res.to_dict()["findings"]
-    out = [Check(f"lint:{name}", "ok", f"note: {note}") for note in res.notes]
-    if findings:
-        out.append(Check(f"lint:{name}", "warn", f"({source}) " + "; ".join(
-            f"{f['code']}{(' ' + f['flag']) if f.get('flag') else ''}: {f.get('message', '')}" for f in findings)))
-    else:
-        out.append(Check(f"lint:{name}", "ok", f"no findings ({source})"))
-    return out
-
-
-def _lint_images(host: HostConfig, playbook: Playbook, names: list[str], argvs: list[list[str]],
-                 architectures: tuple[str, ...]) -> list[Check]:
-    """A container per profile: lint each profile against the SGLang release its image's tag names
-    (:func:`~mtp_remote.lint.cmdline.image_release`; the newest flag table when the tag names none)."""
-    out = []
-    for name, argv in zip(names, argvs):
-        image = playbook.profiles[name].image or host.server.image
-        release = image_release(image)
-        res = lint_command(host.launch_words() + " " + " ".join(shlex.quote(a) for a in argv),
-                           sglang_version=release, architectures=architectures)
-        source = (f"SGLang {res.sglang_version} flag table, for image {image}" if release else
-                  f"SGLang {res.sglang_version} flag table, the newest: image {image} names no release")
-        out += _lint_result(name, res, source)
-    return out
-
-
 def status(c, host: HostConfig, python: str) -> StatusReport:
     """Our server (recorded and alive?), the port, GPUs and foreign SGLang processes. Read-only."""
-    hf = _HostFacts.parse(snapshot.run_snapshot(c, _host_sections(host, python,
+    hf = HostFacts.parse(snapshot.run_snapshot(c, host_sections(host, python,
                                                                snapshot.home_relative(host.workdir))))
     rec = hf.record
     state = "none"
@@ -379,6 +204,9 @@ def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float
         lc.workdir = where.path
         res = _stop_riding_out(c, host, lc, term_s=term_s, gpu_release_s=gpu_release_s)
         workdir = lc.workdir
+    if host.server.kind == "slurm":  # the login node's processes are not the job's: nothing to list or force
+        return {"ours": asdict(res), "ours_text": res.describe(), "foreign": [], "targets": [], "forced": [],
+                "killed": [], "gpu_release_s": res.gpu_release_s}
     foreign = foreign_processes(c, host, python, workdir, None)
     targets = force_targets(foreign, host.port)
     out = {"ours": asdict(res), "ours_text": res.describe(), "foreign": [f.to_dict() for f in foreign],
@@ -407,10 +235,9 @@ def _stop_riding_out(c, host: HostConfig, lc: ProcessServer, *, term_s: float,
                                gpu_release_s=gpu_release_s)
         except TransportLost as e:
             if attempt == 2 or transport.is_lost(c):
-                e.message += (f"; the stop did not finish: the server record is kept on {host.name} (nothing was "
-                              f"dropped), so run the stop again once the host can be reached: `mtp-remote stop -H "
-                              f"{host.name}` (or `fab -H {host.name} stop`)")
-                raise
+                raise e.inrun_quiet(f"; the stop did not finish: the server record is kept on {host.name} (nothing was "
+                               f"dropped), so run the stop again once the host can be reached: `mtp-remote stop -H "
+                               f"{host.name}` (or `fab -H {host.name} stop`)") from e
     raise AssertionError("unreachable")
 
 
@@ -451,7 +278,7 @@ def _stop_after_interrupt(lc: ProcessServer, host: HostConfig, playbook: Playboo
     may be left running and how to stop it."""
     say = on_progress or (lambda msg: None)
     why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}"
-    which = f"PID {rec.pid}" if rec is not None else "if it started"
+    which = rec.label if rec is not None else "if it started"
     say(f"{why} while {'waiting for' if rec is not None else 'launching'} {profile}"
         f"{' to be ready' if rec is not None else ''}: stopping the server we started ({which})")
     try:
@@ -466,11 +293,15 @@ def current_log(c, host: HostConfig) -> tuple[str, int | None]:
     """(log path, PID) of our running server; else (newest log in the workdir, None). Raises
     MtpRemoteError when there is no log at all."""
     workdir = remote_workdir(c, host)
-    rec = process.read_record(c, workdir)
+    if host.server.kind == "slurm":  # the job's output file; no PID to follow on the login node
+        job, _ = SlurmServer(c, host, python="python3", workdir=workdir, run_id="ops").status()
+        if job is not None:
+            return job.log_path, None
+    rec = process.read_record(c, workdir) if host.server.kind != "slurm" else None
     if rec is not None:
         info = facts.get_process_info(c, rec.pid)
         return rec.log_path, (rec.pid if process.is_ours(info, rec) and info.alive else None)
-    r = _run(c, f"ls -1t {shlex.quote(workdir)}/logs/*/*.log 2>/dev/null | head -n 1")
+    r = run_quiet(c, f"ls -1t {shlex.quote(workdir)}/logs/*/*.log 2>/dev/null | head -n 1")
     path = r.stdout.strip()
     if not path:
         raise MtpRemoteError(f"no server log on {host.name} under {workdir}/logs")
@@ -486,13 +317,13 @@ def follow_log(c, path: str, *, lines: int = 50, poll_s: float = 0.5,
                until: Callable[[], bool] | None = None) -> Iterator[str]:
     """Yield the last ``lines`` lines of ``path``, then new text as it is written (polled from a byte offset)
     until ``until()`` is true (or forever; stop with Ctrl-C)."""
-    r = _run(c, f"tail -n {int(lines)} {shlex.quote(path)}; echo; stat -c %s {shlex.quote(path)}")
+    r = run_quiet(c, f"tail -n {int(lines)} {shlex.quote(path)}; echo; stat -c %s {shlex.quote(path)}")
     body, _, size = r.stdout.rstrip("\n").rpartition("\n")
     yield mask_log_secrets(body)
     offset = int(size) if size.strip().isdigit() else 0
     while until is None or not until():
         time.sleep(poll_s)
-        new = _run(c, f"tail -c +{offset + 1} {shlex.quote(path)} | head -c 1048576").stdout
+        new = run_quiet(c, f"tail -c +{offset + 1} {shlex.quote(path)} | head -c 1048576").stdout
         if new:
             offset += len(new.encode())
             yield mask_log_secrets(new)

@@ -113,11 +113,13 @@ def check_many_with_real_parser(python: str, argvs: list[list[str]], *, architec
         log.info("real-parser check skipped: %s", answer.get("error"))
         return None
     version = answer.get("sglang_version")
-    return [_result_from_answer(one, argv, version, architectures) for one, argv in zip(answer["results"], argvs)]
+    return [result_from_answer(one, argv, version, architectures) for one, argv in zip(answer["results"], argvs)]
 
 
-def _result_from_answer(answer: dict, argv: list[str], version: str | None,
+def result_from_answer(answer: dict, argv: list[str], version: str | None,
                         architectures: tuple[str, ...]) -> LintResult:
+    """The lint result from the host's own SGLang parser's ``answer`` (:mod:`mtp_remote.lint.probe`) for ``argv``:
+    its refusal as a finding (with the flag's history in ``version``'s table), else the release rules."""
     secrets = secret_values(argv, answer.get("flags") or {}, {}, {})
     if not answer["ok"]:
         finding = _finding_from_argparse(answer.get("error", ""), answer.get("option_strings", []))

@@ -128,7 +128,8 @@ def spec_attention_backend(ctx: LintContext) -> Finding | None:
 SPEC_UNSUPPORTED_ATTENTION = {"torch_native", "flex_attention"}
 
 
-def _is_hybrid(ctx: LintContext) -> bool:
+def is_hybrid(ctx: LintContext) -> bool:
+    """Whether the model has linear-attention (Mamba/GDN) layers: by its architectures when known, else its name."""
     if ctx.architectures:
         return any(a in HYBRID_ARCHITECTURES for a in ctx.architectures)
     if any(d.startswith("mamba_") for d in ctx.explicit):
@@ -165,7 +166,7 @@ def _strategy_flag(ctx: LintContext) -> str:
 
 def hybrid_spec_radix_cache(ctx: LintContext) -> Finding | None:
     """0.5.10-0.5.13: hybrid model + speculative decoding + no_buffer + radix cache on -> ValueError."""
-    if not ctx.speculative or ctx.get("disable_radix_cache") or not _is_hybrid(ctx):
+    if not ctx.speculative or ctx.get("disable_radix_cache") or not is_hybrid(ctx):
         return None
     if mamba_strategy(ctx) != "no_buffer":
         return None
@@ -179,7 +180,7 @@ def extra_buffer_without_radix_cache(ctx: LintContext) -> Finding | None:
     ("mamba extra_buffer is not compatible with --disable-radix-cache")."""
     if not ctx.get("disable_radix_cache") or not mamba_strategy(ctx).startswith("extra_buffer"):
         return None
-    if not _is_hybrid(ctx):
+    if not is_hybrid(ctx):
         return None
     flag = _strategy_flag(ctx)
     return Finding("incompatible-flags", flag, "--disable-radix-cache",
@@ -192,7 +193,7 @@ def lazy_buffer_with_speculation(ctx: LintContext) -> Finding | None:
     """0.5.13: ``extra_buffer_lazy`` with speculative decoding -> AssertionError ("extra_buffer_lazy is not yet
     supported with speculative decoding"). The fix offered is one no other rule refuses: ``extra_buffer``,
     or ``no_buffer`` when ``--disable-radix-cache`` is set (extra_buffer is refused with it)."""
-    if not ctx.speculative or mamba_strategy(ctx) != "extra_buffer_lazy" or not _is_hybrid(ctx):
+    if not ctx.speculative or mamba_strategy(ctx) != "extra_buffer_lazy" or not is_hybrid(ctx):
         return None
     flag = _strategy_flag(ctx)
     fix = "no_buffer" if ctx.get("disable_radix_cache") else "extra_buffer"

@@ -23,7 +23,7 @@ import socket
 import stat
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ..config.inventory import HostConfig
@@ -135,6 +135,15 @@ def is_lost(c) -> bool:
     return getattr(c, "lost", None) is not None
 
 
+def responsive(c, timeout_s: float | None = None) -> bool:
+    """Whether ``c`` still reaches its host: an SSH connection's server answers a keepalive within ``timeout_s``
+    (default: the keepalive bound) — one that does not is closed as dropped; a local Context always does."""
+    check = getattr(c, "responsive", None)
+    if check is None:
+        return True
+    return check() if timeout_s is None else check(timeout_s)
+
+
 def revive(c) -> bool:
     """Try once more (within the reconnect bound) to re-open a lost connection; True when it is open.
     A local Context is always there."""
@@ -172,7 +181,7 @@ class _Forwarder:
     port stays the same across reconnects. The accept loop waits on a selector with a wake-up socket, so
     :meth:`close` returns at once (a blocked ``accept()`` is not woken by closing its socket)."""
 
-    def __init__(self, conn, remote: tuple[str, int]):
+    def __init__(self, conn, remote: tuple[str, int] | Callable[[], tuple[str, int]]):
         self.conn = conn
         self.remote = remote
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -216,7 +225,8 @@ class _Forwarder:
                 self.conn.open()
                 transport = self.conn.transport
             try:
-                chan = transport.open_channel("direct-tcpip", self.remote, addr, timeout=30)
+                remote = self.remote() if callable(self.remote) else self.remote
+                chan = transport.open_channel("direct-tcpip", remote, addr, timeout=30)
             except paramiko.ChannelException:
                 raise
             except (paramiko.SSHException, EOFError, OSError):
@@ -311,16 +321,18 @@ class Tunnel:
 
 
 @contextlib.contextmanager
-def open_tunnel(c, host: HostConfig) -> Iterator[Tunnel]:
+def open_tunnel(c, host: HostConfig, target: Callable[[], str] | None = None) -> Iterator[Tunnel]:
     """Yield a :class:`Tunnel` whose ``url`` (``http://127.0.0.1:PORT``) reaches the server.
 
     Over SSH this is a local forward (paramiko ``direct-tcpip`` channels of the connection) to the host's
     127.0.0.1:``host.port``; locally it is the port itself. One tunnel can serve every launch of a run: each
-    connection opens its own channel, on the transport current at that moment."""
+    connection opens its own channel, on the transport current at that moment. ``target``: where the host
+    forwards to instead of its 127.0.0.1, asked when each connection opens (a SLURM job's node, resolved by the
+    login node); a local host then reaches that address directly."""
     if host.transport == "local":
-        yield Tunnel(url=f"http://127.0.0.1:{host.port}")
+        yield Tunnel(url=f"http://{target() if target else '127.0.0.1'}:{host.port}")
         return
-    fwd = _Forwarder(c, ("127.0.0.1", host.port))
+    fwd = _Forwarder(c, (lambda: (target(), host.port)) if target else ("127.0.0.1", host.port))
     try:
         log.debug("tunnel 127.0.0.1:%d -> %s:127.0.0.1:%d", fwd.port, host.name, host.port)
         yield Tunnel(url=f"http://127.0.0.1:{fwd.port}", conn=c, forwarder=fwd)

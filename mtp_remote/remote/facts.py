@@ -200,15 +200,26 @@ def group_members(ps: list[PsEntry], pgid: int) -> list[PsEntry]:
 
 # -- GPUs ---------------------------------------------------------------------------------------------
 
+SMI_TIMEOUT_S = 10.0  # a wedged driver hangs nvidia-smi for ever: every call of it on the host has this bound
+HUNG_EXITS = (124, 137)  # ``timeout``'s exit status when the bound ended the command (TERM, then KILL)
+
+
+def bounded(cmd: str, seconds: float) -> str:
+    """``cmd`` (a shell command line) under coreutils ``timeout`` on the host: SIGTERM after ``seconds``, SIGKILL
+    2 s later; the exit status is then one of :data:`HUNG_EXITS`."""
+    return f"timeout -k 2 {seconds:g} {cmd}"
+
+
 def nvidia_smi(host: HostConfig, python: str, workdir: str) -> str:
-    """The nvidia-smi command: the real one, or on sim hosts the simulator's stand-in reading the host's
-    simulated GPU state (``workdir`` resolved, no ``~``)."""
+    """The nvidia-smi command, bounded (:data:`SMI_TIMEOUT_S`, :func:`bounded`): the real one, or on sim hosts
+    the simulator's stand-in reading the host's simulated GPU state (``workdir`` resolved, no ``~``)."""
     if host.is_sim:
         state = shlex.quote(sim_state_dir(host, workdir))
         hw = "".join(f" {k}={shlex.quote(host.env[k])}" for k in ("SGLANG_SIM_GPUS", "SGLANG_SIM_DRIVER")
                      if k in host.env)  # the host's simulated hardware, as its server sees it
-        return f"env SGLANG_SIM_STATE_DIR={state}{hw} {shlex.quote(python)} -m mtp_remote.sim.nvidia_smi"
-    return "nvidia-smi"
+        return bounded(f"env SGLANG_SIM_STATE_DIR={state}{hw} {shlex.quote(python)} -m mtp_remote.sim.nvidia_smi",
+                       SMI_TIMEOUT_S)
+    return bounded("nvidia-smi", SMI_TIMEOUT_S)
 
 
 def gpu_apps_command(smi: str) -> str:

@@ -54,6 +54,23 @@ class _Sink:
         return data
 
 
+#: Bytes a stream's runner reads at a time (Invoke reads 1000).
+READ_CHUNK = 1 << 20
+
+
+def _streaming(runner) -> None:
+    """Make Invoke's ``runner`` (local or Fabric's remote) fit for a long stream: it reads 1000 bytes at a time
+    and after each read joins all it captured so far for the watchers (``Runner.respond``) — quadratic in the log
+    (a 20 MB line took 40 s locally, over 90 s through SSH). A stream has no watchers: reads of :data:`READ_CHUNK`,
+    no join. Its own capture is dropped as the stream reads (:meth:`LogStream.read`), so it holds no second copy
+    of the log."""
+    if runner is None:
+        return
+    runner.read_chunk_size = READ_CHUNK
+    if not getattr(runner, "watchers", None):
+        runner.respond = lambda buffer_: None
+
+
 #: Seconds ``close`` waits for the tail's PID (the stream's first line) when the stream has only just opened.
 PID_WAIT_S = 5.0
 
@@ -68,12 +85,14 @@ class LogStream:
     died, or tail could not run: tell them apart with one poll); ``complete`` is False once ``text`` lost its
     head to the cap or tail could not run; ``nbytes`` counts the log bytes received (the
     offset a poll would continue from); ``children`` is ``[[pid, start_ticks], ...]`` once the host side has
-    recorded them (None before, or when it could not). ``command``: another host command with the same contract
-    (its PID as the first line, then the log's bytes until the server is gone), e.g. ``podman logs -f`` for a
-    container per server (:mod:`mtp_remote.serving.container`)."""
+    recorded them (None before, or when it could not). ``python``: the host's python, which reads the log before
+    the ready line a pipe's worth at a time (without it the host's shell reads it line by line, a byte at a time:
+    minutes for a 20 MB line). ``command``: another host command with the same contract (its PID as the first
+    line, then the log's bytes until the server is gone), e.g. ``podman logs -f`` for a container per server
+    (:mod:`mtp_remote.serving.container`)."""
 
     def __init__(self, c, path: str, pid: int, *, workdir: str, start_ticks: int, offset: int = 0,
-                 ready: str | None = None, command: str | None = None):
+                 ready: str | None = None, python: str | None = None, command: str | None = None):
         self.c = c
         self._sink = _Sink()
         self._err = _Sink()
@@ -90,9 +109,10 @@ class LogStream:
         self.complete = True  # False once text had to drop its head (over MAX_TEXT)
         self.children: list[list[int]] | None = None
         cmd = command or hostscripts.script_command("follow.sh", [workdir, path, int(pid), int(start_ticks),
-                                                                  self.offset, ready or READY_LINE])
+                                                                  self.offset, ready or READY_LINE, python or ""])
         self._promise = c.run(cmd, asynchronous=True, hide=False, out_stream=self._sink, err_stream=self._err,
                               warn=True, in_stream=False, pty=False, encoding="latin-1")
+        _streaming(getattr(self._promise, "runner", None))
 
     def __enter__(self) -> LogStream:
         return self
@@ -114,6 +134,9 @@ class LogStream:
         if timeout_s > 0 and not self._sink.event.is_set() and not self.ended:
             self._sink.event.wait(timeout_s)
         data = self._sink.take()
+        captured = getattr(getattr(self._promise, "runner", None), "stdout", None)
+        if isinstance(captured, list):  # Invoke's capture of what the sink already has: not kept twice
+            del captured[:]
         self._take_children()
         if self._tail_pid is None:
             self._head += data

@@ -139,6 +139,8 @@ class WorkdirReport:
     detail: str = ""
     lock: str = ""
     holder: str = ""
+    holder_sha: str = ""  # sha256 of the holder line's bytes (what a takeover compares)
+    lock_age: int | None = None  # seconds since the lock file was last touched (the holder's heartbeat), host clock
     lock_old: bool = False
     lock_foreign: bool = False
 
@@ -155,6 +157,8 @@ def parse_workdir(output: str) -> WorkdirReport:
     result, _, detail = kv.get("result", "no-result").partition(" ")
     return WorkdirReport(path=kv.get("workdir", ""), result=result, detail=detail, lock=kv.get("lock", ""),
                          holder=kv.get("holder", ""), lock_old="lock-old" in lines,
+                         holder_sha=kv.get("holder-sha", ""),
+                         lock_age=int(kv["lock-age"]) if kv.get("lock-age", "").lstrip("-").isdigit() else None,
                          lock_foreign="lock-foreign" in lines)
 
 
@@ -229,6 +233,7 @@ class StopReport:
     record_json: str = ""
     error: str = ""
     unlocked: bool = False
+    gpu_unchecked: bool = False  # nvidia-smi did not answer within its bound: GPU memory release not checked
 
 
 def parse_stop(output: str) -> StopReport:
@@ -254,7 +259,7 @@ def parse_stop(output: str) -> StopReport:
         gpu_mib_held=num("gpu_mib"), gpu_level_mib=num("gpu_level_mib"),
         gpu_release_by=kv.get("gpu_release_by", "pid"), exit_s=num("exit_cs") / 100, gpu_release_s=num("gpu_release_cs") / 100,
         record_json=rec, error=result[len("error "):] if result.startswith("error") else "",
-        unlocked="unlocked" in lines)
+        unlocked="unlocked" in lines, gpu_unchecked="gpu_hung" in lines)
 
 
 # -- children -----------------------------------------------------------------------------------------

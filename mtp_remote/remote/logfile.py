@@ -43,6 +43,11 @@ def _decode_chunk(encoded: str) -> bytes:
         return b""
 
 
+def chunk_command(log_path: str, offset: int) -> str:
+    """``log_path``'s bytes from byte ``offset`` (at most :data:`CHUNK`), encoded for :func:`decode_polled`."""
+    return f"tail -c +{int(offset) + 1} {shlex.quote(log_path)} 2>/dev/null | head -c {CHUNK} | {ENCODE}"
+
+
 def parse_poll(output: str) -> Polled:
     """Split one poll's output (the process's stat line, ``--log--``, the log bytes encoded) into a Polled.
 
@@ -73,7 +78,7 @@ def decode_polled(alive: bool, encoded: str) -> Polled:
 def poll_command(pid: int, log_path: str, offset: int) -> str:
     """The poll of process ``pid`` and of ``log_path`` from byte ``offset``: at most :data:`CHUNK` bytes."""
     return (f"cat /proc/{int(pid)}/stat 2>/dev/null; echo; echo --log--; "
-            f"tail -c +{int(offset) + 1} {shlex.quote(log_path)} 2>/dev/null | head -c {CHUNK} | {_ENCODE}")
+            + chunk_command(log_path, offset))
 
 
 def _run(c, cmd: str):

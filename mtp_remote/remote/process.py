@@ -108,6 +108,7 @@ class StopResult(_NamedByPid):
     kill_reason: str = ""  # why SIGTERM was not enough (the drain bound and what the server's log said)
     unlocked: bool = False  # the run's host lock was released in the same step (``unlock=``)
     strangers: list[int] = field(default_factory=list)  # in the old process group, not ours: never signalled
+    gpu_unchecked: bool = False  # nvidia-smi did not answer within its bound (a wedged driver?)
 
     def describe(self) -> str:
         return self._describe() + (f"; PIDs {self.strangers} hold its old process group number but are not ours "
@@ -128,8 +129,10 @@ class StopResult(_NamedByPid):
         held = max(self.gpu_mib_held, self.gpu_level_mib)
         how = (" (held by processes this host cannot see: waited until the GPUs were back to their level before "
                "the launch)" if self.gpu_release_by == "level" else "")
-        return (f"stopped PID {self.pid} ({len(self.members)} processes) with {sig} in {self.exit_s:.1f} s{why}; "
-                f"GPU memory ({held} MiB) released after {self.gpu_release_s:.1f} s{how}")
+        gpu = (f"GPU memory not checked: nvidia-smi did not answer within {facts.SMI_TIMEOUT_S:g} s (a wedged "
+               f"driver?)" if self.gpu_unchecked else
+               f"GPU memory ({held} MiB) released after {self.gpu_release_s:.1f} s{how}")
+        return f"stopped PID {self.pid} ({len(self.members)} processes) with {sig} in {self.exit_s:.1f} s{why}; {gpu}"
 
 
 def _run(c, cmd: str, *, warn: bool = True):
@@ -299,7 +302,7 @@ def stop_server(c, workdir: str, smi: str, *, term_s: float = 60.0, gpu_release_
                      gpu_release_s=rep.gpu_release_s, gpu_mib_held=rep.gpu_mib_held,
                      gpu_level_mib=rep.gpu_level_mib, gpu_release_by=rep.gpu_release_by,
                      log_path=rec.log_path if rec else None, reason=rep.refused or rep.reason,
-                     unlocked=rep.unlocked, strangers=rep.strangers)
+                     unlocked=rep.unlocked, strangers=rep.strangers, gpu_unchecked=rep.gpu_unchecked)
     if rec is not None and "KILL" in rep.signals and "TERM" in rep.signals:
         res.kill_reason = _kill_reason(c, rec, bound, drain_s, drain_name)
         if on_progress:

@@ -79,3 +79,22 @@ def record_process_command(workdir: str) -> str:
     pidfile = shlex.quote(f"{workdir}/{PIDFILE}")
     return (f'p=$(cat {pidfile} 2>/dev/null); case "$p" in ""|*[!0-9]*) exit 1;; esac; '
             + facts.proc_info_command_of('"$p"'))
+
+
+def workdir_probe_command(workdir: str) -> str:
+    """Where the workdir is (or the directory the first run will create it in), whether it is writable, and its
+    file system's ``df -Pk``: read-only — the write test is a file made with noclobber and removed, also when the
+    write fails."""
+    wd = shlex.quote(workdir)
+    return (f'd={wd}; while [ ! -e "$d" ] && [ "$d" != / ] && [ "$d" != . ]; do d=$(dirname "$d"); '
+            f'done; echo "$d"; t="$d/.write-test.$$"; if (set -C; printf x > "$t") 2>/dev/null; '
+            f'then rm -f "$t"; echo writable; else rm -f "$t"; echo read-only; fi; df -Pk "$d"')
+
+
+def parse_df(output: str) -> int | None:
+    """Free MiB from ``df -Pk PATH`` (second line, fourth column in KiB)."""
+    lines = output.strip().splitlines()
+    if len(lines) < 2:
+        return None
+    parts = lines[-1].split()
+    return int(parts[3]) // 1024 if len(parts) >= 4 and parts[3].isdigit() else None

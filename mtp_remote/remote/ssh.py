@@ -35,6 +35,28 @@ from .hostkeys import KnownHosts, append_known_host, fingerprint, host_key_name,
 
 log = logging.getLogger(__name__)
 
+#: SSH keepalives, as OpenSSH's ServerAliveInterval/ServerAliveCountMax: every KEEPALIVE_S seconds the server is
+#: asked for an answer; none within KEEPALIVE_S × KEEPALIVE_COUNT seconds and the connection counts as dropped
+#: (its transport is closed: the reconnect, or ``transport_lost``, follows). A connection dropped without a
+#: reset (a NAT or firewall that forgot it) is otherwise silent until TCP gives up, after many minutes.
+KEEPALIVE_S = 5.0
+KEEPALIVE_COUNT = 3
+
+
+def ping(t: paramiko.Transport, timeout_s: float) -> bool:
+    """True when the SSH server behind ``t`` answers a ``keepalive@openssh.com`` request (any answer: OpenSSH
+    refuses it, which is an answer) within ``timeout_s`` seconds."""
+    answered = threading.Event()
+
+    def ask() -> None:
+        t.global_request("keepalive@openssh.com", wait=True)  # returns when answered or the transport ends
+        if t.is_active():
+            answered.set()
+
+    threading.Thread(target=ask, name="ssh-keepalive-ask", daemon=True).start()
+    answered.wait(timeout_s)
+    return answered.is_set()
+
 # paramiko logs a failed handshake at ERROR with a traceback, from its own thread: the ConnectError says the same
 # in one line. Quiet it unless the entry point chose a level (mtp-remote -vv sets DEBUG).
 if logging.getLogger("paramiko").level == logging.NOTSET:
@@ -250,10 +272,39 @@ class HostConnection(Connection):
                     time.sleep(delay)
                     delay = min(delay * 2, 4.0)
             self._set(generation=self.generation + 1, dropped_at=None)
+            self._keep_alive()
             if not first:
                 self._set(reopened_at=time.monotonic())
                 log.info("SSH connection to %s re-opened in %.2f s", self.where, time.monotonic() - t0)
             return
+
+    def _keep_alive(self) -> None:
+        """Start this connection's keepalive watch (:data:`KEEPALIVE_S`): it ends with the transport it watches;
+        when the server stops answering it closes that transport, so the drop is seen (:meth:`responsive`)."""
+        t, generation = self.client.get_transport(), self.generation
+
+        def watch() -> None:
+            while t is not None and t.is_active() and self.generation == generation:
+                time.sleep(KEEPALIVE_S)
+                if t.is_active() and self.generation == generation and not ping(t, KEEPALIVE_S * KEEPALIVE_COUNT):
+                    log.info("SSH connection to %s: no answer to keepalives for %.0f s; closing it as dropped",
+                             self.where, KEEPALIVE_S * (KEEPALIVE_COUNT + 1))
+                    t.close()
+
+        threading.Thread(target=watch, name=f"ssh-keepalive-{self.host_label}", daemon=True).start()
+
+    def responsive(self, timeout_s: float = KEEPALIVE_S * KEEPALIVE_COUNT) -> bool:
+        """True when the connection is open and the server answers within ``timeout_s`` seconds (:func:`ping`);
+        a connection that does not answer is closed as dropped (the next step reconnects, or says
+        ``transport_lost``)."""
+        t = self.client.get_transport()
+        if t is None or not t.is_active():
+            return False
+        if ping(t, timeout_s):
+            return True
+        log.info("SSH connection to %s: no answer within %.0f s; closing it as dropped", self.where, timeout_s)
+        t.close()
+        return False
 
     def _settle_after_eof(self, wait_s: float = 1.0) -> None:
         """An end of stream under a command while the transport still looks active: the server's side went

@@ -58,7 +58,8 @@ def render_junit(doc: dict) -> str:
     return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def _label(s: str) -> str:
+def prom_label(s: str) -> str:
+    """``s`` escaped as a Prometheus label value (backslash, double quote; a line break becomes a space)."""
     return str(s).replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
 
 
@@ -79,7 +80,7 @@ def render_prometheus(doc: dict) -> str:
     """Gauges per cell (loop rate; acceptance length and tokens/s over all samples and over the non-looping ones:
     a looping arm's all-sample figures are inflated, so a dashboard compares arms on ``*_nonloop``) and per
     verdict (1 = corrupt)."""
-    host, pb = _label(doc["host"]["name"]), _label(doc["playbook"]["name"])
+    host, pb = prom_label(doc["host"]["name"]), prom_label(doc["playbook"]["name"])
     who = f'host="{host}",playbook="{pb}"'
     ts = doc.get("finished_at") or doc.get("started_at")
     ts_s = datetime.fromisoformat(ts).timestamp() if ts else 0.0
@@ -100,14 +101,14 @@ def render_prometheus(doc: dict) -> str:
         lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} gauge"]
         for c in doc.get("cells", []):
             if c.get(key) is not None:
-                lines.append(f'{metric}{{host="{host}",playbook="{pb}",profile="{_label(c["profile"])}",'
+                lines.append(f'{metric}{{host="{host}",playbook="{pb}",profile="{prom_label(c["profile"])}",'
                              f'temperature="{c["temperature"]}"}} {c[key]}')
     lines += ["# HELP mtp_remote_spec_corrupts 1 when the profile's verdict is spec-corrupts-output or launch-failed.",
               "# TYPE mtp_remote_spec_corrupts gauge"]
     for v in doc.get("verdicts", []):
         bad = int(v["kind"] == "spec-corrupts-output" or v["kind"].startswith(("launch-failed", "crashed", "hung")))
-        lines.append(f'mtp_remote_spec_corrupts{{host="{host}",playbook="{pb}",profile="{_label(v["profile"])}",'
-                     f'verdict="{_label(v["kind"])}"}} {bad}')
+        lines.append(f'mtp_remote_spec_corrupts{{host="{host}",playbook="{pb}",profile="{prom_label(v["profile"])}",'
+                     f'verdict="{prom_label(v["kind"])}"}} {bad}')
     return "\n".join(lines) + "\n"
 
 

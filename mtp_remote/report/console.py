@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..config.paths import DEFAULT_PLAYBOOK
+from ..outside_text import for_terminal
 from .markdown import arm_counts, num, pct
 
 _STYLE = {"healthy": "green", "spec-corrupts-output": "bold red", "base-model-degenerates": "yellow",
@@ -61,13 +62,26 @@ def verdict_table(doc: dict) -> Table:
 PIPE_WIDTH = 100_000
 
 
+class SafeConsole(Console):
+    """A rich console that shows the control characters in the strings it prints as escapes
+    (:func:`~mtp_remote.outside_text.for_terminal`): a model's output or a host's log line reaches the terminal
+    as text, never as a command to it (a window title, a screen clear, a link). Its own styles are rich's."""
+
+    def print(self, *objects, **kw) -> None:
+        super().print(*(for_terminal(o) if isinstance(o, str) else o for o in objects), **kw)
+
+    def log(self, *objects, **kw) -> None:
+        super().log(*(for_terminal(o) if isinstance(o, str) else o for o in objects), **kw)
+
+
 def make_console(stderr: bool = False) -> Console:
     """A rich console. Outside a terminal (logs, CI, pipes, files): tables at their natural width (each cell on
     one line, :data:`PIPE_WIDTH`), and lines are never wrapped (``soft_wrap``), so a flag, a path or a command
-    to copy is never split across lines; no colour codes."""
+    to copy is never split across lines; no colour codes. Control characters in what it prints are shown as
+    escapes (:class:`SafeConsole`)."""
     stream = sys.stderr if stderr else sys.stdout
     tty = stream.isatty()
-    return Console(stderr=stderr, width=None if tty else PIPE_WIDTH, soft_wrap=not tty, log_path=False)
+    return SafeConsole(stderr=stderr, width=None if tty else PIPE_WIDTH, soft_wrap=not tty, log_path=False)
 
 
 #: Runbook for each kind of ending (docs/runbooks/).
@@ -262,13 +276,17 @@ def status_table(st) -> Table:
     t = Table(title=f"Status — {st.host}")
     t.add_column("what")
     t.add_column("state", overflow="fold")
+    job = bool(st.server and "job_id" in st.server)  # a SLURM job: its port is on its node, not here
     if st.server:
         s = st.server
-        t.add_row("our server", escape(f"{st.server_state}: PID {s['pid']} profile {s['profile']} port {s['port']} "
+        who = (f"job {s.get('spec') or s['job_id']}" + (f" on {s['node']}" if s.get("node") else "")) if job \
+            else f"PID {s['pid']}"
+        t.add_row("our server", escape(f"{st.server_state}: {who} profile {s['profile']} port {s['port']} "
                                        f"run {s['run_id']}\nlog {s['log_path']}"))
     else:
         t.add_row("our server", "none recorded")
-    t.add_row("port", "in use" if st.port_in_use else "free")
+    if not job:
+        t.add_row("port", "in use" if st.port_in_use else "free")
     for g in st.gpus:
         t.add_row(f"GPU{g['index']}", f"{g['name']}: {g['memory_used_mib']}/{g['memory_total_mib']} MiB used")
     for u in st.gpu_unseen:

@@ -21,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
-from .ci import _label, render_prometheus
+from .ci import prom_label, render_prometheus
 
 
 def _host_failure(h: dict) -> tuple[str, str] | None:
@@ -93,7 +93,7 @@ def merge_prometheus(texts: list[str], extra_labels: str) -> str:
 
 def render_fleet_prometheus(doc: dict, host_docs: dict[str, dict]) -> str:
     """Every host's gauges labelled with the group, then the fleet's own gauges."""
-    g = f'group="{_label(doc["group"])}"'
+    g = f'group="{prom_label(doc["group"])}"'
     merged = merge_prometheus([render_prometheus(host_docs[h["host"]]) for h in doc["hosts"]], g)
     ts = datetime.fromisoformat(doc["finished_at"]).timestamp()
     fleet = [

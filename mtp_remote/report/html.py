@@ -17,6 +17,7 @@ from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from .console import next_step
 from .markdown import REPORT_GLOBALS, worst_samples
 
 
@@ -193,15 +194,31 @@ def speed_figure(cells: list[dict]):
     return fig
 
 
-def render_html(doc: dict, samples: list[dict] | None = None) -> str:
+def worst_first(worst: list[dict], samples: list[dict]) -> list[dict]:
+    """``worst`` (one sample per cell) ordered for reading: speculative arms first, then the largest loop
+    fraction, so the section opens with the worst output rather than a clean baseline one."""
+    spec = {s["profile"] for s in samples if s.get("speculative")}
+    frac: dict[tuple, float] = {}
+    for s in samples:
+        key = (s["profile"], s["temperature"], s["prompt_id"], s["sample_index"])
+        frac[key] = max(frac.get(key, 0.0), (s.get("metrics") or {}).get("loop_fraction") or 0.0)
+    return sorted(worst, key=lambda w: (w["profile"] not in spec,
+                                        -frac.get((w["profile"], w["temperature"], w["prompt_id"],
+                                                   w["sample_index"]), 0.0)))
+
+
+def render_html(doc: dict, samples: list[dict] | None = None, run_dir: Path | None = None) -> str:
+    """The report page of a run's summary ``doc`` and ``samples``; ``run_dir`` (the run's folder) names the
+    next step as the terminal's ``next:`` line does."""
     samples = samples or []
     env = Environment(loader=PackageLoader("mtp_remote.report", "templates"), autoescape=select_autoescape(["html", "j2"]))
     env.globals.update(REPORT_GLOBALS)
-    return env.get_template("report.html.j2").render(doc=doc, plots=plots(doc, samples), worst=worst_samples(samples),
-                                                     per_prompt=per_prompt_loops(doc, samples))
+    return env.get_template("report.html.j2").render(doc=doc, plots=plots(doc, samples), worst=worst_first(worst_samples(samples), samples),
+                                                     per_prompt=per_prompt_loops(doc, samples),
+                                                     next_step=next_step(doc, run_dir or Path("runs") / str(doc.get("run_id"))))
 
 
 def write_html(doc: dict, samples: list[dict], run_dir: Path) -> Path:
     path = run_dir / "report.html"
-    path.write_text(render_html(doc, samples))
+    path.write_text(render_html(doc, samples, run_dir))
     return path

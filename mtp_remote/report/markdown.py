@@ -10,6 +10,7 @@ from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from ..outside_text import fence
 from .accounting import time_split_line
 
 EXCERPT_CHARS = 600
@@ -121,7 +122,7 @@ def readable_time(iso: str | None) -> str:
 
 REPORT_GLOBALS = {"when": readable_time, "pct": pct, "num": num, "sig": sig, "arm_counts": arm_counts, "calibration_rows": calibration_rows,
                   "calibration_arms": calibration_arms, "kl_probes": kl_probes, "AA_EXPLAINED": AA_EXPLAINED,
-                  "time_split_line": time_split_line}
+                  "time_split_line": time_split_line, "fence": fence}
 
 
 def render_markdown(doc: dict, samples: list[dict] | None = None) -> str:

@@ -11,7 +11,7 @@ the last probe looped or changed a greedy output.
 
 from __future__ import annotations
 
-from .ci import _label
+from .ci import prom_label
 
 #: (metric, state key, type, help), in exposition order.
 WATCH_METRICS = (
@@ -56,5 +56,5 @@ def render_watch_prometheus(states: list[dict]) -> str:
                 continue
             if isinstance(v, bool):
                 v = int(v)
-            lines.append(f'{metric}{{endpoint="{_label(s["endpoint"])}",url="{_label(s["url"])}"}} {v}')
+            lines.append(f'{metric}{{endpoint="{prom_label(s["endpoint"])}",url="{prom_label(s["url"])}"}} {v}')
     return "\n".join(lines) + "\n"

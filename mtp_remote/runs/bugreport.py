@@ -5,10 +5,14 @@ Reads documents only (never the network): the diagnose run's ``summary.json``, `
 when RUN_ID is a mitigation run). Written for a profile that corrupts output (``spec-corrupts-output``) and for
 one whose server crashed or hung while sampling (``crashed:<cause>``/``hung:<cause>``: a crash is a bug worth
 reporting too). Sections: environment (SGLang, torch, GPU, driver, model architectures), the minimal
-reproducing command (bisect's, else the profile's launch line), the evidence (the loop table, or the crash's
-cause and the log's last lines), the exact request to replay (endpoint, the prompt text after the template,
-sampling parameters with the seed and ``max_tokens``, a ``curl`` line) with the output it got from its start,
-the mitigation table. Secrets are masked (API keys, secret env values, keys in log-like text) and so are host
+reproducing command (bisect's beside the as-deployed launch line, else the latter), the evidence (the loop
+table and the lossless tests' evidence, or the crash's cause and the log's last lines), the exact request to
+replay -- a greedy (T = 0) one that shows the fault when there is one (a T > 0 request replays only with
+``--enable-deterministic-inference``, which the report says) -- (endpoint, the prompt text after the template,
+sampling parameters with the seed and ``max_tokens``, a non-streaming ``curl`` line) with the output it got from
+its start, and the baseline's answer to the same request from its start with the first diverging token position
+(and the top-1/top-2 logprob margins there); then the mitigation table. The title names loops only when the
+speculative arm loops more than the baseline, else the lossless evidence (greedy divergence, KL). Secrets are masked (API keys, secret env values, keys in log-like text) and so are host
 names, addresses, users and home directories: the body is meant to be pasted in public.
 """
 
@@ -22,10 +26,13 @@ from pathlib import Path
 from ..client import chat_request, generate_request
 from ..config.validation import is_name
 from ..errors import ConfigError
-from ..files import load_json_file, loads_json
+from ..files import load_json_file, loads_json, read_bounded
+from ..outside_text import fence, inline_code
 from ..remote.commands import mask_log_secrets
+from ..analysis.divergence import first_divergence
+from ..analysis.settled import LOOP_STOP
 from ..report.records import cause_line
-from ..search.mitigate import HEADERS, table_rows
+from ..search.mitigation_report import HEADERS, table_rows
 
 EXCERPT_CHARS = 500
 #: Characters of a quoted output shown from its start (the loop's first copies included after them).
@@ -71,19 +78,43 @@ def _samples(samples_path: Path) -> list[dict]:
     return out
 
 
-def quoted_sample(samples: list[dict], profile: str, kind: str) -> dict | None:
-    """The sample the report quotes: for corruption the first looping output of ``profile`` (the latest
-    attempt of each request), for a crash the first request of ``profile`` that failed (the one in flight
-    when the server died), else its last answered one."""
+def _loops(s: dict) -> bool:
+    return bool((s.get("metrics") or {}).get("loop")) and bool(s.get("text"))
+
+
+def baseline_twin(sample: dict, samples: list[dict], doc: dict) -> dict | None:
+    """The baseline's answer to ``sample``'s request (same prompt, seed and temperature), or None."""
+    base = (doc.get("playbook") or {}).get("baseline", "baseline")
+    return next((b for b in samples if b.get("profile") == base and b.get("prompt_id") == sample.get("prompt_id")
+                 and b.get("seed") == sample.get("seed") and not b.get("error")
+                 and float(b.get("temperature", -1)) == float(sample["temperature"])), None)
+
+
+def _diverges(s: dict, samples: list[dict], doc: dict) -> bool:
+    twin = baseline_twin(s, samples, doc)
+    return bool(twin and s.get("output_ids") and twin.get("output_ids")
+                and first_divergence(s["output_ids"], twin["output_ids"]) is not None)
+
+
+def quoted_sample(samples: list[dict], profile: str, kind: str, doc: dict | None = None) -> dict | None:
+    """The sample the report quotes (the latest attempt of each request of ``profile``). For corruption, one
+    a maintainer can replay: a greedy (T = 0) output that loops, else a greedy one that diverges from the
+    baseline's answer to the same request (``doc`` names the baseline), else the first looping output at
+    T > 0 (reproducible only with deterministic inference). For a crash the first request that failed (the one
+    in flight when the server died), else its last answered one."""
     mine = [s for s in samples if s.get("profile") == profile]
     if kind == CORRUPT:
-        return next((s for s in mine if (s.get("metrics") or {}).get("loop") and s.get("text")), None)
+        greedy = [s for s in mine if float(s.get("temperature", -1)) == 0 and s.get("text")]
+        return (next((s for s in greedy if _loops(s)), None)
+                or next((s for s in greedy if _diverges(s, samples, doc or {})), None)
+                or next((s for s in mine if _loops(s)), None))
     return next((s for s in mine if s.get("error")), mine[-1] if mine else None)
 
 
 def looping_excerpt(samples_path: Path, profile: str, chars: int = EXCERPT_CHARS) -> str | None:
     """A short excerpt of the first looping output of ``profile``, starting where its loop starts."""
-    s = quoted_sample(_samples(samples_path), profile, CORRUPT)
+    mine = [s for s in _samples(samples_path) if s.get("profile") == profile and _loops(s)]
+    s = next((s for s in mine if float(s.get("temperature", -1)) == 0), mine[0] if mine else None)
     if s is None:
         return None
     m = s.get("metrics") or {}
@@ -138,19 +169,22 @@ def replay_section(sample: dict, doc: dict, samples: list[dict], *, port: int = 
     body = dict(req["body"])
     for k in ("return_logprob", "logprob_start_len", "top_logprobs_num"):  # our measurement, not the bug
         body.pop(k, None)
+    streamed = bool(body.pop("stream", None))
+    body.pop("stream_options", None)
+    if isinstance(body.get("sampling_params"), dict):
+        body["sampling_params"] = {k: v for k, v in body["sampling_params"].items() if k != "stream_interval"}
     endpoint = req["endpoint"]
     lines = ["### Replay the request", "",
              (f"Request `{sample.get('prompt_id')}` sample {sample.get('sample_index')} at T={sample['temperature']:g}, "
               f"as mtp-remote sent it{'' if exact else ' (rebuilt from the run playbook: stored before requests were)'}: "
               f"`POST {endpoint}` to the server started with the command above (on port {port})."), ""]
     if "text" in body:
-        lines += ["Prompt text, after the chat template (what `/generate` receives):", "", "```",
-                  body["text"], "```", ""]
+        lines += ["Prompt text, after the chat template (what `/generate` receives):", "", fence(body["text"]), ""]
         params = body.get("sampling_params", {})
     else:
         msgs = body.get("messages", [])
-        lines += ["Messages (the server applies the model's chat template):", "", "```",
-                  "\n".join(_message_line(m) for m in msgs), "```", ""]
+        lines += ["Messages (the server applies the model's chat template):", "",
+                  fence("\n".join(_message_line(m) for m in msgs)), ""]
         if body.get("tools"):
             names = [(t.get("function") or {}).get("name") for t in body["tools"] if isinstance(t, dict)]
             lines += [f"Tools ({len(names)}, definitions in the curl body): {', '.join(map(str, names))}", ""]
@@ -158,27 +192,71 @@ def replay_section(sample: dict, doc: dict, samples: list[dict], *, port: int = 
     seed_key = "sampling_seed" if "sampling_seed" in params else "seed"
     max_key = "max_new_tokens" if "max_new_tokens" in params else "max_tokens"
     lines += [f"Sampling parameters: `{json.dumps(params, sort_keys=True)}` (seed `{params.get(seed_key)}` as "
-              f"`{seed_key}`, `{max_key}` {params.get(max_key)})", "", "```",
-              f"curl -s http://127.0.0.1:{port}{endpoint} -H 'Content-Type: application/json' \\",
-              f"  -d {shlex.quote(json.dumps(body, ensure_ascii=False))}", "```", ""]
+              f"`{seed_key}`, `{max_key}` {params.get(max_key)})", "",
+              (f"The `curl` below is non-streaming (one JSON answer at the end"
+               f"{'; mtp-remote streamed this request, which changes no token' if streamed else ''})."), "",
+              fence(f"curl -s http://127.0.0.1:{port}{endpoint} -H 'Content-Type: application/json' \\\n"
+                    f"  -d {shlex.quote(json.dumps(body, ensure_ascii=False))}"), "", _replay_note(sample), ""]
     text = sample.get("text") or ""
     if sample.get("error"):
-        lines += [f"This request was in flight when the server failed; it got: `{sample['error'][:300]}`", ""]
+        lines += [f"This request was in flight when the server failed; it got: {inline_code(sample['error'][:300])}", ""]
     elif text:
         start = _loop_start(sample) if (sample.get("metrics") or {}).get("loop") else None
         shown = max(OUTPUT_CHARS, (start or 0) + EXCERPT_CHARS)
         note = (f"; the loop starts at char {start}" if start is not None else "")
         lines += [(f"Output from its start ({sample.get('completion_tokens')} tokens, finish_reason="
-                   f"{sample.get('finish_reason')}{note}):"), "", "```",
-                  text[:shown] + ("…" if len(text) > shown else ""), "```", ""]
-    twin = next((b for b in samples if b.get("profile") == (doc.get("playbook") or {}).get("baseline", "baseline")
-                 and b.get("prompt_id") == sample.get("prompt_id") and b.get("seed") == sample.get("seed")
-                 and float(b.get("temperature", -1)) == float(sample["temperature"]) and not b.get("error")), None)
+                   f"{sample.get('finish_reason')}{note}):"), "", fence(text[:shown] + ("…" if len(text) > shown else "")), ""]
+        if sample.get("finish_reason") == LOOP_STOP:
+            lines += [LOOP_STOP_NOTE, ""]
+    twin = baseline_twin(sample, samples, doc)
     if twin is not None:
         loops = "loops" if (twin.get("metrics") or {}).get("loop") else "does not loop"
         lines += [(f"The same request to the server without speculation: {twin.get('completion_tokens')} tokens, "
                    f"finish_reason={twin.get('finish_reason')}, {loops}."), ""]
+        if text and not sample.get("error"):
+            lines += divergence_lines(sample, twin)
     return lines
+
+
+#: ``loop-stop`` explained where a quoted output ends with it.
+LOOP_STOP_NOTE = (f"`{LOOP_STOP}` is mtp-remote's finish reason, not SGLang's: mtp-remote aborted the request once "
+                  "its loop had repeated enough to be settled (the playbook's loop stop), to save the tokens left; "
+                  "replayed, SGLang goes on looping to `length`.")
+
+
+def _replay_note(sample: dict) -> str:
+    """Whether the request replays token for token: greedy does; a T > 0 one only with deterministic inference."""
+    if float(sample.get("temperature", 0)) == 0:
+        return ("Greedy (T=0): the server without speculation answers it the same on every replay, so the output "
+                "below is what a replay shows.")
+    return ("T > 0: SGLang (0.5.9) honours a request's `sampling_seed` only when the server runs with "
+            "`--enable-deterministic-inference`; add it to the launch line to replay this sample token for token. "
+            "Without it the replay samples afresh (the fault shows at its rate, not in this output).")
+
+
+def divergence_lines(spec: dict, base: dict) -> list[str]:
+    """Markdown lines: where the speculative output ``spec`` first departs from the baseline's ``base`` (token
+    position in the output, both tokens, the top-1 minus top-2 logprob margins there when the samples carry
+    them) and the baseline's output from its start. Empty when the outputs are the same token for token."""
+    a, b = spec.get("output_ids") or [], base.get("output_ids") or []
+    first = first_divergence(a, b) if a and b else None
+    if first is None:
+        return []
+    ta, tb = spec.get("text") or "", base.get("text") or ""
+    char = next((i for i, (x, y) in enumerate(zip(ta, tb)) if x != y), min(len(ta), len(tb)))
+    tok_a, tok_b = (ids[first] if first < len(ids) else "end of output" for ids in (a, b))
+    out = [(f"**First diverging token: position {first}** of the output (0-based; char {char} of the text): "
+            f"speculative `{tok_a}`, baseline `{tok_b}` (token ids).")]
+    margins = [(name, s.get("top2_margins")) for name, s in (("speculative", spec), ("baseline", base))]
+    shown = [f"{name} {m[first]:.3g} nats" for name, m in margins if m and first < len(m)]
+    if shown:
+        out[-1] += (" Top-1 minus top-2 logprob there: " + ", ".join(shown).replace("inf nats", "one token only")
+                    + " (a near tie is numerical noise; a wide margin is not).")
+    shown_chars = max(OUTPUT_CHARS, char + EXCERPT_CHARS)
+    out += ["", (f"Baseline output from its start ({base.get('completion_tokens')} tokens, finish_reason="
+                 f"{base.get('finish_reason')}):"), "", "```", tb[:shown_chars] + ("…" if len(tb) > shown_chars else ""),
+            "```", ""]
+    return out
 
 
 def _port(prof: dict) -> int:
@@ -195,11 +273,15 @@ def _port(prof: dict) -> int:
 
 
 def log_tail(run_dir: Path, profile: str, lines: int = LOG_TAIL_LINES) -> str | None:
-    """The last ``lines`` lines of ``profile``'s server log kept with the run (``logs/<profile>.log``)."""
+    """The last ``lines`` lines of ``profile``'s server log kept with the run (``logs/<profile>.log``), read within
+    the input bound; None when there is none — or when ``profile`` (from a received run directory's summary) is
+    not a profile name (``../../x`` would read a file outside the run: never)."""
+    if not is_name(profile):
+        return None
     p = run_dir / "logs" / f"{profile}.log"
     try:
-        return "\n".join(p.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
+        return "\n".join(read_bounded(p).decode("utf-8", "replace").splitlines()[-lines:])
+    except (OSError, ValueError):
         return None
 
 
@@ -219,6 +301,20 @@ def masker(doc: dict):
     return mask
 
 
+def loop_excess(verdict: dict | None, samples: list[dict]) -> bool:
+    """Whether any cell of ``verdict`` has more loops under speculation than in the baseline (for a summary
+    without per-cell comparisons: whether any of the profile's ``samples`` loops)."""
+    rows = (verdict or {}).get("comparisons") or []
+    if rows:
+        return any(r.get("spec_loops", 0) > r.get("base_loops", 0) for r in rows)
+    return any(_loops(s) for s in samples if s.get("profile") == (verdict or {}).get("profile"))
+
+
+def lossless_names(verdict: dict | None) -> list[str]:
+    """The names of the lossless tests behind ``verdict`` that carry evidence (``greedy``, ``kl``...)."""
+    return [str(t.get("name")) for t in (verdict or {}).get("lossless") or [] if t.get("evidence")]
+
+
 def render_bug_report(doc: dict, samples_path: Path, mitigation: dict | None, bisect: dict | None) -> str:
     """The markdown body (masked)."""
     verdicts = doc.get("verdicts", [])
@@ -230,8 +326,12 @@ def render_bug_report(doc: dict, samples_path: Path, mitigation: dict | None, bi
     info = prof.get("server_info") or {}
     facts = (mitigation or {}).get("facts") or {}
     sim = " (mtp-remote's simulated engine, not a real SGLang)" if doc.get("simulated") else ""
-    if kind == CORRUPT:
+    samples = _samples(samples_path)
+    if kind == CORRUPT and loop_excess(bad, samples):
         title = f"Speculative decoding corrupts output: `{profile}` loops where the same server without speculation does not"
+    elif kind == CORRUPT:
+        title = (f"Speculative decoding corrupts output: `{profile}`'s output differs from the same server without "
+                 f"speculation ({' and '.join(lossless_names(bad)) or 'lossless'} evidence; no loops in either)")
     else:
         what = "hung" if kind.startswith("hung:") else "crashed"
         title = (f"Speculative decoding: the `{profile}` server {what} while serving (`{kind}`), where the same "
@@ -247,6 +347,7 @@ def render_bug_report(doc: dict, samples_path: Path, mitigation: dict | None, bi
               (f"- model: `{(doc.get('host') or {}).get('model_path')}`; architectures: "
               f"{', '.join(facts.get('architectures') or []) or 'unknown'}"), ""]
     lines += ["### Minimal reproducing command", ""]
+    deployed = "python -m sglang.launch_server " + " ".join(shlex.quote(a) for a in prof.get("argv_masked", []))
     if bisect and bisect.get("command"):
         good = bisect.get("good_spec")
         origin = ("the baseline" if not good else
@@ -255,20 +356,17 @@ def render_bug_report(doc: dict, samples_path: Path, mitigation: dict | None, bi
         lines += [(f"Found by delta debugging over the flag differences from {origin} "
                   f"({len(bisect['tests'])} test launches): the trigger is "
                   f"`{', '.join(bisect['minimal'])}`."), ""]
-        cmd = bisect["command"]
-    else:
-        cmd = "python -m sglang.launch_server " + " ".join(shlex.quote(a) for a in prof.get("argv_masked", []))
-    lines += ["```", cmd, "```", ""]
-    samples = _samples(samples_path)
+        lines += [fence(bisect["command"]), "", "As deployed (the profile's launch line):", ""]
+    lines += [fence(deployed), ""]
     if kind != CORRUPT:
         crash = prof.get("crashed") or {}
         lines += ["### Evidence", "",
                   (f"The server became ready and served {prof.get('n_requests', 0)} request(s), then failed while "
-                   f"sampling: `{kind}`. Its fatal line: `{crash.get('fatal_line') or 'not logged'}`. "
+                   f"sampling: `{kind}`. Its fatal line: {inline_code(crash.get('fatal_line') or 'not logged')}. "
                    f"mtp-remote's reading: {crash.get('hint') or bad.get('evidence') or 'see the log'}"), ""]
         tail = log_tail(samples_path.parent, profile) if profile else None
         if tail:
-            lines += [f"Last {LOG_TAIL_LINES} lines of its log:", "", "```", tail, "```", ""]
+            lines += [f"Last {LOG_TAIL_LINES} lines of its log:", "", fence(tail), ""]
         quoted = quoted_sample(samples, profile, kind) if profile else None
         if quoted is not None:
             lines += replay_section(quoted, doc, samples, port=_port(prof))
@@ -285,10 +383,15 @@ def render_bug_report(doc: dict, samples_path: Path, mitigation: dict | None, bi
             lines.append(f"| {v['profile']} | {r['temperature']:g} | {r['spec_loops']}/{r['spec_n']} | "
                          f"{r['base_loops']}/{r['base_n']} | {'–' if p is None else f'{p:.2g}'} | "
                          f"{'–' if acc is None else f'{acc:.2f}'} | {'–' if sr is None else f'{sr:.2f}x'} |")
+    found = [t for t in (bad or {}).get("lossless") or [] if t.get("evidence")]
+    if found:
+        lines += ["", "Lossless evidence (speculative decoding must not change the output distribution: greedy output "
+                  "token for token, logprobs as a prefill re-scoring gives them):", ""]
+        lines += [f"- {t.get('name')}: {t['evidence']}" for t in found]
     excerpt = looping_excerpt(samples_path, profile) if profile else None
     if excerpt:
-        lines += ["", "### Excerpt of a looping output", "", "```", excerpt, "```"]
-    quoted = quoted_sample(samples, profile, kind) if profile else None
+        lines += ["", "### Excerpt of a looping output", "", fence(excerpt)]
+    quoted = quoted_sample(samples, profile, kind, doc) if profile else None
     if quoted is not None:
         lines += [""] + replay_section(quoted, doc, samples, port=_port(prof))
     return _finish(lines, doc, mitigation)

@@ -3,7 +3,7 @@
 Delta debugging (Zeller & Hildebrandt 2002, *ddmin*) over the changes that turn the good profile's flags into
 the bad one's (set a flag, change its value, remove it). One test applies a subset of the changes to the good
 flags, launches that server once (:class:`~mtp_remote.experiment.runner.Runner`, early stopping with ``repeats`` samples
-per prompt as the budget: a test is statistical) and asks the decision rule (:func:`mitigate._judge`) whether
+per prompt as the budget: a test is statistical) and asks the decision rule (:func:`mitigate.judge_arm`) whether
 it corrupts output against the baseline: ``fail`` (spec-corrupts-output), ``pass`` (no loop excess) or
 ``unresolved`` (anything else — ddmin treats it as not failing). Results are cached by flag set, so a
 configuration is launched at most once. Writes ``runs/<run-id>/bisect.json`` and ``samples.jsonl``.
@@ -28,23 +28,18 @@ from ..config.playbook import Playbook, ProfileConfig
 from ..errors import ConfigError, Interrupted, MtpRemoteError
 from ..files import load_json_file
 from ..experiment.diagnose import experiment_fingerprint, opening_line
+from ..config.loaded import as_loaded
 from ..experiment.hosts import load_config, remote_python
 from ..experiment.sampling import latest_samples
 from ..experiment.plan import plan_requests
-from ..experiment.runner import Hooks, Runner, new_run_id
+from ..experiment.run_id import new_run_id
+from ..experiment.runner import Hooks, Runner
 from ..experiment.sampling import load_samples
 from ..remote import connect as transport
 from ..remote.commands import mask_argv, mask_secrets, playbook_secrets, server_argv
 from .candidates import parse_flags, unparse_flags
-from .mitigate import (
-    _check_run_id,
-    _judge,
-    _load_from,
-    _reuse_check,
-    copy_reused,
-    corrupting_profile,
-    only_profiles,
-)
+from .from_run import copy_reused, load_from_run, require_run_id, reuse_check
+from .mitigate import corrupting_profile, judge_arm, only_profiles
 
 BISECT_FILE = "bisect.json"
 
@@ -129,7 +124,9 @@ def bisect(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yaml"
     inventory and playbook). Raises ConfigError for bad options or a run that cannot be resumed,
     MtpRemoteError when the host cannot be used (with the resume command), Interrupted (with the resume
     command) on Ctrl-C: finished tests and the samples of the one in flight are kept."""
-    _, host_cfg, pb = load_config(inventory, playbook, host)
+    config = as_loaded(inventory)  # read once: every step below takes it
+    inventory = config.inventory_file
+    _, host_cfg, pb = load_config(config, playbook, host)
     hooks = hooks or Hooks()
     runs_dir = Path(runs_dir)
     fingerprint = mask_secrets(experiment_fingerprint(host_cfg, pb), playbook_secrets(pb, host_cfg))
@@ -137,7 +134,7 @@ def bisect(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yaml"
         doc = _resume_state(runs_dir, resume, fingerprint)
         good, bad, from_run = doc["good_spec"], doc["bad_spec"], doc["from_run"]
         repeats = doc["repeats_asked"]
-    from_dir, from_doc = _load_from(runs_dir, from_run)
+    from_dir, from_doc = load_from_run(runs_dir, from_run)
     good_flags, bad_name, bad_flags, changes = _lines(pb, from_doc, good, bad)
     run_id = resume or new_run_id()
     run_dir = runs_dir / run_id
@@ -151,7 +148,7 @@ def bisect(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yaml"
     else:
         run_dir.mkdir(parents=True)
         reused = None
-        if from_dir is not None and _reuse_check(from_dir, host_cfg, pb, bad_name or pb.baseline) is None:
+        if from_dir is not None and reuse_check(from_dir, host_cfg, pb, bad_name or pb.baseline) is None:
             reused = copy_reused(from_dir, run_dir, (pb.baseline,))
         doc = {"schema_version": 1, "kind": "bisect", "run_id": run_id, "host": host_cfg.name,
                "simulated": host_cfg.is_sim, "playbook": str(playbook), "from_run": from_run,
@@ -160,79 +157,21 @@ def bisect(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yaml"
                "changes": [describe(ch) for ch in changes], "repeats": base.samples, "tests": [],
                "pending": None, "baseline_reused": reused}
     doc.pop("minimal", None)
-    python = remote_python(host_cfg)
-    own = c is None
-    cache: dict[tuple[str, ...], str] = {tuple(t["flags"]): t["outcome"] for t in doc["tests"]}
     resume_cmd = resume_command(run_id, inventory, host_cfg.name, playbook, runs_dir)
-
-    def save():
-        tmp = run_dir / (BISECT_FILE + ".tmp")
-        tmp.write_text(json.dumps(doc, indent=2, default=str) + "\n")
-        tmp.replace(run_dir / BISECT_FILE)
-
-    def next_name(flags: list[str]) -> str:
-        """The interrupted test's name when these are its flags (its stored samples continue), else a new one."""
-        pending = doc.get("pending")
-        if pending and pending["flags"] == flags:
-            return pending["name"]
-        used = [int(t["name"][1:]) for t in doc["tests"]] + ([int(pending["name"][1:])] if pending else [])
-        return f"t{max(used, default=0) + 1}"
-
-    def test(subset: list[Change]) -> str:
-        flags = apply_changes(good_flags, subset)
-        key = tuple(flags)
-        if key in cache:
-            return cache[key]
-        if not subset and good is None:  # the baseline itself: the reference, not a test
-            cache[key] = "pass"
-            return "pass"
-        hooks.checkpoint()  # a safe point: the tests so far are stored
-        name = next_name(flags)
-        doc["pending"] = {"name": name, "flags": flags}
-        save()
-        hooks.on_progress(f"bisect {name}: {', '.join(describe(ch) for ch in subset) or '(good flags)'}")
-        pbt = Playbook.model_validate({**base.model_dump(), "profiles": {
-            **{k: v.model_dump() for k, v in base.profiles.items() if k == base.baseline},
-            name: ProfileConfig(flags=flags, env=base.profiles[bad_name].env if bad_name else {}).model_dump()}})
-        runs = Runner(host_cfg, only_profiles(pbt, [name]), run_dir, run_id=run_id, python=python,
-                      profiles=[name], hooks=hooks, c=conn).run()
-        doc["pending"] = None
-        pr = next((r for r in runs if r.profile == name), None)
-        failure = pr.failure() if pr else None
-        verdict, _ = _judge(base.baseline, name, latest_samples(load_samples(run_dir / "samples.jsonl")), failure, base.compare.alpha)
-        outcome = {"spec-corrupts-output": "fail"}.get(verdict.kind) or (
-            "pass" if verdict.kind in ("healthy", "spec-slower", "spec-ineffective") else "unresolved")
-        cache[key] = outcome
-        doc["tests"].append({"name": name, "changes": [describe(ch) for ch in subset], "flags": flags,
-                             "outcome": outcome, "verdict": verdict.kind, "evidence": verdict.evidence})
-        hooks.on_progress(f"bisect {name}: {outcome} ({verdict.kind}: {verdict.evidence})")
-        save()
-        return outcome
-
-    conn = None
+    run = _Bisection(doc, run_dir, run_id, host_cfg, base, good_flags=good_flags, good=good, bad_name=bad_name,
+                     python=remote_python(host_cfg), hooks=hooks)
     per_test = len(plan_requests(base, base.baseline))
-    good_name = good or pb.baseline
     hooks.on_progress(opening_line(
         host_cfg, base, run_id, n_requests=per_test, n_profiles=0, playbook_file=playbook, resumed=bool(resume),
         command="bisect run",
-        planned=(f"{len(changes)} flag difference(s) from {good_name} (good) to {bad or bad_name} (bad); up to "
-                 f"{per_test} requests per test launch (budget; early stopping), one launch per test; "
+        planned=(f"{len(changes)} flag difference(s) from {good or pb.baseline} (good) to {bad or bad_name} (bad); "
+                 f"up to {per_test} requests per test launch (budget; early stopping), one launch per test; "
                  f"{len(doc['tests'])} test(s) stored" + (", not launched again" if resume else ""))))
+    own = c is None
     try:
-        save()
-        conn = c or transport.connect(host_cfg)
-        base_only = only_profiles(base, []).model_copy(update={"early_stop": False})
-        Runner(host_cfg, base_only, run_dir, run_id=run_id, python=python, hooks=hooks, c=conn).run()
-        if test(changes) != "fail":
-            doc.update(minimal=None, exit_code=1,
-                       message="the bad launch line does not corrupt output here: nothing to bisect")
-        else:
-            minimal = ddmin(changes, test)
-            flags = apply_changes(good_flags, minimal)
-            pbm = base.model_copy(update={"profiles": {**base.profiles, "minimal": ProfileConfig(flags=flags)}})
-            argv = mask_argv(server_argv(host_cfg, pbm, "minimal"))
-            doc.update(minimal=[describe(ch) for ch in minimal], minimal_flags=flags, exit_code=0,
-                       command="python -m sglang.launch_server " + " ".join(shlex.quote(a) for a in argv))
+        run.save()
+        run.conn = c or transport.connect(host_cfg)
+        run.search(changes)
     except KeyboardInterrupt:
         raise Interrupted(f"interrupted; the servers we started were stopped, {len(doc['tests'])} finished tests "
                           f"and the samples are kept — continue with: {resume_cmd}") from None
@@ -240,14 +179,91 @@ def bisect(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yaml"
         if hooks.interrupted():
             raise Interrupted(f"interrupted; {len(doc['tests'])} finished tests and the samples are kept — "
                               f"continue with: {resume_cmd}") from None
-        e.message += f" (continue with: {resume_cmd})"
-        raise
+        raise e.in_run(f" (continue with: {resume_cmd})", run_id=run_id, run_dir=run_dir) from e
     finally:
-        if own and conn is not None:
-            transport.close(conn)
+        if own and run.conn is not None:
+            transport.close(run.conn)
     doc["finished_at"] = datetime.now(timezone.utc).isoformat()
-    save()
+    run.save()
     return BisectResult(run_id=run_id, run_dir=run_dir, document=doc, exit_code=doc["exit_code"])
+
+
+class _Bisection:
+    """One bisect run as it goes: its stored document (``bisect.json``: the tests so far, the one in flight),
+    the outcome of every flag set tested, and the host connection (``conn``, set before :meth:`search`)."""
+
+    def __init__(self, doc: dict, run_dir: Path, run_id: str, host_cfg, base: Playbook, *, good_flags: list[str],
+                 good: str | None, bad_name: str | None, python: str, hooks: Hooks):
+        self.doc, self.run_dir, self.run_id, self.host_cfg, self.base = doc, run_dir, run_id, host_cfg, base
+        self.good_flags, self.good, self.bad_name, self.python, self.hooks = good_flags, good, bad_name, python, hooks
+        self.cache: dict[tuple[str, ...], str] = {tuple(t["flags"]): t["outcome"] for t in doc["tests"]}
+        self.conn = None
+
+    def save(self) -> None:
+        """Write ``bisect.json`` (through a temporary file and a rename)."""
+        tmp = self.run_dir / (BISECT_FILE + ".tmp")
+        tmp.write_text(json.dumps(self.doc, indent=2, default=str) + "\n")
+        tmp.replace(self.run_dir / BISECT_FILE)
+
+    def next_name(self, flags: list[str]) -> str:
+        """The interrupted test's name when these are its flags (its stored samples continue), else a new one."""
+        pending = self.doc.get("pending")
+        if pending and pending["flags"] == flags:
+            return pending["name"]
+        used = [int(t["name"][1:]) for t in self.doc["tests"]] + ([int(pending["name"][1:])] if pending else [])
+        return f"t{max(used, default=0) + 1}"
+
+    def test(self, subset: list[Change]) -> str:
+        """``pass``, ``fail`` or ``unresolved`` for the good flags with ``subset`` applied: stored, or one launch
+        judged against the baseline (then stored)."""
+        flags = apply_changes(self.good_flags, subset)
+        key = tuple(flags)
+        if key in self.cache:
+            return self.cache[key]
+        if not subset and self.good is None:  # the baseline itself: the reference, not a test
+            self.cache[key] = "pass"
+            return "pass"
+        self.hooks.checkpoint()  # a safe point: the tests so far are stored
+        name = self.next_name(flags)
+        self.doc["pending"] = {"name": name, "flags": flags}
+        self.save()
+        self.hooks.on_progress(f"bisect {name}: {', '.join(describe(ch) for ch in subset) or '(good flags)'}")
+        base = self.base
+        pbt = Playbook.model_validate({**base.model_dump(), "profiles": {
+            **{k: v.model_dump() for k, v in base.profiles.items() if k == base.baseline},
+            name: ProfileConfig(flags=flags, env=base.profiles[self.bad_name].env if self.bad_name else {}).model_dump()}})
+        runs = Runner(self.host_cfg, only_profiles(pbt, [name]), self.run_dir, run_id=self.run_id, python=self.python,
+                      profiles=[name], hooks=self.hooks, c=self.conn).run()
+        self.doc["pending"] = None
+        pr = next((r for r in runs if r.profile == name), None)
+        samples = latest_samples(load_samples(self.run_dir / "samples.jsonl"))
+        verdict, _ = judge_arm(base.baseline, name, samples, pr.failure() if pr else None, base.compare.alpha)
+        outcome = {"spec-corrupts-output": "fail"}.get(verdict.kind) or (
+            "pass" if verdict.kind in ("healthy", "spec-slower", "spec-ineffective") else "unresolved")
+        self.cache[key] = outcome
+        self.doc["tests"].append({"name": name, "changes": [describe(ch) for ch in subset], "flags": flags,
+                                  "outcome": outcome, "verdict": verdict.kind, "evidence": verdict.evidence})
+        self.hooks.on_progress(f"bisect {name}: {outcome} ({verdict.kind}: {verdict.evidence})")
+        self.save()
+        return outcome
+
+    def search(self, changes: list[Change]) -> None:
+        """The baseline's samples, then the bad line, then ddmin over ``changes``: the minimal change and its
+        launch line in the document (``exit_code`` 0), or 1 when the bad line does not corrupt output here."""
+        base, doc = self.base, self.doc
+        base_only = only_profiles(base, []).model_copy(update={"early_stop": False})
+        Runner(self.host_cfg, base_only, self.run_dir, run_id=self.run_id, python=self.python, hooks=self.hooks,
+               c=self.conn).run()
+        if self.test(changes) != "fail":
+            doc.update(minimal=None, exit_code=1,
+                       message="the bad launch line does not corrupt output here: nothing to bisect")
+            return
+        minimal = ddmin(changes, self.test)
+        flags = apply_changes(self.good_flags, minimal)
+        pbm = base.model_copy(update={"profiles": {**base.profiles, "minimal": ProfileConfig(flags=flags)}})
+        argv = mask_argv(server_argv(self.host_cfg, pbm, "minimal"))
+        doc.update(minimal=[describe(ch) for ch in minimal], minimal_flags=flags, exit_code=0,
+                   command="python -m sglang.launch_server " + " ".join(shlex.quote(a) for a in argv))
 
 
 def _lines(pb: Playbook, from_doc: dict | None, good: str | None, bad: str | None):
@@ -266,7 +282,7 @@ def _lines(pb: Playbook, from_doc: dict | None, good: str | None, bad: str | Non
 def _resume_state(runs_dir: Path, run_id: str, fingerprint: dict) -> dict:
     """The stored bisect.json of ``run_id``. Raises ConfigError when there is none, it is finished, or it was
     made with another host or playbook."""
-    _check_run_id(run_id, "--resume")
+    require_run_id(run_id, "--resume")
     doc = load_bisect(runs_dir / run_id)
     if doc is None or "fingerprint" not in doc:
         raise ConfigError(f"no resumable bisect run {run_id!r} in {runs_dir}/ (no {BISECT_FILE})", field="--resume")

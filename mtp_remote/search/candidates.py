@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 
 from ..lint.flag_table import select_flag_table, version_key
 from ..lint.lint import lint_command
-from ..lint.rules import LintContext, _is_hybrid
+from ..lint.rules import LintContext, is_hybrid
 
 #: Lint findings that mean "this release will not start with these flags".
 REFUSED = {"unknown-flag", "invalid-value", "ambiguous-flag", "missing-required", "hybrid-spec-radix-cache",
@@ -159,7 +159,7 @@ def plan_candidates(*, model_path: str, base_flags, profile_flags, playbook_miti
                         architectures=architectures)
     ctx = LintContext(flags=base.flags, version=sglang_version or base.sglang_version,
                       explicit=set(), architectures=tuple(architectures))
-    hybrid = _is_hybrid(LintContext(flags={**base.flags, "model_path": model_path}, version=ctx.version,
+    hybrid = is_hybrid(LintContext(flags={**base.flags, "model_path": model_path}, version=ctx.version,
                                     architectures=tuple(architectures)))
     version = sglang_version or base.sglang_version
     before = effective_settings(base.flags, version, hybrid)

@@ -2,7 +2,7 @@
 
 One launch per candidate (:class:`~mtp_remote.experiment.runner.Runner`, the same lifecycle as ``diagnose``), sampled in
 rounds with early stopping (``analysis.stopping``: a candidate is dropped as soon as it is settled bad), each
-judged against the baseline with the same statistics and rule as ``diagnose`` (through :func:`_judge`, the one
+judged against the baseline with the same statistics and rule as ``diagnose`` (through :func:`judge_arm`, the one
 place that calls the decision rule). The baseline's samples (and the corrupting profile's, shown as the
 reference row) are reused from the diagnose run given with ``from_run`` when the host and the experiment
 match. Writes ``runs/<run-id>/``: ``samples.jsonl``, ``logs/``, ``mitigation.json`` (the plan, the host facts,
@@ -24,33 +24,30 @@ from ..analysis.diagnosis import to_obs
 from ..analysis.speed import LogSpeed
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook, ProfileConfig
-from ..config.validation import is_name
 from ..errors import ConfigError, Interrupted, MtpRemoteError
 from ..files import load_json_file
-from ..experiment.diagnose import RUN_FILE, experiment_fingerprint, opening_line
+from ..experiment.diagnose import experiment_fingerprint, opening_line
+from ..config.loaded import as_loaded
 from ..experiment.hosts import load_config, remote_python
 from ..experiment.sampling import latest_samples
 from ..experiment.plan import plan_requests
-from ..experiment.runner import Hooks, Runner, new_run_id
+from ..experiment.run_id import new_run_id
+from ..experiment.runner import Hooks, Runner
 from ..experiment.sampling import load_samples
 from ..remote import connect as transport
 from ..remote.commands import mask_secrets, playbook_secrets
-from ..remote.envfacts import EnvFacts, get_environment
-from ..report.records import cause_line
+from ..remote.envfacts import get_environment
 from .candidates import Candidate, parse_flags, plan_candidates
+from .from_run import copy_reused, load_from_run, require_run_id, reuse_check, sglang_version_of
+from .mitigation_report import render_markdown
 from .ranking import (
     SPEED_CONFIDENCE,
-    beats_baseline,
     flag_changes,
-    fmt_cost_ci,
-    fmt_ratio_ci,
     pick_best,
     rank_results,
     recommendation,
     speed_fields,
 )
-
-__all__ = ["CandidateResult", "MitigateResult", "mitigate", "render_markdown", "table_rows"]
 
 MITIGATION_FILE = "mitigation.json"
 #: Verdicts under which a candidate no longer loops more than the baseline.
@@ -110,7 +107,7 @@ class MitigateResult:
     exit_code: int
 
 
-def _judge(baseline: str, profile: str, samples: list[dict], launch_failure: tuple[str, str] | None,
+def judge_arm(baseline: str, profile: str, samples: list[dict], launch_failure: tuple[str, str] | None,
            alpha: float):
     """The decision rule on one profile vs the baseline: (verdict, cells) — the same call ``diagnose`` makes.
 
@@ -129,7 +126,7 @@ def judge_profile(baseline: str, name: str, samples: list[dict], launch_failure,
     there are none): ``tokens_per_s`` the mean of the cells' means, as ``diagnose`` shows it; ``log_speed`` /
     ``base_log_speed`` the :class:`~mtp_remote.analysis.speed.LogSpeed` summaries (as dicts) of the per-sample
     completion_tokens / latency_s, which give ``speed_vs_baseline`` and its interval (``ranking.speed_fields``)."""
-    v, cells = _judge(baseline, name, samples, launch_failure, alpha)
+    v, cells = judge_arm(baseline, name, samples, launch_failure, alpha)
     rows = [r for r in v.comparisons if r["temperature"] > 0] or list(v.comparisons)
     mine = [c for c in cells if c.profile == name and c.temperature > 0] or [c for c in cells if c.profile == name]
     base = [c for c in cells if c.profile == baseline and c.temperature > 0] or \
@@ -198,25 +195,6 @@ def corrupting_profile(pb: Playbook, from_doc: dict | None, profile: str | None)
     return spec[0]
 
 
-def _reuse_check(from_dir: Path, host: HostConfig, pb: Playbook, profile: str) -> str | None:
-    """None when the diagnose run in ``from_dir`` was made on the same host with the same experiment (baseline
-    and ``profile`` flags, prompts, sampling); else what differs."""
-    try:
-        stored = load_json_file(from_dir / RUN_FILE)["fingerprint"]
-    except (OSError, ValueError, KeyError):
-        return f"{from_dir / RUN_FILE} is missing or unreadable"  # a whole phrase: no "differ" after it
-    now = mask_secrets(experiment_fingerprint(host, pb), playbook_secrets(pb, host))
-    diffs = [k for k in ("host", "engine", "model_path", "address", "gpus", "python", "host_env")
-             if stored.get(k) != now[k]]
-    old_pb, new_pb = stored.get("playbook", {}), now["playbook"]
-    diffs += [f"playbook.{k}" for k in sorted(set(old_pb) | set(new_pb)) if k not in ("name", "profiles")
-              and old_pb.get(k) != new_pb.get(k)]
-    for p in (pb.baseline, profile):
-        if (old_pb.get("profiles") or {}).get(p) != new_pb["profiles"].get(p):
-            diffs.append(f"profile {p}")
-    return f"{', '.join(diffs)} differ" if diffs else None
-
-
 def derived_playbook(pb: Playbook, profile: str, candidates: list[Candidate], *, samples: int | None) -> Playbook:
     """The mitigation run's playbook: baseline, the corrupting profile, one profile per launched candidate,
     early stopping on (``samples`` is the per-prompt budget)."""
@@ -242,49 +220,6 @@ def only_profiles(pb: Playbook, names: list[str]) -> Playbook:
     return pb.model_copy(update={"profiles": keep})
 
 
-def copy_reused(from_dir: Path, run_dir: Path, profiles: tuple[str, ...]) -> int:
-    """Append the diagnose run's successful samples of ``profiles`` to this run's samples.jsonl (once)."""
-    recs = [s for s in latest_samples(load_samples(from_dir / "samples.jsonl"))
-            if s["profile"] in profiles and s.get("error") is None]
-    with (run_dir / "samples.jsonl").open("a") as f:
-        for s in recs:
-            f.write(json.dumps({**s, "reused_from": from_dir.name}) + "\n")
-    return len(recs)
-
-
-def _check_run_id(run_id: str, field: str) -> None:
-    if not is_name(run_id):
-        raise ConfigError(f"{run_id!r} is not a run id (like 20261130-141850-9b44)", field=field)
-
-
-def _load_from(runs_dir: Path, from_run: str | None) -> tuple[Path | None, dict | None]:
-    if not from_run:
-        return None, None
-    _check_run_id(from_run, "--from")
-    d = runs_dir / from_run
-    try:
-        doc = load_json_file(d / "summary.json")
-    except FileNotFoundError:
-        raise ConfigError(f"no diagnose run {from_run!r} in {runs_dir}/ (no summary.json)", field="--from") from None
-    except OSError as e:
-        raise ConfigError(f"cannot read: {e.strerror}", file=str(d / "summary.json")) from None
-    except ValueError as e:
-        raise ConfigError(f"summary.json is not valid JSON: {e}", file=str(d / "summary.json")) from None
-    if doc.get("status", "completed") != "completed":  # no verdict and no samples: nothing to start from
-
-        raise ConfigError(f"run {from_run} {doc.get('status')}: {cause_line(doc)}; --from needs a completed diagnose "
-                          f"run (run `mtp-remote diagnose` again, or leave --from out)", field="--from")
-    return d, doc
-
-
-def _version_from(doc: dict | None) -> str | None:
-    for pr in (doc or {}).get("profiles", []):
-        v = (pr.get("server_info") or {}).get("version")
-        if v:
-            return str(v)
-    return None
-
-
 def mitigate(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yaml", host: str | None = None,
              runs_dir="runs", profile: str | None = None, from_run: str | None = None, resume: str | None = None,
              only: list[str] | None = None, samples: int | None = None, hooks: Hooks | None = None,
@@ -295,87 +230,40 @@ def mitigate(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yam
     resume that does not exist or was made differently), MtpRemoteError when the host cannot be used, and
     Interrupted (with the resume command) on Ctrl-C: launched candidates' samples are kept. ``reference=False``
     does not launch the corrupting profile itself (a fleet spreading candidates runs it on one host only)."""
-    _, host_cfg, pb = load_config(inventory, playbook, host)
+    config = as_loaded(inventory)  # read once: every step below takes it
+    inventory = config.inventory_file
+    _, host_cfg, pb = load_config(config, playbook, host)
     runs_dir = Path(runs_dir)
     hooks = hooks or Hooks()
     if resume:
-        _check_run_id(resume, "--resume")
-        run_dir = runs_dir / resume
-        try:
-            state = load_json_file(run_dir / MITIGATION_FILE)
-        except (OSError, ValueError):
-            raise ConfigError(f"no mitigation run {resume!r} to resume in {runs_dir}/ (no {MITIGATION_FILE})",
-                              field="--resume") from None
-        fp = mask_secrets(experiment_fingerprint(host_cfg, pb), playbook_secrets(pb, host_cfg))
-        if state["fingerprint"] != fp:
-            raise ConfigError(f"run {resume} was made with a different host or playbook; resume it with the same "
-                              "inventory and playbook", field="--resume")
-        run_id, from_run, samples = resume, state.get("from_run"), state.get("samples")
-        profile = state["profile"]
-        candidates = [Candidate(**{**x, "flags": tuple(x["flags"])}) for x in state["candidates"]]
-        env_facts = EnvFacts(**state["facts"])
-        from_dir = runs_dir / from_run if from_run else None
+        state, from_doc = _resumed_state(runs_dir, resume, host_cfg, pb), None
     else:
-        run_id = new_run_id()
-        run_dir = runs_dir / run_id
-        from_dir, from_doc = _load_from(runs_dir, from_run)
-        explicit = profile
-        profile = corrupting_profile(pb, from_doc, profile)
-        if from_doc and not explicit and not any(v.get("kind") == "spec-corrupts-output"
-                                                 for v in from_doc.get("verdicts", [])):
-            found = ", ".join(f"{v.get('profile')}: {v.get('kind')}" for v in from_doc.get("verdicts", [])) or "none"
-            hooks.on_progress(f"{from_run} has no spec-corrupts-output verdict ({found}): mitigating {profile}, "
-                              f"the playbook's first speculative profile (--profile picks another)")
-        state = {"schema_version": SCHEMA_VERSION, "run_id": run_id, "kind": "mitigate", "host": host_cfg.name,
-                 "playbook": str(playbook), "profile": profile, "from_run": from_run, "samples": samples,
-                 "started_at": datetime.now(timezone.utc).isoformat(), "simulated": host_cfg.is_sim,
-                 "fingerprint": mask_secrets(experiment_fingerprint(host_cfg, pb), playbook_secrets(pb, host_cfg)),
-                 "done": [] if reference else [profile], "reused": None}
+        state, from_doc = _new_state(runs_dir, host_cfg, pb, playbook=playbook, profile=profile, from_run=from_run,
+                                     samples=samples, reference=reference, hooks=hooks)
+    run_id, profile, samples = state["run_id"], state["profile"], state.get("samples")
+    run_dir = runs_dir / run_id
+    resume_cmd = resume_command(run_id, inventory, host_cfg.name, playbook, runs_dir)
     python = remote_python(host_cfg)
     own = c is None
     conn = c or transport.connect(host_cfg)
     try:
-        if not resume:
-            env_facts = get_environment(conn, host_cfg, python)
-            if env_facts.sglang is None:
-                env_facts.sglang = _version_from(from_doc)
-            candidates = plan_candidates(model_path=host_cfg.model_path, base_flags=pb.base_flags,
-                                         profile_flags=pb.profiles[profile].flags,
-                                         playbook_mitigations=pb.mitigations, sglang_version=env_facts.sglang,
-                                         architectures=tuple(env_facts.architectures))
-            if only:
-                unknown = sorted(set(only) - {x.name for x in candidates})
-                if unknown:
-                    raise ConfigError(f"unknown candidate(s) {unknown}; choose from {[x.name for x in candidates]}",
-                                      field="--candidate")
-                candidates = [x for x in candidates if x.name in only]
-            run_dir.mkdir(parents=True, exist_ok=True)
-            state.update(facts=env_facts.to_dict(), candidates=[x.to_dict() for x in candidates])
-            if from_dir is not None:
-                why_not = _reuse_check(from_dir, host_cfg, pb, profile)
-                if why_not is None:
-                    n = copy_reused(from_dir, run_dir, (pb.baseline, profile))
-                    state["reused"] = f"{n} samples of {pb.baseline} and {profile} from {from_run}"
-                else:
-                    state["reused"] = f"nothing reused from {from_run}: {why_not}"
-            _save(run_dir, state)
+        if resume:
+            candidates = [Candidate(**{**x, "flags": tuple(x["flags"])}) for x in state["candidates"]]
+        else:
+            candidates = _plan_and_store(conn, host_cfg, pb, python, state, run_dir, runs_dir=runs_dir,
+                                         from_doc=from_doc, only=only)
         dpb = derived_playbook(pb, profile, candidates, samples=samples)
-        launched = [profile] + [x.name for x in candidates if x.skipped is None]
-        n_req = len(plan_requests(dpb, dpb.baseline)) + sum(len(plan_requests(dpb, n)) for n in launched)
-        hooks.on_progress(opening_line(
-            host_cfg, dpb, run_id, n_requests=n_req, n_profiles=1 + len(launched), playbook_file=playbook,
-            resumed=bool(resume), command="mitigate run",
-            planned=(f"{n_req} requests planned (budget; early stopping) over the baseline, {profile} as deployed "
-                     f"and {len(launched) - 1} candidate(s) ({sum(1 for x in candidates if x.skipped)} skipped)")))
+        hooks.on_progress(_opening(host_cfg, dpb, run_id, profile, candidates, playbook=playbook,
+                                   resumed=bool(resume)))
         if state.get("reused") and not resume:
             hooks.on_progress(state["reused"])
         _run_all(conn, host_cfg, dpb, run_dir, run_id, python, profile, candidates, state, hooks)
     except KeyboardInterrupt:
         raise Interrupted(f"interrupted; the servers we started were stopped and the samples are kept — continue "
-                          f"with: {resume_command(run_id, inventory, host_cfg.name, playbook, runs_dir)}") from None
+                          f"with: {resume_cmd}") from None
     except MtpRemoteError as e:
         if run_dir.exists() and not hooks.interrupted():
-            e.message += f" (continue with: {resume_command(run_id, inventory, host_cfg.name, playbook, runs_dir)})"
+            raise e.in_run(f" (continue with: {resume_cmd})", run_id=run_id, run_dir=run_dir) from e
         raise
     finally:
         if own:
@@ -384,6 +272,85 @@ def mitigate(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yam
     _save(run_dir, doc)
     (run_dir / "mitigation.md").write_text(render_markdown(doc))
     return MitigateResult(run_id=run_id, run_dir=run_dir, document=doc, exit_code=doc["exit_code"])
+
+
+def _resumed_state(runs_dir: Path, resume: str, host_cfg: HostConfig, pb: Playbook) -> dict:
+    """The stored state of mitigation run ``resume`` (mitigation.json). Raises ConfigError when there is none, or
+    when it was made with another host or playbook."""
+    require_run_id(resume, "--resume")
+    try:
+        state = load_json_file(runs_dir / resume / MITIGATION_FILE)
+    except (OSError, ValueError):
+        raise ConfigError(f"no mitigation run {resume!r} to resume in {runs_dir}/ (no {MITIGATION_FILE})",
+                          field="--resume") from None
+    fp = mask_secrets(experiment_fingerprint(host_cfg, pb), playbook_secrets(pb, host_cfg))
+    if state["fingerprint"] != fp:
+        raise ConfigError(f"run {resume} was made with a different host or playbook; resume it with the same "
+                          "inventory and playbook", field="--resume")
+    return {**state, "run_id": resume}
+
+
+def _new_state(runs_dir: Path, host_cfg: HostConfig, pb: Playbook, *, playbook, profile: str | None,
+               from_run: str | None, samples: int | None, reference: bool, hooks: Hooks) -> tuple[dict, dict | None]:
+    """A new mitigation run's state (its id, the profile to mitigate, the run it starts from) and that run's
+    summary (None without ``--from``). Raises ConfigError for a bad ``--from`` or ``--profile``."""
+    run_id = new_run_id()
+    _, from_doc = load_from_run(runs_dir, from_run)
+    explicit = profile
+    profile = corrupting_profile(pb, from_doc, profile)
+    if from_doc and not explicit and not any(v.get("kind") == "spec-corrupts-output"
+                                             for v in from_doc.get("verdicts", [])):
+        found = ", ".join(f"{v.get('profile')}: {v.get('kind')}" for v in from_doc.get("verdicts", [])) or "none"
+        hooks.on_progress(f"{from_run} has no spec-corrupts-output verdict ({found}): mitigating {profile}, "
+                          f"the playbook's first speculative profile (--profile picks another)")
+    return {"schema_version": SCHEMA_VERSION, "run_id": run_id, "kind": "mitigate", "host": host_cfg.name,
+            "playbook": str(playbook), "profile": profile, "from_run": from_run, "samples": samples,
+            "started_at": datetime.now(timezone.utc).isoformat(), "simulated": host_cfg.is_sim,
+            "fingerprint": mask_secrets(experiment_fingerprint(host_cfg, pb), playbook_secrets(pb, host_cfg)),
+            "done": [] if reference else [profile], "reused": None}, from_doc
+
+
+def _plan_and_store(conn, host_cfg: HostConfig, pb: Playbook, python: str, state: dict, run_dir: Path, *,
+                    runs_dir: Path, from_doc: dict | None, only: list[str] | None) -> list[Candidate]:
+    """A new run's candidates, planned from the host's SGLang release and model (``only``: these); the run
+    directory made with the reused samples of the ``--from`` run when it matches, and the state stored.
+    Raises ConfigError for an unknown ``--candidate``."""
+    profile, from_run = state["profile"], state["from_run"]
+    env_facts = get_environment(conn, host_cfg, python)
+    if env_facts.sglang is None:
+        env_facts.sglang = sglang_version_of(from_doc)
+    candidates = plan_candidates(model_path=host_cfg.model_path, base_flags=pb.base_flags,
+                                 profile_flags=pb.profiles[profile].flags, playbook_mitigations=pb.mitigations,
+                                 sglang_version=env_facts.sglang, architectures=tuple(env_facts.architectures))
+    if only:
+        unknown = sorted(set(only) - {x.name for x in candidates})
+        if unknown:
+            raise ConfigError(f"unknown candidate(s) {unknown}; choose from {[x.name for x in candidates]}",
+                              field="--candidate")
+        candidates = [x for x in candidates if x.name in only]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    state.update(facts=env_facts.to_dict(), candidates=[x.to_dict() for x in candidates])
+    if from_run:
+        why_not = reuse_check(runs_dir / from_run, host_cfg, pb, profile)
+        if why_not is None:
+            n = copy_reused(runs_dir / from_run, run_dir, (pb.baseline, profile))
+            state["reused"] = f"{n} samples of {pb.baseline} and {profile} from {from_run}"
+        else:
+            state["reused"] = f"nothing reused from {from_run}: {why_not}"
+    _save(run_dir, state)
+    return candidates
+
+
+def _opening(host_cfg: HostConfig, dpb: Playbook, run_id: str, profile: str, candidates: list[Candidate], *,
+             playbook, resumed: bool) -> str:
+    """The mitigation run's opening line: requests planned over the baseline, the profile and the candidates."""
+    launched = [profile] + [x.name for x in candidates if x.skipped is None]
+    n_req = len(plan_requests(dpb, dpb.baseline)) + sum(len(plan_requests(dpb, n)) for n in launched)
+    return opening_line(
+        host_cfg, dpb, run_id, n_requests=n_req, n_profiles=1 + len(launched), playbook_file=playbook,
+        resumed=resumed, command="mitigate run",
+        planned=(f"{n_req} requests planned (budget; early stopping) over the baseline, {profile} as deployed "
+                 f"and {len(launched) - 1} candidate(s) ({sum(1 for x in candidates if x.skipped)} skipped)"))
 
 
 def resume_command(run_id: str, inventory, host: str, playbook, runs_dir) -> str:
@@ -490,57 +457,3 @@ def _stats(st: dict) -> dict:
                                "tokens_per_s", "speed_vs_baseline", "speed_ci", "log_speed", "base_log_speed")}
 
 
-def _fmt(x, spec: str, none: str = "–") -> str:
-    return none if x is None else format(x, spec)
-
-
-def table_rows(doc: dict) -> list[list[str]]:
-    """The mitigation table as strings: rank (``2 =#1`` when tied with #1), candidate, change, loops (spec vs
-    baseline, p), acceptance, tokens/s, x baseline [95 % CI], speed cost [95 % CI], verdict or skip reason."""
-    out = []
-    for r in doc["rows"]:
-        loops = (f"{r['loops']}/{r['n']} vs {r['base_loops']}/{r['base_n']}" if r.get("n") is not None else "–")
-        if r["status"] == "baseline" and r.get("n") is not None:
-            loops = f"{r['loops']}/{r['n']} (no speculation)"
-        if r.get("p") is not None and r.get("n") is not None:
-            loops += f" (p={r['p']:.2g})"
-        verdict = r.get("verdict") or r["status"]
-        if r["status"] == "baseline":
-            verdict = "baseline: speculation off"
-        if r["status"] in ("skipped", "pending"):
-            verdict = f"{r['status']}: {r['evidence']}"
-        name = r["name"] + (f" @{r['host']}" if r.get("host") else "")
-        rank = str(r["rank"] or "") + (" =#1" if r.get("tied_with") else "")
-        out.append([rank, name, r["change"], loops, _fmt(r.get("accept_length"), ".2f"),
-                    _fmt(r.get("tokens_per_s"), ".0f"), fmt_ratio_ci(r.get("speed_vs_baseline"), r.get("speed_ci")),
-                    fmt_cost_ci(r.get("speed_cost"), r.get("speed_cost_ci")), verdict])
-    return out
-
-
-HEADERS = ["rank", "candidate", "change", "loops T>0 (spec vs base)", "accept len", "tok/s", "vs base [95% CI]",
-           "speed cost [95% CI]", "verdict"]
-
-
-def render_markdown(doc: dict) -> str:
-    """mitigation.md: what was tried on which host, the ranked table, and the command to use."""
-    sim = " (simulated engine)" if doc.get("simulated") else ""
-    facts = doc.get("facts") or {}
-    lines = [f"# Mitigation of `{doc['profile']}` on {doc['host']}{sim}", "",
-             (f"Run {doc['run_id']}; SGLang {facts.get('sglang') or 'unknown'}; "
-             f"architectures {', '.join(facts.get('architectures') or []) or 'unknown'}; "
-             f"{doc.get('reused') or 'baseline sampled in this run'}."), "",
-             "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
-    for row in table_rows(doc):
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
-    best = next((r for r in doc["rows"] if r["name"] == doc.get("best")), None)
-    lines += ["", recommendation(doc)]
-    if any(r.get("tied_with") for r in doc["rows"]):
-        lines += ["", ("`=#1`: tied with #1 (not distinguishable at these samples): the 95 % Welch interval of "
-                       "its tokens/s over #1's contains 1.")]
-    if best:
-        keep = not any(r["status"] == "baseline" for r in doc["rows"]) or beats_baseline(best)
-        label = "Profile flags" if keep else f"{best['name']}'s profile flags, if speculation must stay on"
-        lines += ["", f"{label}: `" + " ".join(shlex.quote(f) for f in best["flags"]) + "`"]
-    lines += ["", ("Speeds over non-looping samples: ratio of geometric-mean tokens/s with a 95 % Welch t interval "
-                   "on ln(tokens/s) (docs/metrics.md, \"Speed intervals in mitigate\").")]
-    return "\n".join(lines) + "\n"

@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 from ..analysis.speed import LogSpeed
 from .mitigate import CandidateResult
 from .ranking import SPEED_CONFIDENCE, pick_best, rank_results, speed_fields
@@ -63,8 +65,6 @@ def ranking_error_rates(true_ratios: Sequence[float], n: int, sigma: float, *, t
     ``top_two_separated``: the two truly fastest candidates are not marked tied, whichever comes first (with
     equal true speeds: the false-separation rate, ≈ 5 % by construction; with different ones: the power).
     Deterministic for a seed."""
-    import numpy as np  # deferred with the rest of the Monte Carlo: the table itself never needs numpy
-
     rng = np.random.default_rng(seed)
     order = sorted(range(len(true_ratios)), key=lambda i: -true_ratios[i])
     fastest, second = order[0], order[1] if len(order) > 1 else None

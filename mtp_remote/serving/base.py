@@ -8,14 +8,16 @@ drives any kind through it and knows no shell. A server's life on the seam::
     kind.stop(...)        -> StopReport         stop what we left there (drain, then the GPU-release wait)
     kind.launch(profile, argv, env) -> record   started, with an identity record (raises LaunchError)
     kind.follow(record)   -> LogFollower|None   its log as it is written (None: the kind can only poll)
+    kind.reach()          -> Tunnel             where the driver sends requests (a context manager, opened
+                                                while the server starts)
     kind.wait_ready(record, ...) -> Ready | Crashed | TimedOut   followed to ready, with the cause
-    kind.reach()          -> Tunnel             where the driver sends requests (a context manager)
     kind.poll(record, offset) -> Polled         the crash/hang watch's look: alive + new log text
     kind.stop(...)        -> StopReport         SIGTERM or its like, the drain, the kill, the GPU-release wait
     kind.read_log(path)   -> str                the whole log (kept with the run)
-    kind.release_lock()
+    kind.release_lock()                         when the last stop did not release it (``unlock=True``)
 
-and :attr:`ServerKind.capabilities` says what the kind can and cannot guarantee (:class:`Capabilities`).
+(in the order the runner calls them; per profile from ``launch`` to ``stop``) and
+:attr:`ServerKind.capabilities` says what the kind can and cannot guarantee (:class:`Capabilities`).
 
 Kinds (``server: {kind: ...}`` of a host in the inventory, :mod:`mtp_remote.config.inventory`):
 
@@ -34,8 +36,9 @@ Kinds (``server: {kind: ...}`` of a host in the inventory, :mod:`mtp_remote.conf
   starts anything, ``stop`` never signals, no lock, no A/A relaunch (``capabilities.relaunch`` False).
 
 A new kind: one module here implementing :class:`ServerKind`, one variant of ``ServerSpec`` in
-``config/inventory.py``, its branch in :func:`mtp_remote.serving.kinds.open_server`, and tests
-(``tests/unit/serving/``: the runner against a plain fake kind shows what the runner asks of one).
+``config/inventory.py``, its branch in :func:`mtp_remote.serving.kinds.open_server`, and tests that pass
+``tests/support/seam.py``'s ``run_through_the_seam`` (what the runner asks of any kind; ``tests/unit/serving/``
+runs it on a plain fake kind and on the process kind).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from ..errors import LaunchError
 from ..remote.connect import Tunnel
@@ -206,6 +209,7 @@ class LogFollower(Protocol):
     def __exit__(self, *exc) -> None: ...
 
 
+@runtime_checkable
 class ServerKind(Protocol):
     """Where the servers of one run on one host live, and how each is launched, followed, watched and stopped.
 
@@ -213,7 +217,8 @@ class ServerKind(Protocol):
     out a dropped connection through it); ``workdir`` where the kind keeps its files on the host (resolved by
     :meth:`prepare`); ``on_progress(message)`` takes one-line progress. Errors: ``launch`` raises LaunchError
     (with ``cause``), ``prepare`` RemoteError/LockError, ``stop`` StopError when what it stopped keeps the GPU;
-    any command may raise TransportLost."""
+    any command may raise TransportLost. ``isinstance(x, ServerKind)`` checks that ``x`` has every member (not their
+    signatures)."""
 
     capabilities: Capabilities
     c: object

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 from ..config.inventory import HostConfig
@@ -9,6 +10,7 @@ from .base import ServerKind
 from .container import ContainerServer
 from .exec import ExecServer
 from .process import ProcessServer
+from .slurm import ALLOCATION_ENV, SlurmServer, allocation_of
 
 
 def open_server(c, host: HostConfig, *, python: str, run_id: str,
@@ -24,4 +26,6 @@ def open_server(c, host: HostConfig, *, python: str, run_id: str,
         return ExecServer(c, host, **kw)
     if host.server.kind == "container":
         return ContainerServer(c, host, images=images, **kw)
+    if host.server.kind == "slurm":  # in a task of the nightly's job array: servers are steps of its allocation
+        return SlurmServer(c, host, allocation=allocation_of(os.environ.get(ALLOCATION_ENV, "")), **kw)
     raise AssertionError(f"unknown server kind {host.server.kind!r}")  # the inventory's model names the choices

@@ -23,7 +23,7 @@ from ..config.inventory import HostConfig
 from ..config.validation import check_run_id
 from ..errors import ConfigError, LaunchError, LockError, RemoteError
 from ..remote import connect as transport
-from ..remote import facts, hostscripts, lock, logfile, process
+from ..remote import facts, hostscripts, lock, lockbeat, logfile, process
 from ..remote.commands import mask_argv, mask_log_secrets
 from ..remote.follow import LogStream
 from .base import Capabilities, WaitOutcome
@@ -110,51 +110,83 @@ class ProcessServer:
     # -- lock --------------------------------------------------------------------------------------------
 
     def _lock_line(self, owner: str) -> str:
-        return f"{owner} {self.run_id} {int(time.time())} {os.getpid()}"
+        return f"{owner} {self.run_id} {int(time.time())} {os.getpid()} {lockbeat.instance()}"
 
     def acquire_lock(self, owner: str, stale_s: float = 6 * 3600) -> None:
         """Take ``<workdir>/lock`` (noclobber create, in the same step that checks the workdir) as ``owner``
         (``user@machine``).
 
-        The lock holds owner, run id, epoch seconds and the driver's PID. It is taken over when it is older
-        than ``stale_s`` seconds, when it was taken on this same machine by a driver process that no longer
-        exists (a run that was killed), or when it is corrupt (not those four fields: a crash mid-write, a
-        full disk) and its file is over a minute old — a lock being written is never taken. The takeover is a
-        compare-and-swap under a ``mkdir`` mutex: of two contenders for one stale lock exactly one wins. Raises
-        LockError naming the holder otherwise."""
+        The lock holds owner, run id, epoch seconds, the driver's PID and its instance
+        (:func:`~mtp_remote.remote.lockbeat.instance`: machine, boot and a random part); while held it is
+        touched every 30 s (:class:`~mtp_remote.remote.lockbeat.LockHeartbeat`). It is taken over when it has not
+        been touched for :data:`~mtp_remote.remote.lockbeat.STALE_S` seconds (a lock without an instance, from an
+        older mtp-remote: when it is older than ``stale_s``), when it was taken on this same machine and boot by a
+        driver process that no longer exists (a run that was killed), or when it is corrupt (not those fields: a
+        crash mid-write, a full disk) and its file is over a minute old — a lock being written is never taken.
+        The takeover is a compare-and-swap of the line's bytes under a ``mkdir`` mutex: of two contenders for one
+        stale lock exactly one wins. Raises LockError naming the holder otherwise."""
         self._judge_lock(owner, self._workdir_step(owner), stale_s)
 
     def _judge_lock(self, owner: str, rep: hostscripts.WorkdirReport, stale_s: float = 6 * 3600) -> None:
         """Given the workdir step's lock report: done when acquired, else take a stale lock over or raise."""
-        if rep.lock == "acquired":
-            return
         path = f"{self.workdir}/lock"
+        if rep.lock == "acquired":
+            self._beat(path)
+            return
         if rep.lock_foreign:
             raise LockError(f"{path} is not a file of ours; remove it (it is never trusted)", host=self.host.name)
         content = self._lock_line(owner)
-        seen, old = rep.holder, rep.lock_old
+        seen, seen_sha, old, beat_age = rep.holder, rep.holder_sha, rep.lock_old, rep.lock_age
         for _ in range(3):  # the holder may change under us: judge the lock we saw, swap only that one
             cur = seen.split()
             corrupt = len(cur) < 4 or not (cur[2].isdigit() and cur[3].isdigit())
             age = time.time() - float(cur[2]) if not corrupt else 0.0
-            dead_local = not corrupt and cur[0] == owner and not _local_pid_alive(int(cur[3]))
+            beating = len(cur) >= 5 and beat_age is not None  # a heartbeat lock: judged by its last touch
+            if not corrupt and beating:
+                age = float(beat_age)
+            if not corrupt and len(cur) >= 5:  # its PID is ours to check only when it was written here, this boot
+                dead_local = lockbeat.same_machine(cur[4]) and not _local_pid_alive(int(cur[3]))
+            else:
+                dead_local = not corrupt and cur[0] == owner and not _local_pid_alive(int(cur[3]))
+            limit = lockbeat.STALE_S if beating else stale_s
             if corrupt and not old:
                 raise LockError(f"the host lock {path} is corrupt ({seen[:80]!r}); it counts as stale once it is a "
                                 f"minute old (a lock being written is never taken)", host=self.host.name)
-            if not corrupt and age < stale_s and not dead_local:
+            if not corrupt and age < limit and not dead_local:
                 raise LockError(
-                    f"host is locked by {cur[0]} (run {cur[1]}, {age:.0f} s ago); wait "
+                    f"host is locked by {cur[0]} (run {cur[1]}, "
+                    f"{f'alive: its heartbeat {age:.0f} s ago' if beating else f'{age:.0f} s ago'}); wait "
                     f"for it or remove {self.workdir}/lock if that run is dead", host=self.host.name)
-            out = lock.take_over(self.c, path, seen, content)
+            out = lock.take_over(self.c, path, seen_sha, content)
             if out.startswith("acquired"):
-                what = "a corrupt lock" if corrupt else f"a stale lock ({' '.join(cur[:2])}, {age:.0f} s old"
+                what = ("a corrupt lock" if corrupt else
+                        f"a stale lock ({' '.join(cur[:2])}, {'no heartbeat for ' if beating else ''}{age:.0f} s")
                 self.on_progress(f"took over {what}{', its driver is gone' if dead_local else ''}"
                                  f"{'' if corrupt else ')'}")
+                self._beat(path)
                 return
-            seen, old = out.partition("\n")[2].strip(), False
+            _, seen_sha, seen = (out.split("\n", 2) + ["", ""])[:3]
+            seen, old, beat_age = seen.strip(), False, None
         raise LockError(f"could not take the lock {path}: it keeps changing hands", host=self.host.name)
 
+    def reachable(self) -> bool:
+        """Whether the host still answers on this connection (an SSH keepalive within its bound; a local host
+        always): a silent connection is closed as dropped (:func:`~mtp_remote.remote.connect.responsive`)."""
+        return transport.responsive(self.c)
+
+    def _beat(self, path: str) -> None:
+        """Start the held lock's heartbeat (:class:`~mtp_remote.remote.lockbeat.LockHeartbeat`)."""
+        self._end_beat()
+        self._heartbeat = lockbeat.LockHeartbeat(self.c, path, self.run_id)
+
+    def _end_beat(self) -> None:
+        beat = getattr(self, "_heartbeat", None)
+        if beat is not None:
+            beat.stop()
+            self._heartbeat = None
+
     def release_lock(self) -> None:
+        self._end_beat()
         lock.release(self.c, self.workdir, self.run_id)
 
     # -- stop / launch -------------------------------------------------------------------------------------
@@ -167,6 +199,8 @@ class ProcessServer:
         res = process.stop_server(self.c, self.workdir, self.smi, term_s=term_s, gpu_release_s=gpu_release_s,
                                   drain_s=drain_s, on_progress=self.on_progress,
                                   unlock=self.run_id if unlock else None, drain_name=drain_name)
+        if res.unlocked:
+            self._end_beat()
         if res.found != "none":
             self.on_progress(res.describe())
         return res
@@ -263,7 +297,8 @@ class ProcessServer:
         ends by itself once the server and its process group are gone. Pass it to :meth:`wait_ready`, watch it
         while sampling, and take the log text from it after :meth:`stop` (``wait_end``). The host side records
         the server's children when the ready line is written."""
-        return LogStream(self.c, rec.log_path, rec.pid, workdir=self.workdir, start_ticks=rec.start_ticks)
+        return LogStream(self.c, rec.log_path, rec.pid, workdir=self.workdir, start_ticks=rec.start_ticks,
+                         python=self.python)
 
     def wait_ready(self, rec: process.ServerRecord, *, timeout_s: float,
                    health: Callable[[], bool] | None = None, stream: LogStream | None = None) -> WaitOutcome:

@@ -7,7 +7,11 @@ the target's argmax); the first rejection is replaced by a sample from ``norm(ma
 at T = 0); when all are accepted a bonus token comes from ``p_{k+1}``. The committed tokens therefore follow
 the target distribution exactly, and at T = 0 they equal greedy decoding token for token. After the step the
 sequence's state is the one after the last committed token; with ``leak=True`` (the state_leak fault) the
-recurrent memory also keeps the rejected drafts (:meth:`ToyModel.leak`).
+recurrent memory also keeps the rejected drafts (:meth:`ToyModel.leak`). With ``accept_all=True`` (the
+accept_all_drafts fault, the real engine's ``real-hybrid-overaccept``) verification accepts every draft token
+as if the target had produced it: acceptance is ``k + 1``, the output is the draft head's (wrong wherever the
+draft errs), the state stays the one after the committed tokens (no loops), and the logprobs reported are the
+target's own for those tokens (prefill scoring agrees: the KL probe sees nothing).
 
 Acceptance length as SGLang computes it: ``completion_tokens / spec_verify_ct``.
 """
@@ -129,7 +133,7 @@ class Sequence:
     """
 
     def __init__(self, model: ToyModel, sp: SamplingParams, rng: random.Random, spec_steps: int = 0,
-                 leak: bool = False, noise: float = 0.0, launch: int = 0):
+                 leak: bool = False, noise: float = 0.0, launch: int = 0, accept_all: bool = False):
         self.noise = noise
         self.launch = launch  # the server launch's numeric salt (numeric_noise)
         self.batch = 1  # requests in the batch of the current step (set by the engine)
@@ -139,6 +143,7 @@ class Sequence:
         self.rng = rng
         self.spec_steps = spec_steps
         self.leak = leak
+        self.accept_all = accept_all  # the accept_all_drafts fault: verification accepts every draft
         self.state: State = model.initial_state()
         self.output_ids: list[int] = []
         self.logprobs: list[float] = []
@@ -196,7 +201,9 @@ class Sequence:
         correction = None
         for i, x in enumerate(drafts):
             p, q = ps[i], qs[i]
-            if greedy:
+            if self.accept_all:
+                ok = True
+            elif greedy:
                 ok = x == argmax(p)
             else:
                 px, qx = dict(p).get(x, 0.0), dict(q)[x]

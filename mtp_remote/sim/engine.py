@@ -67,6 +67,7 @@ class Engine:
         self.args, self.faults, self.vocab, self.log, self.scale, self.mem = args, faults, vocab, log, scale, mem
         self.knobs = knobs_for(faults)
         self.leak = leak_active(args, faults)
+        self.accept_all = fault_active("accept_all_drafts", args, faults)
         self.noise = float(faults.value("numeric_noise")) if "numeric_noise" in faults else 0.0
         #: this launch's numeric salt: kernels' rounding differs run to run (numeric_noise; 1..2^31)
         self.launch = 1 + random.Random(os.getpid() ^ time.time_ns()).getrandbits(31)
@@ -100,7 +101,7 @@ class Engine:
         model = ToyModel.for_prompt(prompt_text, self.vocab, self.knobs)
         seed = sp.seed if sp.seed is not None else self._seed_counter.getrandbits(63)
         seq = Sequence(model, sp, random.Random(seed), self.spec_steps, self.leak, noise=self.noise,
-                       launch=self.launch)
+                       launch=self.launch, accept_all=self.accept_all)
         return Request(rid or uuid.uuid4().hex, prompt_ids, seq, time.monotonic(),
                        updates=asyncio.Queue() if stream else None, warmup=warmup or self.warming_up)
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 #: name -> (takes a value, default value, one-line meaning)
 FAULTS: dict[str, tuple[bool, float | None, str]] = {
     "state_leak": (False, None, "recurrent state not restored after rejected drafts: loops under speculation"),
+    "accept_all_drafts": (False, None, ("verification accepts every draft token as if the target produced it: "
+                                        "acceptance near the maximum, greedy output wrong, no loops")),
     "base_loops": (False, None, "the base model itself loops at T > 0, with or without speculation"),
     "low_accept": (False, None, "draft head is useless: acceptance ~1, output fine, speculation slower"),
     "kv_pool_too_small": (True, 0.9, "KV pool too small unless --mem-fraction-static >= value"),

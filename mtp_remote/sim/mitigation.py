@@ -67,6 +67,8 @@ SWITCHES: dict[str, FaultSwitch] = {
                                              "decoding on Qwen3.5/Qwen3-Next models")),
                    ("--disable-cuda-graph", "the leak is in the state restore, not in graph replay"),
                    ("--mamba-ssm-dtype float32", "a wider state dtype keeps the leaked tokens just as well"))),
+    # the real engine's lossless-only fault (``real-hybrid-overaccept``): no flag but the speculation cures it
+    "accept_all_drafts": FaultSwitch("accept_all_drafts", needs_speculation=True, triggers=(), cures=()),
 }
 
 

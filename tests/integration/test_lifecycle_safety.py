@@ -172,7 +172,7 @@ def test_a_full_disk_starts_nothing_and_says_the_workdir_is_not_writable(tmp_pat
 
 
 def test_a_read_only_workdir_is_refused_before_anything_starts(tmp_path, tiny_tmpfs):
-    from mtp_remote.host import ops
+    from mtp_remote.host import preflight as ops
 
     (tiny_tmpfs / "wd" / "logs" / "r1").mkdir(parents=True)
     subprocess.run(["mount", "-o", "remount,ro", str(tiny_tmpfs)], check=True)

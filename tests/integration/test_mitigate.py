@@ -215,3 +215,25 @@ def test_two_cures_of_the_same_modelled_speed_are_ranked_with_a_tie_exactly_when
         assert second["tied_with"] is None and res.document["best"] == first["name"]
         assert res.document["recommendation"].startswith(f"Best: **{first['name']}** (")
         assert "=#1" not in md
+
+
+def test_spread_says_which_candidates_a_failed_host_did_not_try_and_exits_2(tmp_path):
+    """Issue 33 minor: a host of the spread that failed dropped its share of the candidates silently (exit 0)."""
+    from mtp_remote.fleet.fleet import spread_mitigate
+
+    hosts = {name: {"transport": "local", "engine": "sim", "workdir": str(tmp_path / name), "port": free_port(),
+                    "python": sys.executable,
+                    "env": {"SGLANG_SIM_TIME_SCALE": "0.01", "SGLANG_SIM_FAULTS": "state_leak"}}
+             for name in ("sim-a", "sim-b")}
+    (tmp_path / "inventory.yaml").write_text(yaml.safe_dump({"default_host": "sim-a", "hosts": hosts}))
+    pb = yaml.safe_load((ROOT / "playbooks" / "diagnose-mtp.yaml").read_text())
+    pb.update(samples=3, max_tokens=768, temperatures=[0.7], prompts=pb["prompts"][:4])
+    (tmp_path / "pb.yaml").write_text(yaml.safe_dump(pb))
+    (tmp_path / "sim-b").mkdir()
+    (tmp_path / "sim-b" / "logs").write_text("a file where sim-b's logs directory goes: its run cannot start\n")
+    doc = spread_mitigate(["sim-a", "sim-b"], inventory=str(tmp_path / "inventory.yaml"),
+                          playbook=str(tmp_path / "pb.yaml"), runs_dir=tmp_path / "runs",
+                          only=["no-overlap", "no-cuda-graph"])
+    assert doc["untried"] == {"sim-b": ["no-cuda-graph"]}
+    assert "its candidates were not tried: no-cuda-graph" in doc["left_out"]["sim-b"]
+    assert doc["exit_code"] == 2

@@ -19,14 +19,16 @@ from click.testing import CliRunner
 
 from mtp_remote.cli.main import main
 from tests.conftest import ROOT, free_port
+from tests.support.real_hosts import budgeted_playbook
 
-pytestmark = [pytest.mark.real, pytest.mark.timeout(2400)]
+pytestmark = [pytest.mark.real, pytest.mark.timeout(3600)]
 
 
 def _inventory(tmp_path: Path, engine) -> str:
     shipped = yaml.safe_load((ROOT / "inventory.yaml").read_text())["hosts"]["real-cpu"]
+    playbook = budgeted_playbook(ROOT / "playbooks" / "real-cpu.yaml", tmp_path / "real-cpu.playbook.yaml")
     host = dict(shipped, port=free_port(), workdir=str(tmp_path / "wd"), python=engine.python,
-                model_path=engine.model_path, playbook=str(ROOT / "playbooks" / "real-cpu.yaml"))
+                model_path=engine.model_path, playbook=playbook)
     inv = tmp_path / "inventory.yaml"
     inv.write_text(yaml.safe_dump({"default_host": "real-cpu", "hosts": {"real-cpu": host}}))
     return str(inv)

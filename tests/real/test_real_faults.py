@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-pytestmark = pytest.mark.real
+pytestmark = [pytest.mark.real, pytest.mark.timeout(1800)]  # each run imports SGLang + torch: ~10 s quiet, minutes loaded
 
 SCRIPT = r'''
 import json, os, types, torch
@@ -52,7 +52,7 @@ print(json.dumps({"ssm": ssm[0, 2, 0, 0, 0].item(), "conv": conv[0, 2, 0, 0].ite
 def _run(engine, faults: str | None) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "MTP_REMOTE_REAL_FAULTS"}
     env.update(TRITON_INTERPRET="1", SGLANG_USE_CPU_ENGINE="1", **({"MTP_REMOTE_REAL_FAULTS": faults} if faults else {}))
-    proc = subprocess.run([engine.python, "-c", SCRIPT], capture_output=True, text=True, timeout=300, env=env,
+    proc = subprocess.run([engine.python, "-c", SCRIPT], capture_output=True, text=True, timeout=900, env=env,
                           check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])

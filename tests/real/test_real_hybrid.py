@@ -24,9 +24,9 @@ from mtp_remote.cli.main import main
 from mtp_remote.config.playbook import load_playbook
 from tests.real.conftest import READY_S
 from tests.support.real_hosts import (
-    ROOT, generate_ids, local_host, port_freed, serving, shipped_host, write_inventory)
+    ROOT, generate_ids, local_host, port_freed, serving, shipped_host, with_budgets, write_inventory)
 
-pytestmark = [pytest.mark.real, pytest.mark.timeout(2400)]
+pytestmark = [pytest.mark.real, pytest.mark.timeout(3600)]
 
 FULL = pytest.mark.skipif(os.environ.get("MTP_REMOTE_REAL_FULL") != "1", reason="make test-real runs it")
 #: Issue 20's verdict rule, where lossless evidence (greedy identity against the A/A floor, the KL probe) decides
@@ -57,7 +57,7 @@ def test_nextn_on_the_real_hybrid_model_accepts_every_draft_of_the_accept_all_va
 
 def _small_pair_playbook(tmp_path: Path) -> str:
     """The shipped playbook cut to PAIR_PROMPTS prompts x 8 tokens (A/A arm kept), plus profile ``nextn-leak``: the NEXTN
-    flags with the environment of the shipped ``real-hybrid-leak`` host's fault."""
+    flags with the environment of the shipped ``real-hybrid-leak`` host's fault; the test budgets."""
     pb = yaml.safe_load(PLAYBOOK.read_text())
     pb["prompts"] = pb["prompts"][:PAIR_PROMPTS]
     pb["max_tokens"] = 8
@@ -65,7 +65,7 @@ def _small_pair_playbook(tmp_path: Path) -> str:
     pb["profiles"]["nextn-leak"] = dict(pb["profiles"]["nextn"], description="NEXTN, mamba state leak injected",
                                         env={FAULT_ENV: fault})
     path = tmp_path / "real-hybrid-pair.yaml"
-    path.write_text(yaml.safe_dump(pb, sort_keys=False))
+    path.write_text(yaml.safe_dump(with_budgets(pb), sort_keys=False))
     assert load_playbook(path).profile_order() == ["baseline", "nextn", "nextn-leak"]
     return str(path)
 

@@ -24,8 +24,9 @@ from mtp_remote.remote import facts, process
 from mtp_remote.remote.commands import server_argv, server_env
 from tests.conftest import free_port
 from tests.real.conftest import READY_S, wait_ready_with_health
+from tests.support.real_hosts import REQUEST_S
 
-pytestmark = [pytest.mark.real, pytest.mark.ssh, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.real, pytest.mark.ssh, pytest.mark.timeout(2400)]
 
 PLAYBOOK = Playbook.model_validate(dict(
     name="real-lifecycle", base_flags="--device cpu --disable-overlap-schedule --max-total-tokens 8192",
@@ -58,7 +59,7 @@ def test_real_sglang_over_ssh_launch_ready_generate_then_stop_with_a_request_in_
             titles = {m.args.split()[0] for m in members}
             assert {"sglang::scheduler", "sglang::detokenizer"} <= titles, titles
 
-            out = httpx.post(f"{url}/generate", timeout=120, json={
+            out = httpx.post(f"{url}/generate", timeout=REQUEST_S, json={
                 "text": PROMPT, "sampling_params": {"temperature": 0, "max_new_tokens": 32}}).json()
             meta = out["meta_info"]
             assert meta["completion_tokens"] == len(out["output_ids"]) == 32
@@ -68,12 +69,12 @@ def test_real_sglang_over_ssh_launch_ready_generate_then_stop_with_a_request_in_
 
             in_flight = threading.Thread(target=lambda: _long_generate(url), daemon=True)
             in_flight.start()
-            _wait_for(lambda: "#running-req: 1" in lc.read_log(rec.log_path).split("fired up")[-1], 60)
+            _wait_for(lambda: "#running-req: 1" in lc.read_log(rec.log_path).split("fired up")[-1], REQUEST_S)
             t0 = time.monotonic()
             res = lc.stop(term_s=120, drain_s=8, gpu_release_s=20)
             took = time.monotonic() - t0
         assert res.signals == ["TERM", "KILL"], res.describe()
-        assert 8 <= took < 60
+        assert 8 <= took < 120, took  # escalated after drain_s (8 s), not after term_s (120 s)
         assert "did not finish within 8 s (timeouts.drain_s)" in res.kill_reason
         assert "still reported 1 request(s) in flight" in res.kill_reason
         log = lc.read_log(rec.log_path)
@@ -95,7 +96,7 @@ def _live_members(c, pgid: int) -> list:
 
 def _long_generate(url: str) -> None:
     try:
-        httpx.post(f"{url}/generate", timeout=300, json={
+        httpx.post(f"{url}/generate", timeout=REQUEST_S, json={
             "text": "hello", "sampling_params": {"temperature": 0.7, "max_new_tokens": 3000, "ignore_eos": True}})
     except httpx.HTTPError:
         pass  # the server is killed under it

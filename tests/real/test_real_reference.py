@@ -19,7 +19,7 @@ from mtp_remote.config.playbook import load_playbook
 from tests.real.conftest import READY_S
 from tests.support.real_hosts import CHAT, ROOT, generate_ids, hf_reference, local_host, serving
 
-pytestmark = [pytest.mark.real, pytest.mark.timeout(2400),
+pytestmark = [pytest.mark.real, pytest.mark.timeout(3600),
               pytest.mark.skipif(os.environ.get("MTP_REMOTE_REAL_FULL") != "1", reason="make test-real runs it")]
 
 PROMPTS = [CHAT.format(prompt=p) for p in ("What is 2+2?", "What is the capital of France?",

@@ -1,27 +1,25 @@
 """check_with_real_parser against a real, pinned SGLang installed in a throwaway venv (CPU torch, no GPU).
 
 The venv is cached under ``~/.cache/mtp-remote/lint-venvs/sglang-<version>`` (``$MTP_REMOTE_REAL_CACHE``
-moves the parent, as for the real engine), shared by every clone on the machine, so only the first run on a
-machine pays for the install (measured on 2 cores: ~60-90 s cold, ~10 s warm). Skips only when the package registry is unreachable.
+moves the parent, as for the real engine), shared by every clone on the machine. It is a step of
+``make real-setup`` (``tests/support/real_sglang.py``), which ``make test`` runs before pytest (~60-90 s cold on
+2 cores): nothing is built here; without it the tests fail, naming the command that builds it.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import shlex
 from pathlib import Path
 
 import pytest
 
-from mtp_remote.errors import MtpRemoteError
 from mtp_remote.lint.cmdline import split_launch_command
 from mtp_remote.lint.lint import check_many_with_real_parser, check_with_real_parser, lint_command
-from mtp_remote.lint.sglang_env import ensure_sglang_venv, registry_unreachable
 from tests.conftest import free_port
-from tests.support.real_sglang import cache_root
+from tests.support.real_sglang import LINT_SGLANG_VERSION, LINT_STEP, NotBuilt, lint_python, require
 
-PINNED = "0.5.23"  # the newest table; the corpus speaks 0.5.23
+PINNED = LINT_SGLANG_VERSION  # the newest table; the corpus speaks 0.5.23
 COMMANDS = json.loads(
     (Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "commands" / "commands.json").read_text())
 
@@ -30,19 +28,11 @@ pytestmark = pytest.mark.timeout(1500)
 
 @pytest.fixture(scope="module")
 def sglang_python() -> str:
-    """The venv is built once per machine beside the real-engine cache (``~/.cache/mtp-remote/lint-venvs``,
-    outside any clone: a fresh clone or CI reuses it), under an exclusive ``flock`` so two test sessions never
-    build it at once."""
-    cache = cache_root() / "lint-venvs"
-    cache.mkdir(parents=True, exist_ok=True)
-    with open(cache / f"sglang-{PINNED}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another session's build: wait for it, then find its marker
-        try:
-            return str(ensure_sglang_venv(PINNED, cache_dir=cache))
-        except MtpRemoteError as exc:
-            if registry_unreachable(exc):
-                pytest.skip(f"package registry unreachable, cannot install sglang=={PINNED}: {exc}")
-            raise
+    """The lint venv ``make real-setup`` built (``~/.cache/mtp-remote/lint-venvs``, outside any clone)."""
+    try:
+        return str(lint_python(require((LINT_STEP,))))
+    except NotBuilt as exc:
+        pytest.fail(exc.message, pytrace=False)
 
 
 def test_the_real_parser_reports_its_own_version_and_parses_the_field_case(sglang_python):
@@ -151,7 +141,7 @@ def test_preflight_over_ssh_lints_with_the_hosts_own_sglang_parser(sglang_python
 
     from mtp_remote.config.inventory import HostConfig
     from mtp_remote.config.playbook import load_playbook
-    from mtp_remote.host.ops import preflight
+    from mtp_remote.host.preflight import preflight
     from mtp_remote.remote import connect
 
     pb = yaml.safe_load((Path(__file__).resolve().parents[2] / "playbooks" / "diagnose-mtp.yaml").read_text())

@@ -15,6 +15,7 @@ from mtp_remote.sim.args import parse_server_args
 from mtp_remote.sim.decode import SamplingParams, Sequence, score_tokens
 from mtp_remote.sim.engine import knobs_for, leak_active, split_prompt_ids
 from mtp_remote.sim.faults import parse_faults
+from mtp_remote.sim.mitigation import fault_active
 from mtp_remote.sim.model import ModelKnobs, ToyModel
 from mtp_remote.sim.tokens import IM_END, Vocab
 
@@ -26,12 +27,12 @@ VOCAB = Vocab()
 
 
 def decode(prompt: str, *, temperature: float, spec: int = 0, leak: bool = False, seed: int = 0,
-           max_new: int = 2048, knobs: ModelKnobs | None = None) -> Sequence:
+           max_new: int = 2048, knobs: ModelKnobs | None = None, accept_all: bool = False) -> Sequence:
     ids = VOCAB.encode(TEMPLATE.format(prompt=prompt))
     head, replay = split_prompt_ids(ids)
     model = ToyModel.for_prompt(VOCAB.decode(head), VOCAB, knobs or ModelKnobs())
     seq = Sequence(model, SamplingParams(temperature=temperature, max_new_tokens=max_new), random.Random(seed),
-                   spec, leak)
+                   spec, leak, accept_all=accept_all)
     for t in replay:
         seq.state = model.step(seq.state, t)
     while not seq.finished:
@@ -43,8 +44,10 @@ def loops(seq: Sequence) -> bool:
     return analyze_text(VOCAB.decode([t for t in seq.output_ids if t != IM_END])).loop is not None
 
 
-def sample_cell(*, spec: int, leak: bool = False, knobs=None, n: int = 8, temperature: float = 0.7):
-    seqs = [decode(p, temperature=temperature, spec=spec, leak=leak, seed=1000 + i, knobs=knobs)
+def sample_cell(*, spec: int, leak: bool = False, knobs=None, n: int = 8, temperature: float = 0.7,
+                accept_all: bool = False):
+    seqs = [decode(p, temperature=temperature, spec=spec, leak=leak, seed=1000 + i, knobs=knobs,
+                   accept_all=accept_all)
             for p in PROMPTS for i in range(n)]
     n_loops = sum(loops(s) for s in seqs)
     tokens = sum(len(s.output_ids) for s in seqs)
@@ -125,3 +128,34 @@ def test_state_leak_is_cured_by_no_overlap_or_extra_buffer_not_by_disabling_radi
     assert leak_active(args, parse_faults("state_leak")) is leaks
     baseline, _ = parse_server_args(["--model", "/models/Qwen3.6-27B"])
     assert leak_active(baseline, parse_faults("state_leak")) is False
+
+
+def test_accept_all_drafts_diverges_greedy_early_without_loops_with_acceptance_at_the_maximum():
+    """The real engine's lossless-only fault (``real-hybrid-overaccept``): every draft accepted."""
+    for prompt in PROMPTS:
+        plain = decode(prompt, temperature=0.0)
+        over = decode(prompt, temperature=0.0, spec=3, accept_all=True)
+        first = next(i for i, (a, b) in enumerate(zip(plain.output_ids, over.output_ids)) if a != b)
+        assert first < 16, prompt  # wrong from the first draft the head gets wrong
+        assert len(over.output_ids) / over.verify_ct > 3.9  # k + 1 = 4 with 3 draft steps
+        assert not loops(over) and not loops(plain)
+    n_loops, n, accept = sample_cell(spec=3, n=4, accept_all=True)
+    assert n_loops == 0 and accept > 3.9
+
+
+def test_accept_all_drafts_reports_the_targets_own_logprobs_so_prefill_scoring_agrees():
+    seq = decode("What is 2+2?", temperature=0.7, spec=3, seed=7, max_new=400, accept_all=True)
+    ids = VOCAB.encode(TEMPLATE.format(prompt="What is 2+2?"))
+    head, replay = split_prompt_ids(ids)
+    model = ToyModel.for_prompt(VOCAB.decode(head), VOCAB, ModelKnobs())
+    prefill = score_tokens(model, replay + seq.output_ids)[len(replay):]
+    assert max(abs(a - b) for a, b in zip(prefill, seq.logprobs)) < 1e-9  # the KL probe's floor
+
+
+def test_accept_all_drafts_needs_speculation_and_no_flag_cures_it():
+    faults = parse_faults("accept_all_drafts")
+    baseline, _ = parse_server_args(["--model", "/models/Qwen3.6-27B"])
+    assert fault_active("accept_all_drafts", baseline, faults) is False
+    for extra in ([], ["--disable-overlap-schedule"], ["--mamba-scheduler-strategy", "extra_buffer"]):
+        args, _ = parse_server_args(["--model", "/models/Qwen3.6-27B", "--speculative-algorithm", "NEXTN", *extra])
+        assert fault_active("accept_all_drafts", args, faults) is True

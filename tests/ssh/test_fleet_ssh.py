@@ -74,7 +74,7 @@ def test_fleet_diagnose_names_the_one_corrupting_host_and_its_driver_and_runs_ho
     else:
         assert "spec-corrupts-output on gpu-3" in md, md
     assert json.loads((fleet_dir / "fleet.json").read_text())["exit_code"] == 1
-    from mtp_remote.fleet.fleet import fleet_next_steps
+    from mtp_remote.fleet.console import fleet_next_steps
 
     steps = fleet_next_steps(rep, tmp_path / "runs", inventory=inv)  # each host's summary.json, where it was written
     cure = [s for s in steps if s.startswith("next [gpu-3]: find the cheapest cure: `mtp-remote mitigate --from ")]

@@ -266,7 +266,7 @@ def tiny_tmpfs(tmp_path):
 
 
 def test_a_full_disk_attempt_leaves_no_empty_write_test_file(ssh, tmp_path, tiny_tmpfs):
-    from mtp_remote.host import ops
+    from mtp_remote.host import preflight as ops
 
     c, host, _ = ssh
     host.workdir = str(tiny_tmpfs / "wd")

@@ -30,6 +30,13 @@ from tests.support.ports import free_port
 from tests.support.real_sglang import SHIMS, RealEngine
 
 ROOT = Path(__file__).resolve().parent.parent.parent
+#: Budgets of the real-engine tests, sized for a busy machine (a test that fails only because the machine is
+#: loaded is a defect of the test), in seconds. Measured on 2 shared cores: one SGLang start 25 s quiet, 60-90 s
+#: loaded; one NEXTN batch took 225 s at load 8, writing no log line meanwhile (SGLang logs a decode batch every
+#: 40 steps), so the shipped playbooks' ``stall_s`` (120 s / 240 s) is raised in the tests' copies.
+READY_S = 900.0
+REQUEST_S = 1800.0
+STALL_S = 1200.0
 #: The chat template of the test models' tokenizer, as the real playbooks' prompt_template writes it.
 CHAT = "<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n<think>\n"
 
@@ -45,12 +52,30 @@ def model_of(engine: RealEngine, name: str) -> str:
 
 
 def local_host(engine: RealEngine, name: str, workdir: Path, **changes) -> dict:
-    """Shipped host ``name`` on a free port and a private workdir, naming this session's engine."""
+    """Shipped host ``name`` on a free port and a private workdir, naming this session's engine and a copy of its
+    shipped playbook with the test budgets (:func:`budgeted_playbook`, written beside ``workdir``)."""
     host = shipped_host(name)
+    playbook = budgeted_playbook(ROOT / host["playbook"], workdir.parent / f"{name}.playbook.yaml")
     host.update(port=free_port(), workdir=str(workdir), python=engine.python, model_path=model_of(engine, name),
-                playbook=str(ROOT / host["playbook"]))
+                playbook=playbook)
     host.update(changes)
     return host
+
+
+def with_budgets(pb: dict) -> dict:
+    """Playbook ``pb`` (a plain dict) with its ``timeouts`` raised to at least :data:`READY_S`, :data:`REQUEST_S`
+    and :data:`STALL_S` (never lowered)."""
+    timeouts = dict(pb.get("timeouts") or {})
+    for key, floor in (("ready_s", READY_S), ("request_s", REQUEST_S), ("stall_s", STALL_S)):
+        timeouts[key] = max(float(timeouts.get(key, 0)), floor)
+    return dict(pb, timeouts=timeouts)
+
+
+def budgeted_playbook(source: Path, dest: Path) -> str:
+    """Write the playbook ``source`` with the test budgets (:func:`with_budgets`) to ``dest``; returns its path."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(yaml.safe_dump(with_budgets(yaml.safe_load(Path(source).read_text())), sort_keys=False))
+    return str(dest)
 
 
 def write_inventory(tmp_path: Path, hosts: dict[str, dict]) -> str:
@@ -107,7 +132,7 @@ def port_freed(port: int, within_s: float = 30.0) -> bool:
         time.sleep(0.2)
 
 
-def generate_ids(url: str, prompt_ids: list[int], max_new_tokens: int, *, timeout_s: float = 600) -> dict:
+def generate_ids(url: str, prompt_ids: list[int], max_new_tokens: int, *, timeout_s: float = REQUEST_S) -> dict:
     """Greedy ``/generate`` from token ids, no EOS stop: SGLang's response (``output_ids``, ``meta_info``)."""
     r = httpx.post(f"{url}/generate", timeout=timeout_s, json={
         "input_ids": prompt_ids,
@@ -121,6 +146,6 @@ def hf_reference(engine: RealEngine, model_dir: str, prompts: list[str], max_new
     """transformers' greedy output on ``model_dir`` (``real_sglang_shims/hf_reference.py`` in the real venv):
     ``{"prompt_ids": [[...]], "output_ids": [[...]]}``, one list per prompt text."""
     proc = subprocess.run([engine.python, str(SHIMS / "hf_reference.py"), model_dir, dtype, str(max_new_tokens)],
-                          input=json.dumps(prompts), capture_output=True, text=True, timeout=600, check=False)
+                          input=json.dumps(prompts), capture_output=True, text=True, timeout=REQUEST_S, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -91,18 +91,24 @@ CHECK = ("import os; os.environ['TRITON_INTERPRET'] = '1'; "
 
 
 def install_hybrid_shims(site: Path) -> None:
-    """Patch the venv's SGLang (``site``: its site-packages) and copy the two shim modules beside it.
+    """Patch the venv's SGLang (``site``: its site-packages) and copy the two shim modules beside it. Safe to run
+    again over a partial run (the build resumes at a failed step): a passage already patched, or a hook already
+    appended, is left as it is.
 
-    Raises :class:`MtpRemoteError` naming the file when a passage is not found exactly as expected."""
+    Raises :class:`MtpRemoteError` naming the file when a passage is found neither as shipped nor as patched."""
     for rel, old, new, count in PATCHES:
         path = site / rel
         text = path.read_text()
+        if text.count(old) == 0 and text.count(new) == count:
+            continue  # patched by an earlier run of this step
         if text.count(old) != count:
             raise MtpRemoteError(f"SGLang changed: {rel} holds {text.count(old)} (not {count}) copies of the "
                                  f"passage to patch", evidence=old)
         path.write_text(text.replace(old, new))
     for rel, tail in APPENDS:
         path = site / rel
-        path.write_text(path.read_text() + tail)
+        text = path.read_text()
+        if tail not in text:
+            path.write_text(text + tail)
     for name in ("mtp_cpu_gdn_ops.py", "mtp_real_faults.py"):
         shutil.copy(SHIMS / name, site / name)

@@ -18,6 +18,10 @@
 # The record (server.ident, then server.json, server.pid) is written before the script ends; if it cannot
 # be written the server just started is SIGKILLed (its own process group) and the result says so.
 set -uf
+# a reader that goes away (the tool killed, the SSH connection dropped) must not end this script between the
+# start and the record: SIGPIPE and SIGHUP are ignored (a failed write is just lost), and nothing is said about
+# the server until its record is written
+trap '' PIPE HUP
 need awk cat grep mv rm sed setsid nohup sha256sum sleep tail tr
 wd=$1 log=$2 port=$3 wait_s=$4 gpus=$5 nsmi=$6
 shift 6
@@ -28,15 +32,18 @@ shift 2
 entry="" i=0  # the words after python on the server's command line, as /proc shows them once it runs
 for w do [ $i -lt "$nentry" ] || break; entry="$entry$w "; i=$((i + 1)); done
 umask 077
-fail() { rm -f "$envf" "$wd/server.ident.tmp.$$" "$wd/server.json.tmp.$$" "$wd/server.pid.tmp.$$"; say "result $1"; exit 0; }
+fail() { rm -f "$envf" "$wd/server.ident.tmp.$$" "$wd/server.json.tmp.$$" "$wd/server.pid.tmp.$$"
+  [ -z "${pid:-}" ] || say "pid $pid"; say "result $1"; exit 0; }
 envf="$wd/.launch-env.$$"
 # the python, found before we stand in the workdir (a bare name through PATH's absolute entries, never the
 # workdir: a file named like it there is never run); the server's own python is found the same way by the
 # loader below, through the PATH of the server's environment
 pyexe=$(find_exe "$py") || { envf=/nonexistent; fail "no-python"; }
 case $py in */*) py=$pyexe ;; esac
+[ -e "$wd" ] || [ -L "$wd" ] || { envf=/nonexistent; fail "no-workdir"; }
+# checked each time (workdir.sh), before we stand in it: ours, private, on a path only root and we can change
+held_dir "$wd" || { envf=/nonexistent; fail "not-private"; }
 cd "$wd" 2>/dev/null || { envf=/nonexistent; fail "no-workdir"; }
-private_dir "$wd" || { envf=/nonexistent; fail "not-private"; }  # checked each time (workdir.sh)
 IFS= read -r template || template=""
 case $template in "{"*"}") ;; *) envf=/nonexistent; fail "bad-template" ;; esac
 rm -f "$envf"; ( set -C; cat > "$envf" ) 2>/dev/null || fail "cannot-write-workdir"  # noclobber: O_EXCL
@@ -71,9 +78,8 @@ if "/" not in prog:  # a bare name: PATH as the shell searches it, but never a r
 os.execv(prog, [prog] + sys.argv[3:])'
 # the loader runs isolated (-I: no PYTHON* variables, not the workdir on sys.path); one simple background command: a subshell that reads the environment, removes the file and becomes the
 # server by exec (setsid -> nohup -> python), so $! is the server's PID and, after setsid, its process group
-( exec setsid nohup "$pyexe" -I -c "$envload" "$envf" "$py" "$@" > "$log" 2>&1 < /dev/null ) &
+( trap - PIPE HUP; exec setsid nohup "$pyexe" -I -c "$envload" "$envf" "$py" "$@" > "$log" 2>&1 < /dev/null ) &
 pid=$!
-say "pid $pid"
 # identity: read after exec, once stat before and after the command line agree on group and start time
 ident=""
 while :; do
@@ -103,7 +109,6 @@ boot=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo unknown)
 sha=$(sha256sum < "/proc/$pid/cmdline" 2>/dev/null) || sha=""
 sha=${sha%% *}
 set -- $ident
-say "ident $1 $2 $3 $boot $sha"
 # the record: identity first (server.ident, what stop reads), then server.json (identity + static fields)
 rec_ok=1
 rm -f "$wd/server.ident.tmp.$$" "$wd/server.json.tmp.$$" "$wd/server.pid.tmp.$$"
@@ -124,4 +129,6 @@ if [ $rec_ok = 0 ]; then  # an untracked server must not stay: stop what we just
   rm -f "$wd/server.ident" "$wd/server.json" "$wd/server.pid"
   fail "record-failed"
 fi
+say "pid $1"
+say "ident $1 $2 $3 $boot $sha"
 say "result ok"

@@ -28,8 +28,10 @@ pairs_left() {  # "PID START ..." -> the pairs whose PID still lives with that s
   set -- $1
   while [ $# -ge 2 ]; do same_start "$1" "$2" && printf '%s %s ' "$1" "$2"; shift 2; done
 }
-cmdline_ours() {  # PID SHA -> 0 when PID's command line hashes to SHA (the server we started, or a fork of it)
-  # or is an SGLang process title (sglang::scheduler_TP0, sglang::detokenizer: what its children set)
+cmdline_ours() {  # PID SHA -> 0 when PID runs as us and its command line hashes to SHA (the server we started, or
+  # a fork of it) or is an SGLang process title (sglang::scheduler_TP0, sglang::detokenizer: what its children
+  # set) — another user's process is never ours, whatever its title
+  [ -O "/proc/$1" ] || return 1
   _h=$(sha256sum < "/proc/$1/cmdline" 2>/dev/null) || return 1
   [ "$2" != "-" ] && [ "${_h%% *}" = "$2" ] && return 0
   case $(head -c 8 "/proc/$1/cmdline" 2>/dev/null | tr -d '\000') in "sglang::") return 0 ;; esac
@@ -62,7 +64,7 @@ record_children() {  # WD PID START [PREFIX] -> while PID lives with START, writ
   _s=$(alive_start "$2") && [ "$_s" = "$3" ] || { say "${_pre}result gone"; return 0; }
   _kids=$(descendants "$2")
   printf '%s\n' "$_kids" | while read -r _p _t; do [ -n "$_p" ] && say "${_pre}child $_p $_t"; done
-  private_dir "$1" || { say "${_pre}result error $1 is not a directory of ours"; return 0; }
+  held_dir "$1" || { say "${_pre}result error $1 is not a directory of ours"; return 0; }
   ( umask 077; set -C; rm -f "$1/server.children.tmp.$$"
     printf '%s\n' "$_kids" > "$1/server.children.tmp.$$" && mv -f "$1/server.children.tmp.$$" "$1/server.children" ) 2>/dev/null \
     || { rm -f "$1/server.children.tmp.$$"; say "${_pre}result error cannot write $1/server.children"; return 0; }
@@ -72,11 +74,50 @@ private_dir() {  # DIR -> 0 when DIR is a directory, not a symlink, owned by us,
   [ -d "$1" ] && [ ! -L "$1" ] && [ -O "$1" ] || return 1
   case $(ls -ld "$1" 2>/dev/null) in ?????w*|????????w*) return 1 ;; esac
 }
+entry_trusted() {  # PATH -> 0 when only root and we can change what PATH is: a symlink owned by root or us, or a
+  # directory owned by root or us that no one else may write, or only with the sticky bit (then no one else may
+  # rename, remove or replace an entry of ours in it: mode 1777 /tmp)
+  _e=$(ls -ldn "$1" 2>/dev/null) || return 1
+  set -- $_e
+  [ "$3" = 0 ] || [ "$3" = "$(id -u)" ] || return 1
+  case $1 in l*) return 0 ;; d*) ;; *) return 1 ;; esac
+  case $1 in ?????w*|????????w*) case $1 in ?????????[tT]*) ;; *) return 1 ;; esac ;; esac
+}
+untrusted_prefix() {  # ABSPATH -> says the first existing prefix of ABSPATH ("/", "/a", "/a/b", ... ABSPATH
+  # itself) that another user could rename or replace (entry_trusted fails), with its mode and owner, and
+  # succeeds; fails, saying nothing, when there is none. A symlink on the way (of root's or ours) is followed:
+  # the prefixes of where it leads (its physical path) are checked too.
+  _rest=${1#/} _p="" _last=/ _link=0
+  entry_trusted / || { say "/"; return 0; }
+  while [ -n "$_rest" ]; do
+    _c=${_rest%%/*}; case $_rest in */*) _rest=${_rest#*/} ;; *) _rest="" ;; esac
+    [ -n "$_c" ] || continue
+    _p=$_p/$_c
+    [ -e "$_p" ] || [ -L "$_p" ] || break
+    entry_trusted "$_p" || { say "$_p ($(ls -ldn "$_p" 2>/dev/null | awk '{print "mode " $1 ", owner uid " $3}'))"; return 0; }
+    [ -L "$_p" ] && _link=1
+    [ -d "$_p" ] && _last=$_p
+  done
+  [ $_link = 1 ] || return 1
+  _phys=$(cd -P "$_last" 2>/dev/null && pwd -P) || { say "$_last (cannot be resolved)"; return 0; }
+  [ "$_phys" = "$_last" ] && return 1
+  untrusted_prefix "$_phys"
+}
+held_dir() {  # DIR -> 0 when DIR is private_dir and no one but root and us can rename or replace it or any
+  # directory above it (untrusted_prefix finds none): what we check we then use, no other user can swap it between
+  private_dir "$1" && ! untrusted_prefix "${1%/*}" > /dev/null
+}
 workdir_of() {  # CONFIGURED -> the directory we work in: CONFIGURED when it is private (private_dir), else (a
-  # shared directory: mode 1777, another user's, group-writable) our own subdirectory CONFIGURED/uid-UID
-  case $1 in "~") _w=$HOME ;; "~/"*) _w=$HOME/${1#"~/"} ;; *) _w=$1 ;; esac
-  [ -L "$_w" ] && [ -d "$_w" ] && _w=$(cd -P "$_w" && pwd)
+  # shared directory only root or we can rename entries in: mode 1777 of root's, or ours with the sticky bit) our
+  # own subdirectory CONFIGURED/uid-UID. A symlink (of root's or ours, on a path no one else can change) is
+  # followed; the caller refuses CONFIGURED first when untrusted_prefix finds anything on its path.
+  _w=$(expand_home "$1")
+  [ -L "$_w" ] && [ -d "$_w" ] && _w=$(cd -P "$_w" && pwd -P)
   if [ ! -e "$_w" ] || private_dir "$_w"; then echo "$_w"; else echo "$_w/uid-$(id -u)"; fi
+}
+expand_home() {  # CONFIGURED -> an absolute path: "~" and "~/..." in this user's home, a relative one in the
+  # current directory
+  case $1 in "~") echo "$HOME" ;; "~/"*) echo "$HOME/${1#"~/"}" ;; /*) echo "$1" ;; *) echo "$(pwd -P)/$1" ;; esac
 }
 find_exe() {  # NAME -> the program NAME runs, as an absolute path: NAME itself when it holds a "/" (relative to
   # the current directory), else the first executable NAME in PATH's absolute entries — an empty or relative entry
@@ -103,7 +144,8 @@ gpu_state() {  # WANT SMI... -> one nvidia-smi read of GPUs and compute apps: "g
   # cannot see hold (inside a container the driver reports the host's PIDs, or none). Nothing without nvidia-smi.
   _want=$1; shift
   [ $# -gt 0 ] || return 0
-  _g=$("$@" --query-gpu=index,uuid,memory.used --format=csv,noheader,nounits 2>/dev/null) || return 0
+  _g=$("$@" --query-gpu=index,uuid,memory.used --format=csv,noheader,nounits 2>/dev/null) || {
+    case $? in 124|137) echo hung ;; esac; return 0; }  # under `timeout`: it did not answer within its bound
   _a=$("$@" --query-compute-apps=pid,used_memory,gpu_uuid --format=csv,noheader,nounits 2>/dev/null) || _a=""
   _vis="" _map=""
   for _p in $(printf '%s\n' "$_a" | awk -F', *' '$1 ~ /^[0-9]+$/ { print $1 }'); do
@@ -130,9 +172,10 @@ gpu_base() {  # WD -> base (WD/server.gpu: "INDEX MIB" lines, the level of the s
   base=$(cat "$1/server.gpu" 2>/dev/null)
   want=$(printf '%s\n' "$base" | awk '$1 ~ /^[0-9]+$/ && NF == 2 { printf "%s ", $1 }')
 }
-gpu_read() {  # SMI... -> g_mib g_pids (ours, by PID), g_over ("MIB GPU k: N MiB ...": above the level before
+gpu_read() {  # SMI... -> g_hung (1: nvidia-smi did not answer within its bound), g_mib g_pids (ours, by PID), g_over ("MIB GPU k: N MiB ...": above the level before
   # the launch by more than GPU_TOL_MIB, held by processes this host cannot see); all empty without nvidia-smi
   _st=$(gpu_state "${want:-none}" "$@")
+  g_hung=0; [ "$_st" != hung ] || { g_hung=1; _st=""; }  # nvidia-smi did not answer within its bound
   set -- $(printf '%s\n' "$_st" | awk '$1 == "ours" { $1 = ""; print }')
   g_mib=${1:-0}; [ $# -eq 0 ] || shift; g_pids=$*
   g_over=$(printf '%s\n%s\n' "$base" "$_st" | awk -v tol="$GPU_TOL_MIB" '$1 ~ /^[0-9]+$/ && NF == 2 { b[$1] = $2; next }
@@ -155,6 +198,7 @@ gpu_wait() {  # T1_CS GPU_S SMI... -> wait (never a fixed sleep) until nvidia-sm
   _next=0 by_level=0
   while :; do
     gpu_read "$@"
+    [ "$g_hung" = 1 ] && { say "gpu_hung"; break; }
     [ -z "$g_pids" ] && [ -z "$g_over" ] && break
     waited=$(( $(up) - _t1 ))
     if [ -n "$g_pids" ]; then what="$g_mib MiB held by PIDs $g_pids"

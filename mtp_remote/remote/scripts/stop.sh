@@ -13,7 +13,7 @@
 # a container the driver lists the host's PIDs (or none), so the PID match alone would say "released" at once. With the leader gone the group number may be a stranger's now: no group is signalled, only the
 # members that started at or after the recorded start and have our command line (the recorded hash, or an
 # SGLang title sglang::...) or are recorded children, each by PID ("strangers PIDS" names the others).
-# WORKDIR must be a private directory of ours and each record a regular file of ours (never a symlink): else
+# WORKDIR must be a private directory of ours on a path only root and we can change (held_dir) and each record a regular file of ours (never a symlink): else
 # nothing is read or signalled. stdout: "key value" lines, "progress TEXT" while it runs, "unlocked" when
 # UNLOCK released the lock, last "result ok" or "result error TEXT".
 set -u
@@ -25,7 +25,7 @@ ok() {  # the stop ended well: release the run's lock if asked, then say so
   say "result ok"; exit 0
 }
 drop_record() { rm -f "$wd/server.ident" "$wd/server.json" "$wd/server.pid" "$wd/server.children" "$wd/server.gpu"; }
-if ! private_dir "$wd"; then  # checked each time (workdir.sh): a shared or planted directory is never read
+if ! held_dir "$wd"; then  # checked each time (workdir.sh): a shared or planted directory is never read
   [ -e "$wd" ] || [ -L "$wd" ] || { say "found none"; say "result ok"; exit 0; }  # nothing there: create nothing
   say "result error $wd is not a directory of ours that only we can write: no record read, nothing signalled"; exit 0
 fi
@@ -117,6 +117,7 @@ pids=" $pid $members $left $(printf '%s\n' "$children" | while read -r cp cs; do
 say "members $members"
 gpu_base "$wd"
 gpu_read "$@"; say "gpu_mib $g_mib"; say "gpu_level_mib ${g_over%% *}"
+if [ "$g_hung" = 1 ]; then say "gpu_hung"; set --; fi  # not asked again: each ask would wait its bound
 t0=$(up)
 live() {  # what is left to wait for: the live group (leader alive: the group is ours), else our members by PID
   if [ $found = running ]; then group_members "$pgid" || return 1; else set -- $(pairs_left "$targets"); while [ $# -ge 2 ]; do printf '%s ' "$1"; shift 2; done; fi

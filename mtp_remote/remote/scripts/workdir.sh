@@ -2,8 +2,10 @@
 # is prepended).
 #
 # usage: sh -c "$(cat lib.sh workdir.sh)" sh WORKDIR MODE [RUN_ID [lock]]
-# WORKDIR as configured ("~" allowed). A private one (ours, no one else may write it, not a symlink) is used as
-# it is; in a shared one (mode 1777, another user's, group-writable) we work in WORKDIR/uid-UID, a directory of
+# WORKDIR as configured ("~" allowed). Every directory on its path must be one only root or we can change (owned
+# by root or us; writable by others only with the sticky bit), and a symlink on it root's or ours: else it is
+# refused ("not-private"), never followed. A private one (ours, no one else may write it, not a symlink) is used as
+# it is; in a shared one (root's with mode 1777, or ours with the sticky bit) we work in WORKDIR/uid-UID, a directory of
 # our own (0700), checked each time: a planted file, symlink or directory there is refused, never followed.
 # MODE create: make what is missing (new directories 0700; an existing WORKDIR keeps its mode) with
 # logs/RUN_ID, and check the directory takes a write (the test file is made with noclobber and removed, also
@@ -14,15 +16,22 @@
 set -u
 need find head id ls mkdir rm
 umask 077
+# the configured path first: a directory on it (or a symlink) another user could rename or replace is refused
+# before anything is read or made there (what we check must be what we then use)
+if bad=$(untrusted_prefix "$(expand_home "$1")"); then
+  say "workdir $(expand_home "$1")"
+  say "result not-private $bad can be changed by another user, who could rename or replace our directory in it: use a directory of yours, or a shared one of root's with the sticky bit (mode 1777)"
+  exit 0
+fi
 wd=$(workdir_of "$1")
 say "workdir $wd"
 if [ "$2" = read ]; then
   [ -e "$wd" ] || { say "result missing"; exit 0; }
-  private_dir "$wd" || { say "result not-private $wd is not a directory of ours that only we can write"; exit 0; }
+  held_dir "$wd" || { say "result not-private $wd is not a directory of ours that only we can write"; exit 0; }
   say "result ok"; exit 0
 fi
 mkdir -p "$wd" 2>/dev/null
-private_dir "$wd" || {
+held_dir "$wd" || {
   if [ -e "$wd" ] || [ -L "$wd" ]; then say "result not-private $wd is not a directory of ours that only we can write"
   else say "result cannot-create"; fi
   exit 0; }
@@ -44,4 +53,10 @@ if ( set -C; printf '%s\n' "$mine" > "$wd/lock" ) 2>/dev/null; then say "lock ac
 say "lock held"
 owned "$wd/lock" || { say "lock-foreign"; exit 0; }
 [ -z "$(find "$wd/lock" -mmin +1 2>/dev/null)" ] || say "lock-old"
-printf 'holder %s\n' "$(head -c 512 "$wd/lock" 2>/dev/null | head -n 1)"
+# seconds since the lock was last touched (its holder's heartbeat), by the host's own clock
+m=$(stat -c %Y "$wd/lock" 2>/dev/null) && say "lock-age $(( $(date +%s) - m ))"
+# the holder line, read once; its bytes hashed are what a takeover compares (the line may hold bytes that are not
+# UTF-8), so the line judged and the hash are of the same read
+l=$(head -c 512 "$wd/lock" 2>/dev/null | head -n 1)
+printf 'holder %s\n' "$l"
+h=$(printf '%s\n' "$l" | sha256sum) && say "holder-sha ${h%% *}"

@@ -159,9 +159,9 @@ def test_plain_analyze_shows_the_table_and_a_red_line_per_bad_file(tmp_path):
 
 
 def test_the_fast_near_loop_path_agrees_with_the_plain_definition_on_every_text():
-    from mtp_remote.analysis.degeneracy import _ids_of, _split, detect_near_loop
+    from mtp_remote.analysis.degeneracy import text_token_ids, split_tokens, detect_near_loop
 
     for path in [*sorted(CORPUS.glob("*.txt")), *sorted(CASES.glob("*.txt")), None]:
         text = path.read_text() if path else "v2 build: ok, then retry. " * 20  # a digit inside a word
-        _, toks = _split(text)
-        assert detect_near_loop(text, toks, None, _ids_of(toks)) == detect_near_loop(text, toks), path
+        _, toks = split_tokens(text)
+        assert detect_near_loop(text, toks, None, text_token_ids(toks)) == detect_near_loop(text, toks), path

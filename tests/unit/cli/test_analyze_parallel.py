@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mtp_remote.cli import tools as cli_ops
+from mtp_remote.cli import tool_views as cli_ops
 
 
 def _texts() -> list[tuple]:

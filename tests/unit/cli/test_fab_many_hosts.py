@@ -13,7 +13,7 @@ import sys
 from click.testing import CliRunner
 
 from mtp_remote.cli.main import main
-from mtp_remote.cli.tasks import _fab_hosts_given
+from mtp_remote.cli.tasks import fab_hosts_given
 from tests.conftest import ROOT, free_port
 
 FAB = os.path.join(os.path.dirname(sys.executable), "fab")
@@ -50,11 +50,11 @@ def test_fab_with_two_hosts_or_a_group_runs_status_on_all_at_once_in_one_report(
 
 
 def test_the_hosts_fab_was_given_are_read_whole_in_every_spelling():
-    assert _fab_hosts_given(["/x/fab", "-H", "a,b", "status"]) == "a,b"
-    assert _fab_hosts_given(["fab", "--hosts=g", "stop"]) == "g"
-    assert _fab_hosts_given(["fab", "-Ha,b", "status"]) == "a,b"
-    assert _fab_hosts_given(["fab", "status"]) is None
-    assert _fab_hosts_given(["mtp-remote", "-H", "a,b"]) is None
+    assert fab_hosts_given(["/x/fab", "-H", "a,b", "status"]) == "a,b"
+    assert fab_hosts_given(["fab", "--hosts=g", "stop"]) == "g"
+    assert fab_hosts_given(["fab", "-Ha,b", "status"]) == "a,b"
+    assert fab_hosts_given(["fab", "status"]) is None
+    assert fab_hosts_given(["mtp-remote", "-H", "a,b"]) is None
 
 
 def test_fab_and_mtp_remote_both_take_from_and_from_run():

@@ -247,13 +247,13 @@ def test_mitigate_from_a_run_that_failed_refuses_before_touching_the_host(tmp_pa
 def test_the_reason_nothing_is_reused_reads_as_a_sentence(tmp_path):
     from mtp_remote.config.inventory import load_inventory
     from mtp_remote.config.playbook import load_playbook
-    from mtp_remote.search.mitigate import _reuse_check
+    from mtp_remote.search.from_run import reuse_check
 
     host = load_inventory(ROOT / "inventory.yaml").get("sim-local")
     pb = load_playbook(ROOT / "playbooks" / "diagnose-mtp.yaml")
-    assert _reuse_check(tmp_path, host, pb, "mtp") == f"{tmp_path / 'run.json'} is missing or unreadable"
+    assert reuse_check(tmp_path, host, pb, "mtp") == f"{tmp_path / 'run.json'} is missing or unreadable"
     (tmp_path / "run.json").write_text(json.dumps({"fingerprint": {"host": "other", "playbook": {}}}))
-    why = _reuse_check(tmp_path, host, pb, "mtp")
+    why = reuse_check(tmp_path, host, pb, "mtp")
     assert why.startswith("host, engine, model_path") and why.endswith(", profile baseline, profile mtp differ"), why
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mtp_remote.fleet.fleet import (
+from mtp_remote.fleet.outcomes import (
     FleetReport,
     HostOutcome,
     describe_disagreement,
@@ -46,7 +46,7 @@ def test_a_fleet_diagnose_ends_with_each_hosts_next_step(tmp_path):
     gets its own, from its summary.json; a host that could not be run gets its cause and a preflight."""
     import json
 
-    from mtp_remote.fleet.fleet import fleet_next_steps
+    from mtp_remote.fleet.console import fleet_next_steps
 
     hosts = outcomes()
     for h, kind in (("gpu-1", "healthy"), ("gpu-2", "healthy"), ("gpu-3", "spec-corrupts-output")):

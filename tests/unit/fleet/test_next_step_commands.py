@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import shlex
 
-from mtp_remote.fleet.fleet import FleetReport, HostOutcome, fleet_next_steps
+from mtp_remote.fleet.console import fleet_next_steps
+from mtp_remote.fleet.outcomes import FleetReport, HostOutcome
 from mtp_remote.report.console import next_step
 
 

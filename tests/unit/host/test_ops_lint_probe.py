@@ -10,7 +10,7 @@ import time
 
 from invoke import Context
 
-from mtp_remote.host.ops import _remote_real_parser
+from mtp_remote.host.preflight import remote_real_parser as _remote_real_parser
 from mtp_remote.lint.probe import probe_source
 
 SERVER_ARGS = '''

@@ -65,5 +65,5 @@ def test_sim_hosts_use_the_nvidia_smi_stand_in():
     sim = HostConfig(name="s", transport="local", engine="sim")
     real = HostConfig(name="r", address="gpu", engine="sglang")
     assert facts.nvidia_smi(sim, "/opt/py 3/python", "/w") == (
-        "env SGLANG_SIM_STATE_DIR=/w/sim-gpus '/opt/py 3/python' -m mtp_remote.sim.nvidia_smi")
-    assert facts.nvidia_smi(real, "python3", "/w") == "nvidia-smi"
+        "timeout -k 2 10 env SGLANG_SIM_STATE_DIR=/w/sim-gpus '/opt/py 3/python' -m mtp_remote.sim.nvidia_smi")
+    assert facts.nvidia_smi(real, "python3", "/w") == "timeout -k 2 10 nvidia-smi"  # bounded: a wedged driver

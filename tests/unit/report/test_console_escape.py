@@ -7,7 +7,8 @@ import io
 import pytest
 from rich.console import Console
 
-from mtp_remote.host.ops import Check, StatusReport
+from mtp_remote.host.ops import StatusReport
+from mtp_remote.host.preflight import Check
 from mtp_remote.remote.foreign import ForeignProcess
 from mtp_remote.report.console import RichHooks, checks_table, print_stop, status_table
 

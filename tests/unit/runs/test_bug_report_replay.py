@@ -127,3 +127,15 @@ def test_an_agentic_request_is_replayed_whole_with_its_turns_tool_calls_and_tool
     assert '"chat_template_kwargs": {"enable_thinking": true}' in text and '"tool_choice": "auto"' in text
     body_line = next(ln for ln in text.splitlines() if ln.startswith("  -d "))
     assert json.loads(shlex.split(body_line)[1]) == s["request"]["body"]  # the exact body, tools included
+
+
+def test_a_t_above_0_sample_says_replay_needs_deterministic_inference_and_loop_stop_is_explained(tmp_path):
+    looper = _sample("mtp", LOOP, loop=True, finish="loop-stop")
+    looper["request"]["body"]["stream"] = True  # as the runner sends it
+    _run(tmp_path, "20261202-100000-dddd", "spec-corrupts-output",
+         [_sample("baseline", "4", loop=False, finish="stop"), looper])
+    _, text = write_bug_report("20261202-100000-dddd", runs_dir=tmp_path)
+    assert "at T=0.7" in text and "`--enable-deterministic-inference`" in text
+    assert "`loop-stop` is mtp-remote's finish reason, not SGLang's" in text
+    assert "The `curl` below is non-streaming" in text and '"stream"' not in text
+    assert "`mtp` loops where the same server without speculation does not" in text

@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from mtp_remote.analysis.speed import LogSpeed
-from mtp_remote.search.mitigate import CandidateResult, baseline_row, table_rows
+from mtp_remote.search.mitigate import CandidateResult, baseline_row
+from mtp_remote.search.mitigation_report import table_rows
 from mtp_remote.search.ranking import pick_best, rank_results, recommendation, speed_fields
 from mtp_remote.experiment.runner import ProfileRun
 
@@ -87,7 +88,7 @@ def test_a_profile_that_crashed_after_ready_is_a_crash_for_every_workflow():
 
 
 def test_mitigation_md_offers_the_cures_flags_only_as_the_fallback_when_speculation_off_wins():
-    from mtp_remote.search.mitigate import render_markdown
+    from mtp_remote.search.mitigation_report import render_markdown
 
     doc = _doc([_cure("no-overlap", 89), _base()])
     doc.update(simulated=False, facts={}, reused=None, flags=None)

@@ -11,7 +11,8 @@ import pytest
 from scipy import stats
 
 from mtp_remote.analysis.speed import LogSpeed, log_contrast
-from mtp_remote.search.mitigate import CandidateResult, render_markdown, table_rows
+from mtp_remote.search.mitigate import CandidateResult
+from mtp_remote.search.mitigation_report import render_markdown, table_rows
 from mtp_remote.search.ranking import flag_changes, pick_best, rank_results, recommendation, speed_fields
 from mtp_remote.search.ranking_mc import ranking_error_rates
 

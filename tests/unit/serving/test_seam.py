@@ -29,6 +29,7 @@ from mtp_remote.remote.logfile import Polled
 from mtp_remote.serving.base import Capabilities, WaitOutcome
 from mtp_remote.serving.readiness import follow_to_ready
 from tests.support.ports import free_port
+from tests.support.seam import run_through_the_seam
 
 pytestmark = pytest.mark.sim  # the sim engine runs as a child process of the test
 
@@ -175,14 +176,17 @@ def _run(tmp_path: Path, host: HostConfig, playbook: Playbook, kind: SubprocessK
 
 def test_the_runner_drives_a_kind_it_has_never_heard_of_through_the_seam(tmp_path):
     host, playbook, kind = _setup(tmp_path, compare={"calibration": True, "margin": 0.5})
-    runs = _run(tmp_path, host, playbook, kind)
+    try:
+        runs = run_through_the_seam(kind, host, playbook, tmp_path / "run", python=sys.executable)
+    finally:
+        kind.kill_all()
     assert [r.profile for r in runs] == ["baseline", "mtp"]  # no A/A arm: this kind cannot relaunch
-    assert all(r.launched and r.n_failed == 0 for r in runs)
     assert [r.stop for r in runs] == [f"stopped child {pid}" for pid in kind.children]
     assert kind.calls == ["prepare lock=False", "stop unlock=False",  # the leftover (none: a new run)
                           "launch baseline", "follow baseline", "reach", "wait_ready baseline", "stop unlock=False",
                           "launch mtp", "follow mtp", "reach", "wait_ready mtp", "stop unlock=False",
-                          "stop unlock=True"]  # the end of the run: what is left, and the lock in the same step
+                          "stop unlock=True",  # the end of the run: what is left, and the lock in the same step
+                          "find_leftover"]  # the contract's own look: nothing left
     assert all(p.returncode is not None for p in kind.children.values()), "every child stopped"
     lines = (tmp_path / "run" / "samples.jsonl").read_text().splitlines()
     assert len(lines) == 2 * 2 * 2  # 2 profiles x 2 prompts x 2 samples
@@ -219,3 +223,17 @@ def test_a_server_that_dies_while_sampling_is_seen_by_polls_alone(tmp_path):
     cause, _, after_ready = mtp.failure()
     assert cause == "process_exited" and after_ready is True
     assert time.monotonic() - t0 < 120
+
+
+def test_the_process_kind_meets_the_same_contract(tmp_path):
+    """Today's kind, opened from the host's ``server`` field, on the sim as a real process (local transport)."""
+    from invoke import Context
+
+    from mtp_remote.serving.kinds import open_server
+
+    host, playbook, _ = _setup(tmp_path, compare={"calibration": True, "margin": 0.5})
+    kind = open_server(Context(), host, python=sys.executable, run_id="r1")
+    runs = run_through_the_seam(kind, host, playbook, tmp_path / "run", python=sys.executable)
+    assert [r.profile for r in runs] == ["baseline", "baseline-aa", "mtp"]  # the A/A arm: a relaunch
+    assert all(r.stop.startswith("stopped PID ") and r.gpu_release_s is not None for r in runs)
+    assert not (Path(kind.workdir) / "lock").exists(), "the lock went with the last stop"

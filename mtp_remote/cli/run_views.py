@@ -1,0 +1,96 @@
+"""The commands over the runs on disk: ``report``, ``compare``, ``bug-report`` (their click adapters are in
+``cli/runs.py`` and ``cli/main.py``), over :mod:`mtp_remote.runs.compare` and :mod:`mtp_remote.runs.bugreport`.
+
+No network. Each function takes the command's options, prints its tables (rich) or ``--json`` and returns the
+exit code; errors are MtpRemoteError, turned into one red line and exit 2 by the CLI's ``handle_errors``.
+Imported through :mod:`mtp_remote.cli.lazy`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import webbrowser
+from pathlib import Path
+
+from rich.table import Table
+
+from ..outside_text import for_terminal
+from ..report.console import make_console, print_run_end, verdict_table
+from ..report.document import load_summary
+from ..runs.bugreport import write_bug_report
+from ..runs.compare import compare_runs, readable_run, rerender, resolve_run
+
+
+def _p(p: float | None) -> str:
+    return "–" if p is None else f"{p:.2g}"
+
+
+def _num(x: float | None, digits: int = 2) -> str:
+    return "–" if x is None else f"{x:.{digits}f}"
+
+
+def report(run: str, runs_dir: str, *, open_it: bool) -> int:
+    """``report``: re-render a run's report.md and report.html, print its verdicts and what next."""
+    run_dir = readable_run(resolve_run(run, runs_dir), ("run",), "report")
+    paths = rerender(run_dir)
+    doc = load_summary(run_dir)
+    console = make_console()
+    console.print(verdict_table(doc))
+    print_run_end(console, doc, run_dir, doc.get("exit_code", 0), afterwards=True)
+    if open_it and not webbrowser.open(paths["html"].resolve().as_uri()):
+        print(f"no browser found; open {paths['html']} by hand", file=sys.stderr)
+    return 0
+
+
+def compare_table(res: dict) -> Table:
+    """The comparison of :func:`mtp_remote.runs.compare.compare_runs` as a rich Table, one row per cell."""
+    a, b = res["a"], res["b"]
+    t = Table(title=f"Compare — A {a['run_id']} ({a['host']}, {a['playbook']}) vs B {b['run_id']} "
+                    f"({b['host']}, {b['playbook']})", title_justify="left",
+              caption="loops: Fisher exact (p B loops more, one-sided; two-sided); speed: per-sample tokens/s, "
+                      "Welch t and Mann-Whitney U (two-sided)")
+    for col in ("profile", "T", "loops A → B", "p more / p ≠", "accept len A → B", "tok/s A → B", "B/A",
+                "p Welch / MW"):
+        t.add_column(col, justify="left" if col == "profile" else "right")
+    for r in res["cells"]:
+        if r["only_in"]:
+            t.add_row(r["profile"], f"{r['temperature']:g}", f"only in {r['only_in'].upper()}", "", "", "", "", "")
+            continue
+        lo, sp = r["loops"], r["speed"]
+        style = "bold red" if lo["p_worse"] < 0.05 else ""
+        t.add_row(r["profile"], f"{r['temperature']:g}",
+                  f"[{style}]{lo['loops_a']}/{lo['n_a']} → {lo['loops_b']}/{lo['n_b']}[/]" if style else
+                  f"{lo['loops_a']}/{lo['n_a']} → {lo['loops_b']}/{lo['n_b']}",
+                  f"{_p(lo['p_worse'])} / {_p(lo['p_two_sided'])}",
+                  f"{_num(r['accept_a'])} → {_num(r['accept_b'])}",
+                  f"{_num(sp['mean_a'], 1)} → {_num(sp['mean_b'], 1)}", _num(sp["ratio"]),
+                  f"{_p(sp['p_welch'])} / {_p(sp['p_mannwhitney'])}")
+    return t
+
+
+def compare(run_a: str, run_b: str, runs_dir: str, *, as_json: bool) -> int:
+    """``compare``: two runs cell by cell; exit 1 when a cell of B loops significantly more than in A."""
+    res = compare_runs(*(readable_run(resolve_run(r, runs_dir), ("run",), "compare") for r in (run_a, run_b)))
+    if as_json:
+        print(json.dumps(res, indent=2))
+    else:
+        console = make_console()
+        console.print(compare_table(res))
+        for side in ("a", "b"):
+            if res[side]["status"] != "completed":  # a run that could not be done has no cells to compare
+                console.print(f"run {side.upper()} ({res[side]['run_id']}) {res[side]['status']}: it has no cells, "
+                              f"so its rows show as only in {'B' if side == 'a' else 'A'}; "
+                              f"`mtp-remote report {res[side]['run_id']}` says why", highlight=False, markup=False)
+        for v in (v for v in res["verdicts"] if v["a"] != v["b"]):
+            console.print(f"verdict {v['profile']}: {v['a'] or '–'} → {v['b'] or '–'}", highlight=False)
+    worse = any(r.get("loops", {}).get("p_worse", 1.0) < 0.05 for r in res["cells"])
+    return 1 if worse else 0
+
+
+def bug_report(run_id: str, runs_dir: str, output: str | None) -> int:
+    """``bug-report``: write the upstream issue body and print it (where it went on stderr)."""
+    path, text = write_bug_report(run_id, runs_dir=Path(runs_dir), output=Path(output) if output else None)
+    print(for_terminal(text) if sys.stdout.isatty() else text)  # a pipe: the body as is
+    print(f"(written to {path})", file=sys.stderr)
+    return 0

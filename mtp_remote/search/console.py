@@ -1,0 +1,34 @@
+"""The mitigation table on the console (rich): candidates ranked, the recommendation, why each skipped one was."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from rich.table import Table
+
+from .mitigation_report import HEADERS, table_rows
+from .ranking import recommendation
+
+
+def mitigation_table(doc: dict):
+    """The ranked mitigation table (rich); skipped rows say only "skipped" (:func:`print_mitigation` lists why)."""
+    sim = " [simulated host]" if doc.get("simulated") else ""
+    t = Table(title=f"Mitigation of {doc['profile']} on {doc['host']}{sim} — loop-free candidates ranked by "
+                    f"speed over the baseline (non-looping samples; [95% CI]; =#1: not distinguishable from #1)",
+              title_justify="left")
+    for h in HEADERS:
+        t.add_column(h, overflow="fold", no_wrap=h in ("rank", "candidate", "tok/s", "vs base", "verdict"))
+    for row in table_rows(doc):
+        style = ("cyan" if row[-1].startswith("baseline") else "green" if row[0] else
+                 "red" if "corrupts" in row[-1] else None)
+        t.add_row(*row[:-1], row[-1].split(":")[0] if row[-1].startswith(("skipped", "pending")) else row[-1],
+                  style=style)
+    return t
+
+
+def print_mitigation(console, doc: dict) -> None:
+    """The table, then one line per skipped candidate with the reason."""
+    console.print(mitigation_table(doc))
+    console.print(escape(recommendation(doc)).replace("**", ""))
+    for r in doc["rows"]:
+        if r["status"] == "skipped":
+            console.print(f"[dim]skipped[/] {r['name']} ({escape(r['change'])}): {escape(r['evidence'])}")
