@@ -30,8 +30,7 @@ from pathlib import Path
 
 import yaml
 
-from ..config.inventory import load_inventory
-from ..config.paths import find_inventory
+from ..config.loaded import as_loaded
 from ..errors import EXIT_RUN_FAILED, ConfigError, RemoteError
 from ..experiment.hosts import find_playbook, open_host
 from ..experiment.run_id import new_run_id
@@ -56,7 +55,7 @@ _HOOK_VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
 def is_array_group(inventory, hosts: list[str]) -> bool:
     """True when every host of ``hosts`` is a SLURM host (then ``nightly -H`` runs them as one job array)."""
     try:
-        inv = load_inventory(find_inventory(inventory))
+        inv = as_loaded(inventory).inventory  # a file, or the command's inventory already loaded
         return bool(hosts) and all(inv.get(h).server.kind == "slurm" for h in hosts)
     except (ConfigError, AttributeError):
         return False
@@ -98,14 +97,14 @@ def run_array(hosts: list[str], *, group: str, inventory=None, playbook=DEFAULT_
     rest of the fleet's artefacts are :func:`~mtp_remote.fleet.nightly_fleet.run_nightly_fleet`'s. Raises
     ConfigError for hosts that are not one login node's SLURM hosts; RemoteError when the array cannot be
     submitted."""
-    inv_path = find_inventory(inventory)
-    inv = load_inventory(inv_path)
+    loaded = as_loaded(inventory)
+    inv_path, inv = loaded.inventory_file, loaded.inventory
     cfgs = [inv.get(h) for h in hosts]
     if not all(c.server.kind == "slurm" for c in cfgs):
         raise ConfigError("a job-array nightly needs SLURM hosts only (server: {kind: slurm})", field="groups")
     _check_one_login(cfgs)
     settings = cfgs[0].server
-    pb_path = find_playbook(playbook, inventory)
+    pb_path = find_playbook(playbook, inv_path)
     t0 = time.monotonic()
     run_id = new_run_id()
     fleet_id = f"fleet-{run_id}"

@@ -165,7 +165,12 @@ class HostFacts:
 
 
 def status(c, host: HostConfig, python: str) -> StatusReport:
-    """Our server (recorded and alive?), the port, GPUs and foreign SGLang processes. Read-only."""
+    """Our server (recorded and alive?), the port, GPUs and foreign SGLang processes. Read-only. For a SLURM host:
+    the job recorded and its state in the queue (the login node's port, GPUs and processes are not the job's)."""
+    if host.server.kind == "slurm":
+        rec, state = SlurmServer(c, host, python=python, workdir=remote_workdir(c, host), run_id="ops").status()
+        return StatusReport(host=host.name, server=asdict(rec) if rec else None, server_state=state,
+                            port_in_use=False)
     hf = HostFacts.parse(snapshot.run_snapshot(c, host_sections(host, python,
                                                                snapshot.home_relative(host.workdir))))
     rec = hf.record
@@ -235,7 +240,7 @@ def _stop_riding_out(c, host: HostConfig, lc: ProcessServer, *, term_s: float,
                                gpu_release_s=gpu_release_s)
         except TransportLost as e:
             if attempt == 2 or transport.is_lost(c):
-                raise e.inrun_quiet(f"; the stop did not finish: the server record is kept on {host.name} (nothing was "
+                raise e.in_run(f"; the stop did not finish: the server record is kept on {host.name} (nothing was "
                                f"dropped), so run the stop again once the host can be reached: `mtp-remote stop -H "
                                f"{host.name}` (or `fab -H {host.name} stop`)") from e
     raise AssertionError("unreachable")

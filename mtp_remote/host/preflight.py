@@ -36,15 +36,6 @@ class Check:
         return asdict(self)
 
 
-def parse_df(output: str) -> int | None:
-    """Free MiB from ``df -Pk PATH`` (second line, fourth column in KiB)."""
-    lines = output.strip().splitlines()
-    if len(lines) < 2:
-        return None
-    parts = lines[-1].split()
-    return int(parts[3]) // 1024 if len(parts) >= 4 and parts[3].isdigit() else None
-
-
 def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> list[Check]:
     """Read-only checks of a host before a run: python, SGLang and torch versions, GPUs, model, disk, port,
     foreign SGLang processes, and the lint of each profile's launch command. One round trip reads every fact
@@ -87,16 +78,11 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
 def _sections(host: HostConfig, python: str, workdir: str) -> dict[str, str]:
     """The snapshot's commands: python, SGLang and torch versions and the model's config (a real engine), the
     workdir's write test and free space, and the facts ``status`` reads too."""
-    wd = shlex.quote(workdir)
     sections = {"python": py_version_command(python, None) + " 2>&1"}
     if not host.is_sim:
         sections.update(sglang=py_version_command(python, "sglang"), torch=py_version_command(python, "torch"),
                         model=f"cat {shlex.quote(host.model_path + '/config.json')}")
-    # read-only: the write test goes to the workdir or, when it does not exist yet, to the directory the first
-    # run will create it in (a file made with noclobber and removed, also when the write fails)
-    sections["workdir"] = (f'd={wd}; while [ ! -e "$d" ] && [ "$d" != / ] && [ "$d" != . ]; do d=$(dirname "$d"); '
-                           f'done; echo "$d"; t="$d/.write-test.$$"; if (set -C; printf x > "$t") 2>/dev/null; '
-                           f'then rm -f "$t"; echo writable; else rm -f "$t"; echo read-only; fi; df -Pk "$d"')
+    sections["workdir"] = snapshot.workdir_probe_command(workdir)
     sections.update(host_sections(host, python, workdir))
     return sections
 
@@ -146,7 +132,7 @@ def _workdir_checks(host: HostConfig, workdir: str, r: snapshot.Section) -> list
     writable = rest.startswith("writable")
     exists = there == workdir
     shown = there if there.startswith("/") or not host.workdir.startswith("~") else "~/" + there.lstrip("./")
-    free = parse_df(r.stdout)
+    free = snapshot.parse_df(r.stdout)
     return [Check("workdir", "ok" if writable else "fail",
                   (f"{host.workdir} is writable" if exists else
                    f"{host.workdir} does not exist yet; the first run creates it in {shown}, which is writable")

@@ -37,8 +37,22 @@ LIMITS = ("no A/A relaunch (launch-to-launch noise not measured)",
           "speculation)")
 
 
+class _Attached:
+    """``ident`` and ``label`` of what stands for an attached endpoint (its record, its stop): ``where`` names it."""
+
+    where: str
+
+    @property
+    def ident(self) -> str:
+        return "attached"
+
+    @property
+    def label(self) -> str:
+        return f"attached endpoint {self.where}"
+
+
 @dataclass
-class AttachedRecord:
+class AttachedRecord(_Attached):
     """What an attached endpoint is: where (``url``, or the host ``port`` through the tunnel), its launch line
     read back (``argv_masked``), whether it speculates, its model, the lint of its flags, ``simulated`` when it
     is mtp-remote's simulated engine (its ``/server_info`` says so)."""
@@ -58,14 +72,6 @@ class AttachedRecord:
     attached: bool = True
     api_key: str | None = field(default=None, repr=False)  # sent as a Bearer token; never in to_dict
 
-    @property
-    def ident(self) -> str:
-        return "attached"
-
-    @property
-    def label(self) -> str:
-        return f"attached endpoint {self.where}"
-
     def to_dict(self) -> dict:
         """For summary.json (``profiles[].attached``)."""
         return {"where": self.where, "speculative": self.speculative, "model": self.model,
@@ -74,7 +80,7 @@ class AttachedRecord:
 
 
 @dataclass
-class NotStopped:
+class NotStopped(_Attached):
     """The stop of an attached endpoint: nothing is signalled."""
 
     where: str
@@ -82,14 +88,6 @@ class NotStopped:
     log_path: str | None = None
     gpu_release_s: float = 0.0
     unlocked: bool = False
-
-    @property
-    def ident(self) -> str:
-        return "attached"
-
-    @property
-    def label(self) -> str:
-        return f"attached endpoint {self.where}"
 
     def describe(self) -> str:
         return f"not stopped: {self.where} is an attached endpoint (never launched, signalled or stopped by us)"

@@ -16,7 +16,7 @@ import pytest
 from invoke import Context
 
 from mtp_remote.config.inventory import HostConfig
-from mtp_remote.host import ops
+from mtp_remote.host import ops, preflight as host_preflight
 from mtp_remote.remote import facts, process
 from tests.conftest import free_port
 
@@ -48,7 +48,7 @@ def _no_hung_smi_left(hung_dir: Path) -> bool:
 
 def test_preflight_and_status_end_within_the_bound_and_say_nvidia_smi_did_not_answer(hung_smi, gpu_host):
     t0 = time.monotonic()
-    checks = {ch.name: ch for ch in ops.preflight(Context(), gpu_host, None, sys.executable)}
+    checks = {ch.name: ch for ch in host_preflight.preflight(Context(), gpu_host, None, sys.executable)}
     took = time.monotonic() - t0
     assert checks["gpus"].status == "fail" and "nvidia-smi did not answer within 1 s" in checks["gpus"].detail
     assert took < 15, f"preflight took {took:.1f} s"

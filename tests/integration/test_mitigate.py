@@ -25,12 +25,13 @@ MTP = ("--speculative-algorithm NEXTN --speculative-num-steps 3 --speculative-ea
        "--speculative-num-draft-tokens 4")
 
 
-def write_field(tmp, host: str = HOST) -> None:
-    """``tmp/inventory.yaml`` with one sim host (local, state_leak, time scale 0.01) and ``tmp/pb.yaml``, the
+def write_field(tmp, host: str = HOST, time_scale: float = 0.01) -> None:
+    """``tmp/inventory.yaml`` with one sim host (local, state_leak, ``time_scale``) and ``tmp/pb.yaml``, the
     field playbook cut to 4 prompts x 3 samples at T=0.7."""
     inv = {"default_host": host, "hosts": {host: {
         "transport": "local", "engine": "sim", "workdir": str(tmp / "wd"), "port": free_port(),
-        "python": sys.executable, "env": {"SGLANG_SIM_TIME_SCALE": "0.01", "SGLANG_SIM_FAULTS": "state_leak"}}}}
+        "python": sys.executable,
+        "env": {"SGLANG_SIM_TIME_SCALE": str(time_scale), "SGLANG_SIM_FAULTS": "state_leak"}}}}
     (tmp / "inventory.yaml").write_text(yaml.safe_dump(inv))
     pb = yaml.safe_load((ROOT / "playbooks" / "diagnose-mtp.yaml").read_text())
     pb.update(samples=3, max_tokens=1024, temperatures=[0.7], prompts=pb["prompts"][:4],
@@ -42,7 +43,9 @@ def write_field(tmp, host: str = HOST) -> None:
 def field(tmp_path_factory):
     """A faulty sim host, a small field playbook and one diagnose run of it: (inventory, playbook, runs, run)."""
     tmp = tmp_path_factory.mktemp("mitigate")
-    write_field(tmp)
+    # time scale 0.05 (a decode step of 1.5 ms): at 0.01 a step (0.3 ms) is as short as the sim's own Python work
+    # per step, and on two loaded cores (CI, stop 24) the measured speeds ranked the baseline above the cure
+    write_field(tmp, time_scale=0.05)
     runs = tmp / "runs"
     res = api.diagnose(inventory=str(tmp / "inventory.yaml"), playbook=str(tmp / "pb.yaml"), runs_dir=runs)
     assert res.summary["verdicts"][0]["kind"] == "spec-corrupts-output"
@@ -57,9 +60,8 @@ def test_mitigate_ranks_the_cure_first_with_its_speed_and_skips_the_no_op(field)
     first = res.document["rows"][0]
     assert first["name"] == "no-overlap" and first["rank"] == 1 and first["status"] == "loop-free"
     # how much faster than the baseline is the sim's model (tests/sim/test_sim_mitigation.py: > 1.2x, 1.8x measured
-    # at time scale 0.1); at this module's 0.01 a step is CPU-bound and the measured ratio ranged 1.06-2.22 on two
-    # loaded cores, so here the speed is checked as measured and reported, not for its size
-    assert first["loops"] == 0 and first["speed_vs_baseline"] > 0.5 and first["accept_length"] > 2.5
+    # at time scale 0.1); its size on a loaded machine is not this test's business, only that it beats the baseline
+    assert first["loops"] == 0 and first["speed_vs_baseline"] > 1.0 and first["accept_length"] > 2.5
     assert rows["no-radix"]["status"] == "skipped" and "0.5.9" in rows["no-radix"]["evidence"]
     assert rows["no-cuda-graph"]["status"] == "corrupts"
     assert rows["mtp"]["status"] == "reference" and rows["mtp"]["verdict"] == "spec-corrupts-output"
