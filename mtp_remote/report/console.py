@@ -140,6 +140,10 @@ def next_step(doc: dict, run_dir, *, inventory=None) -> str:
     if "inconclusive" in kinds.values():
         need = [c["samples_needed"] for v in doc.get("verdicts", []) if v.get("kind") == "inconclusive"
                 for c in v.get("comparisons") or [] if c.get("samples_needed")]
+        greedy = [c["greedy_next"] for v in doc.get("verdicts", []) if v.get("kind") == "inconclusive"
+                  for c in v.get("comparisons") or [] if c.get("greedy_next")]
+        if greedy and not need:  # a greedy-only plan: more samples of the same prompts would change nothing
+            return f"{greedy[0]}, then run again: `mtp-remote diagnose{on}`"
         prompts = len((doc.get("playbook") or {}).get("prompts") or [])
         design = doc.get("design") or {}
         first = design.get("first_rounds")

@@ -28,3 +28,14 @@ def test_the_greedy_gate_bench_calls_a_noiseless_healthy_host_healthy_and_a_nois
     kinds = [trial(0.1, rng) for _ in range(5)]  # with the A/A arm: judged; without: not judged, held back
     assert all(without == "inconclusive" for _, without in kinds), kinds
     assert "spec-corrupts-output" not in {k for pair in kinds for k in pair}, kinds
+
+
+def test_the_greedy_only_bench_runs_the_greedy_bound_healthy_at_29_clean_prompts_corrupt_when_every_one_diverges():
+    import numpy as np
+
+    from bench.bench_greedy_gate import trial_greedy_only
+
+    rng = np.random.default_rng(0)
+    assert trial_greedy_only(0.0, 29, 0.0, rng, tokens=16) == "healthy"
+    assert trial_greedy_only(0.0, 28, 0.0, rng, tokens=16) == "inconclusive"  # 1 - 0.05^(1/28) = 10.1 %
+    assert trial_greedy_only(0.0, 10, 1.0, rng, tokens=16) == "spec-corrupts-output"

@@ -362,3 +362,68 @@ def test_the_aa_floor_counts_each_aa_flip_at_the_margin_the_other_pairs_calibrat
     cal = measure_calibration(bs, aa)
     # in-sample the margin (1.5 x 0.3 = 0.45) covers both flips; left out, the 0.3 flip is beyond 1.5 x 0.02
     assert cal.near_tie_margin == pytest.approx(0.45) and cal.greedy_hard == 1
+
+
+def _greedy_only(n: int, hard: int = 0):
+    """A greedy-only plan (T = 0, one sample of each of n distinct prompts, as the real CPU hosts run): the first
+    ``hard`` speculative outputs diverge at token 5 where the baseline's margin is 2 nats, the rest are identical."""
+    spec, ss = cells("mtp", {0.0: (0, n)}, spec=True, latency=1.0)
+    base, bs = cells("baseline", {0.0: (0, n)}, spec=False, latency=2.0)
+    for i, (s, b) in enumerate(zip(ss, bs)):
+        s.prompt_id = b.prompt_id = f"g{i}"
+        b.output_ids, b.top2_margins = list(range(50)), [2.0] * 50
+        s.output_ids = list(range(5)) + [999] * 45 if i < hard else list(range(50))
+    return spec, ss, base, bs
+
+
+def test_a_greedy_only_plan_is_healthy_from_29_identical_prompts_and_states_the_bound():
+    # issue 31: with no temperature above 0 there is no loop bound, so healthy was unreachable; the greedy bound
+    # takes its place: 0 of 29 distinct prompts bounds the per-prompt divergence rate at 1 - 0.05^(1/29) = 9.81 %
+    spec, ss, base, bs = _greedy_only(29)
+    cal = Calibration(greedy_pairs=29, greedy_prompts=29)
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs, calibration=cal)
+    assert v.kind == "healthy", v.evidence
+    assert v.evidence.startswith("greedy output beyond a near tie on 0/29 prompts (A/A arm 0/29): per-prompt "
+                                 "divergence rate under 9.9% at 95%; lossless checks passed (greedy)"), v.evidence
+    (row,) = v.comparisons
+    assert row["greedy_bound"]["bound"] == pytest.approx(1 - 0.05 ** (1 / 29))
+    assert row["greedy_bound"]["closed"] and row["greedy_bound"]["prompts_needed"] == 29
+    assert row["greedy_next"] is None
+
+
+def test_a_greedy_only_plan_one_prompt_short_is_inconclusive_and_names_the_prompts_that_close_the_gate():
+    spec, ss, base, bs = _greedy_only(6)
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs,
+              calibration=Calibration(greedy_pairs=6, greedy_prompts=6))
+    assert v.kind == "inconclusive", v.evidence
+    assert ("0/6 prompts (A/A arm 0/6): per-prompt divergence rate up to 39.4% at 95% (healthy needs it below 10%); "
+            "29 distinct prompts with greedy output identical beyond near ties would close it (23 more than this "
+            "run's 6)") in v.evidence, v.evidence
+    assert "at least 29 distinct prompts (23 more)" in v.comparisons[0]["greedy_next"]
+    # a 5 % margin needs 59
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs, design=Design(greedy_margin=0.05),
+              calibration=Calibration(greedy_pairs=6, greedy_prompts=6))
+    assert v.comparisons[0]["greedy_bound"]["prompts_needed"] == 59
+
+
+def test_a_greedy_only_plan_without_an_aa_arm_bounds_the_raw_rate_and_a_hard_divergence_asks_for_one():
+    spec, ss, base, bs = _greedy_only(29)
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs)
+    assert v.kind == "healthy" and "0/29 prompts (no A/A arm: floor taken as 0): per-prompt divergence rate under " \
+        "9.9% at 95%" in v.evidence, v.evidence
+    assert v.evidence.endswith("no A/A arm: greedy divergence not judged against a floor")
+    spec, ss, base, bs = _greedy_only(59, hard=1)
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs)
+    assert v.kind == "inconclusive" and "lossless check not passed" in v.evidence, v.evidence
+    assert "compare.calibration: true" in v.comparisons[0]["greedy_next"]
+
+
+def test_on_a_host_whose_aa_arm_diverges_the_bound_is_on_the_excess_over_its_floor():
+    # 3 of 60 prompts diverge beyond a near tie in both the speculative and the A/A arm: not significant, and the
+    # exact square-and-add bound of the excess (3/60 - 3/60) is 8.3 % at 95 %: under a 10 % margin
+    spec, ss, base, bs = _greedy_only(60, hard=3)
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs,
+              calibration=Calibration(greedy_pairs=60, greedy_prompts=60, greedy_hard=3, greedy_hard_prompts=3))
+    gb = v.comparisons[0]["greedy_bound"]
+    assert (gb["hard"], gb["floor_hard"]) == (3, 3) and gb["bound"] == pytest.approx(0.0826, abs=5e-4)
+    assert v.kind == "healthy" and "excess over the A/A arm under 8.3% at 95%" in v.evidence, v.evidence
