@@ -257,7 +257,15 @@ def _greedy_need(gb: GreedyBound) -> str:
     if gb.prompts_needed is None:
         return "no number of identical prompts closes it at this floor (raise compare.greedy_margin)"
     return (f"{gb.prompts_needed} distinct prompts with greedy output identical beyond near ties would close it "
-            f"({gb.prompts_needed - gb.prompts} more than this run's {gb.prompts})")
+            f"({gb.prompts_needed - gb.prompts} more than this run's {gb.prompts})" + _censored(gb))
+
+
+def _censored(gb: GreedyBound) -> str:
+    """The note on prompts a near-tie flip left out of the count, '' without any."""
+    if not gb.censored:
+        return ""
+    return (f"; {gb.censored} of {gb.censored + gb.prompts} diverged at a near tie first and are not counted "
+            f"(shorter greedy outputs, max_tokens, leave fewer)")
 
 
 def _greedy_next(gb: GreedyBound, tests: Sequence[LosslessTest], gate: str | None) -> str | None:
@@ -271,7 +279,7 @@ def _greedy_next(gb: GreedyBound, tests: Sequence[LosslessTest], gate: str | Non
             return "raise `compare.greedy_margin`: no number of identical prompts closes the gate at this floor"
         return (f"give the playbook at least {gb.prompts_needed} distinct prompts ({gb.prompts_needed - gb.prompts} "
                 f"more): that many with greedy output identical beyond near ties bound the per-prompt divergence "
-                f"rate under {gb.margin:.0%} at {gb.confidence:.0%}")
+                f"rate under {gb.margin:.0%} at {gb.confidence:.0%}{_censored(gb)}")
     return None
 
 

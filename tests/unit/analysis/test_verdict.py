@@ -427,3 +427,18 @@ def test_on_a_host_whose_aa_arm_diverges_the_bound_is_on_the_excess_over_its_flo
     gb = v.comparisons[0]["greedy_bound"]
     assert (gb["hard"], gb["floor_hard"]) == (3, 3) and gb["bound"] == pytest.approx(0.0826, abs=5e-4)
     assert v.kind == "healthy" and "excess over the A/A arm under 8.3% at 95%" in v.evidence, v.evidence
+
+
+def test_a_prompt_that_flipped_at_a_near_tie_is_not_counted_for_the_greedy_bound():
+    # a near-tie flip hides whatever follows it: 29 prompts, 5 of them flipped at a 0.01-nat tie, leave 24
+    # counted (0 of 24 bounds the rate at 11.7 %: not under 10 %), and the evidence says why
+    spec, ss, base, bs = _greedy_only(29, hard=5)
+    for b in bs[:5]:
+        b.top2_margins = [2.0] * 5 + [0.01] + [2.0] * 44
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs,
+              calibration=Calibration(greedy_pairs=29, greedy_prompts=29))
+    gb = v.comparisons[0]["greedy_bound"]
+    assert (gb["hard"], gb["prompts"], gb["censored"]) == (0, 24, 5) and not gb["closed"]
+    assert v.kind == "inconclusive" and "(5 more diverged at a near tie first, not counted; A/A arm 0/29)" in \
+        v.evidence, v.evidence
+    assert "5 of 29 diverged at a near tie first and are not counted" in v.comparisons[0]["greedy_next"]
