@@ -153,6 +153,26 @@ def diff_upper_bound(k_spec: int, n_spec: int, k_base: int, n_base: int, confide
     return min(1.0, p1 - p2 + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2))
 
 
+def bound_p_value(k_spec: int, n_spec: int, k_base: int, n_base: int, margin: float) -> float:
+    """p-value of the bound test of "the excess p_spec - p_base is at least ``margin``" (what ``healthy`` and
+    a loop-free cure reject): the smallest alpha at which :func:`diff_upper_bound` at confidence ``1 - alpha``
+    is below ``margin`` (bisection; the bound falls as alpha grows). 1.0 when even the point estimate is not
+    below it or an arm is empty. Holm's step-down over these p-values controls the family-wise rate of false
+    "below the margin" claims over several candidates (``search.ranking.familywise_loop_free``)."""
+    if n_spec == 0 or n_base == 0 or diff_upper_bound(k_spec, n_spec, k_base, n_base, 0.5 + 1e-9) >= margin:
+        return 1.0
+    lo, hi = 1e-12, 0.5  # at alpha = hi the bound is below the margin; find the smallest such alpha
+    if diff_upper_bound(k_spec, n_spec, k_base, n_base, 1 - lo) < margin:
+        return lo
+    for _ in range(50):
+        mid = math.sqrt(lo * hi)
+        if diff_upper_bound(k_spec, n_spec, k_base, n_base, 1 - mid) < margin:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
 def spending(t: float, alpha: float, kind: str = "obrien-fleming") -> float:
     """Alpha spent by information fraction ``t`` in [0, 1] (Lan & DeMets 1983): ``obrien-fleming``
     ``2 - 2 Phi(z_{1-alpha/2} / sqrt(t))``, ``pocock`` ``alpha ln(1 + (e - 1) t)``. Both reach ``alpha``
