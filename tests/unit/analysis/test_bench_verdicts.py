@@ -13,7 +13,8 @@ def test_the_kl_table_runs_and_ranks_the_three_step_leak_above_the_healthy_arm(c
     rows = {m[1]: (float(m[2]), float(m[3]), float(m[4])) for m in
             re.finditer(r"^\| ([^|]+?) \| ([0-9.e+-]+) \| ([0-9.]+)% \| ([0-9.]+)% \|$", capsys.readouterr().out, re.M)}
     assert set(rows) == {"healthy MTP 3 steps (noise 0.02)", "state_leak, 1 step", "state_leak, 3 steps",
-                         "harmless 1.25x kernel difference"}
+                         "harmless 1.25x kernel difference", "harmless 1.5x kernel difference",
+                         "harmless 2x kernel difference", "harmless 3x kernel difference"}
     assert rows["state_leak, 3 steps"][0] > 10 * rows["healthy MTP 3 steps (noise 0.02)"][0]
     assert rows["healthy MTP 3 steps (noise 0.02)"][1:] == (0.0, 0.0)
 
