@@ -84,8 +84,12 @@ async def _sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, play
                     comp = await send_request(sc, pb, req, send_riding_out)
                     if comp.stop is not None:
                         pr.loop_stops += 1
-                    kl = await kl_probe_of(sc, await probe_completion(sc, host, pb, lp, req, comp)) \
-                        if pb.kl_probe and comp.stop is None else None
+                    kl = None
+                    if pb.kl_probe and comp.stop is None:
+                        probed = await probe_completion(sc, host, pb, lp, req, comp)
+                        kl = await kl_probe_of(sc, probed)
+                        if kl is not None:  # a probe request generated tokens of its own: counted (issue 31)
+                            kl["probe_tokens"] = 0 if probed is comp else int(probed.completion_tokens or 0)
                 return comp, kl
 
             secrets = playbook_secrets(pb, host)
