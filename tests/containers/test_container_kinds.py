@@ -154,3 +154,41 @@ def test_exec_kind_over_ssh_launches_reaches_and_stops_the_server_in_the_contain
         transport.close(c)
     ps = subprocess.run([runtime, "exec", container_name, "ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert "mtp_remote.sim" not in ps
+
+
+def test_status_and_logs_of_a_container_host_name_the_container_we_launched(runtime, image, tmp_path):
+    """`status` read the process kind's record on every host: on a container host it said "none" while our
+    container served. Now each kind says what it recorded (ServerKind.status)."""
+    port = free_port()
+    name = f"status-{port}"
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(yaml.safe_dump({"default_host": name, "hosts": {name: {
+        "transport": "local", "engine": "sim", "port": port, "python": sys.executable,
+        "workdir": str(tmp_path / "wd"), "server": {"kind": "container", "runtime": runtime, "image": image},
+        "env": {"SGLANG_SIM_TIME_SCALE": "0.02"}}}}))
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "mtp_remote.cli", *args, "-i", str(inv), "-H", name],
+                              capture_output=True, text=True, timeout=300, cwd=tmp_path, stdin=subprocess.DEVNULL)
+
+    try:
+        r = cli("launch", "-p", str(PLAYBOOK), "--profile", "baseline")
+        assert r.returncode == 0, r.stdout + r.stderr
+        st = json.loads(cli("status", "--json").stdout)
+        assert st["server_state"] == "running", st
+        assert st["server"]["runtime"] == runtime and st["server"]["profile"] == "baseline", st["server"]
+        assert st["server"]["container_id"] in subprocess.run(
+            [runtime, "ps", "-q", "--no-trunc", "--filter", f"label=mtp-remote.host={name}"],
+            capture_output=True, text=True, check=True).stdout
+        assert st["port_in_use"] is True
+        logs = cli("logs")
+        assert logs.returncode != 0 and f"{runtime} logs -f {st['server']['container_id']}" in logs.stderr, \
+            logs.stdout + logs.stderr
+        assert "Traceback" not in logs.stderr
+        r = cli("stop")
+        assert r.returncode == 0 and "stopped container" in r.stdout, r.stdout + r.stderr
+        st = json.loads(cli("status", "--json").stdout)
+        assert st["server_state"] == "none" and st["server"] is None, st
+    finally:
+        cli("stop")
+    assert _ours(runtime, name) == []
