@@ -27,7 +27,7 @@ from mtp_remote.errors import RemoteError
 from mtp_remote.remote.containers import ExecInto
 from mtp_remote.serving.exec import ExecServer
 from tests.conftest import ROOT
-from tests.support import containers
+from tests.support import containers, serving
 from tests.support.ports import free_port
 
 pytestmark = pytest.mark.sim
@@ -118,7 +118,6 @@ def test_container_kind_runs_each_profile_from_its_image_and_leaves_no_container
 
 def test_exec_kind_over_ssh_launches_reaches_and_stops_the_server_in_the_container(runtime, image, container_name,
                                                                                    sshd):
-    import httpx
 
     from mtp_remote.config.playbook import Playbook
     from mtp_remote.remote import connect as transport
@@ -141,13 +140,7 @@ def test_exec_kind_over_ssh_launches_reaches_and_stops_the_server_in_the_contain
                                                                                     kind.workdir))
         assert kind.workdir.startswith("/root/.mtp-remote/hosts/ssh-exec-"), "the container's home, not the host's"
         with kind.reach() as tun:
-            def health() -> bool:
-                try:
-                    return httpx.get(f"{tun.url}/health", timeout=2).status_code == 200
-                except httpx.HTTPError:
-                    return False
-
-            assert kind.wait_ready(rec, timeout_s=60, health=health).ok
+            assert kind.wait_ready(rec, timeout_s=60, health=serving.health_check(tun.url)).ok
         res = kind.stop(term_s=10, gpu_release_s=20)
         assert res.found == "running" and res.gpu_release_by == "level" and res.gpu_release_s >= 0.8
     finally:
