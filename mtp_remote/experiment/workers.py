@@ -10,7 +10,8 @@ from pathlib import Path
 
 from ..analysis.divergence import kl_probe
 from ..analysis.stopping import is_degenerate_record
-from ..client import Completion, ServerClient
+from ..client import ServerClient
+from ..responses import Completion
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
 from ..errors import RunsDirError
