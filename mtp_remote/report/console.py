@@ -140,6 +140,10 @@ def next_step(doc: dict, run_dir, *, inventory=None) -> str:
     if "inconclusive" in kinds.values():
         need = [c["samples_needed"] for v in doc.get("verdicts", []) if v.get("kind") == "inconclusive"
                 for c in v.get("comparisons") or [] if c.get("samples_needed")]
+        greedy = [c["greedy_next"] for v in doc.get("verdicts", []) if v.get("kind") == "inconclusive"
+                  for c in v.get("comparisons") or [] if c.get("greedy_next")]
+        if greedy and not need:  # a greedy-only plan: more samples of the same prompts would change nothing
+            return f"{greedy[0]}, then run again: `mtp-remote diagnose{on}`"
         prompts = len((doc.get("playbook") or {}).get("prompts") or [])
         design = doc.get("design") or {}
         first = design.get("first_rounds")
@@ -172,8 +176,10 @@ def print_run_end(console: Console, doc: dict, run_dir, exit_code: int, *, after
         stops = doc.get("loop_stop") or {}
         saved = (f", {stops.get('tokens_saved', 0)} not generated ({stops.get('loop_stops', 0)} samples stopped at "
                  f"their settled loop)" if stops.get("enabled") else " (loop stop off)")
+        probe = (f" (of them {doc['kl_probe_tokens']} by the KL probe's own requests)"
+                 if doc.get("kl_probe_tokens") else "")
         console.print(f"time: {time_split_line(doc['time_split'])}; tokens: {doc.get('generated_tokens', 0)} "
-                      f"generated{saved}", highlight=False, markup=False)
+                      f"generated{probe}{saved}", highlight=False, markup=False)
     if doc.get("status", "completed") == "completed":
         console.print(f"report: {run_dir}/report.html (also report.md, summary.json); {code}", highlight=False)
     else:

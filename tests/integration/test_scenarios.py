@@ -24,7 +24,8 @@ def write_config(tmp_path, faults: str | None, *, time_scale: str = "0.01", **pl
         "python": sys.executable, "env": env}}}
     (tmp_path / "inventory.yaml").write_text(yaml.safe_dump(inv))
     pb = yaml.safe_load((ROOT / "playbooks" / "diagnose-mtp.yaml").read_text())
-    pb.update(samples=3, max_tokens=1024, temperatures=[0.7])
+    # T > 0 only, scenarios of the loop rule: no A/A relaunch (it would add its samples to the budget)
+    pb.update(samples=3, max_tokens=1024, temperatures=[0.7], compare={**pb["compare"], "calibration": False})
     pb["prompts"] = pb["prompts"][:4]
     pb.update(playbook)
     (tmp_path / "pb.yaml").write_text(yaml.safe_dump(pb))
