@@ -140,12 +140,15 @@ class Runner:
     ``python`` is the remote python. The host's servers are reached through the seam
     (:func:`~mtp_remote.serving.kinds.open_server`: the kind the host's ``server`` names; ``kind`` overrides it,
     e.g. a test double). Call :meth:`run`; it returns the list of :class:`ProfileRun`. Raises MtpRemoteError
-    when the run cannot be done (SSH, lock, baseline launch)."""
+    when the run cannot be done (SSH, lock, baseline launch). ``said_stored``: profiles whose "all samples
+    already stored; not launched" line was said already (a set shared by the runners of one search, so a
+    baseline every candidate's runner visits is announced once); the runner adds to it."""
 
     def __init__(self, host: HostConfig, playbook: Playbook, run_dir: Path, *, run_id: str, python: str,
                  profiles: list[str] | None = None, hooks: Hooks | None = None, c=None, design: dict | None = None,
-                 kind: ServerKind | None = None):
+                 kind: ServerKind | None = None, said_stored: set[str] | None = None):
         self.host = host
+        self.said_stored = said_stored if said_stored is not None else set()
         self.design = design  # the design the run's first launch recorded (diagnosis.record_design)
         self.playbook = playbook
         self.run_dir = run_dir
@@ -286,7 +289,9 @@ class Runner:
         pr.n_requests, pr.n_resumed = len(lp.requests), len(lp.requests) - len(todo)
         kept = self._kept if self._kept is not None and self._kept.key == server_key(lp) else None
         if not todo:
-            self.hooks.on_progress(f"{lp.profile}: all {len(lp.requests)} samples already stored; not launched")
+            if lp.profile not in self.said_stored:
+                self.said_stored.add(lp.profile)
+                self.hooks.on_progress(f"{lp.profile}: all {len(lp.requests)} samples already stored; not launched")
             pr.outcome = {"kind": "skipped", "profile": lp.profile}
             if kept is not None and not keep:  # nothing left for the server kept for it
                 self._stop_kept(server)

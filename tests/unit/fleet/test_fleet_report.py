@@ -56,9 +56,10 @@ def test_a_fleet_diagnose_ends_with_each_hosts_next_step(tmp_path):
         (tmp_path / out.run_id / "summary.json").write_text(json.dumps(
             {"run_id": out.run_id, "host": {"name": h}, "verdicts": [{"profile": "mtp", "kind": kind}]}))
     rep = FleetReport("diagnose", "r", hosts, wall_s=12.5, max_workers=8)
+    rd = f"--runs-dir {tmp_path}"  # the runs are not where the printed commands look by default
     assert fleet_next_steps(rep, tmp_path) == [
-        "next [gpu-3]: find the cheapest cure: `mtp-remote mitigate --from 20261201-00003-diag -H gpu-3` (then "
-        "`bisect`, `bug-report 20261201-00003-diag`); see docs/runbooks/loops-confirmed.md",
+        f"next [gpu-3]: find the cheapest cure: `mtp-remote mitigate --from 20261201-00003-diag -H gpu-3 {rd}` "
+        f"(then `bisect`, `bug-report 20261201-00003-diag {rd}`); see docs/runbooks/loops-confirmed.md",
         "next [gpu-4]: fix the cause (SSH to 10.0.0.4 failed: timed out), then check the host: "
         "`mtp-remote preflight -H gpu-4`"]
     calm = FleetReport("diagnose", "r", hosts[:2], wall_s=1, max_workers=8)
