@@ -36,6 +36,7 @@ from .reuse import KeptServer, adopt_leftover, stop_leftover
 from .plan import LaunchPlan, RequestSpec, order_for_reuse, plan_run, server_key
 from .rideout import riding_out, send_riding_out
 from .sampling import Cells, load_samples, sample_key
+from .progress import ServingProgress
 from .watch import confirm_health, log_text, sample_watched
 from .workers import sample
 
@@ -388,8 +389,10 @@ class Runner:
             # a server with no log (an attached endpoint) cannot be judged stalled by its log: its requests' own
             # timeouts (timeouts.request_s) bound it
             stall_s = self.playbook.timeouts.stall_s if use.rec.log_path else None
-            pr.crashed = run_async(sample_watched(server, use.rec, self._sample(url, lp, todo, pr, use.rec),
-                                                  stall_s=stall_s, failed=failed, stream=use.stream))
+            progress = ServingProgress()  # what our requests see of the server's progress: a hang needs it idle
+            pr.crashed = run_async(sample_watched(server, use.rec, self._sample(url, lp, todo, pr, use.rec, progress),
+                                                  stall_s=stall_s, failed=failed, stream=use.stream,
+                                                  progress=progress))
         finally:
             pr.sampling_s = time.monotonic() - ts
             if self._tunnel.forwarder is not None:
@@ -478,7 +481,8 @@ class Runner:
             pr.crashed = {"cause": "requests_failed", "fatal_line": None,
                           "hint": f"all {len(mine)} requests failed, e.g. {failed[0]['error'][:200]}"}
 
-    async def _sample(self, url: str, lp: LaunchPlan, todo: list[RequestSpec], pr: ProfileRun, rec=None) -> None:
+    async def _sample(self, url: str, lp: LaunchPlan, todo: list[RequestSpec], pr: ProfileRun, rec=None,
+                      progress: ServingProgress | None = None) -> None:
         """``todo`` through the sampling workers (:func:`~mtp_remote.experiment.workers.sample`), at the
         profile's concurrency (an attached endpoint: the playbook's ``load`` bounds, in flight and per second, and
         its API key); with ``early_stop`` a cell stops being fed once it is settled."""
@@ -488,7 +492,8 @@ class Runner:
                  self._concurrency.get(lp.profile) or pb.concurrency or pb.max_running_requests())
         await sample(url, lp, todo, pr, playbook=pb, host=self.host, hooks=self.hooks, samples_path=self.samples_path,
                      limit=limit, cells=self._cells(lp, todo) if pb.early_stop else None, send_riding_out=self._send,
-                     rate=pb.load.request_rate if attached else None, api_key=getattr(rec, "api_key", None))
+                     rate=pb.load.request_rate if attached else None, api_key=getattr(rec, "api_key", None),
+                     progress=progress)
 
     def _cells(self, lp: LaunchPlan, todo: list[RequestSpec]) -> Cells:
         """The early-stopping bookkeeping of ``lp``'s cells, deciding with :func:`~mtp_remote.experiment.early_stop.cell_decision`."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 
 from ..analysis.divergence import kl_probe
@@ -18,12 +19,14 @@ from ..remote.commands import api_key_of, mask_secrets, playbook_secrets
 from ..report.history import open_samples_for_append
 from .fit import check_prompts_fit
 from .plan import LaunchPlan, RequestSpec
+from .progress import ServingProgress
 from .sampling import Cells, Occupancy, Pacer, loop_watch, sample_record, send_order, streams
 
 
 async def sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, playbook: Playbook, host: HostConfig,
                  hooks, samples_path: Path, limit: int, cells: Cells | None, send_riding_out,
-                 rate: float | None = None, api_key: str | None = None) -> None:
+                 rate: float | None = None, api_key: str | None = None,
+                 progress: ServingProgress | None = None) -> None:
     """Send ``todo`` through ``limit`` workers fed by one queue, so a slot is refilled the moment its
     request returns (no round barrier); with ``early_stop`` a cell stops being fed once it is settled
     (:class:`~mtp_remote.experiment.sampling.Cells`). A response's metrics and JSON line are done by a separate task (metrics in a worker
@@ -31,10 +34,12 @@ async def sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, playb
     task's error is retrieved: one that cannot store its sample (RUNS_DIR full) stops the workers and is raised
     as RunsDirError once the samples already received are stored. ``rate``: at most that many request starts per
     second (:class:`~mtp_remote.experiment.sampling.Pacer`; an attached endpoint's ``load.request_rate``);
-    ``api_key``: sent as a Bearer token (default: the launch line's ``--api-key``)."""
+    ``api_key``: sent as a Bearer token (default: the launch line's ``--api-key``); ``progress``: told of every
+    request sent, answered and streamed (the hang watch reads it)."""
     try:
         await _sample(url, lp, todo, pr, playbook=playbook, host=host, hooks=hooks, samples_path=samples_path,
-                      limit=limit, cells=cells, send_riding_out=send_riding_out, rate=rate, api_key=api_key)
+                      limit=limit, cells=cells, send_riding_out=send_riding_out, rate=rate, api_key=api_key,
+                      progress=progress or ServingProgress())
     except OSError as e:  # opening or closing samples.jsonl (a close flushes what is still buffered)
         if e.errno not in RunsDirError.DISK_ERRNOS:
             raise
@@ -43,15 +48,15 @@ async def sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, playb
 
 async def _sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, playbook: Playbook, host: HostConfig,
                   hooks, samples_path: Path, limit: int, cells: Cells | None, send_riding_out,
-                  rate: float | None = None, api_key: str | None = None) -> None:
+                  progress: ServingProgress, rate: float | None = None, api_key: str | None = None) -> None:
     pb = playbook
     queue = deque(sorted(todo, key=send_order))
     occupancy = Occupancy(limit)
     pacer = Pacer(rate)
-    progress = {"done": 0, "total": len(todo)}
+    tally = {"done": 0, "total": len(todo)}
     hooks.on_profile(lp.profile, len(todo))
     if cells is not None:
-        progress["total"] -= cells.settle_stored(queue, hooks.on_progress)
+        tally["total"] -= cells.settle_stored(queue, hooks.on_progress)
 
     def next_request() -> RequestSpec | None:
         while queue:
@@ -81,7 +86,12 @@ async def _sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, play
             async def send(req: RequestSpec) -> tuple[Completion, dict | None]:
                 await pacer.wait()
                 with occupancy.in_flight():
-                    comp = await send_request(sc, pb, req, send_riding_out)
+                    token, comp = progress.sent(), None
+                    try:
+                        comp = await send_request(sc, pb, req, send_riding_out,
+                                                  on_output=lambda n, unit: progress.streamed(token, n, unit))
+                    finally:
+                        progress.ended(token, answered=comp is not None and not comp.error)
                     if comp.stop is not None:
                         pr.loop_stops += 1
                     kl = await kl_probe_of(sc, await probe_completion(sc, host, pb, lp, req, comp)) \
@@ -102,12 +112,12 @@ async def _sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, play
                     f.flush()
                 except OSError as e:  # the run cannot go on: finished() stops the workers
                     raise RunsDirError.of(e, samples_path) from None
-                progress["done"] += 1
+                tally["done"] += 1
                 if is_degenerate_record(rec.get("metrics"), rec.get("finish_reason")):
                     hooks.on_loop(lp.profile)
                 if cells is not None:
-                    progress["total"] -= cells.completed(req, rec, queue, hooks.on_progress)
-                hooks.on_sample(lp.profile, progress["done"], progress["total"])
+                    tally["total"] -= cells.completed(req, rec, queue, hooks.on_progress)
+                hooks.on_sample(lp.profile, tally["done"], tally["total"])
 
             async def worker() -> None:
                 while not failures and (req := next_request()) is not None:
@@ -141,13 +151,15 @@ async def _sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, play
                 pr.idle_after_stops_s = await sc.wait_idle(timeout_s=10.0)
 
 
-async def send_request(sc: ServerClient, pb: Playbook, req: RequestSpec, send_riding_out) -> Completion:
+async def send_request(sc: ServerClient, pb: Playbook, req: RequestSpec, send_riding_out,
+                       on_output: Callable[[int, str], None] | None = None) -> Completion:
     """One request as the playbook says: streamed and stopped once its loop is settled
     (:func:`~mtp_remote.experiment.sampling.streams`), else whole through the playbook's ``api`` (``/generate``
     with the prompt template, asking for decode logprobs with the KL probe and top-2 margins at T = 0).
-    ``send_riding_out(request)`` sends it (the runner's rides out a dropped SSH connection)."""
+    ``send_riding_out(request)`` sends it (the runner's rides out a dropped SSH connection); ``on_output(size,
+    unit)`` hears a streamed request's output so far (tokens with output ids, else characters)."""
     if streams(req, stop_on_loop=pb.stop_on_loop, kl_probe=pb.kl_probe):
-        return await send_streamed(sc, pb, req, send_riding_out)
+        return await send_streamed(sc, pb, req, send_riding_out, on_output)
     if pb.api == "chat":
         return await send_riding_out(lambda: sc.chat(
             req.prompt, temperature=req.temperature, max_tokens=pb.max_tokens, top_p=pb.top_p, seed=req.seed,
@@ -158,17 +170,32 @@ async def send_request(sc: ServerClient, pb: Playbook, req: RequestSpec, send_ri
         return_logprob=pb.kl_probe, top2=req.temperature == 0))
 
 
-async def send_streamed(sc: ServerClient, pb: Playbook, req: RequestSpec, send_riding_out) -> Completion:
+async def send_streamed(sc: ServerClient, pb: Playbook, req: RequestSpec, send_riding_out,
+                        on_output: Callable[[int, str], None] | None = None) -> Completion:
     """``req`` streamed with a fresh loop watch (:func:`~mtp_remote.experiment.sampling.loop_watch`): stopped and
-    aborted once its loop is settled; sent again like any request when a dropped connection cut it."""
+    aborted once its loop is settled; sent again like any request when a dropped connection cut it.
+    ``on_output`` as in :func:`send_request`."""
     if pb.api == "chat":
         return await send_riding_out(lambda: sc.chat_stream(
             req.prompt, temperature=req.temperature, max_tokens=pb.max_tokens, top_p=pb.top_p, seed=req.seed,
-            watch=loop_watch(pb.think_opened_by_prompt), fields=req.chat))
+            watch=_telling(loop_watch(pb.think_opened_by_prompt), on_output), fields=req.chat))
     text = pb.prompt_template.replace("{prompt}", req.prompt)
     return await send_riding_out(lambda: sc.generate_stream(
         text, temperature=req.temperature, max_new_tokens=pb.max_tokens, top_p=pb.top_p, seed=req.seed,
-        watch=loop_watch(pb.think_opened_by_prompt)))
+        watch=_telling(loop_watch(pb.think_opened_by_prompt), on_output)))
+
+
+def _telling(look, on_output: Callable[[int, str], None] | None):
+    """A stream's ``watch`` that also tells ``on_output`` how much output has arrived (tokens with output ids,
+    else characters of text)."""
+    if on_output is None:
+        return look
+
+    def watch(text: str, ids: list[int] | None):
+        on_output(*((len(ids), "tokens") if ids is not None else (len(text), "characters")))
+        return look(text, ids)
+
+    return watch
 
 
 async def probe_completion(sc: ServerClient, host: HostConfig, playbook: Playbook, lp: LaunchPlan, req: RequestSpec,
