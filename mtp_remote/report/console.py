@@ -165,9 +165,9 @@ def _failed_step(doc: dict, kinds: dict, failed: list[str], run_dir, rd: str) ->
     if first.startswith("launch-failed"):
         report = ""
     elif first.startswith("hung"):
-        report = ("; a hang is the server's to explain only once the host's load is ruled out (the evidence says "
-                  "what was in flight and how busy the host was): run again on a quiet host, or raise "
-                  f"`timeouts.stall_s`, before `mtp-remote bug-report {run}{rd}`")
+        report = ("; a hang may be the host's load, not SGLang (the evidence says what was in flight): check the "
+                  "host's load average (`uptime`), run again on a quiet host or raise `timeouts.stall_s`; only a "
+                  f"hang on a quiet host goes upstream: `mtp-remote bug-report {run}{rd}`")
     else:
         report = f"; a server that fails while serving is a bug worth reporting: `mtp-remote bug-report {run}{rd}`"
     return (f"{', '.join(failed)} failed: `mtp-remote classify-log {run_dir}/logs/{failed[0]}.log`{report}; "

@@ -52,8 +52,8 @@ def test_the_next_step_after_a_failed_profile_names_the_runbook_for_when_it_fail
     report = {"launch-failed": "",
               "crashed": "; a server that fails while serving is a bug worth reporting: `mtp-remote bug-report r1`",
               # a hang may be the host's load (issue 30): not sent upstream before that is ruled out
-              "hung": "; a hang is the server's to explain only once the host's load is ruled out (the evidence "
-                      "says what was in flight and how busy the host was): run again on a quiet host, or raise "
-                      "`timeouts.stall_s`, before `mtp-remote bug-report r1`"}[kind.split(":")[0]]
+              "hung": "; a hang may be the host's load, not SGLang (the evidence says what was in flight): check "
+                      "the host's load average (`uptime`), run again on a quiet host or raise `timeouts.stall_s`; "
+                      "only a hang on a quiet host goes upstream: `mtp-remote bug-report r1`"}[kind.split(":")[0]]
     assert hint == f"mtp failed: `mtp-remote classify-log runs/r1/logs/mtp.log`{report}; see {runbook}"
     assert (Path(__file__).resolve().parents[3] / runbook).is_file()
