@@ -238,6 +238,8 @@ def diagnose(*, inventory: str | Path | LoadedConfig = DEFAULT_INVENTORY, playbo
     doc = build_summary(run_id=run_id, host=host_cfg, playbook=pb, profile_runs=profile_runs, diagnosis=diag,
                         exit_code=code, started_at=started, n_samples=len(samples), playbook_file=str(playbook),
                         samples=samples, command_started=command_started)
+    if runner.environment is not None:
+        doc["environment"] = runner.environment  # the bug report's Environment (SGLang, torch, GPUs, architectures)
     doc["design"] = {**recorded, "rounds": design.rounds, "looks_reached": list(design.looks())}
     if attach:
         doc["attach"] = list(attach)  # the next step's commands repeat them

@@ -23,10 +23,11 @@ from pathlib import Path
 from ..client import Completion
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
-from ..errors import ConfigError, LaunchError, RunsDirError, TransportLost
+from ..errors import ConfigError, LaunchError, MtpRemoteError, RunsDirError, TransportLost
 from ..interrupts import run_async
 from ..remote import connect as transport
 from ..remote.commands import mask_argv, mask_log_secrets, mask_text, playbook_secrets
+from ..remote.envfacts import environment_at
 from ..remote.logs import classify_log
 from ..serving.base import LogFollower, ServerKind, WaitOutcome
 from ..serving.kinds import open_server
@@ -167,6 +168,7 @@ class Runner:
         self.left_on_host: list[str] = []  # what could not be stopped/released because the host was unreachable
         self._concurrency: dict[str, int] = {}  # profile -> requests in flight, when not the playbook's
         self._kept: KeptServer | None = None  # the server left running for the next launch of the same argv
+        self.environment: dict | None = None  # the host's SGLang, torch, GPUs, driver, architectures (envfacts)
 
     # -- run ------------------------------------------------------------------------------------------------
 
@@ -184,6 +186,8 @@ class Runner:
         try:
             lock_owner = f"{getpass.getuser()}@{socket.gethostname()}" if server.capabilities.lock else None
             server.prepare(lock_owner=lock_owner)  # and the lock: one round trip
+            if self.environment is None:
+                self.environment = self._environment(server)
             try:
                 launches = self._launches(server)
                 self._kept = adopt_leftover(server, launches, self.samples_path,
@@ -205,6 +209,25 @@ class Runner:
             if own_c:
                 transport.close(c)
         return self.profile_runs
+
+    def _environment(self, server: ServerKind) -> dict | None:
+        """The host's SGLang and torch versions, GPU names, driver and the model's architectures
+        (:func:`~mtp_remote.remote.envfacts.environment_at`: one round trip), for the summary and the bug
+        report's Environment. None for a kind without a host connection (a test double) or when the read fails:
+        facts are never a run's error."""
+        c = getattr(server, "c", None)
+        if c is None or not hasattr(c, "run") or set(self.playbook.attached) >= set(self.playbook.profiles):
+            return None  # nothing to read, or every profile someone else's endpoint: this machine's facts are not theirs
+        try:
+            facts = environment_at(c, self.host, self.python, server.workdir).to_dict()
+        except (MtpRemoteError, OSError) as e:
+            log.warning("host facts not read: %s", e)
+            return None
+        if server.capabilities.kind in ("container", "slurm"):  # SGLang is the image's or the compute node's
+            facts.update(sglang=None, torch=None)
+        if server.capabilities.kind == "slurm":  # the login node's GPUs are not the job's
+            facts.update(gpus=[], driver=None)
+        return facts
 
     def _launches(self, server: ServerKind) -> list[LaunchPlan]:
         """The run's launches in order: the plan's, the A/A arm after the baseline (when the playbook asks for it

@@ -4,8 +4,9 @@
 versions of the host's python (for sim hosts the release the sim imitates, ``mtp_remote.sim.version``), the
 GPUs' names and driver version (``nvidia-smi --query-gpu=name,driver_version``, or the sim's stand-in) and
 the model's ``config.json`` ``architectures``. ``parse_environment`` turns its output into an
-:class:`EnvFacts`. ``mitigate`` uses them to choose release-aware candidates, ``bug-report`` prints them, and
-the fleet report names the facts in which disagreeing hosts differ.
+:class:`EnvFacts`. ``mitigate`` uses them to choose release-aware candidates, a diagnose run records them in
+``summary.json`` (``environment``), ``bug-report`` prints them, and the fleet report names the facts in which
+disagreeing hosts differ.
 """
 
 from __future__ import annotations
@@ -87,6 +88,13 @@ def parse_environment(output: str, *, simulated: bool = False) -> EnvFacts:
     except (ValueError, AttributeError):
         pass
     return ef
+
+
+def environment_at(c, host: HostConfig, python: str, workdir: str) -> EnvFacts:
+    """:func:`get_environment` when the workdir is resolved already (a run after its ``prepare``): one
+    command."""
+    r = c.run(environment_command(host, python, workdir), hide=True, warn=True, in_stream=False)
+    return parse_environment(r.stdout, simulated=host.is_sim)
 
 
 def get_environment(c, host: HostConfig, python: str) -> EnvFacts:
