@@ -17,7 +17,7 @@ from ..commands.args import BisectArgs, DiagnoseArgs, MitigateArgs, NightlyArgs
 from ..config.paths import DEFAULT_NIGHTLY_PLAYBOOK, DEFAULT_PLAYBOOK
 from . import lazy
 from .host import launch, logs, preflight, smoke, status, stop
-from .options import handle_errors, host_opt, inventory_opt, playbook_opt, runs_dir_option
+from .options import handle_errors, host_opt, inventory_opt, one_host_opt, playbook_opt, runs_dir_option
 from .runs import compare_cmd, hosts_cmd, report_cmd
 from .tools import classify_log_cmd, lint_command_cmd
 from .watch import watch_cmd
@@ -224,7 +224,7 @@ def mitigate(inventory, host, playbook, from_run, profile, only, samples, runs_d
 
 @main.command("bisect")
 @inventory_opt
-@host_opt
+@one_host_opt
 @playbook_opt
 @click.option("--good", default=None, help="Good launch flags: a profile name or a flag string (default: the baseline).")
 @click.option("--bad", default=None, help="Bad launch flags: a profile name or a flag string (default: the corrupting profile).")
