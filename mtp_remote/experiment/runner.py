@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..client import Completion
+from ..responses import Completion
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
 from ..errors import ConfigError, LaunchError, MtpRemoteError, RunsDirError, TransportLost
@@ -31,7 +31,7 @@ from ..remote.envfacts import environment_at
 from ..remote.logs import classify_log
 from ..serving.base import LogFollower, ServerKind, WaitOutcome
 from ..serving.kinds import open_server
-from .calibration import calibration_plan, calibration_profile
+from .calibration import calibration_profile, with_calibration
 from .early_stop import cell_decision
 from .reuse import KeptServer, adopt_leftover, stop_leftover
 from .plan import LaunchPlan, RequestSpec, order_for_reuse, plan_run, server_key
@@ -232,21 +232,11 @@ class Runner:
     def _launches(self, server: ServerKind) -> list[LaunchPlan]:
         """The run's launches in order: the plan's, the A/A arm after the baseline (when the playbook asks for it
         and the kind can relaunch), each distinct server once (:func:`~mtp_remote.experiment.plan.order_for_reuse`)."""
-        launches = []
-        for lp in plan_run(self.host, self.playbook, server.workdir, self.profiles):
-            launches.append(lp)
-            if (lp.profile == self.playbook.baseline and self.playbook.compare.calibration
-                    and server.capabilities.relaunch):
-                launches.append(self._calibration_plan(lp))
+        launches, concurrency = with_calibration(self.playbook, plan_run(self.host, self.playbook, server.workdir,
+                                                                         self.profiles),
+                                                 relaunch=server.capabilities.relaunch)
+        self._concurrency.update(concurrency)
         return order_for_reuse(launches)
-
-    def _calibration_plan(self, lp: LaunchPlan) -> LaunchPlan:
-        """The A/A arm (:func:`~mtp_remote.experiment.calibration.calibration_plan`), sampled like the baseline
-        unless ``compare.calibration_concurrency`` says otherwise."""
-        plan, concurrency = calibration_plan(self.playbook, lp)
-        if concurrency is not None:
-            self._concurrency[plan.profile] = concurrency
-        return plan
 
     @staticmethod
     def _keep(path: Path, text: str) -> RunsDirError | None:
@@ -454,12 +444,13 @@ class Runner:
         """After a stopped profile: say how the connection fared; a lost connection ends the run (exit 2: never
         a verdict on a cut profile), and so does a baseline that did not run."""
         lost = use.lost
-        if pr.ssh_drops:
-            self.hooks.on_progress(f"{lp.profile}: the SSH connection dropped {pr.ssh_drops} time(s); "
-                                   f"{'re-opened, ' if lost is None else ''}{pr.n_resent} cut request(s) sent again")
         if lost is None and use.stop_lost:  # sampling ended, but the connection dropped while stopping
             lost = getattr(server.c, "lost", None) or TransportLost("the SSH connection was lost while stopping the "
                                                                     "server", host=self.host.name)
+        if pr.ssh_drops:  # one account of the drops: re-opened, or not (then the error below says why)
+            fate = "re-opened" if lost is None else "not re-opened"
+            self.hooks.on_progress(f"{lp.profile}: the SSH connection dropped {pr.ssh_drops} time(s); {fate}; "
+                                   f"{pr.n_resent} cut request(s) sent again")
         if lost is not None:
             what = lost.message.removeprefix(f"[{self.host.name}] ")
             raise TransportLost(f"profile {lp.profile!r} ended as transport_lost: {what}", host=self.host.name,
