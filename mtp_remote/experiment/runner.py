@@ -23,11 +23,11 @@ from pathlib import Path
 from ..responses import Completion
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
-from ..errors import ConfigError, LaunchError, MtpRemoteError, RunsDirError, TransportLost
+from ..errors import ConfigError, LaunchError, RunsDirError, TransportLost
 from ..interrupts import run_async
 from ..remote import connect as transport
 from ..remote.commands import mask_argv, mask_log_secrets, mask_text, playbook_secrets
-from ..remote.envfacts import environment_at
+from ..remote.envfacts import server_environment
 from ..remote.logs import classify_log
 from ..serving.base import LogFollower, ServerKind, WaitOutcome
 from ..serving.kinds import open_server
@@ -186,8 +186,8 @@ class Runner:
         try:
             lock_owner = f"{getpass.getuser()}@{socket.gethostname()}" if server.capabilities.lock else None
             server.prepare(lock_owner=lock_owner)  # and the lock: one round trip
-            if self.environment is None:
-                self.environment = self._environment(server)
+            if self.environment is None and not set(self.playbook.attached) >= set(self.playbook.profiles):
+                self.environment = server_environment(server, self.host, self.python)  # facts: never the run's error
             try:
                 launches = self._launches(server)
                 self._kept = adopt_leftover(server, launches, self.samples_path,
@@ -209,25 +209,6 @@ class Runner:
             if own_c:
                 transport.close(c)
         return self.profile_runs
-
-    def _environment(self, server: ServerKind) -> dict | None:
-        """The host's SGLang and torch versions, GPU names, driver and the model's architectures
-        (:func:`~mtp_remote.remote.envfacts.environment_at`: one round trip), for the summary and the bug
-        report's Environment. None for a kind without a host connection (a test double) or when the read fails:
-        facts are never a run's error."""
-        c = getattr(server, "c", None)
-        if c is None or not hasattr(c, "run") or set(self.playbook.attached) >= set(self.playbook.profiles):
-            return None  # nothing to read, or every profile someone else's endpoint: this machine's facts are not theirs
-        try:
-            facts = environment_at(c, self.host, self.python, server.workdir).to_dict()
-        except (MtpRemoteError, OSError) as e:
-            log.warning("host facts not read: %s", e)
-            return None
-        if server.capabilities.kind in ("container", "slurm"):  # SGLang is the image's or the compute node's
-            facts.update(sglang=None, torch=None)
-        if server.capabilities.kind == "slurm":  # the login node's GPUs are not the job's
-            facts.update(gpus=[], driver=None)
-        return facts
 
     def _launches(self, server: ServerKind) -> list[LaunchPlan]:
         """The run's launches in order: the plan's, the A/A arm after the baseline (when the playbook asks for it

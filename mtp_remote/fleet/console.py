@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..files import load_json_file
-from ..report.console import inventory_option, next_step
+from ..report.next_step import inventory_option, next_step
 from .outcomes import FleetReport, at_a_clause, describe_disagreement
 
 

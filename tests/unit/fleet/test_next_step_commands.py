@@ -9,7 +9,7 @@ import shlex
 
 from mtp_remote.fleet.console import fleet_next_steps
 from mtp_remote.fleet.outcomes import FleetReport, HostOutcome
-from mtp_remote.report.console import next_step
+from mtp_remote.report.next_step import next_step
 
 
 def _doc(kind: str, playbook_file: str) -> dict:

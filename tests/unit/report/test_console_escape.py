@@ -45,7 +45,7 @@ def test_markup_in_foreign_argv_paths_and_details_is_printed_literally():
 def test_the_next_step_after_a_failed_profile_names_the_runbook_for_when_it_failed(kind, runbook):
     from pathlib import Path
 
-    from mtp_remote.report.console import next_step
+    from mtp_remote.report.next_step import next_step
 
     doc = {"run_id": "r1", "status": "completed", "verdicts": [{"profile": "mtp", "kind": kind}]}
     hint = next_step(doc, "runs/r1")
