@@ -10,22 +10,22 @@ the error is in its result).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..config.loaded import as_loaded
 from ..errors import MtpRemoteError
 from ..experiment.diagnose import DiagnoseResult
 from ..experiment.diagnose import diagnose as run_diagnose
 from ..experiment.runner import Hooks
-from ..fleet.fleet import run_fleet, spread_mitigate
-from ..fleet.nightly import NightlyResult, fleet_spec, run_nightly
-from ..fleet.nightly_fleet import FleetNightlyResult, run_nightly_fleet
-from ..fleet.outcomes import FleetReport
-from ..search.bisect import BisectResult
-from ..search.bisect import bisect as run_bisect
-from ..search.mitigate import MitigateResult
-from ..search.mitigate import mitigate as run_mitigate
 from .args import BisectArgs, DiagnoseArgs, MitigateArgs, NightlyArgs
 from .feedback import Feedback
+
+if TYPE_CHECKING:  # the searches and the fleet are imported by the commands that use them (diagnose starts faster)
+    from ..fleet.nightly import NightlyResult
+    from ..fleet.nightly_fleet import FleetNightlyResult
+    from ..fleet.outcomes import FleetReport
+    from ..search.bisect import BisectResult
+    from ..search.mitigate import MitigateResult
 
 
 def runner_hooks(feedback: Feedback, *, progress: bool = True) -> Hooks:
@@ -60,6 +60,8 @@ def diagnose(args: DiagnoseArgs, feedback: Feedback) -> DiagnoseResult | FleetRe
     config = as_loaded(args.inventory)
     hosts = config.hosts(args.host)
     if len(hosts) > 1 and not args.attach:
+        from ..fleet.fleet import run_fleet
+
         return run_fleet("diagnose", hosts, inventory=config, playbook=args.playbook, runs_dir=args.runs_dir,
                          samples=args.samples, stop_on_loop=args.stop_on_loop, on_progress=feedback.on_host)
     return run_diagnose(inventory=config, playbook=args.playbook, host=args.host, runs_dir=args.runs_dir,
@@ -71,6 +73,9 @@ def nightly(args: NightlyArgs, feedback: Feedback) -> NightlyResult | FleetNight
     """The nightly on one host, or on a group / ``a,b,c`` (every host at once, ``args.workers`` at a time).
     An inventory that cannot be read is the night's failure (recorded by the single-host nightly), not an
     error raised here. Raises ConfigError only for an unusable ``--history`` or ``--metrics-file``."""
+    from ..fleet.nightly import fleet_spec, run_nightly
+    from ..fleet.nightly_fleet import run_nightly_fleet
+
     try:
         inventory = as_loaded(args.inventory)
     except MtpRemoteError:
@@ -88,6 +93,9 @@ def nightly(args: NightlyArgs, feedback: Feedback) -> NightlyResult | FleetNight
 def mitigate(args: MitigateArgs, feedback: Feedback) -> MitigateResult | FleetReport | SpreadMitigation:
     """Candidates for the corrupting profile on one host; on several hosts, each host's own mitigation at once
     (a :class:`FleetReport`), or with ``args.spread`` the candidates shared out (:class:`SpreadMitigation`)."""
+    from ..fleet.fleet import run_fleet, spread_mitigate
+    from ..search.mitigate import mitigate as run_mitigate
+
     config = as_loaded(args.inventory)
     hosts = config.hosts(args.host)
     only = list(args.only) or None
@@ -105,6 +113,8 @@ def mitigate(args: MitigateArgs, feedback: Feedback) -> MitigateResult | FleetRe
 
 def bisect(args: BisectArgs, feedback: Feedback) -> BisectResult:
     """The minimal flag change from a good to a bad launch line that still corrupts output (one host)."""
+    from ..search.bisect import bisect as run_bisect
+
     return run_bisect(inventory=as_loaded(args.inventory), playbook=args.playbook, host=args.host,
                       runs_dir=args.runs_dir, good=args.good, bad=args.bad, repeats=args.repeats,
                       from_run=args.from_run, hooks=runner_hooks(feedback), resume=args.resume)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..client import Completion
+from ..responses import Completion
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
 from ..errors import ConfigError, LaunchError, RunsDirError, TransportLost
@@ -423,12 +423,13 @@ class Runner:
         """After a stopped profile: say how the connection fared; a lost connection ends the run (exit 2: never
         a verdict on a cut profile), and so does a baseline that did not run."""
         lost = use.lost
-        if pr.ssh_drops:
-            self.hooks.on_progress(f"{lp.profile}: the SSH connection dropped {pr.ssh_drops} time(s); "
-                                   f"{'re-opened, ' if lost is None else ''}{pr.n_resent} cut request(s) sent again")
         if lost is None and use.stop_lost:  # sampling ended, but the connection dropped while stopping
             lost = getattr(server.c, "lost", None) or TransportLost("the SSH connection was lost while stopping the "
                                                                     "server", host=self.host.name)
+        if pr.ssh_drops:  # one account of the drops: re-opened, or not (then the error below says why)
+            fate = "re-opened" if lost is None else "not re-opened"
+            self.hooks.on_progress(f"{lp.profile}: the SSH connection dropped {pr.ssh_drops} time(s); {fate}; "
+                                   f"{pr.n_resent} cut request(s) sent again")
         if lost is not None:
             what = lost.message.removeprefix(f"[{self.host.name}] ")
             raise TransportLost(f"profile {lp.profile!r} ended as transport_lost: {what}", host=self.host.name,

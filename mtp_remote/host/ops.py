@@ -25,7 +25,6 @@ from ..config.playbook import Playbook
 from ..errors import ConfigError, LaunchError, MtpRemoteError, RemoteError, TransportLost
 from ..serving.kinds import open_server
 from ..serving.process import ProcessServer
-from ..serving.slurm import SlurmServer
 from ..interrupts import run_async
 from ..remote import connect as transport
 from ..remote import facts, hostscripts, process, snapshot
@@ -165,26 +164,23 @@ class HostFacts:
 
 
 def status(c, host: HostConfig, python: str) -> StatusReport:
-    """Our server (recorded and alive?), the port, GPUs and foreign SGLang processes. Read-only. For a SLURM host:
-    the job recorded and its state in the queue (the login node's port, GPUs and processes are not the job's)."""
-    if host.server.kind == "slurm":
-        rec, state = SlurmServer(c, host, python=python, workdir=remote_workdir(c, host), run_id="ops").status()
-        return StatusReport(host=host.name, server=asdict(rec) if rec else None, server_state=state,
-                            port_in_use=False)
+    """Our server as the host's kind of server records it (:meth:`~mtp_remote.serving.base.ServerKind.status`:
+    a process, a container, a SLURM job) and its state; where the host we reach is where the server runs
+    (``capabilities.host_view``), also the port, GPUs and foreign SGLang processes (a SLURM login node's are not
+    the job's). Read-only."""
+    kind = open_server(c, host, python=python, run_id="ops")
+    kind.workdir = remote_workdir(c, host)
+    rec, state = kind.status()
+    server = asdict(rec) if rec is not None else None
+    if not kind.capabilities.host_view:
+        return StatusReport(host=host.name, server=server, server_state=state, port_in_use=False)
     hf = HostFacts.parse(snapshot.run_snapshot(c, host_sections(host, python,
                                                                snapshot.home_relative(host.workdir))))
-    rec = hf.record
-    state = "none"
-    if rec is not None:
-        info = hf.proc if hf.proc is not None and hf.proc.pid == rec.pid else None
-        if info is None or not info.alive:
-            state = "not running"
-        else:
-            state = "running" if process.is_ours(info, rec) else "not ours"
-    return StatusReport(host=host.name, server=asdict(rec) if rec else None, server_state=state,
+    ours = state == "running"
+    return StatusReport(host=host.name, server=server, server_state=state,
                         port_in_use=host.port in hf.tcp_ports, gpus=[asdict(g) for g in hf.gpus],
-                        foreign=hf.foreign(host, rec.pgid if rec and state == "running" else None,
-                                           rec.children if rec else None),
+                        foreign=hf.foreign(host, getattr(rec, "pgid", None) if ours else None,
+                                           getattr(rec, "children", None)),
                         gpu_unseen=hf.unseen(host))
 
 
@@ -202,14 +198,13 @@ def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float
     Returns {"ours": StopResult dict, "foreign": [listed], "targets": [PIDs --force may signal],
     "forced": [PIDs signalled], "killed": [PIDs that needed SIGKILL], "gpu_release_s"}."""
     where = host_workdir(c, host)
+    lc = open_server(c, host, python=python, run_id="ops", on_progress=on_progress)
+    lc.workdir = workdir = where.path
     if where.result == "missing":  # nothing of ours can run there, and a stop creates nothing
-        res, workdir = process.StopResult(pid=0, found="none"), where.path
+        res = process.StopResult(pid=0, found="none")
     else:
-        lc = open_server(c, host, python=python, run_id="ops", on_progress=on_progress)
-        lc.workdir = where.path
         res = _stop_riding_out(c, host, lc, term_s=term_s, gpu_release_s=gpu_release_s)
-        workdir = lc.workdir
-    if host.server.kind == "slurm":  # the login node's processes are not the job's: nothing to list or force
+    if not lc.capabilities.host_view:  # a SLURM login node's processes are not the job's: nothing to list or force
         return {"ours": asdict(res), "ours_text": res.describe(), "foreign": [], "targets": [], "forced": [],
                 "killed": [], "gpu_release_s": res.gpu_release_s}
     foreign = foreign_processes(c, host, python, workdir, None)
@@ -298,14 +293,16 @@ def current_log(c, host: HostConfig) -> tuple[str, int | None]:
     """(log path, PID) of our running server; else (newest log in the workdir, None). Raises
     MtpRemoteError when there is no log at all."""
     workdir = remote_workdir(c, host)
-    if host.server.kind == "slurm":  # the job's output file; no PID to follow on the login node
-        job, _ = SlurmServer(c, host, python="python3", workdir=workdir, run_id="ops").status()
-        if job is not None:
-            return job.log_path, None
-    rec = process.read_record(c, workdir) if host.server.kind != "slurm" else None
-    if rec is not None:
-        info = facts.get_process_info(c, rec.pid)
-        return rec.log_path, (rec.pid if process.is_ours(info, rec) and info.alive else None)
+    kind = open_server(c, host, python="python3", run_id="ops")
+    kind.workdir = workdir
+    rec, state = kind.status()
+    if rec is not None and kind.capabilities.identity == "container" and state == "running":
+        raise MtpRemoteError(f"{rec.label} is running on {host.name}: {rec.runtime} keeps its log until the stop "
+                             f"saves it to {rec.log_path}; follow it on the host with `{rec.runtime} logs -f "
+                             f"{rec.container_id}`")
+    if rec is not None and rec.log_path:  # a PID to follow only where the server is a process we see
+        pid = getattr(rec, "pid", None) if kind.capabilities.identity == "pid" and state == "running" else None
+        return rec.log_path, pid
     r = run_quiet(c, f"ls -1t {shlex.quote(workdir)}/logs/*/*.log 2>/dev/null | head -n 1")
     path = r.stdout.strip()
     if not path:

@@ -123,7 +123,8 @@ class AttachServer:
         self.workdir = inner.workdir if inner is not None else "(attached: none)"
         lock = bool(inner is not None and inner.capabilities.lock)
         self.capabilities = Capabilities(kind="attach", identity="none", drain=False, gpu_release="none",
-                                         logs="none", relaunch=False, launch=False, lock=lock)
+                                         logs="none", relaunch=False, launch=False, lock=lock,
+                                         host_view=inner is not None and inner.capabilities.host_view)
         self._current: AttachedRecord | None = None
 
     # -- where requests go -----------------------------------------------------------------------------------
@@ -223,3 +224,7 @@ class AttachServer:
         if not log_path:
             return ""
         return self.inner.read_log(log_path) if self.inner is not None else ""
+
+    def status(self):
+        """What the host's own kind recorded (an attached endpoint is never recorded: nothing of ours)."""
+        return self.inner.status() if self.inner is not None else (None, "none")

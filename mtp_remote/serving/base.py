@@ -15,6 +15,7 @@ drives any kind through it and knows no shell. A server's life on the seam::
     kind.stop(...)        -> StopReport         SIGTERM or its like, the drain, the kill, the GPU-release wait
     kind.read_log(path)   -> str                the whole log (kept with the run)
     kind.release_lock()                         when the last stop did not release it (``unlock=True``)
+    kind.status()         -> (record | None, state)   read-only, outside a run: what ``status``/``logs`` show
 
 (in the order the runner calls them; per profile from ``launch`` to ``stop``) and
 :attr:`ServerKind.capabilities` says what the kind can and cannot guarantee (:class:`Capabilities`).
@@ -125,6 +126,9 @@ class Capabilities:
     - ``launch``: we choose the launch line (argv and environment per profile); False for an attached server,
       which serves one configuration that is only described.
     - ``lock``: a host lock keeps two runs from fighting over one place.
+    - ``host_view``: the host we reach is where the server runs — its port, GPUs and processes are the server's
+      (``status`` lists them, ``stop --force`` may signal them); False for a SLURM job, which runs on a compute
+      node the login node does not see into.
     """
 
     kind: str
@@ -135,6 +139,7 @@ class Capabilities:
     relaunch: bool
     launch: bool
     lock: bool
+    host_view: bool
 
 
 class ServerIdentity(Protocol):
@@ -260,3 +265,8 @@ class ServerKind(Protocol):
 
     def read_log(self, log_path: str) -> str:
         """The log's text ('' when missing)."""
+
+    def status(self) -> tuple[ServerIdentity | None, str]:
+        """Read-only (``status``, ``logs``): the server recorded here and its state — "none" (nothing recorded),
+        "running" (alive and ours), "not running", "not ours" (the record names something else now), or the
+        kind's own live state (a SLURM job's queue state in lower case: "pending", ...)."""

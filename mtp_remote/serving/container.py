@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 #: A container per server: identity by container id (and our label), ``stop -t`` drains, GPU release by memory
 #: level beside the container's host PIDs, the log followed with ``logs -f``.
 CONTAINER = Capabilities(kind="container", identity="container", drain=True, gpu_release="memory", logs="stream",
-                         relaunch=True, launch=True, lock=True)
+                         relaunch=True, launch=True, lock=True, host_view=True)
 RECORD = "server.container"
 
 
@@ -196,6 +196,35 @@ class ContainerServer(ProcessServer):
         out = self.c.run(cmd, hide=True, warn=True, in_stream=False).stdout
         head, _, encoded = out.partition("--log--\n")
         return logfile.decode_polled(head.strip() == "true", encoded)
+
+    # -- status -----------------------------------------------------------------------------------------------
+
+    def status(self) -> tuple[ContainerRecord | None, str]:
+        """(the container recorded in the workdir, its state): "none", "running" (running and carrying our
+        label), "not running" (stopped or removed) or "not ours" (no mtp-remote label). Read-only: one round
+        trip. The record holds id, name, runtime and log path (``container.sh launch``); the rest of the
+        returned record is what the container's labels say, or empty."""
+        wd = shlex.quote(self.workdir)
+        fmt = shlex.quote('{{.State.Running}} {{index .Config.Labels "%s"}} {{index .Config.Labels "%s.profile"}} '
+                          '{{.Config.Image}}' % (LABEL, LABEL))
+        script = (f'f={wd}/{RECORD}; [ -f "$f" ] || exit 0; cat "$f"; '
+                  f'rt=$(sed -n "s/^runtime //p" "$f" | head -n 1); cid=$(sed -n "s/^id //p" "$f" | head -n 1); '
+                  f'case $rt in podman|docker) ;; *) exit 0 ;; esac; case $cid in *[!0-9a-f]*|"") exit 0 ;; esac; '
+                  f'printf "state "; "$rt" inspect --format {fmt} "$cid" 2>/dev/null || echo gone')
+        out = self.c.run(script, hide=True, warn=True, in_stream=False).stdout
+        kv = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+        if not kv.get("id") or kv.get("runtime") not in ("podman", "docker"):
+            return None, "none"
+        running, run_id, profile, image = (kv.get("state", "gone").split(" ") + ["", "", ""])[:4]
+        rec = ContainerRecord(container_id=kv["id"], name=kv.get("name", ""), image=image, runtime=kv["runtime"],
+                              profile=profile if profile != "<no value>" else "", port=self.host.port,
+                              log_path=kv.get("log", ""), run_id=run_id if run_id != "<no value>" else "",
+                              started_at=0.0)
+        if running == "gone":
+            return rec, "not running"
+        if not rec.run_id:
+            return rec, "not ours"
+        return rec, "running" if running == "true" else "not running"
 
     # -- stop -------------------------------------------------------------------------------------------------
 

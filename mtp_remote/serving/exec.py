@@ -20,7 +20,7 @@ from .process import ProcessServer
 #: A process group inside a container: identity by PID (the container's namespace), SIGTERM's drain, GPU release
 #: by memory level (the driver's PIDs are not the container's), the log followed as written.
 EXEC = Capabilities(kind="exec", identity="pid", drain=True, gpu_release="memory", logs="stream", relaunch=True,
-                    launch=True, lock=True)
+                    launch=True, lock=True, host_view=True)
 
 
 class ExecServer(ProcessServer):

@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 #: What a process group on a host we can see guarantees: our PID + start time + command line, SIGTERM's drain,
 #: GPU release by PID (nvidia-smi lists the group's PIDs), the log followed as written.
 PROCESS = Capabilities(kind="process", identity="pid", drain=True, gpu_release="pid", logs="stream", relaunch=True,
-                       launch=True, lock=True)
+                       launch=True, lock=True, host_view=True)
 
 
 def _local_pid_alive(pid: int) -> bool:
@@ -336,3 +336,14 @@ class ProcessServer:
     def read_log(self, log_path: str, max_bytes: int = 50 << 20) -> str:
         """The log's text (the last ``max_bytes`` bytes), or '' if missing."""
         return logfile.read_log(self.c, log_path, max_bytes)
+
+    def status(self) -> tuple[process.ServerRecord | None, str]:
+        """(the server recorded in the workdir, its state): "none", "running" (alive, and ours by PID + start
+        time + command line), "not running" or "not ours". Read-only: two round trips at most."""
+        rec = process.read_record(self.c, self.workdir)
+        if rec is None:
+            return None, "none"
+        info = facts.get_process_info(self.c, rec.pid)
+        if info is None or not info.alive:
+            return rec, "not running"
+        return rec, "running" if process.is_ours(info, rec) else "not ours"

@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 #: are the scheduler's to hand back (the stop waits until the job has left the queue; the memory itself is not
 #: read: nvidia-smi on the login node sees another machine); the log is polled from the shared output file.
 SLURM = Capabilities(kind="slurm", identity="job", drain=True, gpu_release="none", logs="poll", relaunch=True,
-                     launch=True, lock=True)
+                     launch=True, lock=True, host_view=False)
 RECORD = "slurm-job.json"
 #: Set by a task of the nightly's job array for its own process (:mod:`mtp_remote.fleet.array_task`): the
 #: allocation it runs in, whose steps its servers are, as "JOB_ID SPEC" (its job id, and ``A_I``: how squeue and

@@ -27,7 +27,7 @@ from mtp_remote.errors import RemoteError
 from mtp_remote.remote.containers import ExecInto
 from mtp_remote.serving.exec import ExecServer
 from tests.conftest import ROOT
-from tests.support import containers
+from tests.support import containers, serving
 from tests.support.ports import free_port
 
 pytestmark = pytest.mark.sim
@@ -119,7 +119,6 @@ def test_container_kind_runs_each_profile_from_its_image_and_leaves_no_container
 
 def test_exec_kind_over_ssh_launches_reaches_and_stops_the_server_in_the_container(runtime, image, container_name,
                                                                                    sshd):
-    import httpx
 
     from mtp_remote.config.playbook import Playbook
     from mtp_remote.remote import connect as transport
@@ -142,16 +141,48 @@ def test_exec_kind_over_ssh_launches_reaches_and_stops_the_server_in_the_contain
                                                                                     kind.workdir))
         assert kind.workdir.startswith("/root/.mtp-remote/hosts/ssh-exec-"), "the container's home, not the host's"
         with kind.reach() as tun:
-            def health() -> bool:
-                try:
-                    return httpx.get(f"{tun.url}/health", timeout=2).status_code == 200
-                except httpx.HTTPError:
-                    return False
-
-            assert kind.wait_ready(rec, timeout_s=60, health=health).ok
+            assert kind.wait_ready(rec, timeout_s=60, health=serving.health_check(tun.url)).ok
         res = kind.stop(term_s=10, gpu_release_s=20)
         assert res.found == "running" and res.gpu_release_by == "level" and res.gpu_release_s >= 0.8
     finally:
         transport.close(c)
     ps = subprocess.run([runtime, "exec", container_name, "ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert "mtp_remote.sim" not in ps
+
+
+def test_status_and_logs_of_a_container_host_name_the_container_we_launched(runtime, image, tmp_path):
+    """`status` read the process kind's record on every host: on a container host it said "none" while our
+    container served. Now each kind says what it recorded (ServerKind.status)."""
+    port = free_port()
+    name = f"status-{port}"
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(yaml.safe_dump({"default_host": name, "hosts": {name: {
+        "transport": "local", "engine": "sim", "port": port, "python": sys.executable,
+        "workdir": str(tmp_path / "wd"), "server": {"kind": "container", "runtime": runtime, "image": image},
+        "env": {"SGLANG_SIM_TIME_SCALE": "0.02"}}}}))
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "mtp_remote.cli", *args, "-i", str(inv), "-H", name],
+                              capture_output=True, text=True, timeout=300, cwd=tmp_path, stdin=subprocess.DEVNULL)
+
+    try:
+        r = cli("launch", "-p", str(PLAYBOOK), "--profile", "baseline")
+        assert r.returncode == 0, r.stdout + r.stderr
+        st = json.loads(cli("status", "--json").stdout)
+        assert st["server_state"] == "running", st
+        assert st["server"]["runtime"] == runtime and st["server"]["profile"] == "baseline", st["server"]
+        assert st["server"]["container_id"] in subprocess.run(
+            [runtime, "ps", "-q", "--no-trunc", "--filter", f"label=mtp-remote.host={name}"],
+            capture_output=True, text=True, check=True).stdout
+        assert st["port_in_use"] is True
+        logs = cli("logs")
+        assert logs.returncode != 0 and f"{runtime} logs -f {st['server']['container_id']}" in logs.stderr, \
+            logs.stdout + logs.stderr
+        assert "Traceback" not in logs.stderr
+        r = cli("stop")
+        assert r.returncode == 0 and "stopped container" in r.stdout, r.stdout + r.stderr
+        st = json.loads(cli("status", "--json").stdout)
+        assert st["server_state"] == "none" and st["server"] is None, st
+    finally:
+        cli("stop")
+    assert _ours(runtime, name) == []

@@ -15,7 +15,6 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 from invoke import Context
 
@@ -24,16 +23,16 @@ from mtp_remote.config.playbook import Playbook
 from mtp_remote.serving.process import ProcessServer
 from mtp_remote.host import ops
 from mtp_remote.remote import facts, process
-from mtp_remote.remote.commands import server_argv, server_env
 from mtp_remote.remote.foreign import describe_unseen
 from tests.conftest import free_port
+from tests.support import serving
 
 pytestmark = pytest.mark.sim
 
 PLAYBOOK = Playbook.model_validate(dict(
     name="t", base_flags="--tp-size 2 --max-running-requests 8", profiles={"baseline": {"flags": ""}},
     prompts=[{"id": "p", "text": "What is 2+2?"}], temperatures=[0.0], samples=1, max_tokens=16))
-RELEASE_S = 3.0  # slow_release: the memory stays held this long after the processes exit
+RELEASE_S = 6.0  # slow_release: the memory stays held this long after the processes exit
 
 
 def _host(tmp_path: Path) -> HostConfig:
@@ -53,19 +52,7 @@ def lc(tmp_path):
 
 
 def _launch_ready(lc: ProcessServer) -> process.ServerRecord:
-    host = lc.host
-    rec = lc.launch("baseline", server_argv(host, PLAYBOOK, "baseline"),
-                    server_env(host, PLAYBOOK, "baseline", lc.workdir))
-
-    def health() -> bool:
-        try:
-            return httpx.get(f"http://127.0.0.1:{host.port}/health", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    outcome = lc.wait_ready(rec, timeout_s=60, health=health)
-    assert outcome.ok, outcome.describe()
-    return rec
+    return serving.launch_ready(lc, PLAYBOOK)[0]
 
 
 def _used_mib(lc: ProcessServer) -> int:

@@ -13,7 +13,6 @@ import os
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
 from invoke import Config, Context
 
@@ -24,6 +23,7 @@ from mtp_remote.serving.process import ProcessServer
 from mtp_remote.remote import facts, process
 from mtp_remote.remote.commands import server_argv, server_env
 from tests.conftest import free_port
+from tests.support import serving
 
 pytestmark = pytest.mark.sim
 
@@ -59,16 +59,7 @@ def served(tmp_path):
                       port=free_port(), python=sys.executable, env={"SGLANG_SIM_TIME_SCALE": "0.01"})
     lc = ProcessServer(_context(), host, python=sys.executable, workdir=host.workdir, run_id="r1")
     lc.prepare()
-    rec = lc.launch("baseline", server_argv(host, PLAYBOOK, "baseline"),
-                    server_env(host, PLAYBOOK, "baseline", lc.workdir))
-
-    def health() -> bool:
-        try:
-            return httpx.get(f"http://127.0.0.1:{host.port}/health", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    assert lc.wait_ready(rec, timeout_s=60, health=health).ok
+    rec, _ = serving.launch_ready(lc, PLAYBOOK)
     yield lc, rec
     lc.c = _context()
     lc.stop(term_s=10, gpu_release_s=10)

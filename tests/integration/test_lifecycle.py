@@ -12,7 +12,6 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 from invoke import Context
 
@@ -20,8 +19,8 @@ from mtp_remote.config.inventory import HostConfig
 from mtp_remote.config.playbook import Playbook
 from mtp_remote.serving.process import ProcessServer
 from mtp_remote.remote import facts, process
-from mtp_remote.remote.commands import server_argv, server_env
 from tests.conftest import free_port
+from tests.support import serving
 
 pytestmark = pytest.mark.sim
 
@@ -58,18 +57,8 @@ def _stop_what_tests_started():
 
 
 def launch_ready(lc: ProcessServer, profile: str = "baseline"):
-    host = lc.host
-    rec = lc.launch(profile, server_argv(host, PLAYBOOK, profile), server_env(host, PLAYBOOK, profile, lc.workdir))
-
-    def health() -> bool:
-        try:
-            return httpx.get(f"http://127.0.0.1:{host.port}/health", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    outcome = lc.wait_ready(rec, timeout_s=60, health=health)
-    assert outcome.ok, outcome.describe() + "\n" + "\n".join(outcome.log_tail)
-    return rec, outcome
+    """``profile`` of this module's playbook launched and ready: (record, outcome)."""
+    return serving.launch_ready(lc, PLAYBOOK, profile)
 
 
 def alive(pid: int) -> bool:

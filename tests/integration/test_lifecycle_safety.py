@@ -28,6 +28,7 @@ from mtp_remote.serving.process import ProcessServer
 from mtp_remote.remote import facts, process
 from mtp_remote.remote.commands import server_argv, server_env
 from tests.integration.test_lifecycle import PLAYBOOK, sim_host
+from tests.support import serving
 from tests.support.disk import fill, small_tmpfs
 
 pytestmark = pytest.mark.sim
@@ -230,14 +231,7 @@ def test_two_contenders_for_a_stale_lock_never_both_win(tmp_path):
 def test_a_stop_interrupted_after_the_leader_died_waits_for_the_recorded_children(tmp_path):
     lc = lifecycle(sim_host(tmp_path, SGLANG_SIM_FAULTS="stale_orphan"))
     rec = launch(lc)
-
-    def health() -> bool:
-        try:
-            return httpx.get(f"http://127.0.0.1:{lc.host.port}/health", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    assert lc.wait_ready(rec, timeout_s=60, health=health).ok
+    assert lc.wait_ready(rec, timeout_s=60, health=serving.health_check(f"http://127.0.0.1:{lc.host.port}")).ok
     kids = {pid for pid, _ in process.read_record(lc.c, lc.workdir).children}
     assert kids
     os.killpg(rec.pgid, 9)  # the first stop got as far as killing the group, then was interrupted

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sys
 
-import httpx
 import pytest
 from invoke import Context
 
@@ -20,6 +19,7 @@ from mtp_remote.host import ops
 from mtp_remote.remote import facts
 from mtp_remote.remote.commands import server_argv, server_env
 from tests.conftest import free_port
+from tests.support import serving
 
 pytestmark = pytest.mark.sim
 
@@ -40,14 +40,7 @@ def test_a_server_started_with_sglang_serve_is_recorded_ours_and_stopped(tmp_pat
         assert rec.cmdline[1:4] == ["-m", "mtp_remote.sim", "serve"]
         info = facts.get_process_info(lc.c, rec.pid)
         assert info.cmdline[1:4] == ("-m", "mtp_remote.sim", "serve"), "the record is what /proc shows"
-
-        def health() -> bool:
-            try:
-                return httpx.get(f"http://127.0.0.1:{host.port}/health", timeout=2).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        assert lc.wait_ready(rec, timeout_s=60, health=health).ok
+        assert lc.wait_ready(rec, timeout_s=60, health=serving.health_check(f"http://127.0.0.1:{host.port}")).ok
         st = ops.status(lc.c, host, sys.executable)
         assert st.server_state == "running"
         assert rec.pid not in {f.pid for f in st.foreign}, "our `serve` server is not foreign"

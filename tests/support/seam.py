@@ -34,4 +34,6 @@ def run_through_the_seam(kind: ServerKind, host: HostConfig, playbook: Playbook,
         assert sum(1 for s in samples if s["profile"] == r.profile and s.get("error") is None) == r.n_requests
         assert (run_dir / "logs" / f"{r.profile}.log").stat().st_size > 0, "the server's log is kept"
     assert kind.find_leftover() is None, "nothing of ours is left running"
+    rec, state = kind.status()
+    assert state in ("none", "not running"), (rec, state)
     return runs

@@ -24,7 +24,8 @@ class Inner:
     calls: list = field(default_factory=list)
     workdir: str = "/wd"
     capabilities: Capabilities = Capabilities(kind="process", identity="pid", drain=True, gpu_release="pid",
-                                              logs="stream", relaunch=True, launch=True, lock=True)
+                                              logs="stream", relaunch=True, launch=True, lock=True,
+                                              host_view=True)
 
     def prepare(self, lock_owner=None):
         self.calls.append(("prepare", lock_owner))

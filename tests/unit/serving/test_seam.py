@@ -81,7 +81,8 @@ class SubprocessKind:
     run_id: str
     refuse: set[str] = field(default_factory=set)  # profiles whose launch is refused
     capabilities: Capabilities = Capabilities(kind="subprocess", identity="pid", drain=True, gpu_release="none",
-                                              logs="poll", relaunch=False, launch=True, lock=False)
+                                              logs="poll", relaunch=False, launch=True, lock=False,
+                                              host_view=True)
     c: object = None
     calls: list[str] = field(default_factory=list)
     children: dict[int, subprocess.Popen] = field(default_factory=dict)
@@ -147,6 +148,12 @@ class SubprocessKind:
 
     def read_log(self, log_path: str) -> str:
         return Path(log_path).read_text(errors="replace")
+
+    def status(self):
+        rec = self.current
+        if rec is None:
+            return None, "none"
+        return rec, "running" if self.children[rec.pid].poll() is None else "not running"
 
     def kill_all(self) -> None:
         for p in self.children.values():
