@@ -100,6 +100,11 @@ def test_the_kl_probe_is_near_zero_when_healthy_and_positive_under_state_leak(tm
         res = api.diagnose(inventory=inv, playbook=pb, runs_dir=d / "runs")
         cells = {c["profile"]: c for c in res.summary["cells"]}
         means[faults or "healthy"] = (cells["baseline"]["mean_kl_k3"], cells["mtp"]["mean_kl_k3"])
+        # the T = 0.7 samples were probed by requests of their own at T = 1: their tokens count (issue 31)
+        stored = [json.loads(ln) for ln in (res.run_dir / "samples.jsonl").read_text().splitlines()]
+        probe = sum((x.get("kl") or {}).get("probe_tokens") or 0 for x in stored)
+        assert probe > 0 and res.summary["kl_probe_tokens"] == probe
+        assert res.summary["generated_tokens"] == sum(x.get("completion_tokens") or 0 for x in stored) + probe
         greedy = [r for r in res.summary["verdicts"][0]["comparisons"] if r["temperature"] == 0]
         if faults == "state_leak":  # top-2 margins came back, so each divergence was checked for a near tie
             assert greedy[0]["greedy_diverged"] >= 1 and greedy[0]["greedy_near_tie_flips"] == 0
