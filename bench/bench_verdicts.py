@@ -106,9 +106,10 @@ def kl_rows(pool_n: int, trials: int, seed: int) -> None:
     t0 = time.perf_counter()
     pools = {name: np.array([dec.probe(j, arm, 5000 + i) for i in range(pool_n) for j in range(5)])
              for name, arm in arms.items()}
-    harmless = pools["healthy MTP 3 steps (noise 0.02)"].copy()
-    harmless[:, :2] *= 1.25
-    pools["harmless 1.25x kernel difference"] = harmless
+    for times in (1.25, 1.5, 2.0, 3.0):  # a healthy verify kernel whose gap is this multiple of the floor's
+        harmless = pools["healthy MTP 3 steps (noise 0.02)"].copy()
+        harmless[:, :2] *= times
+        pools[f"harmless {times:g}x kernel difference"] = harmless
     rng = np.random.default_rng(seed)
     clean = analyze_text(_CLEAN_TEXT)
     print(f"\n**KL test** (per-sample k3 at T = 1, 2048 tokens max, decoded by the sim in process: "
@@ -116,7 +117,8 @@ def kl_rows(pool_n: int, trials: int, seed: int) -> None:
           f"alpha 0.05, seed {seed}; {time.perf_counter() - t0:.0f} s to decode)\n")
     print("| speculative arm | mean k3 over all tokens (nats/token) | flagged, 20 per arm | flagged, 60 per arm |")
     print("|---|---:|---:|---:|")
-    from mtp_remote.analysis.verdict import SampleObs, judge_all, summarize_cell
+    from mtp_remote.analysis.cells import SampleObs, summarize_cell
+    from mtp_remote.analysis.verdict import judge_all
 
     def obs(profile, rows):
         return [SampleObs(profile, 0.7, f"p{i % 5}", i // 5, i, clean, "stop", 200, 1.0, None,

@@ -52,7 +52,7 @@ def to_obs(s: dict, expected: str | None = None) -> SampleObs:
 def design_of(playbook, n_spec_profiles: int, temperature: float | None = None,
               recorded: dict | None = None) -> Design:
     """The decision rule's design for a playbook (``config.Playbook``): rounds = samples per prompt at a
-    temperature above 0 (``temperature`` when given), ``compare.alpha``/``margin``/``spending``/``resumes``,
+    temperature above 0 (``temperature`` when given), ``compare.alpha``/``margin``/``greedy_margin``/``spending``/``resumes``,
     sequential when ``early_stop``; the family is every (speculative profile, temperature > 0) cell plus one
     lossless member per speculative profile when the plan has lossless evidence. ``recorded``: the design
     the run's first launch recorded (``Design.to_dict``; a resume is a later look of it, never a new one)."""
@@ -62,14 +62,15 @@ def design_of(playbook, n_spec_profiles: int, temperature: float | None = None,
     cmp = playbook.compare
     lossless = lossless_planned(playbook.temperatures, kl_probe=bool(playbook.kl_probe),
                                 expected_answers=any(p.expected is not None for p in playbook.prompts))
-    design = Design(rounds=rounds, alpha=cmp.alpha, margin=cmp.margin,
+    design = Design(rounds=rounds, alpha=cmp.alpha, margin=cmp.margin, greedy_margin=cmp.greedy_margin,
                     family=max(1, n_spec_profiles * (len(temps) + lossless)), spending=cmp.spending,
                     sequential=bool(playbook.early_stop), resumes=cmp.resumes)
     if recorded:
         first = (recorded.get("first_rounds_by_t") or {}).get(f"{float(t):g}", recorded.get("first_rounds"))
         design = replace(design, alpha=recorded["alpha"], margin=recorded["margin"], spending=recorded["spending"],
                          sequential=recorded["sequential"], resumes=recorded["resumes"],
-                         reserve=recorded.get("reserve") or design.reserve, first_rounds=first)
+                         reserve=recorded.get("reserve") or design.reserve, first_rounds=first,
+                         greedy_margin=recorded.get("greedy_margin", design.greedy_margin))
     return design
 
 

@@ -208,7 +208,10 @@ class Calibration:
     that diverge beyond a near tie at the calibrated margin (``lossless.is_hard_divergence``: the greedy
     test's floor); ``aa_loops``: per temperature > 0, the A/A arm's loop test against the baseline
     (``{"aa": [k, n], "base": [k, n], "p": two-sided Fisher}``: an A/A arm that loops differently means the
-    launch matters, which the loop test assumes it does not).
+    launch matters, which the loop test assumes it does not); ``greedy_prompts``/``greedy_hard_prompts``:
+    distinct prompts counted (hard or identical, ``lossless.prompt_outcomes``: greedy repeats of one prompt
+    are not independent, and a near-tie flip hides what follows) and those with a hard A/A divergence: the
+    floor of the greedy-only bound (``lossless.greedy_bound``).
     """
 
     greedy_pairs: int = 0
@@ -221,10 +224,13 @@ class Calibration:
     aa_loops: dict = field(default_factory=dict)
     kl_floor_max: tuple[float, ...] = ()
     kl_floor_tokens: tuple[int, ...] = ()
+    greedy_prompts: int = 0
+    greedy_hard_prompts: int = 0
 
     def to_dict(self) -> dict:
         return {"greedy_pairs": self.greedy_pairs, "greedy_diverged": self.greedy_diverged,
-                "greedy_hard": self.greedy_hard, "aa_loops": {str(k): v for k, v in self.aa_loops.items()},
+                "greedy_hard": self.greedy_hard, "greedy_prompts": self.greedy_prompts,
+                "greedy_hard_prompts": self.greedy_hard_prompts, "aa_loops": {str(k): v for k, v in self.aa_loops.items()},
                 "near_tie_margin": self.near_tie_margin, "kl_floor_mean": mean_se(self.kl_floor)[0],
                 "kl_floor_se": mean_se(self.kl_floor)[1], "kl_floor_n": len(self.kl_floor),
                 "speed_ratio": self.speed_ratio, "speed_spread": self.speed_spread}

@@ -2,7 +2,7 @@
 
 Everything a verdict rests on: Wilson score intervals for loop rates, the one-sided Fisher exact test
 (scipy) of "the speculative arm loops more than the baseline", the one-sided Newcombe bound of the loop-rate
-excess, Holm's step-down adjustment across (speculative profile, temperature) cells, the Lan-DeMets alpha
+excess (and its exact Clopper-Pearson form for the greedy divergence rate), Holm's step-down adjustment across (speculative profile, temperature) cells, the Lan-DeMets alpha
 spending functions of the group-sequential design (``stopping.py``), bootstrap intervals for tokens/s ratios
 (scipy.stats.bootstrap), and the number of samples a still-open comparison would need. Pure: counts and
 arrays in, numbers out.
@@ -27,16 +27,21 @@ def _z(p: float) -> float:
     return _NORMAL.inv_cdf(p)
 
 
+def _check_proportion(k: int, n: int, confidence: float) -> None:
+    """Raise ``ValueError`` unless ``0 <= k <= n`` and ``0 < confidence < 1``."""
+    if n < 0 or k < 0 or k > n:
+        raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+
+
 def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """Wilson score interval for a proportion ``k / n`` (Wilson 1927), both ends in [0, 1].
 
     Returns ``(0.0, 1.0)`` for ``n == 0``. Raises ``ValueError`` unless ``0 <= k <= n`` and
     ``0 < confidence < 1``.
     """
-    if n < 0 or k < 0 or k > n:
-        raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    _check_proportion(k, n, confidence)
     if n == 0:
         return 0.0, 1.0
     z = _z(0.5 + confidence / 2)
@@ -47,6 +52,33 @@ def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
     lo = 0.0 if k == 0 else max(0.0, centre - half)
     hi = 1.0 if k == n else min(1.0, centre + half)
     return lo, hi
+
+
+def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Exact one-sided limits of a proportion ``k / n`` (Clopper & Pearson 1934): ``(lower, upper)``, *each* at
+    ``confidence`` on its own (together the two-sided interval at ``2 confidence - 1``), from the beta
+    quantiles ``B(1 - c; k, n - k + 1)`` and ``B(c; k + 1, n - k)``. With ``k = 0`` the upper limit is
+    ``1 - (1 - c)^(1/n)``, about ``3 / n`` at 95 % ("rule of three": 0 of 29 is under 10 %, 0 of 59 under 5 %).
+    ``(0.0, 1.0)`` for ``n == 0``. Raises ``ValueError`` unless ``0 <= k <= n`` and ``0 < confidence < 1``."""
+    _check_proportion(k, n, confidence)
+    if n == 0:
+        return 0.0, 1.0
+    lo = 0.0 if k == 0 else float(stats.beta.ppf(1 - confidence, k, n - k + 1))
+    hi = 1.0 if k == n else float(stats.beta.ppf(confidence, k + 1, n - k))
+    return lo, hi
+
+
+def exact_diff_upper_bound(k_spec: int, n_spec: int, k_base: int, n_base: int, confidence: float) -> float:
+    """One-sided upper bound of ``p_spec - p_base`` at ``confidence``: Newcombe's square-and-add (the method of
+    :func:`diff_upper_bound`, "MOVER", Zou & Donner 2008) built from exact :func:`clopper_pearson` limits
+    instead of Wilson's. With ``k_base = 0`` it is the spec arm's exact upper limit (0 of 29 -> 9.8 % at 95 %);
+    1.0 when an arm is empty."""
+    if n_spec == 0 or n_base == 0:
+        return 1.0
+    _, u1 = clopper_pearson(k_spec, n_spec, confidence)
+    l2, _ = clopper_pearson(k_base, n_base, confidence)
+    p1, p2 = k_spec / n_spec, k_base / n_base
+    return min(1.0, p1 - p2 + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2))
 
 
 def fisher_loops(k_spec: int, n_spec: int, k_base: int, n_base: int) -> float:
@@ -119,6 +151,26 @@ def diff_upper_bound(k_spec: int, n_spec: int, k_base: int, n_base: int, confide
     l2, _ = wilson_interval(k_base, n_base, two_sided)
     p1, p2 = k_spec / n_spec, k_base / n_base
     return min(1.0, p1 - p2 + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2))
+
+
+def bound_p_value(k_spec: int, n_spec: int, k_base: int, n_base: int, margin: float) -> float:
+    """p-value of the bound test of "the excess p_spec - p_base is at least ``margin``" (what ``healthy`` and
+    a loop-free cure reject): the smallest alpha at which :func:`diff_upper_bound` at confidence ``1 - alpha``
+    is below ``margin`` (bisection; the bound falls as alpha grows). 1.0 when even the point estimate is not
+    below it or an arm is empty. Holm's step-down over these p-values controls the family-wise rate of false
+    "below the margin" claims over several candidates (``search.ranking.familywise_loop_free``)."""
+    if n_spec == 0 or n_base == 0 or diff_upper_bound(k_spec, n_spec, k_base, n_base, 0.5 + 1e-9) >= margin:
+        return 1.0
+    lo, hi = 1e-12, 0.5  # at alpha = hi the bound is below the margin; find the smallest such alpha
+    if diff_upper_bound(k_spec, n_spec, k_base, n_base, 1 - lo) < margin:
+        return lo
+    for _ in range(50):
+        mid = math.sqrt(lo * hi)
+        if diff_upper_bound(k_spec, n_spec, k_base, n_base, 1 - mid) < margin:
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 def spending(t: float, alpha: float, kind: str = "obrien-fleming") -> float:

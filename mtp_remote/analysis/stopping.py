@@ -38,6 +38,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from .lossless import GREEDY_MARGIN
 from .stats import diff_upper_bound, fisher_loops, spending, wilson_interval
 
 __all__ = ["RESUME_RESERVE", "Design", "SequentialTest", "StopDecision", "baseline_settled", "cell_decision",
@@ -57,7 +58,9 @@ class Design:
     ``rounds``: samples per prompt per arm this run samples to (K); ``alpha``: family-wise error rate;
     ``margin``: the loop-rate excess (absolute, in [0, 1]) that matters; ``family``: number of tests judged
     together (loop cells and lossless members); ``spending``: one of :data:`SPENDING`; ``sequential``: looks
-    during sampling (early stopping) or one look at the end.
+    during sampling (early stopping) or one look at the end; ``greedy_margin``: the per-prompt greedy
+    divergence rate a plan without a temperature above 0 must bound for ``healthy`` (``lossless.greedy_bound``,
+    at confidence ``1 - alpha``).
 
     Resumes (``--resume --samples N``) are later looks of the same design, never a new one: ``first_rounds``
     (K0, the first run's rounds; None = ``rounds``) and ``resumes`` (R, the resume looks the design allows, at
@@ -76,6 +79,7 @@ class Design:
     first_rounds: int | None = None
     resumes: int = 0
     reserve: float = RESUME_RESERVE
+    greedy_margin: float = GREEDY_MARGIN
 
     @property
     def k0(self) -> int:
@@ -138,7 +142,7 @@ class Design:
         w = self.weights()
         return {"first_rounds": self.k0, "rounds": self.rounds, "resumes": self.resumes,
                 "reserve": self.reserve if self.resumes else 0.0, "alpha": self.alpha, "margin": self.margin,
-                "spending": self.spending, "sequential": self.sequential, "family": self.family,
+                "greedy_margin": self.greedy_margin, "spending": self.spending, "sequential": self.sequential, "family": self.family,
                 "looks": list(self.all_looks()), "alpha_per_look": {str(j): self.alpha * w[j] for j in w},
                 "bound_alpha_per_stage": {str(e): self.alpha * self.bound_share(e) for e in self.stage_ends()}}
 

@@ -9,7 +9,8 @@ loops, or when it was cut at ``max_tokens`` inside a near loop. Rules, first mat
 1. ``spec-corrupts-output``: a temperature > 0 cell whose sequential p-value (unpaired one-sided Fisher,
    alpha spent over the looks and resumes), Holm-adjusted over the run's family — every (speculative profile,
    temperature > 0) cell plus one lossless member per profile (``lossless.py``: greedy, KL, accuracy vs the
-   host's floor) — is below ``alpha``; or the profile's lossless member is, loops or not. A cell the stop
+   host's floor; greedy only with an A/A arm, else the evidence says "no A/A arm: greedy divergence not
+   judged against a floor") — is below ``alpha``; or the profile's lossless member is, loops or not. A cell the stop
    rule settled as "spec loops more" always ends here.
 2. ``base-model-degenerates``: the baseline loops in at least :data:`BASE_DEGENERATE_RATE` of a T > 0 cell (and
    at least 2 samples), the speculative excess is bounded below the margin in every T > 0 cell and the
@@ -21,7 +22,11 @@ loops, or when it was cut at ``max_tokens`` inside a near loop. Rules, first mat
 5. ``spec-slower``: the bootstrap interval of the non-degenerate tokens/s ratio lies below 1 (below the host's
    run-to-run spread when calibrated); without samples, a point ratio below :data:`SLOWER_RATIO`.
 6. ``healthy`` otherwise: every T > 0 excess bounded below the margin (said rounded up, :func:`bound_up`)
-   and every lossless check passed.
+   and every lossless check passed. A plan with no temperature above 0 (greedy only: the real CPU hosts) has
+   no loop bound; there the greedy bound takes its place (``lossless.greedy_bound``): the exact upper bound
+   of the per-prompt hard-divergence rate's excess over the A/A arm's, at ``1 - alpha``, below
+   ``Design.greedy_margin`` (0 of 29 distinct prompts for 10 %, 0 of 59 for 5 %); the T = 0 row then carries
+   ``greedy_bound`` and ``greedy_next`` (what closes the gate, for the ``next:`` line).
 
 A server that crashed or hung after it was ready is ``crashed:<cause>`` / ``hung:<cause>``.
 """
@@ -35,7 +40,7 @@ from dataclasses import asdict, dataclass, field, replace
 from ..errors import EXIT_CORRUPT, EXIT_HEALTHY, EXIT_INCONCLUSIVE, EXIT_RUN_FAILED
 from .cells import CellSummary, SampleObs, mean_of
 from .divergence import NEAR_TIE_MARGIN, Calibration
-from .lossless import LosslessTest, lossless_member, lossless_tests
+from .lossless import NO_FLOOR, GreedyBound, LosslessTest, greedy_bound, lossless_member, lossless_tests
 from .pairing import greedy_report
 from .stats import holm, ratio_ci, samples_needed
 from .stopping import Design, look_counts, sequential_test, stage_counts
@@ -168,9 +173,9 @@ def _rows(spec_cells, base_cells, spec_samples, design: Design, base_samples=())
     return rows
 
 
-def _greedy(spec_samples, base_samples, rows, near_tie_margin: float) -> tuple[str, str | None]:
-    """(evidence phrase, the first divergence beyond a near tie in words or None); fills the T = 0 row."""
-    pairs = greedy_report(spec_samples, base_samples, near_tie_margin)
+def _greedy(pairs, rows, near_tie_margin: float) -> tuple[str, str | None]:
+    """(evidence phrase, the first divergence beyond a near tie in words or None) of the greedy pairs
+    (``pairing.greedy_report``); fills the T = 0 row."""
     if not pairs:
         return "", None
     diverged = [g for g in pairs if not g.divergence.identical]
@@ -247,13 +252,46 @@ def bound_up(bound: float) -> str:
     return f"{math.ceil(bound * 1000 - 1e-9) / 10:.1f}%"
 
 
+def _greedy_need(gb: GreedyBound) -> str:
+    """What would close an open greedy bound, in words (the evidence's "about N samples per arm" for greedy)."""
+    if gb.prompts_needed is None:
+        return "no number of identical prompts closes it at this floor (raise compare.greedy_margin)"
+    return (f"{gb.prompts_needed} distinct prompts with greedy output identical beyond near ties would close it "
+            f"({gb.prompts_needed - gb.prompts} more than this run's {gb.prompts})" + _censored(gb))
+
+
+def _censored(gb: GreedyBound) -> str:
+    """The note on prompts a near-tie flip left out of the count, '' without any."""
+    if not gb.censored:
+        return ""
+    return (f"; {gb.censored} of {gb.censored + gb.prompts} diverged at a near tie first and are not counted "
+            f"(shorter greedy outputs, max_tokens, leave fewer)")
+
+
+def _greedy_next(gb: GreedyBound, tests: Sequence[LosslessTest], gate: str | None) -> str | None:
+    """What closes a greedy-only plan's open gate (the ``next:`` line reads it from the T = 0 row), None when
+    nothing is open: an A/A arm where a hard divergence has no floor to be judged against, more distinct prompts
+    where the bound is above the margin (the ``next:`` line adds the command that runs again)."""
+    if gate is not None and any(t.name == "greedy" and not t.judged and t.counts["hard"] for t in tests):
+        return "measure this host's floor: set `compare.calibration: true` (an A/A arm) in the playbook"
+    if gate is None and not gb.closed:
+        if gb.prompts_needed is None:
+            return "raise `compare.greedy_margin`: no number of identical prompts closes the gate at this floor"
+        return (f"give the playbook at least {gb.prompts_needed} distinct prompts ({gb.prompts_needed - gb.prompts} "
+                f"more): that many with greedy output identical beyond near ties bound the per-prompt divergence "
+                f"rate under {gb.margin:.0%} at {gb.confidence:.0%}{_censored(gb)}")
+    return None
+
+
 def _lossless_pass(tests: Sequence[LosslessTest], alpha: float, greedy_detail: str | None) -> str | None:
     """None when every lossless test passes (``healthy`` needs it), else the phrase saying which does not:
-    a test at p < ``alpha`` on its own, a greedy divergence beyond a near tie above the floor's count
-    (``greedy_detail``: the first such divergence, in words), or a mean k3 above the KL test's absolute bound
-    even where the exceedance test is not significant (SGLang's own test passes only below its bound)."""
+    a test at p < ``alpha`` on its own — for greedy with an A/A arm the one-sided Fisher test of hard
+    divergences against the A/A arm's (a test, not a count: issue 31) — a greedy divergence beyond a near tie
+    where there is no A/A arm to judge it against (``greedy_detail``: the first such divergence, in words), or
+    a mean k3 above the KL test's absolute bound even where the exceedance test is not significant (SGLang's
+    own test passes only below its bound)."""
     for t in sorted(tests, key=lambda t: t.p_value):
-        greedy_open = t.name == "greedy" and t.counts["hard"] > t.counts["floor_hard"]
+        greedy_open = t.name == "greedy" and not t.judged and t.counts["hard"] > 0  # no floor to test against
         kl_open = t.name == "kl" and t.effect_ok  # the arm's mean k3 above the absolute bound: not lossless
         if t.p_value < alpha or greedy_open or kl_open:
             detail = f"{greedy_detail}; " if t.name == "greedy" and greedy_detail else ""
@@ -265,7 +303,13 @@ def _judge_one(profile, spec_cells, base_cells, spec_samples, base_samples, rows
                calibration: Calibration | None, lossless: list[LosslessTest], lossless_p: dict | None,
                kl: dict | None) -> Verdict:
     near_tie = calibration.near_tie_margin if calibration else NEAR_TIE_MARGIN
-    greedy, greedy_detail = _greedy(spec_samples, base_samples, rows, near_tie)
+    pairs = greedy_report(spec_samples, base_samples, near_tie)
+    greedy, greedy_detail = _greedy(pairs, rows, near_tie)
+    gb = greedy_bound(pairs, (calibration.greedy_hard_prompts, calibration.greedy_prompts) if calibration else None,
+                      confidence=1 - design.alpha, margin=design.greedy_margin)
+    row0 = next((r for r in rows if r["temperature"] == 0.0), None)
+    if gb is not None and row0 is not None:
+        row0.update(greedy_bound=gb.to_dict())
     warnings = _warnings(spec_cells, rows)
     for t in lossless:
         if t.name == "kl" and not t.effect_ok and t.raw_p < design.alpha:
@@ -277,7 +321,11 @@ def _judge_one(profile, spec_cells, base_cells, spec_samples, base_samples, rows
         kl["flagged"] = any(t.name == "kl" and t.p_value < design.alpha for t in lossless)
     holm_note = f"Holm over {m} test{'s' if m > 1 else ''}"
 
+    unfloored = any(t.name == "greedy" and not t.judged for t in lossless)
+
     def verdict(kind, evidence, row=None, p=None):
+        if unfloored and NO_FLOOR not in evidence:
+            evidence += f"; {NO_FLOOR}"
         return Verdict(profile, kind, evidence, p if p is not None else (row.get("p_adjusted") if row else None),
                        row["temperature"] if row else None, rows, warnings, kl, [t.to_dict() for t in lossless])
 
@@ -305,31 +353,40 @@ def _judge_one(profile, spec_cells, base_cells, spec_samples, base_samples, rows
                        min(fam, key=lambda r: r["p_adjusted"]) if fam else None, p=lossless_p["p_adjusted"])
     if not rows:
         return verdict("inconclusive", "no temperature has both a speculative and a baseline cell")
-    if not fam:
-        return verdict("inconclusive", f"no temperature above 0 was compared: loop rates cannot be bounded{tail}")
     gate = _lossless_pass(lossless, design.alpha, greedy_detail)
-    conf = f"{(1 - design.alpha_bound) * 100:.4g}%"
-    open_ = [r for r in fam if r["bound"] >= design.margin]
-    worst = max(open_, key=lambda r: r["bound"]) if open_ else None
-    degenerate = [r for r in fam if r["base_loops"] >= 2 and r["base_loop_rate"] >= BASE_DEGENERATE_RATE]
-    if degenerate:
-        r = max(degenerate, key=lambda r: r["base_loop_rate"])
-        if worst is None and gate is None:
-            return verdict("base-model-degenerates",
-                           f"the baseline loops too: {_counts(r)}; no speculative loop excess above "
-                           f"{bound_up(max(x['bound'] for x in fam))} at {conf} (margin {design.margin:.0%}){tail}",
-                           r)
+    if not fam:  # greedy only: the greedy bound stands in for the loop bound
+        if gb is None or row0 is None:
+            return verdict("inconclusive", f"no temperature above 0 was compared: loop rates cannot be bounded{tail}")
+        row0["greedy_next"] = _greedy_next(gb, lossless, gate)
+        if gate is not None:
+            return verdict("inconclusive", f"{gate}; {gb.phrase()}{tail}", row0)
+        if not gb.closed:
+            return verdict("inconclusive", f"{gb.phrase()} (healthy needs it below {gb.margin:.0%}); "
+                           f"{_greedy_need(gb)}{tail}", row0)
+        decisive, loops = row0, gb.phrase()
+    else:
+        conf = f"{(1 - design.alpha_bound) * 100:.4g}%"
+        open_ = [r for r in fam if r["bound"] >= design.margin]
+        worst = max(open_, key=lambda r: r["bound"]) if open_ else None
+        degenerate = [r for r in fam if r["base_loops"] >= 2 and r["base_loop_rate"] >= BASE_DEGENERATE_RATE]
+        if degenerate:
+            r = max(degenerate, key=lambda r: r["base_loop_rate"])
+            if worst is None and gate is None:
+                return verdict("base-model-degenerates",
+                               f"the baseline loops too: {_counts(r)}; no speculative loop excess above "
+                               f"{bound_up(max(x['bound'] for x in fam))} at {conf} (margin {design.margin:.0%})"
+                               f"{tail}", r)
+            if worst is not None:
+                return verdict("inconclusive", f"the baseline loops too, but {excess(worst)} (margin "
+                               f"{design.margin:.0%}); {_need(worst, design)}{tail}", worst)
         if worst is not None:
-            return verdict("inconclusive", f"the baseline loops too, but {excess(worst)} (margin "
-                           f"{design.margin:.0%}); {_need(worst, design)}{tail}", worst)
-    if worst is not None:
-        return verdict("inconclusive", f"{excess(worst)} (healthy needs it below {design.margin:.0%}); "
-                       f"{_need(worst, design)}" + (f"; {gate}" if gate else "") + tail, worst)
-    if gate is not None:
-        return verdict("inconclusive", f"{gate}; loop rates: " + "; ".join(_counts(r) for r in fam) + tail,
-                       min(fam, key=lambda r: r["p_adjusted"]))
-    decisive = max(fam, key=lambda r: r["bound"])
-    bound = f"no loop excess above {bound_up(decisive['bound'])} at {conf}"
+            return verdict("inconclusive", f"{excess(worst)} (healthy needs it below {design.margin:.0%}); "
+                           f"{_need(worst, design)}" + (f"; {gate}" if gate else "") + tail, worst)
+        if gate is not None:
+            return verdict("inconclusive", f"{gate}; loop rates: " + "; ".join(_counts(r) for r in fam) + tail,
+                           min(fam, key=lambda r: r["p_adjusted"]))
+        decisive = max(fam, key=lambda r: r["bound"])
+        loops = f"{_counts(decisive)}, no loop excess above {bound_up(decisive['bound'])} at {conf}"
     accepts = [c.accept_length_nonloop for c in spec_cells if c.accept_length_nonloop is not None]
     accept = mean_of(accepts)
     ratio, ci = _speed(spec_cells, base_cells, spec_samples, base_samples)
@@ -339,9 +396,8 @@ def _judge_one(profile, spec_cells, base_cells, spec_samples, base_samples, rows
         speed = f"tokens/s {ratio:.2f}x baseline" + (f" (95% CI {ci[1]:.2f}-{ci[2]:.2f})" if ci else "")
         if spread:
             speed += f", run-to-run spread ±{spread:.0%}"
-    loops = f"{_counts(decisive)}, {bound}"
-    if lossless:
-        loops += "; lossless checks passed (" + ", ".join(t.name for t in lossless) + ")"
+    if any(t.judged for t in lossless):
+        loops += "; lossless checks passed (" + ", ".join(t.name for t in lossless if t.judged) + ")"
     if accept is not None and accept <= INEFFECTIVE_ACCEPT:
         return verdict("spec-ineffective", f"acceptance length {accept:.2f} (about 1: drafts are rejected)"
                        + (f"; {speed}" if speed else "") + f"; {loops}", decisive)

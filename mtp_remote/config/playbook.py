@@ -226,6 +226,11 @@ class CompareConfig(StrictModel):
     margin: float = Field(
         0.05, gt=0, lt=1, description="Loop-rate excess (absolute, spec - baseline) that matters: `healthy` needs "
                                       "the upper confidence bound of the excess below it at every temperature > 0")
+    greedy_margin: float = Field(
+        0.10, gt=0, lt=1, description="Per-prompt greedy divergence rate (beyond near ties, excess over the A/A arm's) "
+                                      "that matters in a plan with no temperature above 0: `healthy` needs its exact "
+                                      "upper bound at 1 - alpha below it (0 of 29 distinct prompts bounds it under "
+                                      "10 %, 0 of 59 under 5 %)")
     spending: Literal["obrien-fleming", "pocock"] = Field(
         "obrien-fleming", description="Alpha spending over the looks of early stopping (analysis.stopping)")
     calibration: bool = Field(

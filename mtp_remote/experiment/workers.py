@@ -97,8 +97,12 @@ class _Sampling:
                 progress.ended(token, answered=comp is not None and not comp.error)
             if comp.stop is not None:
                 self.pr.loop_stops += 1
-            kl = await kl_probe_of(self.sc, await probe_completion(self.sc, self.host, self.pb, self.lp, req, comp)) \
-                if self.pb.kl_probe and comp.stop is None else None
+            kl = None
+            if self.pb.kl_probe and comp.stop is None:
+                probed = await probe_completion(self.sc, self.host, self.pb, self.lp, req, comp)
+                kl = await kl_probe_of(self.sc, probed)
+                if kl is not None:  # a probe request generated tokens of its own: counted (issue 31)
+                    kl["probe_tokens"] = 0 if probed is comp else int(probed.completion_tokens or 0)
         return comp, kl
 
     async def finish(self, req: RequestSpec, comp: Completion, kl: dict | None) -> None:

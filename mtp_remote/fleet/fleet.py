@@ -32,7 +32,7 @@ from ..experiment.runner import Hooks
 from ..search.candidates import plan_candidates
 from ..search.mitigate import CandidateResult, corrupting_profile, mitigate
 from ..search.mitigation_report import render_markdown
-from ..search.ranking import pick_best, rank_results, recommendation
+from ..search.ranking import familywise_loop_free, pick_best, rank_results, recommendation
 from .host_ops import HOST_COMMANDS, host_outcome
 from .nightly import run_nightly
 from .outcomes import DEFAULT_WORKERS, FleetReport, HostOutcome, fan_out, host_facts
@@ -121,9 +121,12 @@ def spread_mitigate(hosts: list[str], *, inventory=DEFAULT_INVENTORY, playbook=D
                     max_workers: int = DEFAULT_WORKERS,
                     on_progress: Callable[[str, str], None] = lambda host, msg: None) -> dict:
     """``mitigate`` with its candidates spread over the hosts that serve the same model on the same SGLang
-    release as the first host: each candidate runs on one host, each host samples its own baseline (the
-    first also runs the corrupting profile, the reference row), and the rows are merged into one table ranked
-    by tokens/s *relative to the host's own baseline*. Hosts that differ are left out, with the reason.
+    release as the first host: each candidate runs on one host, each host samples its own baseline and the
+    corrupting profile as deployed (its reference row), and the rows are merged into one table ranked by
+    tokens/s *relative to the host's own baseline*. A cure only means something where the bug reproduces: the
+    candidates of a host whose as-deployed profile is not ``spec-corrupts-output`` there are
+    ``not-comparable`` (shown, not ranked), and "loop-free" is Holm-adjusted over every candidate of the merged
+    table (``ranking.familywise_loop_free``). Hosts that differ are left out, with the reason.
     Returns the merged document (``rows`` carry their ``host``); writes ``RUNS_DIR/fleet-<id>/mitigation.md``."""
     t0 = time.monotonic()
     inventory = as_loaded(inventory)  # read once for every host
@@ -154,7 +157,7 @@ def spread_mitigate(hosts: list[str], *, inventory=DEFAULT_INVENTORY, playbook=D
         try:
             res = mitigate(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir, samples=samples,
                            only=[x.name for x in cands if x.name in share[host] or x.skipped] if share[host] else
-                           [x.name for x in cands if x.skipped], reference=i == 0,
+                           [x.name for x in cands if x.skipped], reference=True,
                            hooks=Hooks(on_progress=lambda m: on_progress(host, m)))
             return host, res.document, None
         except MtpRemoteError as e:
@@ -170,13 +173,20 @@ def spread_mitigate(hosts: list[str], *, inventory=DEFAULT_INVENTORY, playbook=D
         if not doc:
             continue
         runs[host] = doc["run_id"]
+        ref = next((r.get("verdict") for r in doc["rows"] if r["status"] == "reference"), None)
         for r in doc["rows"]:
             if r["status"] in ("skipped", "baseline") and host != same[0]:
                 continue  # one row of each (every host's own baseline is the 1.00x of its rows)
             if r["status"] == "reference" and r.get("n") is None:
                 continue
-            rows.append(CandidateResult(**{**{k: v for k, v in r.items() if k != "rank"},
-                                           "flags": tuple(r["flags"]), "host": host}))
+            row = CandidateResult(**{**{k: v for k, v in r.items() if k != "rank"}, "flags": tuple(r["flags"]),
+                                     "host": host})
+            if ref != "spec-corrupts-output" and r["status"] not in ("reference", "baseline", "skipped"):
+                row.status = "not-comparable"
+                row.evidence = (f"{profile} as deployed does not reproduce the bug on {host} ({ref or 'not run'}): "
+                                f"a cure measured there is not comparable")
+            rows.append(row)
+    familywise_loop_free(rows, pb.compare.alpha)
     ranked = rank_results(rows, by="speed_vs_baseline")  # absolute tokens/s differ between hosts
     best = pick_best(ranked)
     doc = {"kind": "mitigate-spread", "run_id": new_run_id(), "host": ", ".join(same), "profile": profile,

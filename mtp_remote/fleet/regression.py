@@ -4,10 +4,15 @@ A regression is a *tested* change, not a changed label:
 
 - loop rate, per (profile, temperature) cell: one-sided Fisher exact test that tonight loops more than the
   last good (completed) run of the same host and playbook, Holm-adjusted over the cells tested;
-- speed (mean tokens/s per cell): one-sided t prediction-interval test of tonight's mean against the means of
-  up to ``HISTORY_RUNS`` earlier good runs (the between-run spread; at least 3 runs are needed, fewer are
-  reported as "not tested"), Holm-adjusted;
+- speed, per speculative (profile, temperature) cell: its tokens/s over the baseline's of the same night (the
+  ratio cancels what the night does to both arms: load, clocks, a neighbour), one-sided t prediction-interval
+  test against the ratios of up to ``HISTORY_RUNS`` earlier good runs (the between-run spread; at least 3
+  runs are needed, fewer are reported as "not tested"), Holm-adjusted;
 - a profile that launched in the last good run and failed tonight (did not start, crashed, hung).
+
+A false-alarm budget per month (issue 31): the tests of one night run at ``alpha / NIGHTS_PER_MONTH``, so by the
+union bound a healthy host raises a false "regressed" in a month of nightlies with probability at most
+``alpha`` (at ``alpha`` per night, on raw tokens/s, it was about one a month).
 
 Input: the summary document and :func:`mtp_remote.report.history.good_runs` rows; output: a
 :class:`RegressionReport` (JSON-able). Pure apart from the deferred scipy import in ``analysis.runstats``.
@@ -23,27 +28,33 @@ from ..analysis.stats import holm
 #: Verdict kinds of a profile that produced no usable samples (did not start, crashed, hung).
 FAILED_KINDS = ("launch-failed", "crashed", "hung")
 
-#: Earlier good runs whose per-cell speeds give the between-run spread.
+#: Earlier good runs whose per-cell speed ratios give the between-run spread.
 HISTORY_RUNS = 10
+#: Nights a month's false-alarm budget (``alpha``) is spread over: one night tests at alpha / 30.
+NIGHTS_PER_MONTH = 30
 
 
 @dataclass
 class RegressionReport:
-    """``baseline_run``: the last good run compared against (None: no earlier good run). ``checks``: one dict
-    per tested quantity with ``kind`` (``loop_rate``/``speed``/``launch``), ``profile``, ``temperature``,
-    the figures, ``p``/``p_adjusted`` and ``regressed``. ``regressed``: sorted "profile T=t (kind)" labels."""
+    """``baseline_run``: the last good run compared against (None: no earlier good run). ``alpha``: the month's
+    false-alarm budget, ``night_alpha`` the level tonight's Holm-adjusted p-values are compared with
+    (``alpha / NIGHTS_PER_MONTH``). ``checks``: one dict per tested quantity with ``kind``
+    (``loop_rate``/``speed``/``launch``), ``profile``, ``temperature``, the figures (speed: ``ratio``, the
+    speculative cell's tokens/s over the baseline's that night), ``p``/``p_adjusted`` and ``regressed``.
+    ``regressed``: sorted "profile T=t (kind)" labels."""
 
     baseline_run: str | None
     alpha: float
     checks: list[dict] = field(default_factory=list)
+    night_alpha: float | None = None
 
     @property
     def regressed(self) -> list[str]:
         return sorted({_label(c) for c in self.checks if c["regressed"]})
 
     def to_dict(self) -> dict:
-        return {"baseline_run": self.baseline_run, "alpha": self.alpha, "checks": self.checks,
-                "regressed": self.regressed}
+        return {"baseline_run": self.baseline_run, "alpha": self.alpha, "night_alpha": self.night_alpha,
+                "checks": self.checks, "regressed": self.regressed}
 
 
 def _label(c: dict) -> str:
@@ -53,12 +64,18 @@ def _label(c: dict) -> str:
 
 def check_regressions(doc: dict, earlier: list[dict], *, alpha: float | None = None) -> RegressionReport:
     """Compare the completed run ``doc`` (summary.json) with ``earlier`` good runs (newest first, as
-    :func:`mtp_remote.report.history.good_runs` returns them). ``alpha`` defaults to the playbook's."""
+    :func:`mtp_remote.report.history.good_runs` returns them). ``alpha``: the month's false-alarm budget,
+    default the playbook's; tonight's tests run at ``alpha / NIGHTS_PER_MONTH``."""
     alpha = alpha if alpha is not None else float(doc.get("playbook", {}).get("alpha") or 0.05)
+    night = alpha / NIGHTS_PER_MONTH
     if not earlier:
-        return RegressionReport(None, alpha)
+        return RegressionReport(None, alpha, night_alpha=night)
     last = earlier[0]
-    rep = RegressionReport(last["run_id"], alpha)
+    rep = RegressionReport(last["run_id"], alpha, night_alpha=night)
+    pb = doc.get("playbook") or {}
+    baseline = pb.get("baseline", "baseline")
+    flags = pb.get("profiles") or {}
+    tonight = {(c["profile"], float(c["temperature"])): c for c in doc.get("cells", [])}
     loops, speeds = [], []
     for c in doc.get("cells", []):
         key = (c["profile"], float(c["temperature"]))
@@ -67,20 +84,22 @@ def check_regressions(doc: dict, earlier: list[dict], *, alpha: float | None = N
             d = loop_diff(prev["loops"], prev["n"], c["loops"], c["n"])
             loops.append({"kind": "loop_rate", "profile": key[0], "temperature": key[1], "run": d.loops_b,
                           "n": d.n_b, "last_good": d.loops_a, "n_last_good": d.n_a, "p": d.p_worse})
-        if c.get("tokens_per_s") is not None:
-            hist = [r["cells"][key]["tokens_per_s"] for r in earlier[:HISTORY_RUNS]
-                    if key in r["cells"] and r["cells"][key].get("tokens_per_s") is not None]
-            s = speed_vs_history(c["tokens_per_s"], hist)
-            speeds.append({"kind": "speed", "profile": key[0], "temperature": key[1], "tokens_per_s": s.value,
-                           "history_runs": s.k, "history_mean": s.history_mean, "history_sd": s.history_sd,
-                           "p": s.p_slower})
+        speculative = (flags.get(key[0]) or {}).get("speculative", key[0] != baseline)
+        ratio = _ratio(c, tonight.get((baseline, key[1])))
+        if speculative and key[0] != baseline and ratio is not None:
+            hist = [h for r in earlier[:HISTORY_RUNS]
+                    if (h := _ratio(r["cells"].get(key), r["cells"].get((baseline, key[1])))) is not None]
+            s = speed_vs_history(ratio, hist)
+            speeds.append({"kind": "speed", "profile": key[0], "temperature": key[1], "ratio": s.value,
+                           "tokens_per_s": c["tokens_per_s"], "history_runs": s.k, "history_mean": s.history_mean,
+                           "history_sd": s.history_sd, "p": s.p_slower})
     for group in (loops, speeds):
         tested = [c for c in group if c["p"] is not None]
         for c, adj in zip(tested, holm([c["p"] for c in tested])):
             c["p_adjusted"] = adj
         for c in group:
             c.setdefault("p_adjusted", None)
-            c["regressed"] = c["p_adjusted"] is not None and c["p_adjusted"] < alpha
+            c["regressed"] = c["p_adjusted"] is not None and c["p_adjusted"] < night
             if c["kind"] == "speed" and c["p"] is None:
                 c["note"] = f"not tested: {c['history_runs']} earlier good run(s), 3 needed for the spread"
         rep.checks += group
@@ -93,6 +112,13 @@ def check_regressions(doc: dict, earlier: list[dict], *, alpha: float | None = N
     return rep
 
 
+def _ratio(spec: dict | None, base: dict | None) -> float | None:
+    """Tokens/s of a speculative cell over the baseline's of the same run and temperature; None without both."""
+    a = (spec or {}).get("tokens_per_s")
+    b = (base or {}).get("tokens_per_s")
+    return a / b if a is not None and b else None
+
+
 def describe(rep: RegressionReport) -> list[str]:
     """One line per regression, with its evidence (for the console and the junit case)."""
     out = []
@@ -103,8 +129,8 @@ def describe(rep: RegressionReport) -> list[str]:
             out.append(f"{_label(c)}: {c['run']}/{c['n']} loops tonight vs {c['last_good']}/{c['n_last_good']} in "
                        f"{rep.baseline_run} (Fisher one-sided p={c['p']:.2g}, Holm {c['p_adjusted']:.2g})")
         elif c["kind"] == "speed":
-            out.append(f"{_label(c)}: {c['tokens_per_s']:.1f} tok/s tonight vs {c['history_mean']:.1f} ± "
-                       f"{c['history_sd']:.1f} over {c['history_runs']} earlier good runs "
+            out.append(f"{_label(c)}: {c['ratio']:.2f}x the baseline's tok/s tonight vs {c['history_mean']:.2f} ± "
+                       f"{c['history_sd']:.2f} over {c['history_runs']} earlier good runs "
                        f"(t prediction p={c['p']:.2g}, Holm {c['p_adjusted']:.2g})")
         else:
             out.append(f"{_label(c)}: {c['note']}")

@@ -9,20 +9,25 @@ from collections.abc import Iterable
 
 
 def token_accounting(samples: Iterable[dict], max_tokens: int) -> dict:
-    """``generated_tokens`` (completion tokens over all samples, stopped ones counted up to their stop),
+    """``generated_tokens`` (completion tokens over all samples, stopped ones counted up to their stop, plus
+    the tokens the KL probe generated for its own requests at T = 1: ``kl_probe_tokens``, also given apart),
     ``tokens_saved`` (what the stopped samples did not generate: max_tokens - their tokens), ``loop_stops``
     (samples stopped once their loop was settled), ``without_stop_at_most`` (the tokens had each stopped sample
     run to ``max_tokens``: an upper bound, a loop may still end earlier), and the same per profile."""
     per: dict[str, dict] = {}
     for s in samples:
-        d = per.setdefault(s["profile"], {"generated_tokens": 0, "tokens_saved": 0, "loop_stops": 0})
-        d["generated_tokens"] += int(s.get("completion_tokens") or 0)
+        d = per.setdefault(s["profile"], {"generated_tokens": 0, "tokens_saved": 0, "loop_stops": 0,
+                                          "kl_probe_tokens": 0})
+        probe = int((s.get("kl") or {}).get("probe_tokens") or 0)
+        d["generated_tokens"] += int(s.get("completion_tokens") or 0) + probe
+        d["kl_probe_tokens"] += probe
         stop = s.get("loop_stop")
         if stop:
             d["loop_stops"] += 1
             d["tokens_saved"] += int(stop.get("saved_tokens", max(max_tokens - int(s.get("completion_tokens") or 0),
                                                                    0)))
-    total = {k: sum(d[k] for d in per.values()) for k in ("generated_tokens", "tokens_saved", "loop_stops")}
+    total = {k: sum(d[k] for d in per.values())
+             for k in ("generated_tokens", "tokens_saved", "loop_stops", "kl_probe_tokens")}
     total["without_stop_at_most"] = total["generated_tokens"] + total["tokens_saved"]
     return {**total, "by_profile": per}
 

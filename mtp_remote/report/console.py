@@ -95,8 +95,10 @@ def print_run_end(console: Console, doc: dict, run_dir, exit_code: int, *, after
         stops = doc.get("loop_stop") or {}
         saved = (f", {stops.get('tokens_saved', 0)} not generated ({stops.get('loop_stops', 0)} samples stopped at "
                  f"their settled loop)" if stops.get("enabled") else " (loop stop off)")
+        probe = (f" (of them {doc['kl_probe_tokens']} by the KL probe's own requests)"
+                 if doc.get("kl_probe_tokens") else "")
         console.print(f"time: {time_split_line(doc['time_split'])}; tokens: {doc.get('generated_tokens', 0)} "
-                      f"generated{saved}", highlight=False, markup=False)
+                      f"generated{probe}{saved}", highlight=False, markup=False)
     if doc.get("status", "completed") == "completed":
         console.print(f"report: {run_dir}/report.html (also report.md, summary.json); {code}", highlight=False)
     else:

@@ -89,6 +89,7 @@ def build_summary(*, run_id: str, host: HostConfig, playbook: Playbook, profile_
         "sampling": _sampling(playbook, profile_runs, n_samples),
         "generated_tokens": tokens["generated_tokens"],
         "tokens_saved": tokens["tokens_saved"],
+        "kl_probe_tokens": tokens["kl_probe_tokens"],
         "loop_stop": {"enabled": playbook.stop_on_loop, **tokens},
         "time_split": time_split(profile_runs, (finished - (command_started or started_at)).total_seconds()),
         "exit_code": exit_code,

@@ -102,17 +102,22 @@ def _failed_step(doc: dict, kinds: dict, failed: list[str], run_dir, rd: str) ->
 
 
 def _inconclusive_step(doc: dict, run, on: str, rd: str) -> str:
-    """The next step of an inconclusive run: always a number of samples, or (a greedy-only playbook, whose
-    samples repeat themselves and cannot bound a loop rate) a playbook with a temperature above 0."""
+    """The next step of an inconclusive run: what closes a greedy-only plan's open gate (the verdict's
+    ``greedy_next``: how many distinct identical prompts), always a number of samples, or (a greedy-only playbook,
+    whose samples repeat themselves and cannot bound a loop rate) a playbook with a temperature above 0."""
     pb = doc.get("playbook") or {}
+    need = [c["samples_needed"] for v in doc.get("verdicts", []) if v.get("kind") == "inconclusive"
+            for c in v.get("comparisons") or [] if c.get("samples_needed")]
+    greedy = [c["greedy_next"] for v in doc.get("verdicts", []) if v.get("kind") == "inconclusive"
+              for c in v.get("comparisons") or [] if c.get("greedy_next")]
+    if greedy and not need:  # a greedy-only plan's open gate: more samples of the same prompts change nothing
+        return f"{greedy[0]}, then run again: `mtp-remote diagnose{on}`"
     temps = [float(t) for t in pb.get("temperatures") or []]
     if temps and not any(t > 0 for t in temps):
         return ("greedy samples (T = 0) repeat the same output, so more of them cannot bound a loop rate: add a "
                 "temperature above 0 to the playbook (`temperatures: [0.0, 0.7]`, as in "
                 f"{DEFAULT_PLAYBOOK}) and run again, or run that playbook: "
                 f"`mtp-remote diagnose{_without_playbook(on)} -p {DEFAULT_PLAYBOOK}`")
-    need = [c["samples_needed"] for v in doc.get("verdicts", []) if v.get("kind") == "inconclusive"
-            for c in v.get("comparisons") or [] if c.get("samples_needed")]
     prompts = len(pb.get("prompts") or [])
     design = doc.get("design") or {}
     first = design.get("first_rounds")

@@ -8,6 +8,11 @@ it corrupts output against the baseline: ``fail`` (spec-corrupts-output), ``pass
 ``unresolved`` (anything else — ddmin treats it as not failing). Results are cached by flag set, so a
 configuration is launched at most once. Writes ``runs/<run-id>/bisect.json`` and ``samples.jsonl``.
 
+Family-wise error over the tests (issue 31): ddmin's answer rests on its ``fail`` outcomes, and how many tests
+it makes is not known in advance, so test ``t<i>`` is judged at :func:`test_alpha` = ``alpha / (i (i + 1))``
+(the shares sum to ``alpha``: by the union bound a false ``fail`` anywhere in the search has probability at most
+``compare.alpha``); each test records its level.
+
 Resumable like ``diagnose`` and ``mitigate`` (``--resume RUN_ID``): every test's result is written to
 bisect.json as it completes (and the test in flight as ``pending``, its samples in samples.jsonl); a resumed
 bisect replays ddmin with the stored results of the same flag sets, so it relaunches none of them, and
@@ -65,6 +70,12 @@ def apply_changes(good: list[str], changes: list[Change]) -> list[str]:
         else:
             pairs.append((k, v))
     return unparse_flags(pairs)
+
+
+def test_alpha(alpha: float, index: int) -> float:
+    """The level of bisect's test number ``index`` (1-based, ``t<index>``): ``alpha / (index (index + 1))`` —
+    alpha/2, alpha/6, alpha/12, ...; the levels of any number of tests sum to at most ``alpha``."""
+    return alpha / (index * (index + 1))
 
 
 def describe(change: Change) -> str:
@@ -238,12 +249,14 @@ class _Bisection:
         self.doc["pending"] = None
         pr = next((r for r in runs if r.profile == name), None)
         samples = latest_samples(load_samples(self.run_dir / "samples.jsonl"))
-        verdict, _ = judge_arm(base.baseline, name, samples, pr.failure() if pr else None, base.compare.alpha)
+        level = test_alpha(base.compare.alpha, int(name[1:]))
+        verdict, _ = judge_arm(base.baseline, name, samples, pr.failure() if pr else None, level, base.compare.margin)
         outcome = {"spec-corrupts-output": "fail"}.get(verdict.kind) or (
             "pass" if verdict.kind in ("healthy", "spec-slower", "spec-ineffective") else "unresolved")
         self.cache[key] = outcome
         self.doc["tests"].append({"name": name, "changes": [describe(ch) for ch in subset], "flags": flags,
-                                  "outcome": outcome, "verdict": verdict.kind, "evidence": verdict.evidence})
+                                  "outcome": outcome, "verdict": verdict.kind, "evidence": verdict.evidence,
+                                  "alpha": level})
         self.hooks.on_progress(f"bisect {name}: {outcome} ({verdict.kind}: {verdict.evidence})")
         self.save()
         return outcome

@@ -20,7 +20,8 @@ def mitigation_table(doc: dict):
     for row in table_rows(doc):
         style = ("cyan" if row[-1].startswith("baseline") else "green" if row[0] else
                  "red" if "corrupts" in row[-1] else None)
-        t.add_row(*row[:-1], row[-1].split(":")[0] if row[-1].startswith(("skipped", "pending")) else row[-1],
+        t.add_row(*row[:-1], row[-1].split(":")[0] if row[-1].startswith(("skipped", "pending", "not-comparable"))
+                  else row[-1],
                   style=style)
     return t
 
@@ -30,5 +31,5 @@ def print_mitigation(console, doc: dict) -> None:
     console.print(mitigation_table(doc))
     console.print(escape(recommendation(doc)).replace("**", ""))
     for r in doc["rows"]:
-        if r["status"] == "skipped":
-            console.print(f"[dim]skipped[/] {r['name']} ({escape(r['change'])}): {escape(r['evidence'])}")
+        if r["status"] in ("skipped", "not-comparable"):
+            console.print(f"[dim]{r['status']}[/] {r['name']} ({escape(r['change'])}): {escape(r['evidence'])}")

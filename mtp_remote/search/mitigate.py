@@ -22,6 +22,8 @@ from pydantic import ValidationError
 from ..analysis.diagnosis import diagnose as diagnose_samples
 from ..analysis.diagnosis import to_obs
 from ..analysis.speed import LogSpeed
+from ..analysis.stats import bound_p_value
+from ..analysis.stopping import Design
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook, ProfileConfig
 from ..errors import ConfigError, Interrupted, MtpRemoteError
@@ -42,6 +44,7 @@ from .from_run import copy_reused, load_from_run, require_run_id, reuse_check, s
 from .mitigation_report import render_markdown
 from .ranking import (
     SPEED_CONFIDENCE,
+    familywise_loop_free,
     flag_changes,
     pick_best,
     rank_results,
@@ -66,7 +69,12 @@ class CandidateResult:
     means with ``speed_ci`` its 95 % Welch interval [low, high]; ``speed_cost`` 1 - the same ratio over the
     reference's (what the change costs of the speed-up; None without such samples) with ``speed_cost_ci``;
     ``flag_changes`` flags added, removed or changed against the as-deployed profile; ``tied_with`` the #1's
-    name when the samples cannot separate this row's speed from #1's (see :mod:`mtp_remote.search.ranking`)."""
+    name when the samples cannot separate this row's speed from #1's (see :mod:`mtp_remote.search.ranking`);
+    ``bound_p`` the p-value of its bound test ("loop excess at least the margin", ``stats.bound_p_value``, the
+    largest over T > 0 cells) and ``bound_p_adjusted`` Holm's over the ``family`` candidates judged together
+    (``ranking.familywise_loop_free``: ``loop-free`` needs it below alpha, else ``no-loops-seen`` when no
+    degenerate sample was seen); status ``not-comparable``: from a host where the as-deployed profile does not
+    reproduce the bug (``mitigate --spread``), not ranked."""
 
     name: str
     change: str
@@ -92,6 +100,9 @@ class CandidateResult:
     flag_changes: int | None = None
     tied_with: str | None = None
     host: str | None = None  #: where it ran, when candidates were spread over a fleet
+    bound_p: float | None = None
+    bound_p_adjusted: float | None = None
+    family: int | None = None
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -108,26 +119,31 @@ class MitigateResult:
 
 
 def judge_arm(baseline: str, profile: str, samples: list[dict], launch_failure: tuple[str, str] | None,
-           alpha: float):
-    """The decision rule on one profile vs the baseline: (verdict, cells) — the same call ``diagnose`` makes.
+              alpha: float, margin: float = Design.margin):
+    """The decision rule on one profile vs the baseline at ``alpha`` and loop-rate ``margin``: (verdict,
+    cells) — the same call ``diagnose`` makes.
 
     This is the only place mitigate and bisect reach the rule (``diagnosis.diagnose`` ->
     ``analysis.verdict.judge``), so a new rule drops in here."""
     diag = diagnose_samples(baseline=baseline, profiles={baseline: False, profile: True}, samples=samples,
-                            launch_failures={profile: launch_failure} if launch_failure else None, alpha=alpha)
+                            launch_failures={profile: launch_failure} if launch_failure else None, alpha=alpha,
+                            design=Design(alpha=alpha, margin=margin))
     verdict = next(v for v in diag.verdicts if v.profile == profile)
     return verdict, diag.cells
 
 
-def judge_profile(baseline: str, name: str, samples: list[dict], launch_failure, alpha: float) -> dict:
-    """Statistics of one profile vs the baseline as a flat dict (verdict, loops, p, speed, acceptance).
+def judge_profile(baseline: str, name: str, samples: list[dict], launch_failure, alpha: float,
+                  margin: float = Design.margin) -> dict:
+    """Statistics of one profile vs the baseline as a flat dict (verdict, loops, p, speed, acceptance, and
+    ``bound_p``: the bound test's p-value, the largest over the T > 0 cells, None without one).
 
     Speeds are over non-looping samples (``SampleObs.is_degenerate`` false) of the T > 0 cells (all cells when
     there are none): ``tokens_per_s`` the mean of the cells' means, as ``diagnose`` shows it; ``log_speed`` /
     ``base_log_speed`` the :class:`~mtp_remote.analysis.speed.LogSpeed` summaries (as dicts) of the per-sample
     completion_tokens / latency_s, which give ``speed_vs_baseline`` and its interval (``ranking.speed_fields``)."""
-    v, cells = judge_arm(baseline, name, samples, launch_failure, alpha)
+    v, cells = judge_arm(baseline, name, samples, launch_failure, alpha, margin)
     rows = [r for r in v.comparisons if r["temperature"] > 0] or list(v.comparisons)
+    hot = [r for r in v.comparisons if r["temperature"] > 0]
     mine = [c for c in cells if c.profile == name and c.temperature > 0] or [c for c in cells if c.profile == name]
     base = [c for c in cells if c.profile == baseline and c.temperature > 0] or \
         [c for c in cells if c.profile == baseline]
@@ -144,6 +160,8 @@ def judge_profile(baseline: str, name: str, samples: list[dict], launch_failure,
                 (r["p_adjusted"] for r in rows if r.get("p_adjusted") is not None), default=None),
             "accept_length": acc, "tokens_per_s": tps,
             "log_speed": ls.to_dict() if ls else None, "base_log_speed": bls.to_dict() if bls else None,
+            "bound_p": max(bound_p_value(r["spec_loops"], r["spec_n"], r["base_loops"], r["base_n"], margin)
+                           for r in hot) if hot else None,
             **speed_fields(ls, bls)}
 
 
@@ -392,8 +410,8 @@ def build_document(state: dict, pb: Playbook, run_dir: Path, candidates: list[Ca
     ``recommendation`` sentence and the exit code."""
     samples = latest_samples(load_samples(run_dir / "samples.jsonl"))
     failures = {k: tuple(v) for k, v in state.get("launch_failures", {}).items()}
-    alpha = pb.compare.alpha
-    ref = judge_profile(pb.baseline, profile, samples, failures.get(profile), alpha) \
+    alpha, margin = pb.compare.alpha, pb.compare.margin
+    ref = judge_profile(pb.baseline, profile, samples, failures.get(profile), alpha, margin) \
         if any(s["profile"] == profile for s in samples) or profile in failures else None
     ref_ls = LogSpeed.from_dict(ref.get("log_speed")) if ref else None
     ref_flags = tuple(pb.profiles[profile].flags)
@@ -407,7 +425,7 @@ def build_document(state: dict, pb: Playbook, run_dir: Path, candidates: list[Ca
         if cand.skipped is None:
             have = any(s["profile"] == cand.name for s in samples) or cand.name in failures
             if have:
-                st = judge_profile(pb.baseline, cand.name, samples, failures.get(cand.name), alpha)
+                st = judge_profile(pb.baseline, cand.name, samples, failures.get(cand.name), alpha, margin)
                 judged.append(st)
                 row = CandidateResult(name=cand.name, change=cand.change, source=cand.source,
                                       status=status_of(st["verdict"], st.get("loops")), flags=cand.flags,
@@ -420,6 +438,7 @@ def build_document(state: dict, pb: Playbook, run_dir: Path, candidates: list[Ca
     base = baseline_row(pb.baseline, judged, ref_ls, ref_flags)
     if base is not None:
         rows.append(base)
+    familywise_loop_free(rows, alpha)
     ranked = rank_results(rows)
     best = pick_best(ranked)
     doc = {**state, "finished_at": datetime.now(timezone.utc).isoformat(), "speed_confidence": SPEED_CONFIDENCE,
@@ -454,7 +473,8 @@ def _flag_pairs(flags):
 
 
 def _stats(st: dict) -> dict:
-    return {k: st[k] for k in ("verdict", "evidence", "loops", "n", "base_loops", "base_n", "p", "accept_length",
-                               "tokens_per_s", "speed_vs_baseline", "speed_ci", "log_speed", "base_log_speed")}
+    return {k: st.get(k) for k in ("verdict", "evidence", "loops", "n", "base_loops", "base_n", "p", "accept_length",
+                                   "tokens_per_s", "speed_vs_baseline", "speed_ci", "log_speed", "base_log_speed",
+                                   "bound_p")}
 
 

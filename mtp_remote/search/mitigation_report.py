@@ -25,8 +25,11 @@ def table_rows(doc: dict) -> list[list[str]]:
         verdict = r.get("verdict") or r["status"]
         if r["status"] == "baseline":
             verdict = "baseline: speculation off"
-        if r["status"] in ("skipped", "pending"):
+        if r["status"] in ("skipped", "pending", "not-comparable"):
             verdict = f"{r['status']}: {r['evidence']}"
+        if r["status"] == "no-loops-seen":
+            verdict = (f"no loops seen; loop-free not shown over {r.get('family')} candidate(s) "
+                       f"(Holm p={r.get('bound_p_adjusted') or 1:.2g})")
         name = r["name"] + (f" @{r['host']}" if r.get("host") else "")
         rank = str(r["rank"] or "") + (" =#1" if r.get("tied_with") else "")
         out.append([rank, name, r["change"], loops, _fmt(r.get("accept_length"), ".2f"),

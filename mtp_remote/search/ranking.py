@@ -8,6 +8,12 @@ candidate the data cannot separate from #1 marked ``tied_with`` (:func:`rank_res
 candidate over #1 contains 1), the pick among #1 and its ties (:func:`pick_best`: fewest flag changes from
 the as-deployed profile, then the faster point estimate) and the sentence that says so
 (:func:`recommendation`). ``ranking_mc.py`` is the Monte Carlo of that ranking.
+
+Before ranking, "loop-free" is a claim over the whole table (:func:`familywise_loop_free`, issue 31): each
+candidate's bound test ("its loop excess is at least the margin") is Holm-adjusted over every candidate judged
+together; a candidate whose adjusted p is not below alpha is ``no-loops-seen`` (no degenerate sample, excess
+not bounded at this family size) or ``undecided``. With seven candidates tried, one of them looking clean by
+chance is no longer called a cure.
 """
 
 from __future__ import annotations
@@ -16,14 +22,38 @@ import math
 from collections.abc import Sequence
 
 from ..analysis.speed import LogSpeed, log_contrast
+from ..analysis.stats import holm
 from .candidates import parse_flags
 
 #: Confidence of every speed interval in the mitigation table.
 SPEED_CONFIDENCE = 0.95
-#: Rows ranked by speed: the loop-free candidates and the baseline (speculation off), which every cure must beat.
-RANKED = ("loop-free", "baseline")
-_ORDER = {"loop-free": 0, "baseline": 0, "undecided": 1, "pending": 2, "corrupts": 3, "crashed": 4, "launch-failed": 4,
-          "skipped": 5, "reference": 6}
+#: Rows that may be recommended: shown loop-free over the family, or (when none is) no loop seen at all.
+CURES = ("loop-free", "no-loops-seen")
+#: Rows ranked by speed: the cures and the baseline (speculation off), which every cure must beat.
+RANKED = (*CURES, "baseline")
+_ORDER = {"loop-free": 0, "baseline": 0, "no-loops-seen": 0, "undecided": 1, "pending": 2, "corrupts": 3,
+          "crashed": 4, "launch-failed": 4, "skipped": 5, "not-comparable": 6, "reference": 7}
+
+
+def familywise_loop_free(rows: list, alpha: float) -> None:
+    """Holm over the bound tests of every candidate judged (rows with a ``bound_p``; not the reference, the
+    baseline or rows ``not-comparable``), in place: each gets ``bound_p_adjusted`` and ``family``; a row whose
+    verdict made it a cure (``loop-free``, or ``no-loops-seen`` from an earlier pass) stays ``loop-free``
+    only when the adjusted p is below ``alpha``, else becomes ``no-loops-seen`` (no degenerate sample at
+    T > 0) or ``undecided``, its evidence saying so. Idempotent: a merged fleet table is re-adjusted over all
+    its candidates. The family-wise rate of a false "loop-free" over the table is then at most ``alpha``."""
+    fam = [r for r in rows if r.bound_p is not None and r.status not in ("reference", "baseline", "not-comparable")]
+    for r, a in zip(fam, holm([r.bound_p for r in fam])):
+        r.bound_p_adjusted, r.family = a, len(fam)
+        if r.status not in CURES:
+            continue
+        note = f"; loop-free not shown over {len(fam)} candidate{'s' if len(fam) > 1 else ''} (Holm p={a:.2g})"
+        r.evidence = r.evidence.split("; loop-free not shown over ")[0]
+        if a < alpha:
+            r.status = "loop-free"
+        else:
+            r.status = "no-loops-seen" if r.loops == 0 else "undecided"
+            r.evidence += note
 
 
 def speed_fields(cand: LogSpeed | None, base: LogSpeed | None, ref: LogSpeed | None = None,
@@ -86,9 +116,9 @@ def rank_results(rows: list, by: str = "speed_vs_baseline", confidence: float = 
 
 def pick_best(ranked: list):
     """The candidate to recommend: #1, or among #1 and the rows tied with it the one with the fewest flag
-    changes (``flag_changes``; unknown counts last), then the faster point estimate. None when no row is
-    loop-free."""
-    free = [r for r in ranked if r.status == "loop-free"]
+    changes (``flag_changes``; unknown counts last), then the faster point estimate — among the rows shown
+    ``loop-free``, or when there is none among the ``no-loops-seen`` ones. None when no row is either."""
+    free = [r for r in ranked if r.status == "loop-free"] or [r for r in ranked if r.status == "no-loops-seen"]
     if not free:
         return None
     top = free[0]
@@ -129,7 +159,7 @@ def recommendation(doc: dict) -> str:
     its cost with their 95 % intervals — or, when the samples cannot separate it from other candidates,
     "X or Y: their speeds are not distinguishable with N samples; X has the smaller change"."""
     rows = doc.get("rows", [])
-    best = next((r for r in rows if r["name"] == doc.get("best") and r["status"] == "loop-free"), None)
+    best = next((r for r in rows if r["name"] == doc.get("best") and r["status"] in CURES), None)
     base = next((r for r in rows if r["status"] == "baseline"), None)
     base_speed = (f"{base['tokens_per_s']:.0f} tok/s" if base and base.get("tokens_per_s") is not None
                   else "its own speed")
@@ -143,7 +173,7 @@ def recommendation(doc: dict) -> str:
                 f"fastest loop-free cure, {best['name']} ({best['change']}), runs at "
                 f"{fmt_ratio_ci(best.get('speed_vs_baseline'), best.get('speed_ci'))} the baseline's tokens/s"
                 f"{tps}, {how} turning speculation off.")
-    free = [r for r in rows if r["status"] == "loop-free"]
+    free = [r for r in rows if r["status"] == best["status"]]
     top = free[0]
     group = [top] + [r for r in free[1:] if r.get("tied_with") == top["name"]]
 
@@ -153,8 +183,13 @@ def recommendation(doc: dict) -> str:
     speed = f"{fmt_ratio_ci(best.get('speed_vs_baseline'), best.get('speed_ci'))} the baseline's tokens/s"
     cost = (f", speed cost {fmt_cost_ci(best.get('speed_cost'), best.get('speed_cost_ci'))} of the as-deployed "
             f"speed" if best.get("speed_cost") is not None else "")
+    claim = "loop-free"
+    if best["status"] == "no-loops-seen":
+        claim = (f"no loop seen in {best.get('n')} samples, but loop-free not shown over the {best.get('family')} "
+                 f"candidate(s) tried (Holm p={best.get('bound_p_adjusted') or 1:.2g}): resume with more samples to "
+                 f"confirm it")
     if len(group) == 1:
-        return f"Best: **{where(best)}** ({best['change']}): loop-free, {speed}{cost}."
+        return f"Best: **{where(best)}** ({best['change']}): {claim}, {speed}{cost}."
     others = [r for r in group if r is not best]
     ns = sorted({(r.get("log_speed") or {}).get("n", 0) for r in group})
     n = f"{ns[0]}" if len(ns) == 1 else f"{ns[0]}–{ns[-1]}"
@@ -165,7 +200,7 @@ def recommendation(doc: dict) -> str:
     else:
         why = f"{best['name']} has the higher point estimate"
     return (f"Best: {names}: their speeds are not distinguishable with {n} non-looping samples each; {why}. "
-            f"{best['name']} ({best['change']}): loop-free, {speed}{cost}.")
+            f"{best['name']} ({best['change']}): {claim}, {speed}{cost}.")
 
 
 def _no_cure(rows: list[dict], doc: dict, base_speed: str) -> str:

@@ -86,3 +86,143 @@ def ranking_error_rates(true_ratios: Sequence[float], n: int, sigma: float, *, t
             "coverage": cov / covn, "wrong_first": wrong / trials, "wrong_first_untied": wrong_untied / trials,
             "fastest_with_slower_tied": tied_slower / trials, "top_two_separated": separated / trials,
             "prompts": prompts, "prompt_sd": prompt_sd}
+
+
+_LOOP_TEXT = "<think>\nThe question is 2+2." + " The user's question is 2+2." * 40
+_CLEAN_TEXT = "<think>\nTwo plus two is four.\n</think>\nThe answer is 4."
+
+
+def _records(profile: str, rate: float, prompts: int, rounds: int, speed: float, rng) -> list[dict]:
+    """samples.jsonl records of one arm at T = 0.7: ``rounds`` per prompt, each degenerate with probability
+    ``rate`` (the looping or the clean text), tokens/s lognormal around ``speed``."""
+    out = []
+    for i in range(rounds):
+        for j in range(prompts):
+            bad = rng.random() < rate
+            out.append({"profile": profile, "temperature": 0.7, "prompt_id": f"p{j}", "sample_index": i,
+                        "seed": 1000 + i, "text": _LOOP_TEXT if bad else _CLEAN_TEXT, "error": None,
+                        "finish_reason": "length" if bad else "stop", "completion_tokens": 200,
+                        "latency_s": 200 / (speed * float(rng.lognormal(0.0, 0.2))),
+                        "spec_verify_ct": None if profile == "baseline" else 70})
+    return out
+
+
+def simulate_loop_claims(rates: Sequence[float], base_rate: float, rounds: int, rng, *, prompts: int = 5,
+                         alpha: float = 0.05, margin: float = 0.05) -> dict:
+    """One simulated mitigation table for the loop claims: a baseline (degenerate rate ``base_rate``) and one
+    candidate per ``rates`` entry, ``rounds`` samples per prompt each, judged by the very code of
+    ``build_document``: ``mitigate.judge_profile`` (the decision rule), ``status_of``, then
+    ``ranking.familywise_loop_free``, ``rank_results`` and ``pick_best``. Returns ``before`` (indices whose
+    status was ``loop-free`` before the family-wise step: the rule without multiplicity control), ``loop_free``
+    (after it), ``no_loops_seen`` and ``best`` (the pick's index or None)."""
+    from .mitigate import CandidateResult, _stats, judge_profile, status_of
+    from .ranking import familywise_loop_free
+
+    samples = _records("baseline", base_rate, prompts, rounds, 100.0, rng)
+    for i, r in enumerate(rates):
+        samples += _records(f"c{i}", r, prompts, rounds, 150.0, rng)
+    rows = []
+    for i in range(len(rates)):
+        st = judge_profile("baseline", f"c{i}", samples, None, alpha, margin)
+        rows.append(CandidateResult(name=f"c{i}", change="", source="sim", status=status_of(st["verdict"], st["loops"]),
+                                    flag_changes=1, **_stats(st)))
+    before = [i for i, r in enumerate(rows) if r.status == "loop-free"]
+    familywise_loop_free(rows, alpha)
+    ranked = rank_results(rows)
+    best = pick_best(ranked)
+    return {"before": before, "loop_free": [i for i, r in enumerate(rows) if r.status == "loop-free"],
+            "no_loops_seen": [i for i, r in enumerate(rows) if r.status == "no-loops-seen"],
+            "best": int(best.name[1:]) if best else None}
+
+
+def loop_claim_rates(rates: Sequence[float], base_rate: float, rounds: int, *, trials: int = 200, seed: int = 0,
+                     prompts: int = 5, alpha: float = 0.05, margin: float = 0.05) -> dict:
+    """:func:`simulate_loop_claims` over ``trials`` seeded tables. ``false_before``/``false_after``: share of
+    tables where some candidate whose true excess is at least ``margin`` was called ``loop-free`` without /
+    with the family-wise step (the family-wise error of the claim); ``found_before``/``found_after``: share
+    where every truly clean candidate (excess 0) is ``loop-free`` (the power); ``picked``: share with a recommendation at all
+    (``loop-free`` or ``no-loops-seen``); ``picked_bad``: share whose pick truly loops at least the margin
+    more. The text analysis is memoized (a pure function; the same two texts recur)."""
+    import functools
+
+    from ..analysis import diagnosis
+
+    rng = np.random.default_rng(seed)
+    bad = {i for i, r in enumerate(rates) if r - base_rate >= margin - 1e-12}
+    clean = {i for i, r in enumerate(rates) if r <= base_rate}
+    counts = dict.fromkeys(("false_before", "false_after", "found_before", "found_after", "picked", "picked_bad"), 0)
+    original = diagnosis.analyze_text
+    diagnosis.analyze_text = functools.lru_cache(maxsize=16)(original)
+    try:
+        for _ in range(trials):
+            out = simulate_loop_claims(rates, base_rate, rounds, rng, prompts=prompts, alpha=alpha, margin=margin)
+            counts["false_before"] += bool(bad & set(out["before"]))
+            counts["false_after"] += bool(bad & set(out["loop_free"]))
+            counts["found_before"] += bool(clean) and clean <= set(out["before"])
+            counts["found_after"] += bool(clean) and clean <= set(out["loop_free"])
+            counts["picked"] += out["best"] is not None
+            counts["picked_bad"] += out["best"] in bad
+    finally:
+        diagnosis.analyze_text = original
+    return {"trials": trials, "rates": list(rates), "base_rate": base_rate, "rounds": rounds,
+            **{k: v / trials for k, v in counts.items()}}
+
+
+def simulate_bisect(changes: int, culprit: int, bad_rate: float, rounds: int, rng, *, familywise: bool = True,
+                    prompts: int = 5, alpha: float = 0.05, base_rate: float = 0.0) -> list[int]:
+    """One bisect over ``changes`` flag changes of which change ``culprit`` alone makes the server loop at
+    ``bad_rate`` (the baseline and every subset without it: at ``base_rate``), by the very code of ``bisect.py``:
+    ``ddmin`` with each distinct subset tested once (cached) and judged by ``mitigate.judge_arm`` on
+    ``rounds`` samples per prompt — at ``bisect.test_alpha`` of its test number (``familywise``), else at
+    ``alpha`` (the rule before issue 31). Returns the minimal change set found (``[culprit]`` is right)."""
+    from .bisect import ddmin, test_alpha
+    from .mitigate import judge_arm
+
+    base = _records("baseline", base_rate, prompts, rounds, 100.0, rng)
+    cache: dict[tuple, str] = {}
+
+    def test(subset: list[int]) -> str:
+        key = tuple(sorted(subset))
+        if key in cache:
+            return cache[key]
+        if not subset:
+            cache[key] = "pass"
+            return "pass"
+        name = f"t{len(cache) + 1}"
+        level = test_alpha(alpha, len(cache) + 1) if familywise else alpha
+        samples = base + _records(name, bad_rate if culprit in subset else base_rate, prompts, rounds, 150.0, rng)
+        kind = judge_arm("baseline", name, samples, None, level)[0].kind
+        cache[key] = "fail" if kind == "spec-corrupts-output" else "pass" if kind == "healthy" else "unresolved"
+        return cache[key]
+
+    if test(list(range(changes))) != "fail":
+        return list(range(changes))  # the bad line was not seen to corrupt: nothing bisected
+    return ddmin(list(range(changes)), test)
+
+
+def bisect_rates(changes: int, bad_rate: float, rounds: int, *, trials: int = 200, seed: int = 0,
+                 familywise: bool = True, base_rate: float = 0.0) -> dict:
+    """:func:`simulate_bisect` over ``trials`` seeded searches, the culprit drawn uniformly: ``right`` (the
+    minimal set is exactly the culprit), ``wrong`` (it leaves the culprit out: a false ``fail`` misled ddmin),
+    ``larger`` (it holds the culprit and more: a missed ``fail``)."""
+    import functools
+
+    from ..analysis import diagnosis
+
+    rng = np.random.default_rng(seed)
+    right = wrong = larger = 0
+    original = diagnosis.analyze_text
+    diagnosis.analyze_text = functools.lru_cache(maxsize=16)(original)
+    try:
+        for _ in range(trials):
+            culprit = int(rng.integers(changes))
+            found = simulate_bisect(changes, culprit, bad_rate, rounds, rng, familywise=familywise,
+                                    base_rate=base_rate)
+            right += found == [culprit]
+            wrong += culprit not in found
+            larger += culprit in found and len(found) > 1
+    finally:
+        diagnosis.analyze_text = original
+    return {"trials": trials, "changes": changes, "bad_rate": bad_rate, "base_rate": base_rate, "rounds": rounds,
+            "familywise": familywise,
+            "right": right / trials, "wrong": wrong / trials, "larger": larger / trials}

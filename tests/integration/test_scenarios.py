@@ -24,7 +24,8 @@ def write_config(tmp_path, faults: str | None, *, time_scale: str = "0.01", **pl
         "python": sys.executable, "env": env}}}
     (tmp_path / "inventory.yaml").write_text(yaml.safe_dump(inv))
     pb = yaml.safe_load((ROOT / "playbooks" / "diagnose-mtp.yaml").read_text())
-    pb.update(samples=3, max_tokens=1024, temperatures=[0.7])
+    # T > 0 only, scenarios of the loop rule: no A/A relaunch (it would add its samples to the budget)
+    pb.update(samples=3, max_tokens=1024, temperatures=[0.7], compare={**pb["compare"], "calibration": False})
     pb["prompts"] = pb["prompts"][:4]
     pb.update(playbook)
     (tmp_path / "pb.yaml").write_text(yaml.safe_dump(pb))
@@ -99,6 +100,11 @@ def test_the_kl_probe_is_near_zero_when_healthy_and_positive_under_state_leak(tm
         res = api.diagnose(inventory=inv, playbook=pb, runs_dir=d / "runs")
         cells = {c["profile"]: c for c in res.summary["cells"]}
         means[faults or "healthy"] = (cells["baseline"]["mean_kl_k3"], cells["mtp"]["mean_kl_k3"])
+        # the T = 0.7 samples were probed by requests of their own at T = 1: their tokens count (issue 31)
+        stored = [json.loads(ln) for ln in (res.run_dir / "samples.jsonl").read_text().splitlines()]
+        probe = sum((x.get("kl") or {}).get("probe_tokens") or 0 for x in stored)
+        assert probe > 0 and res.summary["kl_probe_tokens"] == probe
+        assert res.summary["generated_tokens"] == sum(x.get("completion_tokens") or 0 for x in stored) + probe
         greedy = [r for r in res.summary["verdicts"][0]["comparisons"] if r["temperature"] == 0]
         if faults == "state_leak":  # top-2 margins came back, so each divergence was checked for a near tie
             assert greedy[0]["greedy_diverged"] >= 1 and greedy[0]["greedy_near_tie_flips"] == 0

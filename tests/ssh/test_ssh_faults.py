@@ -37,7 +37,8 @@ def _files(tmp_path: Path, server, prompts: int = N_PROMPTS, samples: int = N_SA
         engine="sim", workdir=str(tmp_path / "wd"), port=port, connect_timeout=1,
         env={"SGLANG_SIM_TIME_SCALE": "0.01"})}}))
     pb = yaml.safe_load((ROOT / "playbooks" / "diagnose-mtp.yaml").read_text())
-    pb.update(samples=samples, max_tokens=768)
+    pb.update(samples=samples, max_tokens=768,
+              compare={**pb["compare"], "calibration": False})  # about the connection: no A/A relaunch
     pb["prompts"] = pb["prompts"][:prompts]
     pb_path = tmp_path / "pb.yaml"
     pb_path.write_text(yaml.safe_dump(pb))

@@ -86,3 +86,33 @@ def test_a_loop_excess_at_the_margin_is_rarely_called_healthy():
     r = error_rates({"baseline": 0.0, "mtp": 0.05}, Design(rounds=12, sequential=True, resumes=3), trials=300,
                     seed=4)
     assert r.kinds["mtp"].get("healthy", 0) <= 0.07, r.kinds
+
+
+@pytest.mark.parametrize("k, n", [(0, 29), (0, 59), (3, 60), (10, 10), (1, 7)])
+def test_the_exact_limits_are_scipys_clopper_pearson_interval_at_twice_the_one_sided_error(k, n):
+    from scipy.stats import binomtest
+
+    from mtp_remote.analysis.stats import clopper_pearson
+
+    ci = binomtest(k, n).proportion_ci(confidence_level=0.90, method="exact")
+    assert clopper_pearson(k, n, 0.95) == pytest.approx((ci.low, ci.high), abs=1e-9)
+
+
+@pytest.mark.parametrize("margin, prompts", [(0.10, 29), (0.05, 59), (0.20, 14)])
+def test_identical_prompts_that_close_the_greedy_gate_follow_the_rule_of_three(margin, prompts):
+    from mtp_remote.analysis.lossless import greedy_rate_bound, prompts_to_close
+
+    assert prompts_to_close(0, 3, None, 0.95, margin) == prompts
+    assert greedy_rate_bound(0, prompts, None, 0.95) < margin <= greedy_rate_bound(0, prompts - 1, None, 0.95)
+    assert prompts_to_close(0, prompts + 5, None, 0.95, margin) == prompts + 5  # already closed: as many as it has
+
+
+def test_prompts_to_close_keeps_the_observed_divergences_and_the_floors_rate():
+    from mtp_remote.analysis.lossless import greedy_rate_bound, prompts_to_close
+
+    # 6 of 30 prompts diverge, no floor: 116 prompts (86 more, all identical) bound 6/116 under 10 %
+    assert prompts_to_close(6, 30, None, 0.95, 0.10) == 116
+    assert greedy_rate_bound(6, 116, None, 0.95) < 0.10 <= greedy_rate_bound(6, 115, None, 0.95)
+    # an A/A arm diverging on 1 of 10 prompts (kept at 10 %): the excess of 0/15 over 2/15 is bounded under 10 %
+    assert prompts_to_close(0, 10, (1, 10), 0.95, 0.10) == 15
+    assert prompts_to_close(1, 10, None, 0.95, 0.10, max_n=20) is None  # not within max_n

@@ -293,3 +293,152 @@ def test_a_mean_k3_above_the_absolute_bound_keeps_a_profile_from_healthy_even_wh
     v = judge("mtp", [summarize_cell("mtp", 0.7, True, ss)], [summarize_cell("baseline", 0.7, False, bs)],
               spec_samples=ss, base_samples=bs)
     assert v.kind == "inconclusive" and "lossless check not passed: decode vs prefill" in v.evidence, v.evidence
+
+
+def _greedy_only_divergent(n: int):
+    """n greedy prompts, every speculative output diverging at token 5 where the baseline's margin is 2 nats (not
+    a near tie), and 80 clean samples per arm at T = 0.7."""
+    spec, ss = cells("mtp", {0.0: (0, n), 0.7: (0, 80)}, spec=True, latency=1.0)
+    base, bs = cells("baseline", {0.0: (0, n), 0.7: (0, 80)}, spec=False, latency=2.0)
+    for i, (s, b) in enumerate(zip(ss[:n], bs[:n])):
+        s.prompt_id = b.prompt_id = f"g{i}"
+        b.output_ids, b.top2_margins = list(range(50)), [2.0] * 50
+        s.output_ids = list(range(5)) + [999] * 45
+    return spec, ss, base, bs
+
+
+def test_without_an_aa_arm_greedy_divergence_decides_no_corruption_and_says_so():
+    # issue 31: 6/6 hard divergences vs a floor *assumed* 0 was spec-corrupts-output (p = 0.0011); real kernels
+    # are not bit-identical, so without an A/A arm the greedy evidence only keeps the profile from healthy
+    spec, ss, base, bs = _greedy_only_divergent(6)
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs)
+    assert v.kind == "inconclusive", v.evidence
+    assert "no A/A arm: greedy divergence not judged against a floor" in v.evidence
+    assert v.lossless[0]["judged"] is False and v.lossless[0]["p_value"] == 1.0
+    # with an A/A arm that never diverged, the same outputs are judged: corrupt
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs,
+              calibration=Calibration(greedy_pairs=6, greedy_diverged=0))
+    assert v.kind == "spec-corrupts-output" and "vs 0/6 (A/A arm; p=0.0011)" in v.evidence, v.evidence
+    assert "no A/A arm" not in v.evidence
+
+
+def test_without_an_aa_arm_identical_greedy_output_stays_healthy_and_says_greedy_was_not_judged():
+    spec, ss, base, bs = _greedy_only_divergent(4)
+    for s, b in zip(ss[:4], bs[:4]):
+        s.output_ids = list(b.output_ids)
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs)
+    assert v.kind == "healthy", v.evidence
+    assert "lossless checks passed" not in v.evidence
+    assert v.evidence.endswith("; no A/A arm: greedy divergence not judged against a floor"), v.evidence
+
+
+def test_the_greedy_gate_is_a_fisher_test_against_the_aa_arm_not_a_count():
+    # issue 31: "hard flips > floor" kept a healthy server from healthy in 22-58 % of noisy runs; 1/4 hard flips
+    # vs 0/4 on the A/A arm is p = 0.5 (healthy); 4/6 vs 0/6 is p = 0.03 < alpha (not healthy; Holm-adjusted over
+    # the loop cell and this member 0.061: not corrupt either)
+    spec, ss, base, bs = _greedy_only_divergent(4)
+    cal = Calibration(greedy_pairs=4, greedy_diverged=0)
+    for s, b in zip(ss[1:4], bs[1:4]):
+        s.output_ids = list(b.output_ids)
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs, calibration=cal)
+    assert v.kind == "healthy" and v.lossless[0]["counts"]["hard"] == 1 and v.lossless[0]["p_value"] == 0.5
+    spec, ss, base, bs = _greedy_only_divergent(6)
+    for s, b in zip(ss[4:6], bs[4:6]):
+        s.output_ids = list(b.output_ids)
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs, calibration=Calibration(greedy_pairs=6))
+    assert v.kind == "inconclusive" and "4/6 prompts vs 0/6 (A/A arm; p=0.03)" in v.evidence, v.evidence
+
+
+def test_the_aa_floor_counts_each_aa_flip_at_the_margin_the_other_pairs_calibrate():
+    from mtp_remote.analysis.lossless import measure_calibration
+
+    _, bs = cells("baseline", {0.0: (0, 4)}, spec=False)
+    _, aa = cells("baseline-aa", {0.0: (0, 4)}, spec=False)
+    for b, a in zip(bs, aa):
+        b.output_ids, b.top2_margins, a.output_ids = list(range(50)), [2.0] * 50, list(range(50))
+    aa[0].output_ids = list(range(10)) + [999] * 40
+    aa[1].output_ids = list(range(20)) + [999] * 40
+    bs[0].top2_margins[10], bs[1].top2_margins[20] = 0.02, 0.3  # a near tie; a flip at 0.3 nats
+    cal = measure_calibration(bs, aa)
+    # in-sample the margin (1.5 x 0.3 = 0.45) covers both flips; left out, the 0.3 flip is beyond 1.5 x 0.02
+    assert cal.near_tie_margin == pytest.approx(0.45) and cal.greedy_hard == 1
+
+
+def _greedy_only(n: int, hard: int = 0):
+    """A greedy-only plan (T = 0, one sample of each of n distinct prompts, as the real CPU hosts run): the first
+    ``hard`` speculative outputs diverge at token 5 where the baseline's margin is 2 nats, the rest are identical."""
+    spec, ss = cells("mtp", {0.0: (0, n)}, spec=True, latency=1.0)
+    base, bs = cells("baseline", {0.0: (0, n)}, spec=False, latency=2.0)
+    for i, (s, b) in enumerate(zip(ss, bs)):
+        s.prompt_id = b.prompt_id = f"g{i}"
+        b.output_ids, b.top2_margins = list(range(50)), [2.0] * 50
+        s.output_ids = list(range(5)) + [999] * 45 if i < hard else list(range(50))
+    return spec, ss, base, bs
+
+
+def test_a_greedy_only_plan_is_healthy_from_29_identical_prompts_and_states_the_bound():
+    # issue 31: with no temperature above 0 there is no loop bound, so healthy was unreachable; the greedy bound
+    # takes its place: 0 of 29 distinct prompts bounds the per-prompt divergence rate at 1 - 0.05^(1/29) = 9.81 %
+    spec, ss, base, bs = _greedy_only(29)
+    cal = Calibration(greedy_pairs=29, greedy_prompts=29)
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs, calibration=cal)
+    assert v.kind == "healthy", v.evidence
+    assert v.evidence.startswith("greedy output beyond a near tie on 0/29 prompts (A/A arm 0/29): per-prompt "
+                                 "divergence rate under 9.9% at 95%; lossless checks passed (greedy)"), v.evidence
+    (row,) = v.comparisons
+    assert row["greedy_bound"]["bound"] == pytest.approx(1 - 0.05 ** (1 / 29))
+    assert row["greedy_bound"]["closed"] and row["greedy_bound"]["prompts_needed"] == 29
+    assert row["greedy_next"] is None
+
+
+def test_a_greedy_only_plan_one_prompt_short_is_inconclusive_and_names_the_prompts_that_close_the_gate():
+    spec, ss, base, bs = _greedy_only(6)
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs,
+              calibration=Calibration(greedy_pairs=6, greedy_prompts=6))
+    assert v.kind == "inconclusive", v.evidence
+    assert ("0/6 prompts (A/A arm 0/6): per-prompt divergence rate up to 39.4% at 95% (healthy needs it below 10%); "
+            "29 distinct prompts with greedy output identical beyond near ties would close it (23 more than this "
+            "run's 6)") in v.evidence, v.evidence
+    assert "at least 29 distinct prompts (23 more)" in v.comparisons[0]["greedy_next"]
+    # a 5 % margin needs 59
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs, design=Design(greedy_margin=0.05),
+              calibration=Calibration(greedy_pairs=6, greedy_prompts=6))
+    assert v.comparisons[0]["greedy_bound"]["prompts_needed"] == 59
+
+
+def test_a_greedy_only_plan_without_an_aa_arm_bounds_the_raw_rate_and_a_hard_divergence_asks_for_one():
+    spec, ss, base, bs = _greedy_only(29)
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs)
+    assert v.kind == "healthy" and "0/29 prompts (no A/A arm: floor taken as 0): per-prompt divergence rate under " \
+        "9.9% at 95%" in v.evidence, v.evidence
+    assert v.evidence.endswith("no A/A arm: greedy divergence not judged against a floor")
+    spec, ss, base, bs = _greedy_only(59, hard=1)
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs)
+    assert v.kind == "inconclusive" and "lossless check not passed" in v.evidence, v.evidence
+    assert "compare.calibration: true" in v.comparisons[0]["greedy_next"]
+
+
+def test_on_a_host_whose_aa_arm_diverges_the_bound_is_on_the_excess_over_its_floor():
+    # 3 of 60 prompts diverge beyond a near tie in both the speculative and the A/A arm: not significant, and the
+    # exact square-and-add bound of the excess (3/60 - 3/60) is 8.3 % at 95 %: under a 10 % margin
+    spec, ss, base, bs = _greedy_only(60, hard=3)
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs,
+              calibration=Calibration(greedy_pairs=60, greedy_prompts=60, greedy_hard=3, greedy_hard_prompts=3))
+    gb = v.comparisons[0]["greedy_bound"]
+    assert (gb["hard"], gb["floor_hard"]) == (3, 3) and gb["bound"] == pytest.approx(0.0826, abs=5e-4)
+    assert v.kind == "healthy" and "excess over the A/A arm under 8.3% at 95%" in v.evidence, v.evidence
+
+
+def test_a_prompt_that_flipped_at_a_near_tie_is_not_counted_for_the_greedy_bound():
+    # a near-tie flip hides whatever follows it: 29 prompts, 5 of them flipped at a 0.01-nat tie, leave 24
+    # counted (0 of 24 bounds the rate at 11.7 %: not under 10 %), and the evidence says why
+    spec, ss, base, bs = _greedy_only(29, hard=5)
+    for b in bs[:5]:
+        b.top2_margins = [2.0] * 5 + [0.01] + [2.0] * 44
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs,
+              calibration=Calibration(greedy_pairs=29, greedy_prompts=29))
+    gb = v.comparisons[0]["greedy_bound"]
+    assert (gb["hard"], gb["prompts"], gb["censored"]) == (0, 24, 5) and not gb["closed"]
+    assert v.kind == "inconclusive" and "(5 more diverged at a near tie first, not counted; A/A arm 0/29)" in \
+        v.evidence, v.evidence
+    assert "5 of 29 diverged at a near tie first and are not counted" in v.comparisons[0]["greedy_next"]

@@ -87,3 +87,19 @@ def test_a_run_outside_the_default_runs_directory_is_named_with_its_runs_dir(tmp
     assert cure[cure.index("--runs-dir") + 1] == str(tmp_path / "elsewhere")
     (report,) = [shlex.split(x) for x in step.split("`") if x.startswith("bug-report")]
     assert report == ["bug-report", "20261201-000000-abcd", "--runs-dir", str(tmp_path / "elsewhere")]
+
+
+def test_a_greedy_only_run_short_of_prompts_is_told_how_many_identical_prompts_close_the_gate():
+    # issue 31: more samples of the same greedy prompts change nothing; the verdict's T = 0 row says what does
+    from mtp_remote.analysis.divergence import Calibration
+    from mtp_remote.analysis.verdict import judge
+    from tests.unit.analysis.test_verdict import _greedy_only
+
+    spec, ss, base, bs = _greedy_only(6)
+    v = judge("mtp", spec, base, spec_samples=ss, base_samples=bs,
+              calibration=Calibration(greedy_pairs=6, greedy_prompts=6))
+    doc = _doc("inconclusive", "playbooks/real-hybrid.yaml") | {"verdicts": [v.to_dict()]}
+    step = next_step(doc, "runs/r")
+    assert step.startswith("give the playbook at least 29 distinct prompts (23 more)"), step
+    assert "--resume" not in step and "--samples" not in step
+    assert _command(step) == ["mtp-remote", "diagnose", "-H", "gpu-b", "-p", "playbooks/real-hybrid.yaml"]

@@ -57,8 +57,42 @@ def test_a_regression_is_a_tested_rise_in_loops_not_a_changed_label(tmp_path):
     rep = check_regressions(worse, earlier)
     assert rep.baseline_run == "r2" and rep.regressed == ["mtp T=0.7 (loop_rate)"]
     assert "12/20 loops tonight vs 0/20 in r2" in describe(rep)[0]
-    slower = doc("y", {("mtp", 0.7): (0, 20, 80.0)}, started="2026-11-05T00:00:00")
-    assert check_regressions(slower, earlier).regressed == ["mtp T=0.7 (speed)"]
+    # speed is judged on mtp over the baseline of the same night (issue 31): the stored runs have no baseline
+    # cell, so it is not tested; with one, a slower night of both arms is no regression, a slower mtp is
+    assert check_regressions(doc("y", {("mtp", 0.7): (0, 20, 80.0)}, started="2026-11-05T00:00:00"),
+                             earlier).regressed == []
+
+
+def _night(i, mtp_speed, base_speed, mtp_loops=0):
+    return doc(f"n{i}", {("baseline", 0.7): (0, 60, base_speed), ("mtp", 0.7): (mtp_loops, 60, mtp_speed)},
+               started=f"2026-11-{i + 1:02d}T02:30:00") | {"playbook": {"name": "nightly", "alpha": 0.05,
+                                                                       "baseline": "baseline"}}
+
+
+def _history(nights):
+    return [{"run_id": d["run_id"], "cells": {(c["profile"], c["temperature"]): c for c in d["cells"]}}
+            for d in reversed(nights)]
+
+
+def test_speed_is_the_speculative_over_the_baseline_ratio_that_cancels_the_nights_load():
+    nights = [_night(i, 150.0 * f, 100.0 * f) for i, f in enumerate((1.0, 0.8, 1.1, 0.9))]  # loaded nights: both arms
+    loaded = _night(9, 90.0, 60.0)  # both arms 40 % slower tonight: the ratio is 1.5 as always
+    rep = check_regressions(loaded, _history(nights))
+    assert rep.regressed == [] and [c for c in rep.checks if c["kind"] == "speed"][0]["ratio"] == pytest.approx(1.5)
+    nights = [_night(i, 150.0 * f, 100.0) for i, f in enumerate((1.0, 1.01, 0.99, 1.0))]
+    slower = _night(9, 120.0, 100.0)  # mtp 20 % slower, the baseline not
+    rep = check_regressions(slower, _history(nights))
+    assert rep.regressed == ["mtp T=0.7 (speed)"]
+    assert "1.20x the baseline's tok/s tonight vs 1.50" in describe(rep)[0]
+
+
+def test_one_night_spends_a_thirtieth_of_the_months_false_alarm_budget():
+    nights = [_night(i, 150.0, 100.0, mtp_loops=1) for i in range(3)]
+    rep = check_regressions(_night(9, 150.0, 100.0, mtp_loops=6), _history(nights))  # 6/60 vs 1/60: p = 0.057
+    loop = next(c for c in rep.checks if c["kind"] == "loop_rate" and c["profile"] == "mtp")
+    assert rep.night_alpha == pytest.approx(0.05 / 30) and 0.001 < loop["p"] < 0.06 and rep.regressed == []
+    rep = check_regressions(_night(9, 150.0, 100.0, mtp_loops=20), _history(nights))  # 20/60 vs 1/60
+    assert rep.regressed == ["mtp T=0.7 (loop_rate)"]
 
 
 def test_no_earlier_good_run_means_nothing_to_compare():

@@ -57,7 +57,18 @@ def test_tokens_generated_and_saved_count_stopped_samples_up_to_their_stop():
     t = token_accounting(samples, 2048)
     assert (t["generated_tokens"], t["tokens_saved"], t["loop_stops"]) == (2748, 1748, 1)
     assert t["without_stop_at_most"] == 4496
-    assert t["by_profile"]["mtp"] == {"generated_tokens": 2348, "tokens_saved": 1748, "loop_stops": 1}
+    assert t["by_profile"]["mtp"] == {"generated_tokens": 2348, "tokens_saved": 1748, "loop_stops": 1,
+                                      "kl_probe_tokens": 0}
+
+
+def test_tokens_the_kl_probe_generated_for_its_own_requests_are_counted():
+    # issue 31: a T = 0.7 sample's probe regenerates it at T = 1; those tokens were not in generated_tokens
+    samples = [{"profile": "mtp", "completion_tokens": 300, "kl": {"mean_k3": 1e-5, "probe_tokens": 280}},
+               {"profile": "mtp", "completion_tokens": 200, "kl": {"mean_k3": 1e-5, "probe_tokens": 0}},  # T = 0
+               {"profile": "baseline", "completion_tokens": 100, "kl": None}]
+    t = token_accounting(samples, 2048)
+    assert (t["generated_tokens"], t["kl_probe_tokens"]) == (880, 280)
+    assert t["by_profile"]["mtp"]["generated_tokens"] == 780 and t["by_profile"]["baseline"]["kl_probe_tokens"] == 0
 
 
 def test_one_snapshot_script_runs_every_section_and_keeps_each_output_and_exit_status(tmp_path):

@@ -1,0 +1,78 @@
+"""Family-wise error of mitigate's "loop-free" claims over 1, 3 and 7 candidates, by Monte Carlo over the real code.
+
+Each trial draws samples.jsonl records (5 prompts x ROUNDS at T = 0.7, the looping or the clean text) for a
+baseline and the candidates and runs ``build_document``'s own steps: ``mitigate.judge_profile`` (the decision
+rule), ``status_of``, ``ranking.familywise_loop_free`` (Holm over the candidates' bound tests), ``rank_results``
+and ``pick_best`` (:func:`mtp_remote.search.ranking_mc.loop_claim_rates`). Two tables: every candidate loops
+exactly the margin (5 points) more than a clean baseline, so any "loop-free" is false ("before" is the rule
+without the family-wise step); one candidate truly clean among candidates at the margin (the power).
+Prints the markdown tables that ``docs/metrics.md`` shows.
+
+    PYTHONPATH=. nice .venv/bin/python bench/bench_loop_claims_mc.py [--trials 300] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from mtp_remote.search.ranking_mc import bisect_rates, loop_claim_rates
+
+MARGIN = 0.05
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--k", default="1,3,7", help="candidates per table, comma-separated")
+    ap.add_argument("--rounds", default="4,24", help="false-claim table: samples per prompt, comma-separated")
+    ap.add_argument("--power-rounds", default="24,48", help="power table: samples per prompt, comma-separated")
+    ap.add_argument("--bisect-only", action="store_true", help="only the bisect table")
+    args = ap.parse_args()
+    ks = [int(x) for x in args.k.split(",")]
+    t0 = time.perf_counter()
+    if args.bisect_only:
+        bisect_table(args.trials, args.seed)
+        print(f"\n({time.perf_counter() - t0:.0f} s on this machine)")
+        return
+    print(f"\n**Every candidate loops at the margin** ({args.trials} tables per row, baseline 0 %, candidates "
+          f"{MARGIN:.0%}, 5 prompts, alpha 0.05, seed {args.seed})\n")
+    print("| candidates | samples per arm | some loop-free, before | some loop-free, Holm | a pick (`no-loops-seen`) |")
+    print("|---:|---:|---:|---:|---:|")
+    for k in ks:
+        for r in (int(x) for x in args.rounds.split(",")):
+            out = loop_claim_rates([MARGIN] * k, 0.0, r, trials=args.trials, seed=args.seed)
+            print(f"| {k} | {5 * r} | {out['false_before']:.1%} | {out['false_after']:.1%} | {out['picked']:.1%} |",
+                  flush=True)
+    print(f"\n**One clean candidate among candidates at the margin** ({args.trials} tables per row)\n")
+    print("| candidates | samples per arm | clean one loop-free, Holm | before | a candidate at the margin loop-free, Holm |")
+    print("|---:|---:|---:|---:|---:|")
+    for k in ks:
+        for r in (int(x) for x in args.power_rounds.split(",")):
+            rates = [0.0] + [MARGIN] * (k - 1)
+            out = loop_claim_rates(rates, 0.0, r, trials=args.trials, seed=args.seed)
+            before = out.get("found_before")
+            print(f"| {k} | {5 * r} | {out['found_after']:.1%} | {before:.1%} | {out['false_after']:.1%} |",
+                  flush=True)
+    print(f"\n({time.perf_counter() - t0:.0f} s on this machine)")
+
+
+def bisect_table(trials: int, seed: int) -> None:
+    """bisect over 4 flag changes, one of which makes the server loop (``ranking_mc.bisect_rates``): each test
+    at alpha (before) or at ``bisect.test_alpha`` of its number (the family-wise spending)."""
+    print(f"\n**bisect: 4 flag changes, one culprit** ({trials} searches per row, 5 prompts, alpha 0.05, seed "
+          f"{seed}; baseline and innocent subsets loop at the base rate)\n")
+    print("| culprit's loop rate | base rate | samples per test | rule | right flag | culprit left out | "
+          "culprit plus others |")
+    print("|---:|---:|---:|---|---:|---:|---:|")
+    for bad, base in ((0.8, 0.0), (0.3, 0.0), (0.3, 0.1)):
+        for rounds in (4, 12):
+            for fw in (False, True):
+                out = bisect_rates(4, bad, rounds, trials=trials, seed=seed, familywise=fw, base_rate=base)
+                print(f"| {bad:.0%} | {base:.0%} | {5 * rounds} | {'alpha/(i(i+1))' if fw else 'alpha each'} | "
+                      f"{out['right']:.1%} | {out['wrong']:.1%} | {out['larger']:.1%} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
