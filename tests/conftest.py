@@ -73,11 +73,19 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError(
             f"--dist loadgroup does not group with pytest {pytest.__version__} and this pytest-xdist "
             "(pytest-dev/pytest-xdist#1386): install the pinned versions (make install)")
-    # ONE_WORKER is the longest unit (real SGLang: most of make test's wall time): the first worker starts on it
-    # at once and the others share every other group, in collection order (tests/integration's sim files first,
-    # tests/unit's small ones last); xdist's default, biggest test count first, started it fifth (pytest_configure
-    # turns that off). A stable sort: each file's tests keep their order.
-    items.sort(key=lambda item: not item.nodeid.endswith("@" + ONE_WORKER))
+    items.sort(key=_loadgroup_order)
+
+
+def _loadgroup_order(item) -> tuple[bool, bool]:
+    """The order ``--dist loadgroup`` hands the groups out in (``pytest_configure`` turns off xdist's own, most
+    tests first, which started ONE_WORKER fifth): ONE_WORKER first, the longest unit (real SGLang: most of
+    ``make test``'s wall time), so one worker starts on it at once while the others share every other group in
+    collection order (tests/integration's sim files first, tests/unit's small ones last). Within ONE_WORKER the
+    timed sim files come before tests/real: they mostly wait on the sim's clock and use little CPU, so they run
+    while the other worker is busiest, and the real engine, which wants every core, runs last, when the other
+    worker has least left. A stable sort: each file's tests keep their order."""
+    one_worker = item.nodeid.endswith("@" + ONE_WORKER)
+    return not one_worker, one_worker and item.nodeid.startswith("tests/real/")
 
 
 @pytest.fixture(scope="session")
