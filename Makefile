@@ -81,7 +81,8 @@ real-setup: $(STAMP)
 	@$(BIN)/python -m tests.support.real_sglang $(if $(REBUILD),--rebuild)
 
 ## test-real: the real-engine tests in full: baseline vs STANDALONE (real-cpu), diagnose on every real-hybrid*
-## host (NEXTN, healthy and two injected real faults), both real hosts against transformers' reference
+## host (NEXTN, healthy and two injected real faults), both real hosts against transformers' reference, and
+## real-cpu served from a container (the container kind, the CPU venv bind-mounted into a local image)
 test-real: $(STAMP) system-deps real-setup
 	MTP_REMOTE_REAL_FULL=1 $(BIN)/python -m pytest -q -ra -s tests/real
 

@@ -32,7 +32,7 @@ ONE_WORKER = "timed-and-real-engine"
 TIMED_FILES = frozenset({
     "tests/real/test_cpu_tree_ops.py", "tests/real/test_real_diagnose.py", "tests/real/test_real_lifecycle.py",
     "tests/real/test_real_hybrid.py", "tests/real/test_real_reference.py", "tests/real/test_real_faults.py",
-    "tests/real/test_real_loop_stop.py",
+    "tests/real/test_real_loop_stop.py", "tests/real/test_real_container.py",
     "tests/integration/test_mitigate.py", "tests/integration/test_speed_verdicts.py",
     "tests/integration/test_sampling_occupancy.py",
     "tests/integration/test_force_signal.py", "tests/integration/test_real_behaviour_lifecycle.py",

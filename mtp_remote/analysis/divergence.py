@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .degeneracy import tokenize
+from .tokens import tokenize
 
 #: Top-2 logprob margin (nats) under which a greedy flip counts as a near tie (without calibration).
 NEAR_TIE_MARGIN = 0.05

@@ -37,7 +37,7 @@ import numpy as np
 from scipy import stats
 
 from .cells import SampleObs, mean_of
-from .degeneracy import tokenize
+from .tokens import tokenize
 from .divergence import NEAR_TIE_MARGIN, Calibration, calibrate, kl_gap
 from .pairing import greedy_report
 from .stats import fisher_loops

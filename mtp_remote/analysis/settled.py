@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .degeneracy import escaped_outside_structure, text_token_ids, token_offsets, split_tokens, structured_spans
+from .degeneracy import escaped_outside_structure, text_token_ids, token_offsets, structured_spans
+from .tokens import split_tokens
 from .loops import detect_loop
 
 #: Our finish reason for a request stopped once its loop was settled (the server's are "stop" and "length").

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..analysis.samples import analysed_text
-from ..client import join_reasoning
+from ..responses import join_reasoning
 from ..errors import AnalysisInputError
 from ..files import MAX_INPUT_BYTES, InputTooLarge, loads_json, read_bounded
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from ..client import Completion
+from ..responses import Completion
 from ..errors import TransportLost
 from ..remote import connect as transport
 from ..remote.logfile import Polled

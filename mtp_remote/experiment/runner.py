@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..client import Completion
+from ..responses import Completion
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
 from ..errors import ConfigError, LaunchError, RunsDirError, TransportLost

@@ -18,7 +18,7 @@ from pathlib import Path
 from ..analysis.degeneracy import analyze_text
 from ..analysis.settled import LoopWatch
 from ..analysis.samples import analysed_text
-from ..client import Completion
+from ..responses import Completion
 from ..files import loads_json
 from .plan import LaunchPlan, RequestSpec
 

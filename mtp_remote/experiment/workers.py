@@ -10,7 +10,8 @@ from pathlib import Path
 
 from ..analysis.divergence import kl_probe
 from ..analysis.stopping import is_degenerate_record
-from ..client import Completion, ServerClient
+from ..client import ServerClient
+from ..responses import Completion
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
 from ..errors import RunsDirError
@@ -33,112 +34,122 @@ async def sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, playb
     second (:class:`~mtp_remote.experiment.sampling.Pacer`; an attached endpoint's ``load.request_rate``);
     ``api_key``: sent as a Bearer token (default: the launch line's ``--api-key``)."""
     try:
-        await _sample(url, lp, todo, pr, playbook=playbook, host=host, hooks=hooks, samples_path=samples_path,
-                      limit=limit, cells=cells, send_riding_out=send_riding_out, rate=rate, api_key=api_key)
+        await _Sampling(lp, todo, pr, playbook=playbook, host=host, hooks=hooks, samples_path=samples_path,
+                        limit=limit, cells=cells, send_riding_out=send_riding_out, rate=rate).run(url, api_key)
     except OSError as e:  # opening or closing samples.jsonl (a close flushes what is still buffered)
         if e.errno not in RunsDirError.DISK_ERRNOS:
             raise
         raise RunsDirError.of(e, samples_path) from None
 
 
-async def _sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, playbook: Playbook, host: HostConfig,
-                  hooks, samples_path: Path, limit: int, cells: Cells | None, send_riding_out,
-                  rate: float | None = None, api_key: str | None = None) -> None:
-    pb = playbook
-    queue = deque(sorted(todo, key=send_order))
-    occupancy = Occupancy(limit)
-    pacer = Pacer(rate)
-    progress = {"done": 0, "total": len(todo)}
-    hooks.on_profile(lp.profile, len(todo))
-    if cells is not None:
-        progress["total"] -= cells.settle_stored(queue, hooks.on_progress)
+class _Sampling:
+    """One profile's sampling (:func:`sample`): the queue, its workers and the tasks storing what returned."""
 
-    def next_request() -> RequestSpec | None:
-        while queue:
-            req = queue.popleft()
-            if cells is None or not cells.settled(req.temperature):
+    def __init__(self, lp: LaunchPlan, todo: list[RequestSpec], pr, *, playbook: Playbook, host: HostConfig, hooks,
+                 samples_path: Path, limit: int, cells: Cells | None, send_riding_out, rate: float | None):
+        self.lp, self.pr, self.pb, self.host, self.hooks = lp, pr, playbook, host, hooks
+        self.samples_path, self.limit, self.cells, self.send_riding_out = samples_path, limit, cells, send_riding_out
+        self.queue = deque(sorted(todo, key=send_order))
+        self.occupancy = Occupancy(limit)
+        self.pacer = Pacer(rate)
+        self.done, self.total = 0, len(todo)
+        self.secrets = playbook_secrets(playbook, host)
+        self.failures: list[BaseException] = []  # a finishing task's error (a full RUNS_DIR): ends the sampling
+        self.workers: list[asyncio.Future] = []
+        self.finishing: set[asyncio.Future] = set()
+        self.sc: ServerClient | None = None
+        self.f = None  # samples.jsonl, open for appending while the workers run
+        hooks.on_profile(lp.profile, len(todo))
+        if cells is not None:
+            self.total -= cells.settle_stored(self.queue, hooks.on_progress)
+
+    def next_request(self) -> RequestSpec | None:
+        while self.queue:
+            req = self.queue.popleft()
+            if self.cells is None or not self.cells.settled(req.temperature):
                 return req
-        occupancy.queue_empty()
+        self.occupancy.queue_empty()
         return None
 
-    failures: list[BaseException] = []  # a finishing task's error (a full RUNS_DIR): ends the sampling
-    workers: list[asyncio.Future] = []
-    finishing: set[asyncio.Future] = set()
-
-    def finished(task: asyncio.Future) -> None:  # every finishing task's error is retrieved, here
-        finishing.discard(task)
+    def finished(self, task: asyncio.Future) -> None:  # every finishing task's error is retrieved, here
+        self.finishing.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            failures.append(task.exception())
-            for w in workers:  # nothing more can be stored: stop sending (stored samples are kept)
+            self.failures.append(task.exception())
+            for w in self.workers:  # nothing more can be stored: stop sending (stored samples are kept)
                 w.cancel()
 
-    with open_samples_for_append(samples_path) as f:  # ends a truncated last line first
-        async with ServerClient(url, timeout_s=pb.timeouts.request_s, max_connections=limit + 2,
-                                api_key=api_key or api_key_of(lp.argv)) as sc:
-            if queue:  # long prompts (files, replays) must fit the server's context: one short request each
-                pr.context = await check_prompts_fit(sc, pb, lp.profile)
+    async def send(self, req: RequestSpec) -> tuple[Completion, dict | None]:
+        await self.pacer.wait()
+        with self.occupancy.in_flight():
+            comp = await send_request(self.sc, self.pb, req, self.send_riding_out)
+            if comp.stop is not None:
+                self.pr.loop_stops += 1
+            kl = await kl_probe_of(self.sc, await probe_completion(self.sc, self.host, self.pb, self.lp, req, comp)) \
+                if self.pb.kl_probe and comp.stop is None else None
+        return comp, kl
 
-            async def send(req: RequestSpec) -> tuple[Completion, dict | None]:
-                await pacer.wait()
-                with occupancy.in_flight():
-                    comp = await send_request(sc, pb, req, send_riding_out)
-                    if comp.stop is not None:
-                        pr.loop_stops += 1
-                    kl = await kl_probe_of(sc, await probe_completion(sc, host, pb, lp, req, comp)) \
-                        if pb.kl_probe and comp.stop is None else None
-                return comp, kl
+    async def finish(self, req: RequestSpec, comp: Completion, kl: dict | None) -> None:
+        # metrics cost 2-8 ms a sample (a loop costs most): in a thread, after the slot is refilled
+        pb = self.pb
+        rec = await asyncio.to_thread(
+            sample_record, req, comp, speculative=self.lp.speculative, api=pb.api, kl=kl,
+            think_opened_by_prompt=pb.think_opened_by_prompt, max_tokens=pb.max_tokens)
+        if self.secrets:  # a secret the model echoed back (or a server's error quoted) is never stored
+            rec = mask_secrets(rec, self.secrets)
+        try:
+            self.f.write(json.dumps(rec) + "\n")
+            self.f.flush()
+        except OSError as e:  # the run cannot go on: finished() stops the workers
+            raise RunsDirError.of(e, self.samples_path) from None
+        self.done += 1
+        if is_degenerate_record(rec.get("metrics"), rec.get("finish_reason")):
+            self.hooks.on_loop(self.lp.profile)
+        if self.cells is not None:
+            self.total -= self.cells.completed(req, rec, self.queue, self.hooks.on_progress)
+        self.hooks.on_sample(self.lp.profile, self.done, self.total)
 
-            secrets = playbook_secrets(pb, host)
+    async def worker(self) -> None:
+        while not self.failures and (req := self.next_request()) is not None:
+            comp, kl = await self.send(req)
+            task = asyncio.ensure_future(self.finish(req, comp, kl))
+            self.finishing.add(task)
+            task.add_done_callback(self.finished)
+            self.hooks.checkpoint()
 
-            async def finish(req: RequestSpec, comp: Completion, kl: dict | None) -> None:
-                # metrics cost 2-8 ms a sample (a loop costs most): in a thread, after the slot is refilled
-                rec = await asyncio.to_thread(
-                    sample_record, req, comp, speculative=lp.speculative, api=pb.api, kl=kl,
-                    think_opened_by_prompt=pb.think_opened_by_prompt, max_tokens=pb.max_tokens)
-                if secrets:  # a secret the model echoed back (or a server's error quoted) is never stored
-                    rec = mask_secrets(rec, secrets)
-                try:
-                    f.write(json.dumps(rec) + "\n")
-                    f.flush()
-                except OSError as e:  # the run cannot go on: finished() stops the workers
-                    raise RunsDirError.of(e, samples_path) from None
-                progress["done"] += 1
-                if is_degenerate_record(rec.get("metrics"), rec.get("finish_reason")):
-                    hooks.on_loop(lp.profile)
-                if cells is not None:
-                    progress["total"] -= cells.completed(req, rec, queue, hooks.on_progress)
-                hooks.on_sample(lp.profile, progress["done"], progress["total"])
+    async def run(self, url: str, api_key: str | None) -> None:
+        pr = self.pr
+        with open_samples_for_append(self.samples_path) as self.f:  # ends a truncated last line first
+            async with ServerClient(url, timeout_s=self.pb.timeouts.request_s, max_connections=self.limit + 2,
+                                    api_key=api_key or api_key_of(self.lp.argv)) as self.sc:
+                if self.queue:  # long prompts (files, replays) must fit the server's context: one short request each
+                    pr.context = await check_prompts_fit(self.sc, self.pb, self.lp.profile)
+                await self._work()
+                pr.server_info = await self.sc.server_info()
+                if pr.loop_stops:  # the aborted requests are gone before the stop (its drain waits on any left)
+                    pr.idle_after_stops_s = await self.sc.wait_idle(timeout_s=10.0)
 
-            async def worker() -> None:
-                while not failures and (req := next_request()) is not None:
-                    comp, kl = await send(req)
-                    task = asyncio.ensure_future(finish(req, comp, kl))
-                    finishing.add(task)
-                    task.add_done_callback(finished)
-                    hooks.checkpoint()
-
-            workers.extend(asyncio.ensure_future(worker()) for _ in range(min(limit, len(queue))))
-            try:
-                await asyncio.gather(*workers)
-                while finishing:
-                    await asyncio.gather(*finishing, return_exceptions=True)
-            except asyncio.CancelledError:
-                if not failures:  # cancelled from outside (the crash watch, an interrupt)
-                    raise
-            finally:
-                for w in workers:  # one failed or we were cancelled: the others stop sending too
-                    w.cancel()
-                await asyncio.gather(*workers, return_exceptions=True)
-                # responses already received are still stored (no network in there: quick)
+    async def _work(self) -> None:
+        """The workers until the queue is empty, then the storing tasks; raises the first storing failure."""
+        workers, finishing = self.workers, self.finishing
+        workers.extend(asyncio.ensure_future(self.worker()) for _ in range(min(self.limit, len(self.queue))))
+        try:
+            await asyncio.gather(*workers)
+            while finishing:
                 await asyncio.gather(*finishing, return_exceptions=True)
-                pr.occupancy = occupancy.to_dict()
-                if cells is not None:
-                    pr.stopping.update(cells.decisions())
-            if failures:
-                raise failures[0]
-            pr.server_info = await sc.server_info()
-            if pr.loop_stops:  # the aborted requests are gone before the stop (its drain waits on any left)
-                pr.idle_after_stops_s = await sc.wait_idle(timeout_s=10.0)
+        except asyncio.CancelledError:
+            if not self.failures:  # cancelled from outside (the crash watch, an interrupt)
+                raise
+        finally:
+            for w in workers:  # one failed or we were cancelled: the others stop sending too
+                w.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+            # responses already received are still stored (no network in there: quick)
+            await asyncio.gather(*finishing, return_exceptions=True)
+            self.pr.occupancy = self.occupancy.to_dict()
+            if self.cells is not None:
+                self.pr.stopping.update(self.cells.decisions())
+        if self.failures:
+            raise self.failures[0]
 
 
 async def send_request(sc: ServerClient, pb: Playbook, req: RequestSpec, send_riding_out) -> Completion:

@@ -23,7 +23,7 @@ import re
 import shlex
 from pathlib import Path
 
-from ..client import chat_request, generate_request
+from ..responses import chat_request, generate_request
 from ..config.validation import is_name
 from ..errors import ConfigError
 from ..files import load_json_file, loads_json, read_bounded

@@ -21,7 +21,8 @@ from datetime import datetime, timezone
 from ..analysis.cells import SampleObs, summarize_cell
 from ..analysis.diagnosis import to_obs
 from ..analysis.divergence import first_divergence
-from ..client import Completion, ServerClient
+from ..client import ServerClient
+from ..responses import Completion
 from ..config.endpoints import Endpoint
 from ..config.playbook import Playbook
 from ..experiment.plan import RequestSpec, plan_requests

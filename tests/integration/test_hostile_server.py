@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from mtp_remote.client import MAX_RESPONSE_BYTES, ServerClient
+from mtp_remote.client import ServerClient
+from mtp_remote.responses import MAX_RESPONSE_BYTES
 from tests.support.hostile_server import serving
 
 EXPECTED = {
@@ -70,7 +71,7 @@ def test_a_bad_server_info_is_an_empty_one(kind):
 
 def test_streamed_events_that_are_malformed_are_the_requests_error():
     """Server-sent events whose JSON is a list, NaN or too deep."""
-    from mtp_remote.client import BadResponse, parse_json
+    from mtp_remote.responses import BadResponse, parse_json
 
     for payload, msg in (("[1]", None), ('{"meta_info": {"completion_tokens": NaN}}', "NaN"),
                          ("[" * 5000 + "]" * 5000, "nested")):

@@ -31,9 +31,9 @@ def test_the_reconnect_bound_is_what_the_user_waits_and_the_message_says_it(own_
     # one account of the drop (issue 33 minor: progress said "re-opened" above the error saying it was not)
     assert re.search(r"the SSH connection dropped \d+ time\(s\); not re-opened; ", out), out
     assert "; re-opened" not in out and "re-opened in" not in out + line, out
-    # the wait after the kill: the bound, plus the process's own exit; before, each later step (the stop, the log
-    # copy, the lock's release) waited a bound of its own again: 4 bounds
-    assert waited < BOUND_S + 4, f"exit {waited:.1f} s after sshd was killed; the message said {said:.0f} s"
+    # the wait after the kill: the bound, plus the process's own exit (4.2 s of it at load 15, CI stop 25); before,
+    # each later step (the stop, the log copy, the lock's release) waited a bound of its own again: 4 bounds, 12 s+
+    assert waited < BOUND_S + 6, f"exit {waited:.1f} s after sshd was killed; the message said {said:.0f} s"
     own_sshd.start()
     assert _cli("stop", "-i", inv, "-H", "gpu")[0] == 0
     assert not _servers_on(port)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mtp_remote.analysis.degeneracy import analyze_text, think_block, tokenize
+from mtp_remote.analysis.degeneracy import analyze_text, think_block
+from mtp_remote.analysis.tokens import tokenize
 
 CORPUS = Path(__file__).resolve().parents[3].parent / "shared" / "corpus" / "texts"
 LABELS = json.loads((CORPUS / "labels.json").read_text())

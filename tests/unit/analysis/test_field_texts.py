@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from mtp_remote.analysis.degeneracy import analyze_text, structured_spans, tokenize
+from mtp_remote.analysis.degeneracy import analyze_text, structured_spans
+from mtp_remote.analysis.tokens import tokenize
 from mtp_remote.cli.main import main
 
 CASES = Path(__file__).resolve().parent / "field_texts"
@@ -159,7 +160,8 @@ def test_plain_analyze_shows_the_table_and_a_red_line_per_bad_file(tmp_path):
 
 
 def test_the_fast_near_loop_path_agrees_with_the_plain_definition_on_every_text():
-    from mtp_remote.analysis.degeneracy import text_token_ids, split_tokens, detect_near_loop
+    from mtp_remote.analysis.degeneracy import text_token_ids, detect_near_loop
+    from mtp_remote.analysis.tokens import split_tokens
 
     for path in [*sorted(CORPUS.glob("*.txt")), *sorted(CASES.glob("*.txt")), None]:
         text = path.read_text() if path else "v2 build: ok, then retry. " * 20  # a digit inside a word

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from mtp_remote.analysis.degeneracy import analyze_text, tokenize
+from mtp_remote.analysis.degeneracy import analyze_text
+from mtp_remote.analysis.tokens import tokenize
 from mtp_remote.analysis.settled import LoopWatch, settled_loop
 
 HERE = Path(__file__).resolve().parent

@@ -9,7 +9,7 @@ import json
 import pytest
 import yaml
 
-from mtp_remote.client import chat_request
+from mtp_remote.responses import chat_request
 from mtp_remote.config.playbook import Playbook, load_playbook
 from mtp_remote.errors import ConfigError
 from mtp_remote.experiment.plan import plan_requests

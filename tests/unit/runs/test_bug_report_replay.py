@@ -12,7 +12,7 @@ import shlex
 import pytest
 
 from mtp_remote.runs.bugreport import write_bug_report
-from mtp_remote.client import generate_request
+from mtp_remote.responses import generate_request
 from mtp_remote.errors import ConfigError
 
 TEMPLATE = "<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n<think>\n"
@@ -114,7 +114,7 @@ def test_bisect_from_a_good_line_other_than_the_baseline_is_not_called_from_the_
 
 
 def test_an_agentic_request_is_replayed_whole_with_its_turns_tool_calls_and_tools(tmp_path):
-    from mtp_remote.client import chat_request
+    from mtp_remote.responses import chat_request
     from tests.unit.config.test_request_shapes import AGENT, TOOLS
 
     s = _sample("mtp", LOOP, loop=True)
