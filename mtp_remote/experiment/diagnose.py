@@ -37,7 +37,7 @@ from ..report.html import write_html
 from ..report.markdown import write_markdown
 from ..report.records import failed_summary, record_history, write_failed_run
 from .attach import ATTACHED_HOST, attach_kind, attach_line, attached_host, attached_playbook, cannot_include
-from .calibration import calibration_profile
+from .calibration import calibration_profile, with_calibration
 from .hosts import host_playbook_file, load_config, remote_python
 from .plan import plan_run
 from .run_id import new_run_id
@@ -172,13 +172,14 @@ def diagnose(*, inventory: str | Path | LoadedConfig = DEFAULT_INVENTORY, playbo
     hooks = hooks or Hooks()
     pb, plan = _at_a_look(pb, plan, recorded, host_cfg, profiles, hooks)
     history_db = Path(history) if history is not None else Path(runs_dir) / HISTORY_FILE
-    hooks.on_progress(opening_line(host_cfg, pb, run_id, n_requests=sum(len(lp.requests) for lp in plan),
-                                   n_profiles=len(plan), playbook_file=playbook, resumed=bool(resume)))
     own_c = c is None and bool(pb.attached)
     if pb.attached:  # the attach kind, with the host's own kind for the profiles it launches
         c = c or transport.connect(host_cfg)
     kind = attach_kind(c, host_cfg, pb, python=remote_python(host_cfg), run_id=run_id,
                        on_progress=hooks.on_progress) if pb.attached else None
+    launches, _ = with_calibration(pb, plan, relaunch=kind.capabilities.relaunch if kind is not None else True)
+    hooks.on_progress(opening_line(host_cfg, pb, run_id, n_requests=sum(len(lp.requests) for lp in launches),
+                                   n_profiles=len(launches), playbook_file=playbook, resumed=bool(resume)))
     runner = Runner(host_cfg, pb, run_dir, run_id=run_id, python=remote_python(host_cfg), profiles=profiles,
                     hooks=hooks, c=c, design=recorded, kind=kind)
     resume_cmd = _resume_command(run_id, inventory, host_cfg.name, playbook, runs_dir, overrides, profiles, attach)

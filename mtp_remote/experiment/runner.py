@@ -30,7 +30,7 @@ from ..remote.commands import mask_argv, mask_log_secrets, mask_text, playbook_s
 from ..remote.logs import classify_log
 from ..serving.base import LogFollower, ServerKind, WaitOutcome
 from ..serving.kinds import open_server
-from .calibration import calibration_plan, calibration_profile
+from .calibration import calibration_profile, with_calibration
 from .early_stop import cell_decision
 from .reuse import KeptServer, adopt_leftover, stop_leftover
 from .plan import LaunchPlan, RequestSpec, order_for_reuse, plan_run, server_key
@@ -205,21 +205,11 @@ class Runner:
     def _launches(self, server: ServerKind) -> list[LaunchPlan]:
         """The run's launches in order: the plan's, the A/A arm after the baseline (when the playbook asks for it
         and the kind can relaunch), each distinct server once (:func:`~mtp_remote.experiment.plan.order_for_reuse`)."""
-        launches = []
-        for lp in plan_run(self.host, self.playbook, server.workdir, self.profiles):
-            launches.append(lp)
-            if (lp.profile == self.playbook.baseline and self.playbook.compare.calibration
-                    and server.capabilities.relaunch):
-                launches.append(self._calibration_plan(lp))
+        launches, concurrency = with_calibration(self.playbook, plan_run(self.host, self.playbook, server.workdir,
+                                                                         self.profiles),
+                                                 relaunch=server.capabilities.relaunch)
+        self._concurrency.update(concurrency)
         return order_for_reuse(launches)
-
-    def _calibration_plan(self, lp: LaunchPlan) -> LaunchPlan:
-        """The A/A arm (:func:`~mtp_remote.experiment.calibration.calibration_plan`), sampled like the baseline
-        unless ``compare.calibration_concurrency`` says otherwise."""
-        plan, concurrency = calibration_plan(self.playbook, lp)
-        if concurrency is not None:
-            self._concurrency[plan.profile] = concurrency
-        return plan
 
     @staticmethod
     def _keep(path: Path, text: str) -> RunsDirError | None:
