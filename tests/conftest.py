@@ -66,7 +66,8 @@ def pytest_itemcollected(item):
 def pytest_collection_modifyitems(config, items):
     """Refuse to run ``--dist loadgroup`` ungrouped: pytest-xdist 3.8 names a test's group by appending
     ``@<group>`` to its node id, which pytest 9.2 ignores (pytest-dev/pytest-xdist#1386), so the files' tests
-    would spread over the workers, real SGLang beside the timed tests (``pyproject.toml`` pins pytest < 9.2)."""
+    would spread over the workers, real SGLang beside the timed tests (``pyproject.toml`` pins pytest < 9.2).
+    Then put the items in the order the groups are handed out (:func:`_loadgroup_order`)."""
     if not getattr(config.option, "loadgroup", False) or not items:
         return
     if "@" not in items[0].nodeid:
