@@ -167,6 +167,7 @@ def diagnose(*, inventory: str | Path | LoadedConfig = DEFAULT_INVENTORY, playbo
         raise ConfigError(f"cannot create the run directory: {e.strerror}", file=str(run_dir),
                           field="--runs-dir") from None
     n_spec = sum(1 for lp in plan if lp.speculative)
+    command_started = started  # this command's own start: a resume's time split does not count the gap before it
     started, recorded = _check_or_write_run_file(run_dir, host_cfg, pb, run_id, started, resume=bool(resume),
                                                  design=record_design(pb, n_spec))
     hooks = hooks or Hooks()
@@ -237,7 +238,9 @@ def diagnose(*, inventory: str | Path | LoadedConfig = DEFAULT_INVENTORY, playbo
     code = verdicts_exit_code(diag.verdicts)
     doc = build_summary(run_id=run_id, host=host_cfg, playbook=pb, profile_runs=profile_runs, diagnosis=diag,
                         exit_code=code, started_at=started, n_samples=len(samples), playbook_file=str(playbook),
-                        samples=samples)
+                        samples=samples, command_started=command_started)
+    if runner.environment is not None:
+        doc["environment"] = runner.environment  # the bug report's Environment (SGLang, torch, GPUs, architectures)
     doc["design"] = {**recorded, "rounds": design.rounds, "looks_reached": list(design.looks())}
     if attach:
         doc["attach"] = list(attach)  # the next step's commands repeat them
