@@ -65,7 +65,8 @@ system-deps:
 ## machine (nothing when its stamps are there) and stops `make test` with the failed step named.
 ## TEST_WORKERS pytest-xdist processes (default 2; 1 = serial) with --dist loadgroup: tests/conftest.py puts
 ## each file in an xdist_group of its own (its tests share its module fixtures and never run beside each other)
-## and the real-engine files and those that assert a measured speed or duration in one group (one worker).
+## and the real-engine files and those that assert a measured speed or duration in one group (one worker), handed
+## out first (the longest).
 ## --durations=10 lists the ten slowest tests. The rig and its measured times: docs/testing.md.
 TEST_WORKERS ?= 2
 test: $(STAMP) system-deps real-setup
