@@ -65,7 +65,8 @@ system-deps:
 ## machine (nothing when its stamps are there) and stops `make test` with the failed step named.
 ## TEST_WORKERS pytest-xdist processes (default 2; 1 = serial) with --dist loadgroup: tests/conftest.py puts
 ## each file in an xdist_group of its own (its tests share its module fixtures and never run beside each other)
-## and the real-engine files and those that assert a measured speed or duration in one group (one worker).
+## and the real-engine files and those that assert a measured speed or duration in one group (one worker), handed
+## out first (the longest).
 ## --durations=10 lists the ten slowest tests. The rig and its measured times: docs/testing.md.
 TEST_WORKERS ?= 2
 test: $(STAMP) system-deps real-setup
@@ -82,8 +83,9 @@ real-setup: $(STAMP)
 	@$(BIN)/python -m tests.support.real_sglang $(if $(REBUILD),--rebuild)
 
 ## test-real: the real-engine tests in full: baseline vs STANDALONE (real-cpu), diagnose on every real-hybrid*
-## host (NEXTN: the trained hybrid healthy and looping under a real state fault, the random one with two injected
-## faults), both real hosts against transformers' reference
+## host (NEXTN: the trained hybrid healthy and under a real state fault, the random one with two injected
+## faults), both real hosts against transformers' reference, and real-cpu served from a container (the container
+## kind, the CPU venv bind-mounted into a local image)
 test-real: $(STAMP) system-deps real-setup
 	MTP_REMOTE_REAL_FULL=1 $(BIN)/python -m pytest -q -ra -s tests/real
 

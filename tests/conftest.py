@@ -32,7 +32,7 @@ ONE_WORKER = "timed-and-real-engine"
 TIMED_FILES = frozenset({
     "tests/real/test_cpu_tree_ops.py", "tests/real/test_real_diagnose.py", "tests/real/test_real_lifecycle.py",
     "tests/real/test_real_hybrid.py", "tests/real/test_real_reference.py", "tests/real/test_real_faults.py",
-    "tests/real/test_real_loop_stop.py",
+    "tests/real/test_real_loop_stop.py", "tests/real/test_real_container.py",
     "tests/integration/test_mitigate.py", "tests/integration/test_speed_verdicts.py",
     "tests/integration/test_sampling_occupancy.py",
     "tests/integration/test_force_signal.py", "tests/integration/test_real_behaviour_lifecycle.py",
@@ -45,6 +45,10 @@ TIMED_FILES = frozenset({
 def pytest_configure(config):
     # pytest-xdist registers the mark when loaded; a serial run (-p no:xdist) must know it too
     config.addinivalue_line("markers", "xdist_group(name): the tests of one group run on one xdist worker")
+    if getattr(config.option, "dist", None) == "loadgroup":
+        # the controller hands out the groups in the order the workers collected them (the order
+        # pytest_collection_modifyitems sets: ONE_WORKER first), not biggest test count first
+        config.option.loadscopereorder = False
 
 
 def pytest_itemcollected(item):
@@ -62,11 +66,27 @@ def pytest_itemcollected(item):
 def pytest_collection_modifyitems(config, items):
     """Refuse to run ``--dist loadgroup`` ungrouped: pytest-xdist 3.8 names a test's group by appending
     ``@<group>`` to its node id, which pytest 9.2 ignores (pytest-dev/pytest-xdist#1386), so the files' tests
-    would spread over the workers, real SGLang beside the timed tests (``pyproject.toml`` pins pytest < 9.2)."""
-    if getattr(config.option, "loadgroup", False) and items and "@" not in items[0].nodeid:
+    would spread over the workers, real SGLang beside the timed tests (``pyproject.toml`` pins pytest < 9.2).
+    Then put the items in the order the groups are handed out (:func:`_loadgroup_order`)."""
+    if not getattr(config.option, "loadgroup", False) or not items:
+        return
+    if "@" not in items[0].nodeid:
         raise pytest.UsageError(
             f"--dist loadgroup does not group with pytest {pytest.__version__} and this pytest-xdist "
             "(pytest-dev/pytest-xdist#1386): install the pinned versions (make install)")
+    items.sort(key=_loadgroup_order)
+
+
+def _loadgroup_order(item) -> tuple[bool, bool]:
+    """The order ``--dist loadgroup`` hands the groups out in (``pytest_configure`` turns off xdist's own, most
+    tests first, which started ONE_WORKER fifth): ONE_WORKER first, the longest unit (real SGLang: most of
+    ``make test``'s wall time), so one worker starts on it at once while the others share every other group in
+    collection order (tests/integration's sim files first, tests/unit's small ones last). Within ONE_WORKER the
+    timed sim files come before tests/real: they mostly wait on the sim's clock and use little CPU, so they run
+    while the other worker is busiest, and the real engine, which wants every core, runs last, when the other
+    worker has least left. A stable sort: each file's tests keep their order."""
+    one_worker = item.nodeid.endswith("@" + ONE_WORKER)
+    return not one_worker, one_worker and item.nodeid.startswith("tests/real/")
 
 
 @pytest.fixture(scope="session")

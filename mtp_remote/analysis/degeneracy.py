@@ -381,6 +381,11 @@ def detect_cycling(ids: np.ndarray, window: int = CYCLE_WINDOW,
     return Run(n - window, n, max(1, window // max(1, len(seen))))
 
 
+def _in_ids(n_ids: int, n_text: int):
+    """A text-token position mapped onto the ids' scale (proportionally; within 0..``n_ids``)."""
+    return lambda i: min(n_ids, round(i * n_ids / max(n_text, 1)))
+
+
 def analyze_text(text: str, token_ids: Sequence[int] | None = None) -> TextMetrics:
     """All per-sample metrics of ``text`` (module docstring for the definitions).
 
@@ -429,9 +434,12 @@ def analyze_text(text: str, token_ids: Sequence[int] | None = None) -> TextMetri
         exact_on_text = detect_loop(text_ids, cut_last_token=toks) if may_end_in_loop(text_ids) else None
     near_run = detect_near_loop(text, toks, exact_on_text or None, text_ids)
     if near_run is not None:
+        # found on the text's tokens; its positions are given in n_tokens' unit (the server's ids when given:
+        # fewer than the text's tokens, so a near loop ended past n_tokens, e.g. token 2052 of 2048)
+        at = _in_ids(n, len(toks)) if token_ids is not None else (lambda i: i)
         near = LoopMetrics(kind="near", unit_tokens=near_run.period, repeats=near_run.repeats,
-                           start_token=near_run.start, start_char=char_offset(raw, toks, near_run.start),
-                           end_token=near_run.end, fraction=near_run.length / max(len(toks), 1))
+                           start_token=at(near_run.start), start_char=char_offset(raw, toks, near_run.start),
+                           end_token=at(near_run.end), fraction=near_run.length / max(len(toks), 1))
     elif loop is not None:  # an exact loop is a near loop with nothing hidden
         near = LoopMetrics(kind="near", unit_tokens=loop.unit_tokens, repeats=loop.repeats,
                            start_token=loop.start_token, start_char=loop.start_char, end_token=loop.end_token,

@@ -11,7 +11,7 @@ import click
 
 from ..commands.args import DEFAULT_TERM_S, LaunchArgs, LogsArgs, PreflightArgs, SmokeArgs, StatusArgs, StopArgs
 from . import lazy
-from .options import handle_errors, host_opt, inventory_opt, playbook_opt
+from .options import handle_errors, host_opt, inventory_opt, one_host_opt, playbook_opt
 
 
 @click.command()
@@ -50,7 +50,7 @@ def stop(inventory, host, force, term_timeout):
 
 @click.command()
 @inventory_opt
-@host_opt
+@one_host_opt
 @playbook_opt
 @click.option("--profile", required=True, help="Profile of the playbook to launch.")
 @handle_errors
@@ -61,7 +61,7 @@ def launch(inventory, host, playbook, profile):
 
 @click.command()
 @inventory_opt
-@host_opt
+@one_host_opt
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines (Ctrl-C to stop).")
 @click.option("-n", "--lines", type=click.IntRange(min=0), default=50, show_default=True, help="Lines of tail to show.")
 @handle_errors
@@ -72,7 +72,7 @@ def logs(inventory, host, follow, lines):
 
 @click.command()
 @inventory_opt
-@host_opt
+@one_host_opt
 @playbook_opt
 @click.option("--prompt", default=None, help="Prompt to send (default: the playbook's first).")
 @click.option("--temperature", type=float, default=0.7, show_default=True)

@@ -17,7 +17,7 @@ from ..commands.args import BisectArgs, DiagnoseArgs, MitigateArgs, NightlyArgs
 from ..config.paths import DEFAULT_NIGHTLY_PLAYBOOK, DEFAULT_PLAYBOOK
 from . import lazy
 from .host import launch, logs, preflight, smoke, status, stop
-from .options import handle_errors, host_opt, inventory_opt, playbook_opt, runs_dir_option
+from .options import handle_errors, host_opt, inventory_opt, one_host_opt, playbook_opt, runs_dir_option
 from .runs import compare_cmd, hosts_cmd, report_cmd
 from .tools import classify_log_cmd, lint_command_cmd
 from .watch import watch_cmd
@@ -164,7 +164,8 @@ def nightly(inventory, host, playbook, runs_dir, history_db, as_json, metrics_fi
     when the run could not be done (SSH down, lock held, baseline failed, bad config). A regression is a
     tested change against the last good run: loop rate (Fisher exact) or speed (against the between-run
     spread of earlier good runs). Exit 1 when a speculative profile corrupts output or regressed, 2 when the
-    run could not be done, 130 interrupted.
+    run could not be done, 3 inconclusive (the night's samples decide nothing either way: a CI job does not
+    pass without evidence), 130 interrupted.
 
     \b
     -H GROUP (or -H a,b,c): every host at once (--workers at a time), each
@@ -172,7 +173,8 @@ def nightly(inventory, host, playbook, runs_dir, history_db, as_json, metrics_fi
     (`history --group GROUP`), checked against its own last good run; plus
     runs/fleet-ID/ with summary.json (each host's verdict, the hosts that
     disagree), junit.xml (one case per host) and metrics.prom (every host,
-    labelled with the group). Exit code: the largest of the hosts'."""
+    labelled with the group). Exit code: the most severe of the hosts' (2, then
+    1, then 3, then 0)."""
     args = NightlyArgs(runs_dir, inventory=inventory, host=host, playbook=playbook, history_db=history_db,
                        metrics_file=metrics_file, workers=workers)
     sys.exit(lazy.render_runs().run("nightly", args, as_json=as_json))
@@ -224,7 +226,7 @@ def mitigate(inventory, host, playbook, from_run, profile, only, samples, runs_d
 
 @main.command("bisect")
 @inventory_opt
-@host_opt
+@one_host_opt
 @playbook_opt
 @click.option("--good", default=None, help="Good launch flags: a profile name or a flag string (default: the baseline).")
 @click.option("--bad", default=None, help="Bad launch flags: a profile name or a flag string (default: the corrupting profile).")

@@ -54,6 +54,9 @@ inventory_opt = click.option("-i", "--inventory", default=None,
 #: ``-H``: one host, ``a,b,c`` or a group.
 host_opt = click.option("-H", "--host", default=None, help="Host name from the inventory (default: its default_host); "
                                                            "a,b,c or a group name: every one of them at once.")
+#: -H of the commands that act on one server (launch, logs, smoke, bisect): a group or a,b,c is refused there.
+one_host_opt = click.option("-H", "--host", default=None,
+                            help="Host name from the inventory (default: its default_host); one host only.")
 #: ``-p``: the playbook, the host's own by default.
 playbook_opt = click.option("-p", "--playbook", default=DEFAULT_PLAYBOOK, show_default=True,
                             help="Playbook (YAML): flags and profiles. Default: the host's own `playbook:` when the "

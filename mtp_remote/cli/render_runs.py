@@ -100,11 +100,20 @@ def render_mitigate(console: Console, res, args, as_json: bool) -> int:
     return res.exit_code
 
 
+def bisect_test_line(test: dict) -> str:
+    """One bisect test as printed: its name, outcome and the changes it applied (``(the good flags)`` for none);
+    an unresolved test also says why (its verdict and evidence), so the line never ends at the outcome."""
+    line = f"  {test['name']}: {test['outcome']:<10} {', '.join(test['changes']) or '(the good flags)'}"
+    if test["outcome"] == "unresolved" and test.get("verdict"):
+        line += f" -- {test['verdict']}: {test.get('evidence') or 'no evidence recorded'}"
+    return line
+
+
 def render_bisect(console: Console, res, args, as_json: bool) -> int:
     """Every test with its outcome and changes, then the minimal change and how to reproduce it."""
     doc = res.document
     for t in doc["tests"]:
-        console.print(f"  {t['name']}: {t['outcome']:<10} {', '.join(t['changes'])}", highlight=False, markup=False)
+        console.print(bisect_test_line(t), highlight=False, markup=False)
     if doc.get("minimal") is None:
         console.print(f"[yellow]{escape(doc['message'])}[/]")
     else:

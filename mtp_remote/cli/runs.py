@@ -45,5 +45,9 @@ def compare_cmd(run_a, run_b, runs_dir, as_json):
     """Compare two runs cell by cell: loop rates (Fisher), acceptance, speed (Welch, Mann-Whitney).
 
     RUN_A is the reference, RUN_B (default: last) the run under test; each is a run id, 'last' or a
-    directory. Exit 1 when a cell of B loops significantly more than in A (one-sided p < 0.05)."""
+    directory. Exit 1 when a cell of B loops significantly more than in A (one-sided p < 0.05).
+
+    The speed tests are per sample, and a run is one launch per profile: they compare two launches, so
+    launch-to-launch drift is not excluded (said under the table when a speed p is small); spec÷base, each
+    arm over its own run's baseline, cancels drift of the whole host."""
     sys.exit(lazy.run_views().compare(run_a, run_b, runs_dir, as_json=as_json))

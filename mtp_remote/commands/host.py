@@ -96,7 +96,8 @@ def stop(args: StopArgs, feedback: Feedback) -> dict | FleetReport:
     if (report := _fleet("stop", config, args.host, feedback, force=args.force, term_s=args.term_s)) is not None:
         return report
     with open_host(config, args.host) as (cfg, c, py):
-        return ops.stop(c, cfg, py, force=args.force, term_s=args.term_s, on_progress=feedback.on_progress)
+        return ops.stop(c, cfg, py, force=args.force, term_s=args.term_s, on_progress=feedback.on_progress,
+                        inventory=args.inventory)
 
 
 def launch(args: LaunchArgs, feedback: Feedback) -> LaunchResult:
@@ -108,7 +109,8 @@ def launch(args: LaunchArgs, feedback: Feedback) -> LaunchResult:
     if not args.profile:
         raise ConfigError(f"required; choose one of: {', '.join(pb.profile_order())}", field="--profile")
     with open_host(config, args.host) as (cfg, c, py):
-        outcome = ops.launch(c, cfg, pb, args.profile, py, run_id=new_run_id(), on_progress=feedback.on_progress)
+        outcome = ops.launch(c, cfg, pb, args.profile, py, run_id=new_run_id(), on_progress=feedback.on_progress,
+                             inventory=args.inventory)
     raise_for_outcome(outcome)
     return LaunchResult(outcome, cfg)
 

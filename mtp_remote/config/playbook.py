@@ -252,8 +252,10 @@ class TimeoutsConfig(StrictModel):
     ready_s: float = Field(1200.0, gt=0, description="Seconds to wait for the ready line and /health 200")
     request_s: float = Field(600.0, gt=0, description="Seconds per request")
     stall_s: float = Field(
-        300.0, gt=0, description="Seconds without any server log output, while requests are in flight, after "
-                                 "which the server counts as hung (SGLang's default --watchdog-timeout is 300)")
+        300.0, gt=0, description="Seconds without any server log output and without progress on our requests (no "
+                                 "response completed, no streamed output grew), while requests are in flight, "
+                                 "after which the server counts as hung (SGLang's default --watchdog-timeout is "
+                                 "300)")
     term_s: float = Field(60.0, gt=0, description="Seconds after SIGTERM before SIGKILL, whatever the cause")
     drain_s: float = Field(
         30.0, gt=0, description="Seconds a SIGTERM gets to drain in-flight requests before SIGKILL (the smaller of "

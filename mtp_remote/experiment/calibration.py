@@ -22,3 +22,21 @@ def calibration_plan(pb: Playbook, lp: LaunchPlan) -> tuple[LaunchPlan, int | No
     name = calibration_profile(pb)
     return replace(lp, profile=name, requests=[replace(r, profile=name) for r in lp.requests]), \
         pb.compare.calibration_concurrency
+
+
+def with_calibration(pb: Playbook, plans: list[LaunchPlan], *, relaunch: bool
+                     ) -> tuple[list[LaunchPlan], dict[str, int]]:
+    """The run's launches: ``plans`` with the A/A arm right after the baseline when the playbook asks for it
+    (``compare.calibration``) and the kind of server can relaunch (``capabilities.relaunch``: not an attached
+    endpoint), and {profile: concurrency} for the arms sampled at another concurrency than the playbook's. What
+    the opening line counts and what the runner launches are both this (one plan)."""
+    launches: list[LaunchPlan] = []
+    concurrency: dict[str, int] = {}
+    for lp in plans:
+        launches.append(lp)
+        if lp.profile == pb.baseline and pb.compare.calibration and relaunch:
+            aa, conc = calibration_plan(pb, lp)
+            launches.append(aa)
+            if conc is not None:
+                concurrency[aa.profile] = conc
+    return launches, concurrency

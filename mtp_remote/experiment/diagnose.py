@@ -37,7 +37,7 @@ from ..report.html import write_html
 from ..report.markdown import write_markdown
 from ..report.records import failed_summary, record_history, write_failed_run
 from .attach import ATTACHED_HOST, attach_kind, attach_line, attached_host, attached_playbook, cannot_include
-from .calibration import calibration_profile
+from .calibration import calibration_profile, with_calibration
 from .hosts import host_playbook_file, load_config, remote_python
 from .plan import plan_run
 from .run_id import new_run_id
@@ -142,6 +142,54 @@ def diagnose(*, inventory: str | Path | LoadedConfig = DEFAULT_INVENTORY, playbo
     endpoint is never launched, signalled or stopped and no lock is taken for it; its verdicts say what their
     evidence cannot include."""
     inventory, host_cfg, pb, playbook = _config(inventory, playbook, host, attach)
+    hooks = hooks or Hooks()
+    run = _prepare_run(host_cfg, pb, playbook, runs_dir=runs_dir, resume=resume, profiles=profiles,
+                       overrides=overrides, hooks=hooks)
+    pb, run_id, run_dir = run.pb, run.run_id, run.run_dir
+    history_db = Path(history) if history is not None else Path(runs_dir) / HISTORY_FILE
+    own_c = c is None and bool(pb.attached)
+    if pb.attached:  # the attach kind, with the host's own kind for the profiles it launches
+        c = c or transport.connect(host_cfg)
+    kind = attach_kind(c, host_cfg, pb, python=remote_python(host_cfg), run_id=run_id,
+                       on_progress=hooks.on_progress) if pb.attached else None
+    launches, _ = with_calibration(pb, run.plan, relaunch=kind.capabilities.relaunch if kind is not None else True)
+    hooks.on_progress(opening_line(host_cfg, pb, run_id, n_requests=sum(len(lp.requests) for lp in launches),
+                                   n_profiles=len(launches), playbook_file=playbook, resumed=bool(resume)))
+    runner = Runner(host_cfg, pb, run_dir, run_id=run_id, python=remote_python(host_cfg), profiles=profiles,
+                    hooks=hooks, c=c, design=run.recorded, kind=kind)
+    resume_cmd = _resume_command(run_id, inventory, host_cfg.name, playbook, runs_dir, overrides, profiles, attach)
+    _prewarm_report_imports()
+    try:
+        profile_runs = runner.run()
+    except BaseException as e:
+        raise _run_failed(e, run, runner, host_cfg, playbook, inventory=inventory, resume=resume,
+                          resume_cmd=resume_cmd, history_db=history_db) from None
+    finally:
+        if own_c:
+            transport.close(c)
+    return _conclude(run, runner, profile_runs, host_cfg, playbook, attach=attach, resume_cmd=resume_cmd,
+                     history_db=history_db)
+
+
+@dataclass
+class _PreparedRun:
+    """A run checked and recorded before anything reaches the host: its playbook (overrides applied, sampled to a
+    look of the design), plan, id, directory, recorded design and start times (``started``: the run's first
+    start, kept across resumes; ``command_started``: this command's own)."""
+
+    pb: Playbook
+    plan: list
+    run_id: str
+    run_dir: Path
+    recorded: dict
+    started: datetime
+    command_started: datetime
+
+
+def _prepare_run(host_cfg: HostConfig, pb: Playbook, playbook, *, runs_dir, resume: str | None,
+                 profiles: list[str] | None, overrides: dict | None, hooks: Hooks) -> _PreparedRun:
+    """Apply ``overrides``, check ``resume``, plan, refuse misspelled flags, make the run directory and write
+    (or check, on a resume) its run.json. Raises ConfigError naming the file and field."""
     if overrides:
         try:
             pb = Playbook.model_validate({**pb.model_dump(), **overrides})
@@ -167,62 +215,60 @@ def diagnose(*, inventory: str | Path | LoadedConfig = DEFAULT_INVENTORY, playbo
         raise ConfigError(f"cannot create the run directory: {e.strerror}", file=str(run_dir),
                           field="--runs-dir") from None
     n_spec = sum(1 for lp in plan if lp.speculative)
+    command_started = started  # this command's own start: a resume's time split does not count the gap before it
     started, recorded = _check_or_write_run_file(run_dir, host_cfg, pb, run_id, started, resume=bool(resume),
                                                  design=record_design(pb, n_spec))
-    hooks = hooks or Hooks()
     pb, plan = _at_a_look(pb, plan, recorded, host_cfg, profiles, hooks)
-    history_db = Path(history) if history is not None else Path(runs_dir) / HISTORY_FILE
-    hooks.on_progress(opening_line(host_cfg, pb, run_id, n_requests=sum(len(lp.requests) for lp in plan),
-                                   n_profiles=len(plan), playbook_file=playbook, resumed=bool(resume)))
-    own_c = c is None and bool(pb.attached)
-    if pb.attached:  # the attach kind, with the host's own kind for the profiles it launches
-        c = c or transport.connect(host_cfg)
-    kind = attach_kind(c, host_cfg, pb, python=remote_python(host_cfg), run_id=run_id,
-                       on_progress=hooks.on_progress) if pb.attached else None
-    runner = Runner(host_cfg, pb, run_dir, run_id=run_id, python=remote_python(host_cfg), profiles=profiles,
-                    hooks=hooks, c=c, design=recorded, kind=kind)
-    resume_cmd = _resume_command(run_id, inventory, host_cfg.name, playbook, runs_dir, overrides, profiles, attach)
-    _prewarm_report_imports()
-    try:
-        profile_runs = runner.run()
-    except BaseException as e:
-        interrupted = isinstance(e, KeyboardInterrupt) or runner.hooks.interrupted()
-        if isinstance(e, OSError) and e.errno in RunsDirError.DISK_ERRNOS:  # a copy into the run directory
-            e = RunsDirError.of(e, e.filename or run_dir)
-        if not interrupted and not isinstance(e, MtpRemoteError):
-            ssh = transport.as_connect_error(e, host_cfg.name)
-            if ssh is None:
-                raise  # a bug: keep its traceback
-            e = ssh  # a raw SSH failure that escaped the connection's own translation
-        n = len(load_samples(run_dir / "samples.jsonl"))
-        stop_cmd = _stop_command(inventory, host_cfg.name) if runner.left_on_host else None
-        if not n and not resume:
-            _forget_unresumable(run_dir)
-        if n or stop_cmd:
-            _best_effort(_write_partial, run_dir, runner, resume_cmd if n else None,
-                         error=None if interrupted else e, stop_cmd=stop_cmd)
+    return _PreparedRun(pb=pb, plan=plan, run_id=run_id, run_dir=run_dir, recorded=recorded, started=started,
+                        command_started=command_started)
 
-        if interrupted:
-            kept = (f"{n} samples are kept in {run_dir}/samples.jsonl — continue with: {resume_cmd}" if n else
-                    "no sample was stored, so there is nothing to resume")
-            err: MtpRemoteError = Interrupted(f"interrupted; the servers we started were stopped and {kept}")
-        else:
-            err = e
-        doc = failed_summary(run_id=run_id, host=host_facts(host_cfg, pb),
-                             playbook={"name": pb.name, "file": str(playbook), "alpha": pb.compare.alpha},
-                             started_at=started, error=err, n_samples=n, resume=resume_cmd if n else None,
-                             status="interrupted" if interrupted else "failed")
-        _best_effort(write_failed_run, run_dir, doc, history_db)  # a full RUNS_DIR takes none of it
-        note = ""
-        if not interrupted:
-            if stop_cmd:
-                note += f"; left on the host: {', '.join(runner.left_on_host)} — stop with: {stop_cmd}"
-            note += (f" ({n} samples kept; continue with: {resume_cmd})" if n else
-                     " (no sample was stored: nothing to resume; run again once this is fixed)")
-        raise err.in_run(note, run_id=run_id, run_dir=run_dir) from None
-    finally:
-        if own_c:
-            transport.close(c)
+
+def _run_failed(e: BaseException, run: _PreparedRun, runner: Runner, host_cfg: HostConfig, playbook, *, inventory,
+                resume: str | None, resume_cmd: str, history_db: Path) -> MtpRemoteError:
+    """The error a run that did not finish ends with (Interrupted for Ctrl-C), after keeping what it can: the
+    partial summary, junit, metrics and history row, the resume and stop commands in its message. Re-raises
+    ``e`` itself when it is a bug (not an MtpRemoteError nor a raw SSH failure): its traceback is kept."""
+    pb, run_dir = run.pb, run.run_dir
+    interrupted = isinstance(e, KeyboardInterrupt) or runner.hooks.interrupted()
+    if isinstance(e, OSError) and e.errno in RunsDirError.DISK_ERRNOS:  # a copy into the run directory
+        e = RunsDirError.of(e, e.filename or run_dir)
+    if not interrupted and not isinstance(e, MtpRemoteError):
+        ssh = transport.as_connect_error(e, host_cfg.name)
+        if ssh is None:
+            raise e  # a bug: keep its traceback
+        e = ssh  # a raw SSH failure that escaped the connection's own translation
+    n = len(load_samples(run_dir / "samples.jsonl"))
+    stop_cmd = _stop_command(inventory, host_cfg.name) if runner.left_on_host else None
+    if not n and not resume:
+        _forget_unresumable(run_dir)
+    if n or stop_cmd:
+        _best_effort(_write_partial, run_dir, runner, resume_cmd if n else None,
+                     error=None if interrupted else e, stop_cmd=stop_cmd)
+    if interrupted:
+        kept = (f"{n} samples are kept in {run_dir}/samples.jsonl — continue with: {resume_cmd}" if n else
+                "no sample was stored, so there is nothing to resume")
+        err: MtpRemoteError = Interrupted(f"interrupted; the servers we started were stopped and {kept}")
+    else:
+        err = e
+    doc = failed_summary(run_id=run.run_id, host=host_facts(host_cfg, pb),
+                         playbook={"name": pb.name, "file": str(playbook), "alpha": pb.compare.alpha},
+                         started_at=run.started, error=err, n_samples=n, resume=resume_cmd if n else None,
+                         status="interrupted" if interrupted else "failed")
+    _best_effort(write_failed_run, run_dir, doc, history_db)  # a full RUNS_DIR takes none of it
+    note = ""
+    if not interrupted:
+        if stop_cmd:
+            note += f"; left on the host: {', '.join(runner.left_on_host)} — stop with: {stop_cmd}"
+        note += (f" ({n} samples kept; continue with: {resume_cmd})" if n else
+                 " (no sample was stored: nothing to resume; run again once this is fixed)")
+    return err.in_run(note, run_id=run.run_id, run_dir=run_dir)
+
+
+def _conclude(run: _PreparedRun, runner: Runner, profile_runs: list, host_cfg: HostConfig, playbook, *,
+              attach: list[str] | None, resume_cmd: str, history_db: Path) -> DiagnoseResult:
+    """A finished run: the verdicts from its samples, summary.json, report.md/html, junit/metrics and the history
+    row. Raises RunsDirError (with the command that writes the reports again) when the run directory is full."""
+    pb, run_dir, recorded = run.pb, run.run_dir, run.recorded
     (run_dir / "partial.json").unlink(missing_ok=True)
     samples = latest_samples(load_samples(run_dir / "samples.jsonl"))
     spec = {pr.profile: pr.speculative for pr in profile_runs}
@@ -236,9 +282,11 @@ def diagnose(*, inventory: str | Path | LoadedConfig = DEFAULT_INVENTORY, playbo
                                              if pr.greedy_fallback})
     cannot_include(diag.verdicts, set(pb.attached), pb.baseline, {pr.profile: pr.argv_masked for pr in profile_runs})
     code = verdicts_exit_code(diag.verdicts)
-    doc = build_summary(run_id=run_id, host=host_cfg, playbook=pb, profile_runs=profile_runs, diagnosis=diag,
-                        exit_code=code, started_at=started, n_samples=len(samples), playbook_file=str(playbook),
-                        samples=samples)
+    doc = build_summary(run_id=run.run_id, host=host_cfg, playbook=pb, profile_runs=profile_runs, diagnosis=diag,
+                        exit_code=code, started_at=run.started, n_samples=len(samples), playbook_file=str(playbook),
+                        samples=samples, command_started=run.command_started)
+    if runner.environment is not None:
+        doc["environment"] = runner.environment  # the bug report's Environment (SGLang, torch, GPUs, architectures)
     doc["design"] = {**recorded, "rounds": design.rounds, "looks_reached": list(design.looks())}
     if attach:
         doc["attach"] = list(attach)  # the next step's commands repeat them
@@ -251,12 +299,10 @@ def diagnose(*, inventory: str | Path | LoadedConfig = DEFAULT_INVENTORY, playbo
         if e.errno not in RunsDirError.DISK_ERRNOS:
             raise
         raise RunsDirError.of(e, e.filename or run_dir).in_run(
-            f" ({len(samples)} samples kept; write the reports with: {resume_cmd})", run_id=run_id,
+            f" ({len(samples)} samples kept; write the reports with: {resume_cmd})", run_id=run.run_id,
             run_dir=run_dir) from None
-
     record_history(history_db, doc, run_dir)
-    return DiagnoseResult(run_id=run_id, run_dir=run_dir, summary=doc, exit_code=code)
-
+    return DiagnoseResult(run_id=run.run_id, run_dir=run_dir, summary=doc, exit_code=code)
 
 RUN_FILE = "run.json"
 

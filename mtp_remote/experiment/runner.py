@@ -27,15 +27,17 @@ from ..errors import ConfigError, LaunchError, RunsDirError, TransportLost
 from ..interrupts import run_async
 from ..remote import connect as transport
 from ..remote.commands import mask_argv, mask_log_secrets, mask_text, playbook_secrets
+from ..remote.envfacts import server_environment
 from ..remote.logs import classify_log, greedy_verification_fallback
 from ..serving.base import LogFollower, ServerKind, WaitOutcome
 from ..serving.kinds import open_server
-from .calibration import calibration_plan, calibration_profile
+from .calibration import calibration_profile, with_calibration
 from .early_stop import cell_decision
 from .reuse import KeptServer, adopt_leftover, stop_leftover
 from .plan import LaunchPlan, RequestSpec, order_for_reuse, plan_run, server_key
 from .rideout import riding_out, send_riding_out
 from .sampling import Cells, load_samples, sample_key
+from .progress import ServingProgress
 from .watch import confirm_health, log_text, sample_watched
 from .workers import sample
 
@@ -143,12 +145,15 @@ class Runner:
     ``python`` is the remote python. The host's servers are reached through the seam
     (:func:`~mtp_remote.serving.kinds.open_server`: the kind the host's ``server`` names; ``kind`` overrides it,
     e.g. a test double). Call :meth:`run`; it returns the list of :class:`ProfileRun`. Raises MtpRemoteError
-    when the run cannot be done (SSH, lock, baseline launch)."""
+    when the run cannot be done (SSH, lock, baseline launch). ``said_stored``: profiles whose "all samples
+    already stored; not launched" line was said already (a set shared by the runners of one search, so a
+    baseline every candidate's runner visits is announced once); the runner adds to it."""
 
     def __init__(self, host: HostConfig, playbook: Playbook, run_dir: Path, *, run_id: str, python: str,
                  profiles: list[str] | None = None, hooks: Hooks | None = None, c=None, design: dict | None = None,
-                 kind: ServerKind | None = None):
+                 kind: ServerKind | None = None, said_stored: set[str] | None = None):
         self.host = host
+        self.said_stored = said_stored if said_stored is not None else set()
         self.design = design  # the design the run's first launch recorded (diagnosis.record_design)
         self.playbook = playbook
         self.run_dir = run_dir
@@ -166,6 +171,7 @@ class Runner:
         self.left_on_host: list[str] = []  # what could not be stopped/released because the host was unreachable
         self._concurrency: dict[str, int] = {}  # profile -> requests in flight, when not the playbook's
         self._kept: KeptServer | None = None  # the server left running for the next launch of the same argv
+        self.environment: dict | None = None  # the host's SGLang, torch, GPUs, driver, architectures (envfacts)
 
     # -- run ------------------------------------------------------------------------------------------------
 
@@ -183,6 +189,8 @@ class Runner:
         try:
             lock_owner = f"{getpass.getuser()}@{socket.gethostname()}" if server.capabilities.lock else None
             server.prepare(lock_owner=lock_owner)  # and the lock: one round trip
+            if self.environment is None and not set(self.playbook.attached) >= set(self.playbook.profiles):
+                self.environment = server_environment(server, self.host, self.python)  # facts: never the run's error
             try:
                 launches = self._launches(server)
                 self._kept = adopt_leftover(server, launches, self.samples_path,
@@ -208,21 +216,11 @@ class Runner:
     def _launches(self, server: ServerKind) -> list[LaunchPlan]:
         """The run's launches in order: the plan's, the A/A arm after the baseline (when the playbook asks for it
         and the kind can relaunch), each distinct server once (:func:`~mtp_remote.experiment.plan.order_for_reuse`)."""
-        launches = []
-        for lp in plan_run(self.host, self.playbook, server.workdir, self.profiles):
-            launches.append(lp)
-            if (lp.profile == self.playbook.baseline and self.playbook.compare.calibration
-                    and server.capabilities.relaunch):
-                launches.append(self._calibration_plan(lp))
+        launches, concurrency = with_calibration(self.playbook, plan_run(self.host, self.playbook, server.workdir,
+                                                                         self.profiles),
+                                                 relaunch=server.capabilities.relaunch)
+        self._concurrency.update(concurrency)
         return order_for_reuse(launches)
-
-    def _calibration_plan(self, lp: LaunchPlan) -> LaunchPlan:
-        """The A/A arm (:func:`~mtp_remote.experiment.calibration.calibration_plan`), sampled like the baseline
-        unless ``compare.calibration_concurrency`` says otherwise."""
-        plan, concurrency = calibration_plan(self.playbook, lp)
-        if concurrency is not None:
-            self._concurrency[plan.profile] = concurrency
-        return plan
 
     @staticmethod
     def _keep(path: Path, text: str) -> RunsDirError | None:
@@ -289,7 +287,9 @@ class Runner:
         pr.n_requests, pr.n_resumed = len(lp.requests), len(lp.requests) - len(todo)
         kept = self._kept if self._kept is not None and self._kept.key == server_key(lp) else None
         if not todo:
-            self.hooks.on_progress(f"{lp.profile}: all {len(lp.requests)} samples already stored; not launched")
+            if lp.profile not in self.said_stored:
+                self.said_stored.add(lp.profile)
+                self.hooks.on_progress(f"{lp.profile}: all {len(lp.requests)} samples already stored; not launched")
             pr.outcome = {"kind": "skipped", "profile": lp.profile}
             if kept is not None and not keep:  # nothing left for the server kept for it
                 self._stop_kept(server)
@@ -386,8 +386,10 @@ class Runner:
             # a server with no log (an attached endpoint) cannot be judged stalled by its log: its requests' own
             # timeouts (timeouts.request_s) bound it
             stall_s = self.playbook.timeouts.stall_s if use.rec.log_path else None
-            pr.crashed = run_async(sample_watched(server, use.rec, self._sample(url, lp, todo, pr, use.rec),
-                                                  stall_s=stall_s, failed=failed, stream=use.stream))
+            progress = ServingProgress()  # what our requests see of the server's progress: a hang needs it idle
+            pr.crashed = run_async(sample_watched(server, use.rec, self._sample(url, lp, todo, pr, use.rec, progress),
+                                                  stall_s=stall_s, failed=failed, stream=use.stream,
+                                                  progress=progress))
         finally:
             pr.sampling_s = time.monotonic() - ts
             if self._tunnel.forwarder is not None:
@@ -479,7 +481,8 @@ class Runner:
             pr.crashed = {"cause": "requests_failed", "fatal_line": None,
                           "hint": f"all {len(mine)} requests failed, e.g. {failed[0]['error'][:200]}"}
 
-    async def _sample(self, url: str, lp: LaunchPlan, todo: list[RequestSpec], pr: ProfileRun, rec=None) -> None:
+    async def _sample(self, url: str, lp: LaunchPlan, todo: list[RequestSpec], pr: ProfileRun, rec=None,
+                      progress: ServingProgress | None = None) -> None:
         """``todo`` through the sampling workers (:func:`~mtp_remote.experiment.workers.sample`), at the
         profile's concurrency (an attached endpoint: the playbook's ``load`` bounds, in flight and per second, and
         its API key); with ``early_stop`` a cell stops being fed once it is settled."""
@@ -489,7 +492,8 @@ class Runner:
                  self._concurrency.get(lp.profile) or pb.concurrency or pb.max_running_requests())
         await sample(url, lp, todo, pr, playbook=pb, host=self.host, hooks=self.hooks, samples_path=self.samples_path,
                      limit=limit, cells=self._cells(lp, todo) if pb.early_stop else None, send_riding_out=self._send,
-                     rate=pb.load.request_rate if attached else None, api_key=getattr(rec, "api_key", None))
+                     rate=pb.load.request_rate if attached else None, api_key=getattr(rec, "api_key", None),
+                     progress=progress)
 
     def _cells(self, lp: LaunchPlan, todo: list[RequestSpec]) -> Cells:
         """The early-stopping bookkeeping of ``lp``'s cells, deciding with :func:`~mtp_remote.experiment.early_stop.cell_decision`."""

@@ -18,6 +18,7 @@ from ..client import ServerClient
 from ..interrupts import run_async
 from ..remote.logs import classify_log
 from ..serving.base import TAIL_LINES, Crashed, LogFollower, ServerIdentity, ServerKind, TimedOut, WaitOutcome
+from .progress import ServingProgress
 from .rideout import poll_riding_out, riding_out
 
 _ASGI_ERROR = "ERROR:    Exception in ASGI application"
@@ -108,13 +109,15 @@ def log_text(server: ServerKind, rec: ServerIdentity, stream: LogFollower | None
 
 
 async def sample_watched(server: ServerKind, rec: ServerIdentity, sampling: Awaitable[None], *, stall_s: float | None,
-                         failed: Callable[[], bool], stream: LogFollower | None = None) -> dict | None:
+                         failed: Callable[[], bool], stream: LogFollower | None = None,
+                         progress: ServingProgress | None = None) -> dict | None:
     """Run ``sampling`` while watching the server: if its process dies, its log shows a fatal line or it
     stalls, pending requests are cancelled (samples already stored are kept). Returns the failure
     ({"cause", "hint", "fatal_line"}) or None; ``failed()`` says whether any request of the profile failed (the
-    server is then looked at once more: requests can all return, failed, before the watcher's next look)."""
+    server is then looked at once more: requests can all return, failed, before the watcher's next look).
+    ``progress``: what the sampling sees of the server's progress (a hang needs it idle too)."""
     sampling = asyncio.ensure_future(sampling)
-    watching = asyncio.ensure_future(watch(server, rec, stream, stall_s=stall_s))
+    watching = asyncio.ensure_future(watch(server, rec, stream, stall_s=stall_s, progress=progress))
     done, _ = await asyncio.wait({sampling, watching}, return_when=asyncio.FIRST_COMPLETED)
     if sampling in done:
         watching.cancel()
@@ -127,6 +130,17 @@ async def sample_watched(server: ServerKind, rec: ServerIdentity, sampling: Awai
     except asyncio.CancelledError:
         pass
     return crashed
+
+
+def stalled(stall_s: float, progress: ServingProgress | None) -> dict:
+    """The failure of a server that stalled: neither its log nor our requests moved for ``stall_s`` seconds; the
+    hint says what was in flight, and that a loaded host is the other explanation (not an SGLang bug)."""
+    flight = f" ({progress.in_flight()})" if progress is not None else ""
+    return {"cause": "stalled", "fatal_line": None,
+            "hint": f"the server wrote nothing and answered or streamed nothing for {stall_s:g} s while requests "
+                    f"were in flight{flight}: its scheduler looks hung (SGLang's --watchdog-timeout would end it), "
+                    f"or the host is too loaded to make progress (check its load average); raise "
+                    f"timeouts.stall_s if generations are legitimately that slow"}
 
 
 def server_failure(server: ServerKind, rec: ServerIdentity, stream: LogFollower | None = None,
@@ -143,10 +157,13 @@ def server_failure(server: ServerKind, rec: ServerIdentity, stream: LogFollower 
 
 
 async def watch(server: ServerKind, rec: ServerIdentity, stream: LogFollower | None = None, *, stall_s: float | None,
-                interval_s: float = 1.0) -> dict:
-    """Watch the server's process and log until it dies, logs a fatal line, or writes nothing for ``stall_s``
-    seconds while requests are in flight (a hung scheduler: SGLang logs a ``Decode batch`` line every few dozen
-    steps while it decodes). From the log stream (looked at every 0.25 s, no round trip); when there is none,
+                interval_s: float = 1.0, progress: ServingProgress | None = None) -> dict:
+    """Watch the server's process and log until it dies, logs a fatal line, or stalls: writes nothing for
+    ``stall_s`` seconds while requests are in flight *and* ``progress`` (our requests: a response completed,
+    streamed output grew) shows none for as long -- log silence alone is not a hang (SGLang logs a ``Decode
+    batch`` line every 40 decode steps, none for a short request; a loaded host's batch can take minutes). A
+    stall's hint says what was in flight (:meth:`~mtp_remote.experiment.progress.ServingProgress.in_flight`).
+    From the log stream (looked at every 0.25 s, no round trip); when there is none,
     or it ends while the server lives (a dropped connection), by polling the process and the log from a byte
     offset every ``interval_s`` seconds (one round trip each). Returns the failure (as :func:`failure_of`).
     ``stall_s`` None: no stall rule (a server with no log, as an attached endpoint)."""
@@ -180,13 +197,11 @@ async def watch(server: ServerKind, rec: ServerIdentity, stream: LogFollower | N
             failure = failure_of(alive, classify_log(window, serving=True))  # sampling runs after ready
             if failure is not None:  # (complete lines only while it lives)
                 return failure
-        if stall_s is not None and time.monotonic() - last_growth > stall_s:
+        if stall_s is not None and time.monotonic() - last_growth > stall_s and (
+                progress is None or progress.idle_s() > stall_s):
             reachable = getattr(server, "reachable", None)  # a kind on a connection: is it the connection that died?
             if reachable is not None and not await asyncio.to_thread(reachable):
                 offset = offset if polled else stream.offset + stream.nbytes  # the next poll reconnects, or raises
                 polled, last_growth = True, time.monotonic()  # TransportLost: transport_lost, never `stalled`
                 continue
-            return {"cause": "stalled", "fatal_line": None,
-                    "hint": f"the server wrote nothing for {stall_s:.0f} s while requests were in flight: its "
-                            f"scheduler looks hung (SGLang's --watchdog-timeout would end it); raise "
-                            f"timeouts.stall_s if generations are legitimately that slow"}
+            return stalled(stall_s, progress)

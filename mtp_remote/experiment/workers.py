@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 
 from ..analysis.divergence import kl_probe
@@ -19,12 +20,14 @@ from ..remote.commands import api_key_of, mask_secrets, playbook_secrets
 from ..report.history import open_samples_for_append
 from .fit import check_prompts_fit
 from .plan import LaunchPlan, RequestSpec
+from .progress import ServingProgress
 from .sampling import Cells, Occupancy, Pacer, loop_watch, sample_record, send_order, streams
 
 
 async def sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, playbook: Playbook, host: HostConfig,
                  hooks, samples_path: Path, limit: int, cells: Cells | None, send_riding_out,
-                 rate: float | None = None, api_key: str | None = None) -> None:
+                 rate: float | None = None, api_key: str | None = None,
+                 progress: ServingProgress | None = None) -> None:
     """Send ``todo`` through ``limit`` workers fed by one queue, so a slot is refilled the moment its
     request returns (no round barrier); with ``early_stop`` a cell stops being fed once it is settled
     (:class:`~mtp_remote.experiment.sampling.Cells`). A response's metrics and JSON line are done by a separate task (metrics in a worker
@@ -32,10 +35,12 @@ async def sample(url: str, lp: LaunchPlan, todo: list[RequestSpec], pr, *, playb
     task's error is retrieved: one that cannot store its sample (RUNS_DIR full) stops the workers and is raised
     as RunsDirError once the samples already received are stored. ``rate``: at most that many request starts per
     second (:class:`~mtp_remote.experiment.sampling.Pacer`; an attached endpoint's ``load.request_rate``);
-    ``api_key``: sent as a Bearer token (default: the launch line's ``--api-key``)."""
+    ``api_key``: sent as a Bearer token (default: the launch line's ``--api-key``); ``progress``: told of every
+    request sent, answered and streamed (the hang watch reads it)."""
     try:
         await _Sampling(lp, todo, pr, playbook=playbook, host=host, hooks=hooks, samples_path=samples_path,
-                        limit=limit, cells=cells, send_riding_out=send_riding_out, rate=rate).run(url, api_key)
+                        limit=limit, cells=cells, send_riding_out=send_riding_out, rate=rate,
+                        progress=progress or ServingProgress()).run(url, api_key)
     except OSError as e:  # opening or closing samples.jsonl (a close flushes what is still buffered)
         if e.errno not in RunsDirError.DISK_ERRNOS:
             raise
@@ -46,12 +51,14 @@ class _Sampling:
     """One profile's sampling (:func:`sample`): the queue, its workers and the tasks storing what returned."""
 
     def __init__(self, lp: LaunchPlan, todo: list[RequestSpec], pr, *, playbook: Playbook, host: HostConfig, hooks,
-                 samples_path: Path, limit: int, cells: Cells | None, send_riding_out, rate: float | None):
+                 samples_path: Path, limit: int, cells: Cells | None, send_riding_out, rate: float | None,
+                 progress: ServingProgress):
         self.lp, self.pr, self.pb, self.host, self.hooks = lp, pr, playbook, host, hooks
         self.samples_path, self.limit, self.cells, self.send_riding_out = samples_path, limit, cells, send_riding_out
         self.queue = deque(sorted(todo, key=send_order))
         self.occupancy = Occupancy(limit)
         self.pacer = Pacer(rate)
+        self.progress = progress
         self.done, self.total = 0, len(todo)
         self.secrets = playbook_secrets(playbook, host)
         self.failures: list[BaseException] = []  # a finishing task's error (a full RUNS_DIR): ends the sampling
@@ -81,7 +88,13 @@ class _Sampling:
     async def send(self, req: RequestSpec) -> tuple[Completion, dict | None]:
         await self.pacer.wait()
         with self.occupancy.in_flight():
-            comp = await send_request(self.sc, self.pb, req, self.send_riding_out)
+            progress = self.progress
+            token, comp = progress.sent(), None
+            try:
+                comp = await send_request(self.sc, self.pb, req, self.send_riding_out,
+                                          on_output=lambda n, unit: progress.streamed(token, n, unit))
+            finally:
+                progress.ended(token, answered=comp is not None and not comp.error)
             if comp.stop is not None:
                 self.pr.loop_stops += 1
             kl = None
@@ -156,13 +169,15 @@ class _Sampling:
             raise self.failures[0]
 
 
-async def send_request(sc: ServerClient, pb: Playbook, req: RequestSpec, send_riding_out) -> Completion:
+async def send_request(sc: ServerClient, pb: Playbook, req: RequestSpec, send_riding_out,
+                       on_output: Callable[[int, str], None] | None = None) -> Completion:
     """One request as the playbook says: streamed and stopped once its loop is settled
     (:func:`~mtp_remote.experiment.sampling.streams`), else whole through the playbook's ``api`` (``/generate``
     with the prompt template, asking for decode logprobs with the KL probe and top-2 margins at T = 0).
-    ``send_riding_out(request)`` sends it (the runner's rides out a dropped SSH connection)."""
+    ``send_riding_out(request)`` sends it (the runner's rides out a dropped SSH connection); ``on_output(size,
+    unit)`` hears a streamed request's output so far (tokens with output ids, else characters)."""
     if streams(req, stop_on_loop=pb.stop_on_loop, kl_probe=pb.kl_probe):
-        return await send_streamed(sc, pb, req, send_riding_out)
+        return await send_streamed(sc, pb, req, send_riding_out, on_output)
     if pb.api == "chat":
         return await send_riding_out(lambda: sc.chat(
             req.prompt, temperature=req.temperature, max_tokens=pb.max_tokens, top_p=pb.top_p, seed=req.seed,
@@ -173,17 +188,32 @@ async def send_request(sc: ServerClient, pb: Playbook, req: RequestSpec, send_ri
         return_logprob=pb.kl_probe, top2=req.temperature == 0))
 
 
-async def send_streamed(sc: ServerClient, pb: Playbook, req: RequestSpec, send_riding_out) -> Completion:
+async def send_streamed(sc: ServerClient, pb: Playbook, req: RequestSpec, send_riding_out,
+                        on_output: Callable[[int, str], None] | None = None) -> Completion:
     """``req`` streamed with a fresh loop watch (:func:`~mtp_remote.experiment.sampling.loop_watch`): stopped and
-    aborted once its loop is settled; sent again like any request when a dropped connection cut it."""
+    aborted once its loop is settled; sent again like any request when a dropped connection cut it.
+    ``on_output`` as in :func:`send_request`."""
     if pb.api == "chat":
         return await send_riding_out(lambda: sc.chat_stream(
             req.prompt, temperature=req.temperature, max_tokens=pb.max_tokens, top_p=pb.top_p, seed=req.seed,
-            watch=loop_watch(pb.think_opened_by_prompt), fields=req.chat))
+            watch=_telling(loop_watch(pb.think_opened_by_prompt), on_output), fields=req.chat))
     text = pb.prompt_template.replace("{prompt}", req.prompt)
     return await send_riding_out(lambda: sc.generate_stream(
         text, temperature=req.temperature, max_new_tokens=pb.max_tokens, top_p=pb.top_p, seed=req.seed,
-        watch=loop_watch(pb.think_opened_by_prompt)))
+        watch=_telling(loop_watch(pb.think_opened_by_prompt), on_output)))
+
+
+def _telling(look, on_output: Callable[[int, str], None] | None):
+    """A stream's ``watch`` that also tells ``on_output`` how much output has arrived (tokens with output ids,
+    else characters of text)."""
+    if on_output is None:
+        return look
+
+    def watch(text: str, ids: list[int] | None):
+        on_output(*((len(ids), "tokens") if ids is not None else (len(text), "characters")))
+        return look(text, ids)
+
+    return watch
 
 
 async def probe_completion(sc: ServerClient, host: HostConfig, playbook: Playbook, lp: LaunchPlan, req: RequestSpec,

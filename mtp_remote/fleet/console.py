@@ -9,8 +9,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..files import load_json_file
-from ..report.console import inventory_option, next_step
-from .outcomes import FleetReport, describe_disagreement
+from ..report.next_step import inventory_option, next_step
+from .outcomes import FleetReport, at_a_clause, describe_disagreement
+
+
+#: The detail column's length on the console (cut at a clause end; fleet.md has the whole text).
+DETAIL_CHARS = 240
 
 
 def fleet_table(report: FleetReport):
@@ -19,7 +23,8 @@ def fleet_table(report: FleetReport):
         t.add_column(col, overflow="fold")
     for h in report.hosts:
         t.add_row(h.host, str(h.exit_code), ", ".join(f"{k}: {v}" for k, v in h.verdicts.items()) or "–",
-                  f"{h.duration_s:.1f} s", f"[red]{h.error}[/]" if h.error else h.detail[:200])
+                  f"{h.duration_s:.1f} s",
+                  f"[red]{escape(h.error)}[/]" if h.error else escape(at_a_clause(h.detail, DETAIL_CHARS)))
     return t
 
 

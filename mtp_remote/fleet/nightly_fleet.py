@@ -44,8 +44,9 @@ def run_nightly_fleet(hosts: list[str], *, group: str, inventory=None, playbook=
     """The nightly on every host of ``hosts`` at once (at most ``max_workers``); each host exactly as
     :func:`run_nightly` (own run directory, artefacts and history row with ``group`` and the fleet id, its own
     regression check). Then the fleet's summary.json, junit.xml and metrics.prom in ``RUNS_DIR/fleet-<id>/``
-    (``metrics_file``: the fleet's metrics.prom is also published there). Exit code: the largest of the
-    hosts' (2 when some host could not run, else 1 when some host corrupts or regressed). Never raises
+    (``metrics_file``: the fleet's metrics.prom is also published there). Exit code: the most severe of the
+    hosts' (2 when some host could not run, else 1 when some host corrupts or regressed, else 3 when some is
+    inconclusive). Never raises
     MtpRemoteError for a host; raises ConfigError only for an unusable ``history_db`` or ``metrics_file``.
 
     When every host is a SLURM host behind one login node the hosts run as one job array instead of one thread

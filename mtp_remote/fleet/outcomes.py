@@ -179,6 +179,19 @@ def _none(values: list[str]) -> list[str]:
     return ["unset" if v == "None" else v for v in values]
 
 
+def at_a_clause(text: str, limit: int) -> str:
+    """``text`` when it fits in ``limit`` characters, else cut at its last clause end (``; ``, ``. ``, ``, ``)
+    within the limit and marked `` …`` -- never in the middle of a figure or a word (the fleet table cut evidence
+    mid-sentence)."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    cut = max(head.rfind(sep) for sep in ("; ", ". ", ", "))
+    if cut < limit // 3:  # no clause end in reach: the last space
+        cut = head.rfind(" ") if head.rfind(" ") > 0 else limit
+    return text[:cut].rstrip(" ;,.") + " …"
+
+
 def render_fleet_markdown(report: FleetReport) -> str:
     d = report.to_dict()
     lines = [f"# Fleet {report.command} — {len(report.hosts)} hosts", "",
@@ -188,7 +201,7 @@ def render_fleet_markdown(report: FleetReport) -> str:
     for h in report.hosts:
         verdicts = ", ".join(f"{k}: {v}" for k, v in h.verdicts.items()) or "–"
         detail = (f"error: {h.error}" if h.error else h.detail).replace("|", "\\|").replace("\n", " ")
-        lines.append(f"| {h.host} | {h.exit_code} | {verdicts} | {detail[:300]} |")
+        lines.append(f"| {h.host} | {h.exit_code} | {verdicts} | {detail} |")  # whole: the table's row wraps
     lines.append("")
     if report.disagreements:
         lines += ["## Hosts that disagree", ""] + [f"- {describe_disagreement(x)}" for x in report.disagreements]

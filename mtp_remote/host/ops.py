@@ -189,11 +189,21 @@ def status(c, host: HostConfig, python: str) -> StatusReport:
 STOP_TERM_S = 30.0
 
 
+def stop_again(host: HostConfig, inventory=None) -> str:
+    """The stop to run by hand, as the operator's command named the inventory (``inventory``: the ``-i`` it was
+    given, else None): `` `mtp-remote stop -H H -i INV` (or `fab -H H stop --inventory INV`)``."""
+    h = shlex.quote(host.name)
+    inv = shlex.quote(str(inventory)) if inventory else None
+    return (f"`mtp-remote stop -H {h}{f' -i {inv}' if inv else ''}` "
+            f"(or `fab -H {h} stop{f' --inventory {inv}' if inv else ''}`)")
+
+
 def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float = STOP_TERM_S,
-         gpu_release_s: float = 120.0, on_progress: Callable[[str], None] | None = None) -> dict:
+         gpu_release_s: float = 120.0, on_progress: Callable[[str], None] | None = None, inventory=None) -> dict:
     """Stop our server; with ``force`` also the foreign processes that hold this host's GPU memory or its
     port (:func:`force_targets`), each by PID after listing them. Other SGLang-like processes are listed and
     left alone. ``term_s``: seconds after SIGTERM before SIGKILL (``--term-timeout``; the kill reason names it).
+    ``inventory``: the ``-i`` the command was given (a printed stop command names it).
 
     Returns {"ours": StopResult dict, "foreign": [listed], "targets": [PIDs --force may signal],
     "forced": [PIDs signalled], "killed": [PIDs that needed SIGKILL], "gpu_release_s"}."""
@@ -203,7 +213,7 @@ def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float
     if where.result == "missing":  # nothing of ours can run there, and a stop creates nothing
         res = process.StopResult(pid=0, found="none")
     else:
-        res = _stop_riding_out(c, host, lc, term_s=term_s, gpu_release_s=gpu_release_s)
+        res = _stop_riding_out(c, host, lc, term_s=term_s, gpu_release_s=gpu_release_s, inventory=inventory)
     if not lc.capabilities.host_view:  # a SLURM login node's processes are not the job's: nothing to list or force
         return {"ours": asdict(res), "ours_text": res.describe(), "foreign": [], "targets": [], "forced": [],
                 "killed": [], "gpu_release_s": res.gpu_release_s}
@@ -224,7 +234,7 @@ def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float
 
 
 def _stop_riding_out(c, host: HostConfig, lc: ProcessServer, *, term_s: float,
-                     gpu_release_s: float) -> process.StopResult:
+                     gpu_release_s: float, inventory=None) -> process.StopResult:
     """``lc.stop`` under the host lock; a stop cut by a dropped SSH connection runs once more on the re-opened
     connection (it reads the record again). When the host cannot be reached, the TransportLost says that the
     record is kept and to run ``stop`` again."""
@@ -236,15 +246,16 @@ def _stop_riding_out(c, host: HostConfig, lc: ProcessServer, *, term_s: float,
         except TransportLost as e:
             if attempt == 2 or transport.is_lost(c):
                 raise e.in_run(f"; the stop did not finish: the server record is kept on {host.name} (nothing was "
-                               f"dropped), so run the stop again once the host can be reached: `mtp-remote stop -H "
-                               f"{host.name}` (or `fab -H {host.name} stop`)") from e
+                               f"dropped), so run the stop again once the host can be reached: "
+                               f"{stop_again(host, inventory)}") from e
     raise AssertionError("unreachable")
 
 
 def launch(c, host: HostConfig, playbook: Playbook, profile: str, python: str, *, run_id: str,
-           on_progress: Callable[[str], None] | None = None):
+           on_progress: Callable[[str], None] | None = None, inventory=None):
     """Stop our previous server, launch ``profile`` and wait until its log says ready; leave it running.
-    Returns the wait outcome (Ready / Crashed / TimedOut); a crashed server is stopped again."""
+    Returns the wait outcome (Ready / Crashed / TimedOut); a crashed server is stopped again. ``inventory``: the
+    ``-i`` the command was given (the stop it prints when a stop fails names it)."""
     if profile not in playbook.profiles:
         raise MtpRemoteError(f"unknown profile {profile!r}; choose one of: {', '.join(playbook.profile_order())}")
     if profile in playbook.attached:  # someone else serves it: never launched by us
@@ -263,7 +274,7 @@ def launch(c, host: HostConfig, playbook: Playbook, profile: str, python: str, *
             raise
         except BaseException as e:  # Ctrl-C / SIGTERM / a lost connection while launching or waiting (the stop
             # reads the host's record: a server started by a launch cut before it returned is stopped too)
-            _stop_after_interrupt(lc, host, playbook, rec, e, on_progress, profile=profile)
+            _stop_after_interrupt(lc, host, playbook, rec, e, on_progress, profile=profile, inventory=inventory)
             raise
         if not outcome.ok:
             lc.stop(term_s=playbook.timeouts.term_s, drain_s=playbook.timeouts.drain_s,
@@ -272,7 +283,7 @@ def launch(c, host: HostConfig, playbook: Playbook, profile: str, python: str, *
 
 
 def _stop_after_interrupt(lc: ProcessServer, host: HostConfig, playbook: Playbook, rec, exc: BaseException,
-                          on_progress: Callable[[str], None] | None, *, profile: str) -> None:
+                          on_progress: Callable[[str], None] | None, *, profile: str, inventory=None) -> None:
     """Stop the server ``launch`` started when launching or waiting for it was interrupted (``rec`` is None
     when the launch step had not returned: the host's record names the server); if that fails too, say that it
     may be left running and how to stop it."""
@@ -284,8 +295,7 @@ def _stop_after_interrupt(lc: ProcessServer, host: HostConfig, playbook: Playboo
     try:
         lc.stop(term_s=min(playbook.timeouts.term_s, 30.0), gpu_release_s=playbook.timeouts.gpu_release_s)
     except BaseException:
-        say(f"the server {which} may be LEFT RUNNING on {host.name}; stop it with "
-            f"`mtp-remote stop -H {host.name}` (or `fab -H {host.name} stop`)")
+        say(f"the server {which} may be LEFT RUNNING on {host.name}; stop it with {stop_again(host, inventory)}")
         raise
 
 

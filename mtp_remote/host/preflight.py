@@ -49,18 +49,7 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
 
     hf = HostFacts.parse(snap)
     sglang_version = _engine_checks(c, host, python, sec, checks)
-    gpus = hf.gpus
-    if gpus:
-        detail = "; ".join(f"GPU{g.index} {g.name}: {g.memory_used_mib}/{g.memory_total_mib} MiB used" for g in gpus)
-        busy = [g for g in gpus if g.memory_used_mib > 0.05 * g.memory_total_mib]
-        unseen = describe_unseen(hf.unseen(host))
-        checks.append(Check("gpus", "warn" if busy or unseen else "ok",
-                            detail + ("; memory already in use" if busy else "") + "".join(f"; {u}" for u in unseen)))
-    elif hf.gpus_hung:
-        checks.append(Check("gpus", "fail", f"nvidia-smi did not answer within {facts.SMI_TIMEOUT_S:g} s (a wedged "
-                                            f"driver?); GPUs not checked"))
-    else:
-        checks.append(Check("gpus", "fail", "nvidia-smi returned no GPUs"))
+    checks.append(gpu_check(hf, host, playbook))
     architectures = _model_check(host, sec("model"), checks)
     checks += _workdir_checks(host, workdir, sec("workdir"))
     busy_port = host.port in hf.tcp_ports
@@ -73,6 +62,50 @@ def preflight(c, host: HostConfig, playbook: Playbook | None, python: str) -> li
     if playbook is not None:
         checks.extend(_lint_checks(c, host, playbook, python, sglang_version, architectures))
     return checks
+
+
+def gpu_check(hf: HostFacts, host: HostConfig, playbook: Playbook | None) -> Check:
+    """The GPUs nvidia-smi lists (warn: memory in use, or GPUs the host's processes cannot see); a fail when it
+    lists none or hangs -- except on a host without GPUs by design (:func:`cpu_by_design`), where none is
+    what is expected."""
+    gpus = hf.gpus
+    if gpus:
+        detail = "; ".join(f"GPU{g.index} {g.name}: {g.memory_used_mib}/{g.memory_total_mib} MiB used" for g in gpus)
+        busy = [g for g in gpus if g.memory_used_mib > 0.05 * g.memory_total_mib]
+        unseen = describe_unseen(hf.unseen(host))
+        return Check("gpus", "warn" if busy or unseen else "ok",
+                     detail + ("; memory already in use" if busy else "") + "".join(f"; {u}" for u in unseen))
+    design = cpu_by_design(host, playbook)
+    if design is not None:
+        return Check("gpus", "ok", f"no GPU expected: {design}")
+    if hf.gpus_hung:
+        return Check("gpus", "fail", f"nvidia-smi did not answer within {facts.SMI_TIMEOUT_S:g} s (a wedged "
+                                     f"driver?); GPUs not checked")
+    return Check("gpus", "fail", "nvidia-smi returned no GPUs")
+
+
+def cpu_by_design(host: HostConfig, playbook: Playbook | None) -> str | None:
+    """Why this host runs without GPUs by design (the inventory's ``gpus: []``, the playbook's ``--device cpu``,
+    or ``SGLANG_USE_CPU_ENGINE=1`` in the host's env), or None when it is meant to have them."""
+    if host.gpus == []:
+        return "the inventory gives this host no GPUs (gpus: [])"
+    flags = list(playbook.base_flags) if playbook is not None else []
+    for i, f in enumerate(flags):
+        if (f == "--device" and flags[i + 1:i + 2] == ["cpu"]) or f == "--device=cpu":
+            return f"the playbook {playbook.name} launches with --device cpu"
+    if host.env.get("SGLANG_USE_CPU_ENGINE") == "1":
+        return "SGLANG_USE_CPU_ENGINE=1 in the host's env (SGLang's CPU engine)"
+    return None
+
+
+def workdir_shown(host_workdir: str, there: str) -> str:
+    """Where the snapshot found the workdir (or its first existing parent), as the operator wrote it: a path
+    relative to ``$HOME`` shown as ``~/...`` when the inventory's workdir starts with ``~`` (``./.mtp-remote``
+    -> ``~/.mtp-remote``: only a leading ``./`` is dropped, never the dot of a hidden directory)."""
+    if there.startswith("/") or not host_workdir.startswith("~"):
+        return there
+    rel = there[2:] if there.startswith("./") else there
+    return "~" if rel in ("", ".") else "~/" + rel
 
 
 def _sections(host: HostConfig, python: str, workdir: str) -> dict[str, str]:
@@ -131,7 +164,7 @@ def _workdir_checks(host: HostConfig, workdir: str, r: snapshot.Section) -> list
     there, _, rest = r.stdout.partition("\n")
     writable = rest.startswith("writable")
     exists = there == workdir
-    shown = there if there.startswith("/") or not host.workdir.startswith("~") else "~/" + there.lstrip("./")
+    shown = workdir_shown(host.workdir, there)
     free = snapshot.parse_df(r.stdout)
     return [Check("workdir", "ok" if writable else "fail",
                   (f"{host.workdir} is writable" if exists else

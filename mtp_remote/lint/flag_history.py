@@ -5,7 +5,9 @@ releases (``--mamba-scheduler-strategy`` in 0.5.9-0.5.13 is ``--mamba-radix-cach
 adds new ones. :func:`explain_unknown` looks the flag up in every table (exact option or unique prefix, as
 argparse resolves it) and says which: *renamed* after the last release that has it -- the release after it
 has a new option of the same shape (action, nargs, type, choices) that the old one lacked, the nearest by
-name -- else *removed* after it, or *added* in the first release that has it. Pure: tables in, words out.
+name -- else *removed* after it, or *added* in the first release that has it. A removed flag's suggestion is
+the flag SGLang itself names as its replacement (:data:`NAMED_REPLACEMENTS`, from its deprecation texts), never
+a flag of merely similar spelling when SGLang deprecated it first without naming one. Pure: tables in, words out.
 """
 
 from __future__ import annotations
@@ -14,6 +16,18 @@ import difflib
 from dataclasses import dataclass
 
 from mtp_remote.lint.flag_table import FlagSpec, FlagTable, available_versions, load_flag_table, version_key
+
+
+#: Flags SGLang deprecated with a named replacement, as its own text names it: flag -> (replacement, where SGLang
+#: says so). A removed flag is suggested its replacement, not the nearest spelling (``--hybrid-kvcache-ratio``
+#: was suggested ``--hicache-ratio``, a hierarchical-cache setting, instead of ``--swa-full-tokens-ratio``).
+NAMED_REPLACEMENTS: dict[str, tuple[str, str]] = {
+    "--hybrid-kvcache-ratio": ("--swa-full-tokens-ratio",
+                               "SGLang 0.5.9's help: \"--hybrid-kvcache-ratio is deprecated now. Please use "
+                               "--swa-full-tokens-ratio instead.\""),
+}
+#: SGLang's argparse actions that only warn and store nothing: a flag kept as a deprecated no-op.
+_DEPRECATED_NO_OP = frozenset({"DeprecatedAction"})
 
 
 @dataclass(frozen=True)
@@ -82,6 +96,19 @@ def explain_unknown(flag: str, table: FlagTable) -> FlagHistory | None:
         succ, certain = _successor(old_spec, load_flag_table(last), load_flag_table(nxt)) if old_spec else (None, False)
         if succ is not None and succ not in table.by_option:
             succ = None
+        named = NAMED_REPLACEMENTS.get(old_spec.name if old_spec else flag)
+        no_ops = [v for v in known if load_flag_table(v).by_option[old_spec.name].action in _DEPRECATED_NO_OP] \
+            if old_spec else []
+        if named and named[0] in table.by_option:
+            return FlagHistory(flag, tuple(known), None,
+                               f"{flag} was removed after SGLang {last} (it is a flag in {_span(known)}, not in "
+                               f"{table.sglang_version}); SGLang names {named[0]} as its replacement ({named[1]})",
+                               named[0])
+        if no_ops and not certain:  # deprecated first, with no replacement named: a similar name is no cure
+            return FlagHistory(flag, tuple(known), None,
+                               f"{flag} was removed after SGLang {last} (it is a flag in {_span(known)}, not in "
+                               f"{table.sglang_version}); SGLang had deprecated it (a no-op in {_span(no_ops)}) "
+                               f"without naming a replacement: drop it")
         if succ and certain:
             msg = (f"{flag} was renamed {succ} after SGLang {last} (it is a flag in {_span(known)}; "
                    f"{table.sglang_version} has only the new name)")

@@ -144,11 +144,13 @@ def result_from_answer(answer: dict, argv: list[str], version: str | None,
 def with_history(findings: list[Finding], table) -> list[Finding]:
     """``findings`` with every ``unknown-flag`` of a flag another release has explained by its history
     (:func:`mtp_remote.lint.flag_history.explain_unknown`): renamed (the new name becomes the suggestion),
-    removed, or added later; a flag no table knows keeps its did-you-mean."""
+    removed (SGLang's named replacement, never a similar spelling), or added later; a flag no table knows keeps
+    its did-you-mean."""
     out = []
     for f in findings:
         history = explain_unknown(f.flag, table) if f.code == "unknown-flag" and f.flag else None
-        out.append(f if history is None else Finding(f.code, f.flag, history.suggest or f.suggestion, history.message))
+        # a flag another release knows is not a misspelling: its history names the successor, or nothing
+        out.append(f if history is None else Finding(f.code, f.flag, history.suggest, history.message))
     return out
 
 

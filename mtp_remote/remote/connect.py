@@ -107,7 +107,8 @@ def _connect(host: HostConfig):
     if host.transport == "local":
         from invoke import Config, Context
 
-        return Context(config=Config(overrides={"run": {"in_stream": False}}))
+        return Context(config=Config(overrides={"run": {"in_stream": False},
+                                                "runners": {"local": _local_runner()}}))
     gateway = None
     if host.gateway:
         guser, gaddr, gport = _parse_gateway(host.gateway)
@@ -119,6 +120,21 @@ def _connect(host: HostConfig):
         close(conn)
         raise
     return conn
+
+
+def _local_runner():
+    """Invoke's local runner, with a Ctrl-C handled as Fabric's runner handles it over SSH (no pty): re-raised
+    at once. Invoke's own forwards it as ``\\x03`` on the command's stdin and keeps waiting; a host script
+    given its whole stdin has that pipe closed already, so the forward failed with ``ValueError: I/O operation
+    on closed file`` and a Ctrl-C during ``mitigate``/``bisect`` on a local host ended in a traceback instead of
+    the resume line."""
+    from invoke import Local
+
+    class InterruptibleLocal(Local):
+        def send_interrupt(self, interrupt):
+            raise interrupt
+
+    return InterruptibleLocal
 
 
 def close(c) -> None:

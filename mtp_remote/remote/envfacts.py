@@ -4,17 +4,20 @@
 versions of the host's python (for sim hosts the release the sim imitates, ``mtp_remote.sim.version``), the
 GPUs' names and driver version (``nvidia-smi --query-gpu=name,driver_version``, or the sim's stand-in) and
 the model's ``config.json`` ``architectures``. ``parse_environment`` turns its output into an
-:class:`EnvFacts`. ``mitigate`` uses them to choose release-aware candidates, ``bug-report`` prints them, and
-the fleet report names the facts in which disagreeing hosts differ.
+:class:`EnvFacts`. ``mitigate`` uses them to choose release-aware candidates, a diagnose run records them in
+``summary.json`` (``environment``), ``bug-report`` prints them, and the fleet report names the facts in which
+disagreeing hosts differ.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import shlex
 from dataclasses import asdict, dataclass, field
 
 from ..config.inventory import HostConfig
+from ..errors import MtpRemoteError
 from . import facts, hostscripts
 
 _VERSIONS = ("import importlib.metadata as m\n"
@@ -22,6 +25,7 @@ _VERSIONS = ("import importlib.metadata as m\n"
              "    try: print(p, m.version(p))\n"
              "    except Exception: print(p, '-')\n")
 _MARK = "=== mtp-remote:"
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -87,6 +91,34 @@ def parse_environment(output: str, *, simulated: bool = False) -> EnvFacts:
     except (ValueError, AttributeError):
         pass
     return ef
+
+
+def environment_at(c, host: HostConfig, python: str, workdir: str) -> EnvFacts:
+    """:func:`get_environment` when the workdir is resolved already (a run after its ``prepare``): one
+    command."""
+    r = c.run(environment_command(host, python, workdir), hide=True, warn=True, in_stream=False)
+    return parse_environment(r.stdout, simulated=host.is_sim)
+
+
+def server_environment(server, host: HostConfig, python: str) -> dict | None:
+    """The facts a run records (``summary.json``'s ``environment``) through a server kind's connection and its
+    resolved workdir (``server.c``, ``server.workdir``, ``server.capabilities.kind``): one round trip. None for a
+    kind without a host connection (a test double) or when the read fails (logged): facts are never a run's
+    error. A container kind's SGLang and torch are its image's, a SLURM kind's its compute node's (and the login
+    node's GPUs are not the job's): those stay unknown here."""
+    c = getattr(server, "c", None)
+    if c is None or not hasattr(c, "run"):
+        return None
+    try:
+        facts = environment_at(c, host, python, server.workdir).to_dict()
+    except (MtpRemoteError, OSError) as e:
+        log.warning("host facts not read: %s", e)
+        return None
+    if server.capabilities.kind in ("container", "slurm"):
+        facts.update(sglang=None, torch=None)
+    if server.capabilities.kind == "slurm":
+        facts.update(gpus=[], driver=None)
+    return facts
 
 
 def get_environment(c, host: HostConfig, python: str) -> EnvFacts:

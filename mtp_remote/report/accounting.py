@@ -39,8 +39,9 @@ def _r(x: float | None) -> float | None:
 def time_split(profile_runs: list, duration_s: float | None = None) -> dict:
     """Per profile (seconds): ``launch_ready_s`` (launch until ready and /health 200), ``sampling_s``,
     ``stop_s`` (signal, drain, exit and GPU memory seen free), of it ``gpu_release_s``, and ``tool_s`` (the
-    profile's wall time less those); for the run: the sums and ``outside_profiles_s`` (connect, lock, facts,
-    the leftover stop, the report: ``duration_s`` less the profiles' wall time)."""
+    profile's wall time less those); for the run: the sums, ``command_s`` (``duration_s``: this command's own
+    time, a resume's without the gap before it) and ``outside_profiles_s`` (connect, lock, facts, the leftover
+    stop, the report: ``duration_s`` less the profiles' wall time)."""
     rows = []
     for pr in profile_runs:
         wall = getattr(pr, "wall_s", None)
@@ -52,6 +53,7 @@ def time_split(profile_runs: list, duration_s: float | None = None) -> dict:
     total = {k: _r(sum(r[k] or 0.0 for r in rows)) for k in ("wall_s", "launch_ready_s", "sampling_s", "stop_s",
                                                               "gpu_release_s", "tool_s")}
     if duration_s is not None:
+        total["command_s"] = _r(duration_s)
         total["outside_profiles_s"] = _r(max(duration_s - (total["wall_s"] or 0.0), 0.0))
     return {"profiles": rows, "total": total}
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 import sys
 import threading
 import time
@@ -12,9 +11,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..config.paths import DEFAULT_PLAYBOOK
 from ..outside_text import for_terminal
 from .markdown import arm_counts, num, pct
+from .next_step import next_step
 
 _STYLE = {"healthy": "green", "spec-corrupts-output": "bold red", "base-model-degenerates": "yellow",
           "spec-ineffective": "yellow", "spec-slower": "yellow", "inconclusive": "magenta"}
@@ -82,86 +81,6 @@ def make_console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     tty = stream.isatty()
     return SafeConsole(stderr=stderr, width=None if tty else PIPE_WIDTH, soft_wrap=not tty, log_path=False)
-
-
-#: Runbook for each kind of ending (docs/runbooks/).
-RUNBOOK = {"corrupt": "docs/runbooks/mtp-output-looping.md", "launch": "docs/runbooks/server-will-not-start.md",
-           "crashed": "docs/runbooks/server-crashed-while-sampling.md",
-           "failed": "docs/runbooks/nightly-run-failed.md"}
-
-
-def inventory_option(inventory=None) -> str:
-    """`` -i INVENTORY`` (shell-quoted) for a printed command when the inventory was given on the command line,
-    else '' (the command then finds the same inventory as the run did)."""
-    return f" -i {shlex.quote(str(inventory))}" if inventory else ""
-
-
-def _same_files(doc: dict, inventory=None) -> str:
-    """The options that make a printed command read what this run read: ``-i`` for an inventory given on the
-    command line, ``-p`` for a playbook other than the default (a resume or mitigate with another playbook is
-    refused as a different experiment)."""
-    opts = inventory_option(inventory)
-    file = (doc.get("playbook") or {}).get("file")
-    if file and str(file) != DEFAULT_PLAYBOOK:
-        opts += f" -p {shlex.quote(str(file))}"
-    return opts
-
-
-def next_step(doc: dict, run_dir, *, inventory=None) -> str:
-    """What to do next after a run, from its summary: one sentence with the command or runbook to use.
-    ``inventory``: the ``-i`` the run was given (the command then names it, as it names the host)."""
-    kinds = {v["profile"]: v["kind"] for v in doc.get("verdicts", [])}
-    run = doc.get("run_id")
-    if doc.get("status", "completed") != "completed":
-        if doc.get("resume"):
-            return f"fix the cause, then continue: {doc['resume']}"
-        return f"fix the cause and run again (nothing to resume); see {RUNBOOK['failed']}"
-    corrupt = [p for p, k in kinds.items() if k == "spec-corrupts-output"]
-    failed = [p for p, k in kinds.items() if k.startswith(("launch-failed", "crashed", "hung"))]
-    if failed:
-        first = kinds[failed[0]]
-        runbook = RUNBOOK["launch"] if first.startswith("launch-failed") else RUNBOOK["crashed"]
-        report = ("" if first.startswith("launch-failed") else
-                  f"; a server that fails while serving is a bug worth reporting: `mtp-remote bug-report {run}`")
-        return (f"{', '.join(failed)} failed: `mtp-remote classify-log {run_dir}/logs/{failed[0]}.log`{report}; "
-                f"see {runbook}")
-    # -H: without it, mitigate and --resume act on the inventory's default host, not the one this run was on
-    host = (doc.get("host") or {}).get("name")
-    on = (f" -H {host}" if host else "") + _same_files(doc, inventory)
-    if doc.get("attach"):  # attached endpoints: the same --attach, no host; nothing of theirs can be relaunched
-        on = "".join(f" --attach {shlex.quote(a)}" for a in doc["attach"]) + _same_files(doc, inventory)
-        if corrupt:
-            return (f"an attached speculative endpoint corrupts output: take it out of rotation or serve it without "
-                    f"speculation; report it upstream with `mtp-remote bug-report {run}` (mitigate needs launches: "
-                    f"run it on a host of the inventory); see docs/runbooks/loops-confirmed.md")
-    if corrupt:
-        return (f"find the cheapest cure: `mtp-remote mitigate --from {run}{on}` (then `bisect`, `bug-report {run}`); "
-                f"see docs/runbooks/loops-confirmed.md")
-    if "inconclusive" in kinds.values():
-        need = [c["samples_needed"] for v in doc.get("verdicts", []) if v.get("kind") == "inconclusive"
-                for c in v.get("comparisons") or [] if c.get("samples_needed")]
-        greedy = [c["greedy_next"] for v in doc.get("verdicts", []) if v.get("kind") == "inconclusive"
-                  for c in v.get("comparisons") or [] if c.get("greedy_next")]
-        if greedy and not need:  # a greedy-only plan: more samples of the same prompts would change nothing
-            return f"{greedy[0]}, then run again: `mtp-remote diagnose{on}`"
-        prompts = len((doc.get("playbook") or {}).get("prompts") or [])
-        design = doc.get("design") or {}
-        first = design.get("first_rounds")
-        stages = [first * 2 ** s for s in range(int(design.get("resumes") or 0) + 1)] if first else []
-        later = [j for j in stages if j > int(design.get("rounds") or first or 0)]
-        if design and not later:
-            return (f"this run's design has no look left (compare.resumes, fixed at its first run): start a new run "
-                    f"with more samples, e.g. `mtp-remote diagnose{on} --samples N`")
-        if need and prompts:  # --samples is per prompt at T > 0; the evidence counts samples per arm
-            want = -(-max(need) // prompts)
-            per = next((j for j in later if j >= want), later[-1]) if later else want
-            look = " (the design's next look that gets there)" if later and per >= want else \
-                " (the design's last look)" if later else ""
-            return (f"add samples: `mtp-remote diagnose --resume {run}{on} --samples {per}`{look} ({per} per prompt x "
-                    f"{prompts} prompts = {per * prompts} per arm at each T > 0; the evidence asks for about "
-                    f"{max(need)})")
-        return f"add samples: `mtp-remote diagnose --resume {run}{on} --samples N` (N per prompt; the evidence says how many per arm)"
-    return f"nothing to fix; compare with an earlier run: `mtp-remote compare RUN {run}`"
 
 
 def print_run_end(console: Console, doc: dict, run_dir, exit_code: int, *, afterwards: bool = False,

@@ -52,9 +52,12 @@ def engine_facts(host: HostConfig, profile_runs: list) -> dict:
 
 def build_summary(*, run_id: str, host: HostConfig, playbook: Playbook, profile_runs: list, diagnosis: Diagnosis,
                   exit_code: int, started_at: datetime, n_samples: int, playbook_file: str | None = None,
-                  samples: list[dict] | None = None) -> dict:
+                  samples: list[dict] | None = None, command_started: datetime | None = None) -> dict:
     """The summary.json document (a plain dict, JSON-able). Times: ISO-8601 UTC; durations: seconds.
-    ``samples`` (the run's records) give ``generated_tokens``, ``tokens_saved`` and ``loop_stop``."""
+    ``samples`` (the run's records) give ``generated_tokens``, ``tokens_saved`` and ``loop_stop``.
+    ``command_started``: when this command began (a resume: later than ``started_at``, the run's first start);
+    ``time_split`` covers this command only, so the time between an interrupted run and its resume is never
+    counted as the tool's (``duration_s`` stays the run's, first start to finish)."""
     finished = datetime.now(timezone.utc)
     tokens = token_accounting(samples or [], playbook.max_tokens)
     doc = {
@@ -88,7 +91,7 @@ def build_summary(*, run_id: str, host: HostConfig, playbook: Playbook, profile_
         "tokens_saved": tokens["tokens_saved"],
         "kl_probe_tokens": tokens["kl_probe_tokens"],
         "loop_stop": {"enabled": playbook.stop_on_loop, **tokens},
-        "time_split": time_split(profile_runs, (finished - started_at).total_seconds()),
+        "time_split": time_split(profile_runs, (finished - (command_started or started_at)).total_seconds()),
         "exit_code": exit_code,
         "files": {"samples": "samples.jsonl", "report": "report.md", "html": "report.html", "junit": "junit.xml",
                   "metrics": "metrics.prom", "logs": "logs/"},

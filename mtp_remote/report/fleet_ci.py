@@ -104,7 +104,7 @@ def render_fleet_prometheus(doc: dict, host_docs: dict[str, dict]) -> str:
          len(doc["corrupt_hosts"])),
         ("mtp_remote_fleet_disagreements", "Verdicts on which some hosts disagree with the majority.",
          len(doc["disagreements"])),
-        ("mtp_remote_fleet_exit_code", "Exit code of the fleet nightly (the largest of its hosts').",
+        ("mtp_remote_fleet_exit_code", "Exit code of the fleet nightly (the most severe of its hosts': 2, 1, 3, 0).",
          doc["exit_code"]),
         ("mtp_remote_fleet_last_run_timestamp_seconds", "End of the last fleet nightly (Unix time, seconds).",
          f"{ts:.3f}"),

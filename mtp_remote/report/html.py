@@ -17,7 +17,7 @@ from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from .console import next_step
+from .next_step import next_step
 from .markdown import REPORT_GLOBALS, worst_samples
 
 

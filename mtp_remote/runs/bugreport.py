@@ -315,6 +315,21 @@ def lossless_names(verdict: dict | None) -> list[str]:
     return [str(t.get("name")) for t in (verdict or {}).get("lossless") or [] if t.get("evidence")]
 
 
+def environment_of(doc: dict, mitigation: dict | None) -> dict:
+    """The host's facts for the Environment section: what the diagnose run recorded (``environment``, read once
+    per run as preflight reads them), with a mitigation run's own reading over it where it knows more."""
+    facts = dict(doc.get("environment") or {})
+    facts.update({k: v for k, v in ((mitigation or {}).get("facts") or {}).items() if v})
+    return facts
+
+
+def _any_version(doc: dict) -> str | None:
+    """The SGLang version any profile's server reported (a hung profile's server never answered
+    ``/server_info``; the host's other servers ran the same SGLang)."""
+    return next((p["server_info"]["version"] for p in doc.get("profiles", [])
+                 if (p.get("server_info") or {}).get("version")), None)
+
+
 def render_bug_report(doc: dict, samples_path: Path, mitigation: dict | None, bisect: dict | None) -> str:
     """The markdown body (masked)."""
     verdicts = doc.get("verdicts", [])
@@ -324,7 +339,7 @@ def render_bug_report(doc: dict, samples_path: Path, mitigation: dict | None, bi
     kind = bad["kind"] if bad else CORRUPT
     prof = next((p for p in doc.get("profiles", []) if p["profile"] == profile), {})
     info = prof.get("server_info") or {}
-    facts = (mitigation or {}).get("facts") or {}
+    facts = environment_of(doc, mitigation)
     sim = " (mtp-remote's simulated engine, not a real SGLang)" if doc.get("simulated") else ""
     samples = _samples(samples_path)
     if kind == CORRUPT and loop_excess(bad, samples):
@@ -340,7 +355,7 @@ def render_bug_report(doc: dict, samples_path: Path, mitigation: dict | None, bi
     if bad:
         lines += [f"**Verdict** (mtp-remote {doc.get('tool_version')}): `{bad['kind']}` — {bad['evidence']}", ""]
     lines += ["### Environment", "",
-              f"- SGLang: {facts.get('sglang') or info.get('version') or 'unknown'}",
+              f"- SGLang: {facts.get('sglang') or info.get('version') or _any_version(doc) or 'unknown'}",
               f"- torch: {facts.get('torch') or 'unknown'}",
               f"- GPU: {facts.get('gpus') and ', '.join(facts['gpus']) or 'unknown'}",
               f"- driver: {facts.get('driver') or 'unknown'}",

@@ -209,6 +209,7 @@ class _Bisection:
         self.good_flags, self.good, self.bad_name, self.python, self.hooks = good_flags, good, bad_name, python, hooks
         self.cache: dict[tuple[str, ...], str] = {tuple(t["flags"]): t["outcome"] for t in doc["tests"]}
         self.conn = None
+        self.said_stored: set[str] = set()  # the baseline's "already stored" line: said once, not per test
 
     def save(self) -> None:
         """Write ``bisect.json`` (through a temporary file and a rename)."""
@@ -244,7 +245,7 @@ class _Bisection:
             **{k: v.model_dump() for k, v in base.profiles.items() if k == base.baseline},
             name: ProfileConfig(flags=flags, env=base.profiles[self.bad_name].env if self.bad_name else {}).model_dump()}})
         runs = Runner(self.host_cfg, only_profiles(pbt, [name]), self.run_dir, run_id=self.run_id, python=self.python,
-                      profiles=[name], hooks=self.hooks, c=self.conn).run()
+                      profiles=[name], hooks=self.hooks, c=self.conn, said_stored=self.said_stored).run()
         self.doc["pending"] = None
         pr = next((r for r in runs if r.profile == name), None)
         samples = latest_samples(load_samples(self.run_dir / "samples.jsonl"))
@@ -266,7 +267,7 @@ class _Bisection:
         base, doc = self.base, self.doc
         base_only = only_profiles(base, []).model_copy(update={"early_stop": False})
         Runner(self.host_cfg, base_only, self.run_dir, run_id=self.run_id, python=self.python, hooks=self.hooks,
-               c=self.conn).run()
+               c=self.conn, said_stored=self.said_stored).run()
         if self.test(changes) != "fail":
             doc.update(minimal=None, exit_code=1,
                        message="the bad launch line does not corrupt output here: nothing to bisect")

@@ -388,14 +388,15 @@ def _run_all(c, host: HostConfig, pb: Playbook, run_dir: Path, run_id: str, pyth
     launched candidate with early stopping; each is marked done in the state file as it finishes."""
     launch_failures = state.setdefault("launch_failures", {})
     base_pb = only_profiles(pb, []).model_copy(update={"early_stop": False})
-    Runner(host, base_pb, run_dir, run_id=run_id, python=python, hooks=hooks, c=c).run()
+    said: set[str] = set()  # the baseline's "already stored" line: said once, not once per candidate
+    Runner(host, base_pb, run_dir, run_id=run_id, python=python, hooks=hooks, c=c, said_stored=said).run()
     todo = [profile] + [x.name for x in candidates if x.skipped is None]
     for name in todo:
         if name in state["done"]:
             continue
         hooks.on_progress(f"mitigate: {name} ({pb.profiles[name].description or 'as deployed'})")
         runs = Runner(host, only_profiles(pb, [name]), run_dir, run_id=run_id, python=python, profiles=[name],
-                      hooks=hooks, c=c).run()
+                      hooks=hooks, c=c, said_stored=said).run()
         pr = next((r for r in runs if r.profile == name), None)
         if pr is not None and pr.failure() is not None:
             launch_failures[name] = list(pr.failure())  # [cause, hint, after_ready]: crashed:<cause> after ready

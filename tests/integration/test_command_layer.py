@@ -65,15 +65,19 @@ def _expected_lines(runs, first_run: str) -> list[str]:
                + ("regressed" if reg["regressed"] else "no tested regression")])
 
 
-def test_fab_nightly_and_mtp_remote_nightly_print_the_same_verdict_and_regression_lines(tmp_path):
+def test_fab_nightly_and_mtp_remote_nightly_print_the_same_verdict_and_regression_lines(tmp_path, monkeypatch):
     """Both second nights are checked against the same first night; each prints exactly what its summary.json
     holds, in the same lines (the speed check may differ between two nights on a loaded machine, the printing
-    may not)."""
+    may not). The first night, only what both compare with, runs in-process; the two compared ones through
+    their entry points."""
     inv, pb = _inventory(tmp_path), _playbook(tmp_path)
     first = tmp_path / "runs-a"
     night = [sys.executable, "-m", "mtp_remote.cli", "nightly", "-i", inv, "-p", pb, "--runs-dir"]
-    r = subprocess.run([*night, str(first)], capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=600)
-    assert r.returncode in (0, 3), r.stdout + r.stderr
+    for name in ("MTP_REMOTE_INVENTORY", "MTP_REMOTE_RUNS_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(main, ["nightly", "-i", inv, "-p", pb, "--runs-dir", str(first)])
+    assert r.exit_code in (0, 3), (r.output, r.exception)
     first_run = next(p.name for p in first.iterdir() if re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{4}", p.name))
     shutil.copytree(first, tmp_path / "runs-b")  # both second nights compare with the same first night
 

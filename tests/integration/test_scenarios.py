@@ -100,6 +100,11 @@ def test_the_kl_probe_is_near_zero_when_healthy_and_positive_under_state_leak(tm
         res = api.diagnose(inventory=inv, playbook=pb, runs_dir=d / "runs")
         cells = {c["profile"]: c for c in res.summary["cells"]}
         means[faults or "healthy"] = (cells["baseline"]["mean_kl_k3"], cells["mtp"]["mean_kl_k3"])
+        # the T = 0.7 samples were probed by requests of their own at T = 1: their tokens count (issue 31)
+        stored = [json.loads(ln) for ln in (res.run_dir / "samples.jsonl").read_text().splitlines()]
+        probe = sum((x.get("kl") or {}).get("probe_tokens") or 0 for x in stored)
+        assert probe > 0 and res.summary["kl_probe_tokens"] == probe
+        assert res.summary["generated_tokens"] == sum(x.get("completion_tokens") or 0 for x in stored) + probe
         greedy = [r for r in res.summary["verdicts"][0]["comparisons"] if r["temperature"] == 0]
         if faults == "state_leak":  # top-2 margins came back, so each divergence was checked for a near tie
             assert greedy[0]["greedy_diverged"] >= 1 and greedy[0]["greedy_near_tie_flips"] == 0
@@ -222,3 +227,19 @@ def test_an_aa_arm_calibrates_a_noisy_host_and_the_kl_probe_still_catches_state_
     assert "baseline-aa" in {p["profile"] for p in noisy["profiles"]}
     (leak,) = found["state_leak,numeric_noise=0.02"]["verdicts"]
     assert leak["kind"] == "spec-corrupts-output" and leak["kl_probe"]["flagged"]
+
+
+def test_the_opening_line_counts_what_is_sent_the_a_a_arm_included(tmp_path):
+    """Issue 26: the opening line said "12 requests planned over 2 profiles" while 18 went to 3 (the runner added
+    the A/A arm itself). Both read one plan now (``calibration.with_calibration``)."""
+    import re
+
+    from mtp_remote.experiment.runner import Hooks
+
+    inv, pb = write_config(tmp_path, None, samples=2, compare={"calibration": True})
+    said: list[str] = []
+    res = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs", hooks=Hooks(on_progress=said.append))
+    n, p = map(int, re.search(r"(\d+) requests planned over (\d+) profiles", said[0]).groups())
+    sent = [json.loads(line) for line in (res.run_dir / "samples.jsonl").read_text().splitlines()]
+    assert {s["profile"] for s in sent} == {"baseline", "baseline-aa", "mtp"}
+    assert (n, p) == (len(sent), 3) == (24, 3), said[0]

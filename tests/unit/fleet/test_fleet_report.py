@@ -56,12 +56,40 @@ def test_a_fleet_diagnose_ends_with_each_hosts_next_step(tmp_path):
         (tmp_path / out.run_id / "summary.json").write_text(json.dumps(
             {"run_id": out.run_id, "host": {"name": h}, "verdicts": [{"profile": "mtp", "kind": kind}]}))
     rep = FleetReport("diagnose", "r", hosts, wall_s=12.5, max_workers=8)
+    rd = f"--runs-dir {tmp_path}"  # the runs are not where the printed commands look by default
     assert fleet_next_steps(rep, tmp_path) == [
-        "next [gpu-3]: find the cheapest cure: `mtp-remote mitigate --from 20261201-00003-diag -H gpu-3` (then "
-        "`bisect`, `bug-report 20261201-00003-diag`); see docs/runbooks/loops-confirmed.md",
+        f"next [gpu-3]: find the cheapest cure: `mtp-remote mitigate --from 20261201-00003-diag -H gpu-3 {rd}` "
+        f"(then `bisect`, `bug-report 20261201-00003-diag {rd}`); see docs/runbooks/loops-confirmed.md",
         "next [gpu-4]: fix the cause (SSH to 10.0.0.4 failed: timed out), then check the host: "
         "`mtp-remote preflight -H gpu-4`"]
     calm = FleetReport("diagnose", "r", hosts[:2], wall_s=1, max_workers=8)
     assert fleet_next_steps(calm, tmp_path) == [
         "next: nothing to fix on 2 host(s); compare each with an earlier run: `mtp-remote compare RUN_A RUN_B`"]
     assert fleet_next_steps(FleetReport("status", "r", hosts, wall_s=1, max_workers=8), tmp_path) == []
+
+
+def test_the_fleet_table_cuts_long_evidence_at_a_clause_and_fleet_md_keeps_it_whole():
+    """Issue 30: the fleet table cut evidence mid-sentence (``detail[:200]``)."""
+    import io
+
+    from rich.console import Console
+
+    from mtp_remote.fleet.console import DETAIL_CHARS, fleet_table
+    from mtp_remote.fleet.outcomes import at_a_clause
+
+    evidence = ("mtp: inconclusive: spec 0/20 vs baseline 0/20 degenerate at T=0.7: no large excess detected; loop "
+                "excess up to 13.3% not ruled out (healthy needs it below 5%); about 120 samples per arm would "
+                "decide; greedy output identical on 5/5 prompts; acceptance 3.21 (non-looping 3.21), tokens/s "
+                "ratio 1.74 over the baseline")
+    assert len(evidence) > DETAIL_CHARS
+    cut = at_a_clause(evidence, DETAIL_CHARS)
+    assert cut == ("mtp: inconclusive: spec 0/20 vs baseline 0/20 degenerate at T=0.7: no large excess detected; "
+                   "loop excess up to 13.3% not ruled out (healthy needs it below 5%); about 120 samples per arm "
+                   "would decide; greedy output identical on 5/5 prompts …")
+    assert at_a_clause("short; whole", 240) == "short; whole"
+    host = HostOutcome("gpu-1", 3, {"mtp": "inconclusive"}, detail=evidence, duration_s=9.0)
+    rep = FleetReport("diagnose", "r", [host], wall_s=9.0, max_workers=8)
+    out = io.StringIO()
+    Console(file=out, width=400).print(fleet_table(rep))
+    assert "identical on 5/5 prompts …" in out.getvalue() and "ratio 1.74" not in out.getvalue()
+    assert evidence in render_fleet_markdown(rep)

@@ -9,7 +9,7 @@ import shlex
 
 from mtp_remote.fleet.console import fleet_next_steps
 from mtp_remote.fleet.outcomes import FleetReport, HostOutcome
-from mtp_remote.report.console import next_step
+from mtp_remote.report.next_step import next_step
 
 
 def _doc(kind: str, playbook_file: str) -> dict:
@@ -50,6 +50,43 @@ def test_a_fleet_names_its_inventory_in_each_hosts_next_command(tmp_path):
     cure = _command(steps[0])
     assert cure[cure.index("-i") + 1] == "/tmp/inv.yaml" and cure[cure.index("-p") + 1] == "small.yaml"
     assert steps[1].endswith("`mtp-remote preflight -H c -i /tmp/inv.yaml`"), steps
+
+
+def test_an_inconclusive_greedy_only_run_is_sent_to_a_playbook_with_a_temperature_not_to_more_samples():
+    """Issue 30: a T = 0-only playbook's `next:` said "add samples ... --samples N (the evidence says how many)":
+    no number, and more greedy samples repeat the same output, so they cannot bound a loop rate."""
+    doc = {**_doc("inconclusive", "greedy.yaml"), "playbook": {"file": "greedy.yaml", "temperatures": [0.0],
+                                                               "prompts": [{"id": "p"}] * 5}}
+    step = next_step(doc, "runs/r", inventory="inv.yaml")
+    assert "--samples" not in step and "cannot bound a loop rate" in step and "temperatures: [0.0, 0.7]" in step
+    cmd = _command(step.split("run that playbook: ")[1])
+    assert cmd == ["mtp-remote", "diagnose", "-H", "gpu-b", "-i", "inv.yaml", "-p", "playbooks/diagnose-mtp.yaml"]
+
+
+def test_an_inconclusive_run_whose_evidence_names_no_count_gets_the_designs_next_look_as_a_number():
+    doc = _doc("inconclusive", "playbooks/diagnose-mtp.yaml")
+    doc["verdicts"][0]["comparisons"] = [{"samples_needed": None}]
+    doc["playbook"]["temperatures"] = [0.0, 0.7]
+    doc["design"] = {"first_rounds": 4, "rounds": 4, "resumes": 3}
+    cmd = _command(next_step(doc, "runs/r"))
+    assert cmd[cmd.index("--samples") + 1] == "8"  # 4 -> 8: the next look of 4, 8, 16, 32
+    no_design = _doc("inconclusive", "playbooks/diagnose-mtp.yaml")
+    no_design["verdicts"][0]["comparisons"] = []
+    no_design["playbook"].update(samples=6, temperatures=[0.7])
+    cmd = _command(next_step(no_design, "runs/r"))
+    assert cmd[cmd.index("--samples") + 1] == "12"
+    spent = {**doc, "design": {"first_rounds": 4, "rounds": 32, "resumes": 3}}
+    cmd = _command(next_step(spent, "runs/r"))
+    assert cmd[:2] == ["mtp-remote", "diagnose"] and cmd[cmd.index("--samples") + 1] == "64"
+
+
+def test_a_run_outside_the_default_runs_directory_is_named_with_its_runs_dir(tmp_path):
+    """`mitigate --from RUN` after `diagnose --runs-dir elsewhere` looked for RUN in the default runs/."""
+    step = next_step(_doc("spec-corrupts-output", "playbooks/diagnose-mtp.yaml"), tmp_path / "elsewhere" / "r")
+    cure = _command(step)
+    assert cure[cure.index("--runs-dir") + 1] == str(tmp_path / "elsewhere")
+    (report,) = [shlex.split(x) for x in step.split("`") if x.startswith("bug-report")]
+    assert report == ["bug-report", "20261201-000000-abcd", "--runs-dir", str(tmp_path / "elsewhere")]
 
 
 def test_a_greedy_only_run_short_of_prompts_is_told_how_many_identical_prompts_close_the_gate():

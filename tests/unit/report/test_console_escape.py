@@ -45,11 +45,15 @@ def test_markup_in_foreign_argv_paths_and_details_is_printed_literally():
 def test_the_next_step_after_a_failed_profile_names_the_runbook_for_when_it_failed(kind, runbook):
     from pathlib import Path
 
-    from mtp_remote.report.console import next_step
+    from mtp_remote.report.next_step import next_step
 
     doc = {"run_id": "r1", "status": "completed", "verdicts": [{"profile": "mtp", "kind": kind}]}
     hint = next_step(doc, "runs/r1")
-    report = ("" if kind.startswith("launch-failed") else
-              "; a server that fails while serving is a bug worth reporting: `mtp-remote bug-report r1`")
+    report = {"launch-failed": "",
+              "crashed": "; a server that fails while serving is a bug worth reporting: `mtp-remote bug-report r1`",
+              # a hang may be the host's load (issue 30): not sent upstream before that is ruled out
+              "hung": "; a hang may be the host's load, not SGLang (the evidence says what was in flight): check "
+                      "the host's load average (`uptime`), run again on a quiet host or raise `timeouts.stall_s`; "
+                      "only a hang on a quiet host goes upstream: `mtp-remote bug-report r1`"}[kind.split(":")[0]]
     assert hint == f"mtp failed: `mtp-remote classify-log runs/r1/logs/mtp.log`{report}; see {runbook}"
     assert (Path(__file__).resolve().parents[3] / runbook).is_file()

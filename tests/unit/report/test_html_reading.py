@@ -10,7 +10,7 @@ from mtp_remote.analysis.diagnosis import diagnose
 from mtp_remote.config.inventory import HostConfig
 from mtp_remote.config.playbook import Playbook
 from mtp_remote.experiment.runner import ProfileRun
-from mtp_remote.report.console import next_step
+from mtp_remote.report.next_step import next_step
 from mtp_remote.report.document import build_summary
 from mtp_remote.report.html import render_html
 from tests.unit.report.test_reports import HEALTHY, LOOP, sample

@@ -44,7 +44,8 @@ def test_the_time_split_gives_each_profile_its_parts_and_the_tool_the_rest():
     base, mtp = split["profiles"]
     assert base["tool_s"] == 1.0 and mtp["tool_s"] == 0.5
     assert split["total"] == {"wall_s": 70.0, "launch_ready_s": 25.0, "sampling_s": 39.0, "stop_s": 4.5,
-                              "gpu_release_s": 2.5, "tool_s": 1.5, "outside_profiles_s": 3.0}
+                              "gpu_release_s": 2.5, "tool_s": 1.5, "command_s": 73.0,
+                              "outside_profiles_s": 3.0}
     assert time_split_line(split) == ("launch/ready 25.0 s, sampling 39.0 s, stop + GPU release 4.5 s, "
                                       "tool 4.5 s")
 
