@@ -61,7 +61,7 @@ system-deps:
 
 ## test: all tests (unit, integration against the sim, ssh against a real sshd on 127.0.0.1, and real SGLang
 ## 0.5.9 on the CPU: one lifecycle over ssh, a baseline diagnose, a NEXTN lifecycle on the hybrid model and one
-## healthy/leaking NEXTN pair). real-setup runs first, outside pytest: it builds the real-engine cache once per
+## healthy/looping NEXTN pair on the trained hybrid). real-setup runs first, outside pytest: it builds the real-engine cache once per
 ## machine (nothing when its stamps are there) and stops `make test` with the failed step named.
 ## TEST_WORKERS pytest-xdist processes (default 2; 1 = serial) with --dist loadgroup: tests/conftest.py puts
 ## each file in an xdist_group of its own (its tests share its module fixtures and never run beside each other)
@@ -77,13 +77,15 @@ test: $(STAMP) system-deps real-setup
 ## named steps (pip, the SGLang patches, the model build; tests/support/real_sglang.py STEPS), each stamped when
 ## done: a second run builds nothing, a failed one resumes at its step. Progress every 30 s; the whole output
 ## in <cache>/sglang-0.5.9-cpu-v2.build.log. REBUILD=1 builds it all again.
-## Then `fab -H real-cpu diagnose` (dense, STANDALONE) and `fab -H real-hybrid diagnose` (hybrid, NEXTN) run against it.
+## It trains one model (the hybrid that answers: ~10-16 min of one core, once). Then `fab -H real-cpu diagnose` (dense,
+## STANDALONE), `fab -H real-hybrid diagnose` and `fab -H real-hybrid-loop diagnose` (hybrid, NEXTN) run against it.
 real-setup: $(STAMP)
 	@$(BIN)/python -m tests.support.real_sglang $(if $(REBUILD),--rebuild)
 
 ## test-real: the real-engine tests in full: baseline vs STANDALONE (real-cpu), diagnose on every real-hybrid*
-## host (NEXTN, healthy and two injected real faults), both real hosts against transformers' reference, and
-## real-cpu served from a container (the container kind, the CPU venv bind-mounted into a local image)
+## host (NEXTN: the trained hybrid healthy and under a real state fault, the random one with two injected
+## faults), both real hosts against transformers' reference, and real-cpu served from a container (the container
+## kind, the CPU venv bind-mounted into a local image)
 test-real: $(STAMP) system-deps real-setup
 	MTP_REMOTE_REAL_FULL=1 $(BIN)/python -m pytest -q -ra -s tests/real
 

@@ -49,6 +49,18 @@ def to_obs(s: dict, expected: str | None = None) -> SampleObs:
                      kl_tokens=(s.get("kl") or {}).get("n_tokens"))
 
 
+def _comparable(profile: str, temperature: float, greedy_fallback: dict[str, str]) -> bool:
+    """Whether a (profile, temperature) cell is judged: not a T > 0 cell of a profile that verified greedily."""
+    return not (temperature > 0 and profile in greedy_fallback)
+
+
+def _not_compared_above_0(v: Verdict, line: str) -> Verdict:
+    """``v`` with the reason its T > 0 cells were left out: a warning and a sentence after its evidence."""
+    why = (f"T > 0 not compared: the speculative server verified its drafts greedily (its log: {line!r}), so its "
+           f"T > 0 output is the target's argmax, not a sample of the baseline's distribution")
+    return replace(v, evidence=f"{v.evidence}; {why}", warnings=[*v.warnings, why])
+
+
 def design_of(playbook, n_spec_profiles: int, temperature: float | None = None,
               recorded: dict | None = None) -> Design:
     """The decision rule's design for a playbook (``config.Playbook``): rounds = samples per prompt at a
@@ -85,7 +97,7 @@ def record_design(playbook, n_spec_profiles: int) -> dict:
 def diagnose(*, baseline: str, profiles: dict[str, bool], samples: list[dict],
              launch_failures: dict[str, tuple] | None = None, alpha: float = 0.05,
              design: Design | None = None, calibration_profile: str | None = None,
-             expected: dict[str, str] | None = None) -> Diagnosis:
+             expected: dict[str, str] | None = None, greedy_fallback: dict[str, str] | None = None) -> Diagnosis:
     """Cells and verdicts.
 
     ``profiles`` maps profile name → speculative?; ``launch_failures`` maps profile → (cause, hint) for
@@ -93,8 +105,12 @@ def diagnose(*, baseline: str, profiles: dict[str, bool], samples: list[dict],
     that crashed or hung while sampling. ``design``: the decision rule the run sampled with (default: one
     look at the end at ``alpha``). ``calibration_profile``: the A/A arm (the baseline relaunched), not
     judged; it calibrates the others' verdicts. ``expected``: prompt id → expected answer (the accuracy
-    check)."""
+    check). ``greedy_fallback``: profile → the server's log line saying it verified drafts greedily at T > 0
+    (``remote.logs.greedy_verification_fallback``): that profile's T > 0 cells are not judged (its output there
+    is the target's argmax, not a sample of the baseline's distribution: loop rates would differ by
+    construction), and its verdict says so in a warning and after its evidence."""
     expected = expected or {}
+    greedy_fallback = greedy_fallback or {}
     launch_failures = launch_failures or {}
     by_cell: dict[tuple[str, float], list[SampleObs]] = defaultdict(list)
     for s in samples:
@@ -110,9 +126,13 @@ def diagnose(*, baseline: str, profiles: dict[str, bool], samples: list[dict],
         aa = [o for (p, _), obs in by_cell.items() if p == calibration_profile for o in obs]
         calibration = measure_calibration(base_samples, aa) if aa else None
     design = design or Design(alpha=alpha)
-    judged = {p: ([c for c in cells if c.profile == p], [o for (q, _), obs in by_cell.items() if q == p for o in obs])
+    judged = {p: ([c for c in cells if c.profile == p and _comparable(p, c.temperature, greedy_fallback)],
+                  [o for (q, t), obs in by_cell.items() if q == p and _comparable(p, t, greedy_fallback) for o in obs])
               for p in spec_profiles if p not in launch_failures}
     found = judge_all(judged, base_cells, base_samples, design=design, calibration=calibration)
+    for p, line in greedy_fallback.items():
+        if p in found and any(c.profile == p and c.temperature > 0 for c in cells):
+            found[p] = _not_compared_above_0(found[p], line)
     verdicts = []
     for p in spec_profiles:
         if p in launch_failures:

@@ -29,7 +29,10 @@ the baseline and its A/A relaunch when ``compare.calibration`` measured one):
   samples but stays under it.
 - **accuracy**: where a prompt has an expected answer (playbook ``prompts[].expected``), the share of
   samples whose answer contains it, baseline vs spec: one-sided Fisher exact ("the baseline answers right
-  more often"), over all T > 0 samples (both arms sample the same prompts round by round).
+  more often"), over all T > 0 samples (both arms sample the same prompts round by round); a greedy-only plan
+  (no T > 0 sample checked) compares its greedy answers, one per prompt (a speculative arm that breaks the
+  answers of a model that answers right, as a real state fault does, is a lossless violation in words a user
+  checks).
 
 :func:`lossless_member` folds a profile's tests into one p-value (Bonferroni over the tests present) that
 joins the Holm family of the loop tests (``verdict.judge_all``); :func:`lossless_tests` runs them on a
@@ -356,8 +359,11 @@ def lossless_tests(spec_samples, base_samples, calibration: Calibration | None,
         probe = {**asdict(gap), "floor_source": "calibration" if calibrated else "baseline",
                  "threshold": k.counts["bound"], "above": k.counts["above"], "floor_quantile":
                  k.counts["floor_quantile"], "p": k.raw_p, "flagged": False}
-    right = [bool(s.answer_ok) for s in spec_samples if s.ok and s.answer_ok is not None and s.temperature > 0]
-    base_right = [bool(s.answer_ok) for s in base_samples if s.ok and s.answer_ok is not None and s.temperature > 0]
+    sampled = any(s.temperature > 0 and s.answer_ok is not None for s in spec_samples)
+    right = [bool(s.answer_ok) for s in spec_samples
+             if s.ok and s.answer_ok is not None and (s.temperature > 0) == sampled]
+    base_right = [bool(s.answer_ok) for s in base_samples
+                  if s.ok and s.answer_ok is not None and (s.temperature > 0) == sampled]
     a = accuracy_test(right, base_right)
     if a is not None:
         tests.append(a)

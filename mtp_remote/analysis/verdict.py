@@ -173,6 +173,19 @@ def _rows(spec_cells, base_cells, spec_samples, design: Design, base_samples=())
     return rows
 
 
+def _greedy_loops(rows: list[dict]) -> str:
+    """The greedy cell's loops as the lead of a lossless verdict, when the speculative arm loops on more prompts
+    than the baseline: ``"loops: spec 3/8 vs baseline 0/8 degenerate at T=0 (greedy: the same prompts); "``.
+    Greedy loop counts are no test of their own (one output per prompt; the greedy lossless test judges T = 0),
+    but they are the symptom a user looks for first; empty otherwise."""
+    r = next((r for r in rows if r["temperature"] == 0.0 and r["spec_loops"] > r["base_loops"]), None)
+    if r is None:
+        return ""
+    only = r.get("greedy_spec_only_loops")
+    where = f", {only} of them where the baseline's output does not loop" if only else ""
+    return f"loops: {_counts(r)} (greedy: the same prompts{where}); "
+
+
 def _greedy(pairs, rows, near_tie_margin: float) -> tuple[str, str | None]:
     """(evidence phrase, the first divergence beyond a near tie in words or None) of the greedy pairs
     (``pairing.greedy_report``); fills the T = 0 row."""
@@ -347,7 +360,7 @@ def _judge_one(profile, spec_cells, base_cells, spec_samples, base_samples, rows
     if broken:
         loops = "; ".join(_counts(r) for r in fam)
         return verdict("spec-corrupts-output",
-                       f"{lossless_ev} (lossless p={_fmt_p(lossless_p['p_adjusted'])}, {holm_note}; "
+                       _greedy_loops(rows) + f"{lossless_ev} (lossless p={_fmt_p(lossless_p['p_adjusted'])}, {holm_note}; "
                        f"Bonferroni over {len(lossless)} check{'s' if len(lossless) > 1 else ''})"
                        + (f"; loops: {loops}" if loops else "") + tail,
                        min(fam, key=lambda r: r["p_adjusted"]) if fam else None, p=lossless_p["p_adjusted"])

@@ -277,7 +277,9 @@ def _conclude(run: _PreparedRun, runner: Runner, profile_runs: list, host_cfg: H
     design = design_of(pb, sum(1 for p in spec if p not in (pb.baseline, aa)), recorded=recorded)
     diag = diagnose_samples(baseline=pb.baseline, profiles=spec, samples=samples, launch_failures=failures,
                             design=design, calibration_profile=aa,
-                            expected={p.id: p.expected for p in pb.prompts if p.expected is not None})
+                            expected={p.id: p.expected for p in pb.prompts if p.expected is not None},
+                            greedy_fallback={pr.profile: pr.greedy_fallback for pr in profile_runs
+                                             if pr.greedy_fallback})
     cannot_include(diag.verdicts, set(pb.attached), pb.baseline, {pr.profile: pr.argv_masked for pr in profile_runs})
     code = verdicts_exit_code(diag.verdicts)
     doc = build_summary(run_id=run.run_id, host=host_cfg, playbook=pb, profile_runs=profile_runs, diagnosis=diag,

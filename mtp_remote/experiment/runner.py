@@ -28,7 +28,7 @@ from ..interrupts import run_async
 from ..remote import connect as transport
 from ..remote.commands import mask_argv, mask_log_secrets, mask_text, playbook_secrets
 from ..remote.envfacts import server_environment
-from ..remote.logs import classify_log
+from ..remote.logs import classify_log, greedy_verification_fallback
 from ..serving.base import LogFollower, ServerKind, WaitOutcome
 from ..serving.kinds import open_server
 from .calibration import calibration_profile, with_calibration
@@ -78,6 +78,9 @@ class ProfileRun:
     idle_after_stops_s: float | None = None  # from the last response until the server had no request left
     attached: dict | None = None  # an attached endpoint: where, speculative, model, flags read back, their lint
     context: dict = field(default_factory=dict)  # long prompts' tokens vs the context length (experiment.fit)
+    #: SGLang's log line saying it verified drafts greedily at T > 0 (remote.logs.greedy_verification_fallback):
+    #: this profile's T > 0 cells are then not compared (analysis.diagnosis)
+    greedy_fallback: str | None = None
 
     @property
     def launched(self) -> bool:
@@ -409,6 +412,7 @@ class Runner:
             text = log_text(server, use.rec, use.stream, dropped=pr.ssh_drops > 0)
             # a reused server's log holds the profile before too: its decode lines are that one's
             pr.decode = [d.to_dict() for d in classify_log(text[use.log_offset:]).decode]
+            pr.greedy_fallback = greedy_verification_fallback(text[use.log_offset:])
             log_error = self._keep(self.run_dir / "logs" / f"{lp.profile}.log",
                                    mask_log_secrets(mask_text(text, self._secrets)))
         if res is None:
@@ -452,6 +456,7 @@ class Runner:
         pr.ssh_drops = drops
         text = stream.text if stream is not None else riding_out(server, lambda: server.read_log(use.rec.log_path), "")
         pr.decode = [d.to_dict() for d in classify_log(text[use.log_offset:]).decode]
+        pr.greedy_fallback = greedy_verification_fallback(text[use.log_offset:])
         pr.stop = "kept running: the next profile has the same argv and environment"
         return self._keep(self.run_dir / "logs" / f"{lp.profile}.log", mask_log_secrets(mask_text(text, self._secrets)))
 

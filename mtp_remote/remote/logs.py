@@ -255,6 +255,24 @@ def _milestones(text: str, *, first_line: int = 1) -> list[Milestone]:
     return out
 
 
+#: SGLang's warning when a speculative server verifies by argmax at T > 0 (``speculative/eagle_info.py:304`` and
+#: ``ngram_info.py:427`` in 0.5.9): no tree speculative *sampling* kernel on this build (``spec_utils.py:50``:
+#: CUDA only; a CPU, an AMD/HIP build), so its T > 0 output is the target's greedy one, not a sample.
+GREEDY_FALLBACK = "Falling back to greedy verification"
+
+
+def greedy_verification_fallback(text: str) -> str | None:
+    """The first log line of ``text`` saying SGLang fell back to greedy verification (:data:`GREEDY_FALLBACK`),
+    stripped; None when there is none. A speculative arm whose log says it draws its T > 0 output greedily: its
+    T > 0 cells are not samples of the baseline's distribution (``analysis.diagnosis``)."""
+    at = text.find(GREEDY_FALLBACK)
+    if at < 0:
+        return None
+    start, end = text.rfind("\n", 0, at) + 1, text.find("\n", at)
+    line = text[start:end if end >= 0 else len(text)].strip()
+    return line[:300]
+
+
 def _decode_stats(text: str) -> list[DecodeStats]:
     out: list[DecodeStats] = []
     for m in _DECODE.finditer(text):

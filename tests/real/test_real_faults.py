@@ -73,3 +73,47 @@ def test_each_fault_does_its_harm_only_when_named(real_engine):
     assert (over["ssm"], over["conv"]) == (1.0, 11.0)
     assert over["accept"] == [[0, 1, 2, 3]] and over["num"] == [3]  # every draft token accepted
     assert over["predicts"] == [11, 12, 13, 5]  # the drafts, then the target's own token as the bonus
+
+
+#: The state faults through the real commit (``update_mamba_state_after_mtp_verify``), one SGLang import for all:
+#: the wrapper reads the variable at every call. Same stand-in backend as SCRIPT (request in slot 2, 1 step
+#: accepted); the in-place conv window the verify kernel left is -1, the prompt's recorded state (``rewind``) 7/17.
+STATE_SCRIPT = r'''
+import json, os, types, torch
+import sglang.srt.layers.attention.hybrid_linear_attn_backend as hb
+import mtp_real_faults
+
+steps, out = 4, {}
+for fault in ["", "stale_state", "commit_late", "conv_leak", "rewind"]:
+    os.environ["MTP_REMOTE_REAL_FAULTS"] = fault
+    inter_ssm = torch.arange(steps, dtype=torch.float32).view(1, 1, steps, 1, 1, 1).expand(1, 1, steps, 2, 2, 2).clone()
+    inter_conv = (10 + torch.arange(steps, dtype=torch.float32)).view(1, 1, steps, 1, 1).expand(1, 1, steps, 3, 3).clone()
+    ssm, conv = torch.full((1, 3, 2, 2, 2), -1.0), torch.full((1, 3, 3, 3), -1.0)
+    caches = types.SimpleNamespace(conv=[conv], temporal=ssm, intermediate_ssm=inter_ssm, intermediate_conv_window=[inter_conv])
+    pool = types.SimpleNamespace(get_speculative_mamba2_params_all_layers=lambda: caches,
+                                 mamba2_layer_cache=lambda i: types.SimpleNamespace(temporal=ssm[i], conv=[conv[i]]))
+    meta = types.SimpleNamespace(mamba_cache_indices=torch.tensor([2], dtype=torch.int32))
+    backend = types.SimpleNamespace(linear_attn_backend=types.SimpleNamespace(forward_metadata=meta, req_to_token_pool=pool))
+    mtp_real_faults.PREFILL_STATE.clear()
+    mtp_real_faults.PREFILL_STATE[2] = {0: (torch.full((2, 2, 2), 7.0), torch.full((3, 3), 17.0))}
+    hb.HybridLinearAttnBackend.update_mamba_state_after_mtp_verify(backend, torch.tensor([1]), None, None, None)
+    out[fault or "none"] = [ssm[0, 2, 0, 0, 0].item(), conv[0, 2, 0, 0].item()]
+assert hb.GDNAttnBackend.forward_extend._mtp_fault  # the prefill record of rewind is installed
+print(json.dumps(out))
+'''
+
+
+def test_each_state_fault_commits_the_wrong_recurrent_state_through_sglangs_own_commit(real_engine):
+    env = {k: v for k, v in os.environ.items() if k != "MTP_REMOTE_REAL_FAULTS"}
+    env.update(TRITON_INTERPRET="1", SGLANG_USE_CPU_ENGINE="1")
+    proc = subprocess.run([real_engine.python, "-c", STATE_SCRIPT], capture_output=True, text=True, timeout=900,
+                          env=env, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got == {
+        "none": [1.0, 11.0],         # SGLang: the state after accepted step 1
+        "stale_state": [-1.0, -1.0],  # nothing committed: the pre-verify state (and the in-place conv window)
+        "commit_late": [2.0, 12.0],   # one rejected draft token in the state
+        "conv_leak": [1.0, -1.0],     # SSM right, the conv window the verify left in place
+        "rewind": [7.0, 17.0],        # the prompt's state put back after the commit
+    }

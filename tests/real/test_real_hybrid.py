@@ -1,12 +1,15 @@
-"""The field's code path on real SGLang 0.5.9 on this CPU: a tiny hybrid Qwen3-Next (Gated DeltaNet + full
+"""The field's code path on real SGLang 0.5.9 on this CPU: tiny hybrid Qwen3-Next models (Gated DeltaNet + full
 attention, one MTP layer) with NEXTN, the ``real-hybrid*`` hosts as shipped (port, workdir and engine paths moved).
 
 In ``make test``: one lifecycle (launch → ready → a NEXTN request whose acceptance length comes from SGLang's
-``meta_info`` → stop), on the accept-all variant of the model (every draft accepted: acceptance 4.0, ~0.5 s/token),
-and one healthy/faulty pair at small size: a single ``diagnose`` whose playbook is the shipped one cut to five
-prompts and 8 tokens (A/A arm kept: issue 20's lossless rule needs its floor), with a second NEXTN profile carrying the ``real-hybrid-leak`` host's injected fault
-(three launches instead of four). ``make test-real`` (``MTP_REMOTE_REAL_FULL=1``) runs the whole matrix:
-``diagnose`` on each shipped host with the shipped playbook (A/A calibration and KL probe included).
+``meta_info`` → stop), on the accept-all variant of the random model (every draft accepted: acceptance 4.0,
+~0.5 s/token), and one diagnose on the *trained* hybrid (``real-hybrid``'s model, which answers) sharing its
+baseline and A/A launches between two NEXTN profiles: ``nextn`` as ``real-hybrid`` serves it (healthy) and
+``nextn-loop`` with the ``real-hybrid-loop`` host's real state fault (``rewind``), a few prompts and short outputs:
+the faulty profile is ``spec-corrupts-output`` (greedy divergence, KL, broken answers; loops, when its outputs
+end in one, counted in its arm and none in the baseline's), the healthy one's greedy output is the baseline's. ``make test-real`` (``MTP_REMOTE_REAL_FULL=1``) runs ``diagnose``
+on each shipped host with its shipped playbook (A/A calibration and KL probe included), and writes the loop host's
+bug report.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from mtp_remote.config.playbook import load_playbook
 from tests.real.conftest import READY_S
 from tests.support.real_hosts import (
     ROOT, generate_ids, local_host, port_freed, serving, shipped_host, with_budgets, write_inventory)
+from tests.support.real_sglang import NAME as CACHE_LAYOUT
 
 pytestmark = [pytest.mark.real, pytest.mark.timeout(3600)]
 
@@ -35,10 +39,16 @@ FULL = pytest.mark.skipif(os.environ.get("MTP_REMOTE_REAL_FULL") != "1", reason=
 #: whichever rule this tree holds.
 LOSSLESS_RULE = importlib.util.find_spec("mtp_remote.analysis.lossless") is not None
 PLAYBOOK = ROOT / "playbooks" / "real-hybrid.yaml"
-#: Prompts of the small pair: with 2, greedy 2/2 vs 0/2 diverged (p = 1/6) and 2 KL samples cannot reach the
-#: lossless rule's alpha, so the leak ended inconclusive; 5 of 5 vs 0 of 5 gives p = 0.004.
-PAIR_PROMPTS = 5
+CHAT_PLAYBOOK = ROOT / "playbooks" / "real-hybrid-chat.yaml"
+#: The small loop/healthy pair of ``make test``: prompts of the chat playbook and output length. A right answer
+#: takes ~40 tokens; the rewind fault's loop ("... plus 4 plus 4 plus 4 ...") starts within ~20.
+PAIR_PROMPTS = 4
+PAIR_TOKENS = 48
 FAULT_ENV = "MTP_REMOTE_REAL_FAULTS"
+#: Issue 31's greedy-only healthy rule: ``healthy`` needs the per-prompt greedy divergence rate bounded under
+#: ``compare.greedy_margin`` (10 %) against the A/A floor: 0 hard divergences in 29 distinct prompts. The shipped
+#: chat playbook has 30; the small pair's PAIR_PROMPTS can only end ``inconclusive``, naming how many would do.
+GREEDY_HEALTHY_PROMPTS = 29
 
 
 def test_nextn_on_the_real_hybrid_model_accepts_every_draft_of_the_accept_all_variant(real_engine, tmp_path):
@@ -55,18 +65,19 @@ def test_nextn_on_the_real_hybrid_model_accepts_every_draft_of_the_accept_all_va
     assert port_freed(host["port"], within_s=15)
 
 
-def _small_pair_playbook(tmp_path: Path) -> str:
-    """The shipped playbook cut to PAIR_PROMPTS prompts x 8 tokens (A/A arm kept), plus profile ``nextn-leak``: the NEXTN
-    flags with the environment of the shipped ``real-hybrid-leak`` host's fault; the test budgets."""
-    pb = yaml.safe_load(PLAYBOOK.read_text())
+def _loop_pair_playbook(tmp_path: Path) -> str:
+    """The chat playbook cut to PAIR_PROMPTS prompts x PAIR_TOKENS tokens (A/A arm kept: the greedy test's floor),
+    plus profile ``nextn-loop``: the NEXTN flags with the environment of the shipped ``real-hybrid-loop`` host's
+    fault; the test budgets."""
+    pb = yaml.safe_load(CHAT_PLAYBOOK.read_text())
     pb["prompts"] = pb["prompts"][:PAIR_PROMPTS]
-    pb["max_tokens"] = 8
-    fault = shipped_host("real-hybrid-leak")["env"][FAULT_ENV]
-    pb["profiles"]["nextn-leak"] = dict(pb["profiles"]["nextn"], description="NEXTN, mamba state leak injected",
+    pb["max_tokens"] = PAIR_TOKENS
+    fault = shipped_host("real-hybrid-loop")["env"][FAULT_ENV]
+    pb["profiles"]["nextn-loop"] = dict(pb["profiles"]["nextn"], description="NEXTN, rewind state fault injected",
                                         env={FAULT_ENV: fault})
-    path = tmp_path / "real-hybrid-pair.yaml"
+    path = tmp_path / "real-hybrid-loop-pair.yaml"
     path.write_text(yaml.safe_dump(with_budgets(pb), sort_keys=False))
-    assert load_playbook(path).profile_order() == ["baseline", "nextn", "nextn-leak"]
+    assert load_playbook(path).profile_order() == ["baseline", "nextn", "nextn-loop"]
     return str(path)
 
 
@@ -84,31 +95,80 @@ def _by_profile(doc: dict) -> dict[str, dict]:
     return {v["profile"]: v for v in doc["verdicts"]}
 
 
-def test_healthy_nextn_matches_the_baseline_and_the_leaking_one_diverges_on_real_sglang(real_engine, tmp_path):
-    code, doc, samples, output = _diagnose(tmp_path, real_engine, "real-hybrid", "-p", _small_pair_playbook(tmp_path))
+def _assert_corrupts(verdict: dict, output: str) -> dict:
+    """The rewind host's verdict: ``spec-corrupts-output``, the baseline never loops, greedy output diverges from the
+    baseline's on every prompt and the answers break; loops counted in the speculative arm lead the evidence when
+    there are any. (Measured 2026-12-03 on the model trained here: 0 of 4 finished rewind samples loop to the end
+    by the loop rules — one repeats "2. This is 9. I multiply 8.</think>" three times, then varies — while the
+    hand-run reference's model looped on 2 of 6: whether the broken state ends in a tail loop depends on the
+    trained weights. The verdict stands on greedy divergence, the KL probe and the answers.) Returns the T = 0
+    comparison."""
+    (c,) = verdict["comparisons"]  # T = 0 only
+    assert c["base_loops"] == 0, verdict
+    assert c["greedy_diverged"] == c["greedy_pairs"] > 0, verdict
+    assert verdict["kind"] == "spec-corrupts-output", (verdict, output)
+    assert "expected answers: spec" in verdict["evidence"], verdict
+    if c["spec_loops"]:
+        assert verdict["evidence"].startswith(f"loops: spec {c['spec_loops']}/"), verdict
+    return c
+
+
+def _assert_healthy(verdict: dict, samples: list[dict], profile: str, output: str) -> dict:
+    """The healthy host's verdict: greedy output identical to the baseline's on every prompt, acceptance length
+    above 2, no loop, every expected answer the baseline's; ``healthy`` under the greedy-only healthy rule."""
+    (c,) = verdict["comparisons"]
+    assert (c["greedy_diverged"], c["spec_loops"]) == (0, 0), verdict
+    spec = [s for s in samples if s["profile"] == profile]
+    assert spec and all(s["spec_verify_ct"] > 0 for s in spec)
+    accept = sum(s["completion_tokens"] for s in spec) / sum(s["spec_verify_ct"] for s in spec)
+    assert accept > 2, (accept, verdict)
+    assert not verdict["kind"].startswith(("launch-failed", "hung", "crashed")), verdict
+    if c["greedy_pairs"] >= GREEDY_HEALTHY_PROMPTS:
+        assert verdict["kind"] == "healthy", (verdict, output)
+    else:  # identical on every prompt, but too few prompts to bound the rate under the margin: it says so
+        assert verdict["kind"] == "inconclusive", (verdict, output)
+        assert f"{GREEDY_HEALTHY_PROMPTS} distinct prompts with greedy output identical" in verdict["evidence"], verdict
+    return c
+
+
+def test_healthy_nextn_matches_the_baseline_and_the_rewind_fault_corrupts_the_trained_hybrid(real_engine, tmp_path):
+    code, doc, samples, output = _diagnose(tmp_path, real_engine, "real-hybrid", "-p", _loop_pair_playbook(tmp_path))
     assert doc["simulated"] is False and "real SGLang 0.5.9" in output
+    assert doc["host"]["model_path"].endswith(f"{CACHE_LAYOUT}/hybrid-chat")
     verdicts = _by_profile(doc)
-    assert set(verdicts) == {"nextn", "nextn-leak"}, output
-    spec = [s for s in samples if s["profile"] in ("nextn", "nextn-leak")]  # not the A/A arm
-    assert spec and all(s["spec_verify_ct"] > 0 and s["accept_length"] > 1 for s in spec)
-    healthy, leak = verdicts["nextn"], verdicts["nextn-leak"]
-    (h,), (lk,) = healthy["comparisons"], leak["comparisons"]  # T = 0 only
-    assert (h["greedy_pairs"], h["greedy_diverged"]) == (PAIR_PROMPTS, 0), healthy
-    assert healthy["kind"] != "spec-corrupts-output", healthy
-    assert lk["greedy_pairs"] == PAIR_PROMPTS and lk["greedy_diverged"] >= PAIR_PROMPTS - 1, leak
-    assert lk["greedy_first_divergence"] is not None and lk["greedy_first_divergence"] < 8, leak
-    assert lk["greedy_hard_flips"] >= 3 and leak["kl_probe"]["flagged"], leak  # not near ties; KL far above 0
-    if LOSSLESS_RULE:
-        assert code == 1 and leak["kind"] == "spec-corrupts-output", (leak, output)
-    else:
-        assert code == 0 and leak["kind"] == "inconclusive", (leak, output)
-    print(f"nextn: {healthy['kind']}: {healthy['evidence']}\nnextn-leak: {leak['kind']}: {leak['evidence']}")
+    assert set(verdicts) == {"nextn", "nextn-loop"}, output
+    base = [s for s in samples if s["profile"] == "baseline"]
+    assert all("</think>" in s["text"] for s in base), base  # the trained model answers within PAIR_TOKENS
+    _assert_healthy(verdicts["nextn"], samples, "nextn", output)
+    _assert_corrupts(verdicts["nextn-loop"], output)
+    assert code == 1
+    print(f"nextn: {verdicts['nextn']['kind']}: {verdicts['nextn']['evidence']}\n"
+          f"nextn-loop: {verdicts['nextn-loop']['kind']}: {verdicts['nextn-loop']['evidence']}")
 
 
 @FULL
-@pytest.mark.parametrize("name, corrupt", [("real-hybrid", False), ("real-hybrid-leak", True),
-                                           ("real-hybrid-overaccept", True)])
-def test_diagnose_on_each_shipped_real_hybrid_host(real_engine, tmp_path, name, corrupt):
+@pytest.mark.parametrize("name", ["real-hybrid", "real-hybrid-loop"])
+def test_diagnose_on_each_shipped_trained_hybrid_host(real_engine, tmp_path, name):
+    code, doc, samples, output = _diagnose(tmp_path, real_engine, name)
+    assert doc["simulated"] is False and doc["playbook"]["name"] == "real-hybrid-chat"
+    (verdict,) = doc["verdicts"]
+    if name == "real-hybrid-loop":
+        _assert_corrupts(verdict, output)
+        assert code == 1
+        run_dir = next(p for p in (tmp_path / "runs").iterdir() if p.is_dir())
+        r = CliRunner().invoke(main, ["bug-report", run_dir.name, "--runs-dir", str(tmp_path / "runs")])
+        assert r.exit_code == 0, r.output
+        report = (run_dir / "bug-report.md").read_text()
+        assert "spec-corrupts-output" in report and "greedy output diverges" in report, report
+    else:
+        _assert_healthy(verdict, samples, "nextn", output)
+        assert code == 0
+    print(f"{name}: {verdict['kind']}: {verdict['evidence']}")
+
+
+@FULL
+@pytest.mark.parametrize("name", ["real-hybrid-leak", "real-hybrid-overaccept"])
+def test_diagnose_on_each_shipped_random_hybrid_host(real_engine, tmp_path, name):
     code, doc, samples, output = _diagnose(tmp_path, real_engine, name)
     assert doc["simulated"] is False and doc["playbook"]["name"] == "real-hybrid"
     (verdict,) = doc["verdicts"]
@@ -118,16 +178,11 @@ def test_diagnose_on_each_shipped_real_hybrid_host(real_engine, tmp_path, name, 
         assert s["accept_length"] == pytest.approx(s["completion_tokens"] / s["spec_verify_ct"], rel=1e-3)
         assert s["accept_length"] > 1
     (comparison,) = verdict["comparisons"]  # T = 0 only
-    if corrupt:
-        n_prompts = len(load_playbook(PLAYBOOK).prompts)  # 6: 3 of 3 vs 0 of 3 cannot decide (p = 0.05)
-        assert comparison["greedy_pairs"] == n_prompts and comparison["greedy_diverged"] >= n_prompts - 2, verdict
-        assert comparison["greedy_hard_flips"] >= 2, verdict  # measured 3/3 (seed 0), 2/3 (seed 1) of the first 3
-        if LOSSLESS_RULE:
-            assert code == 1 and verdict["kind"] == "spec-corrupts-output", (verdict, output)
-        else:
-            assert code == 0 and verdict["kind"] == "inconclusive", (verdict, output)
+    n_prompts = len(load_playbook(PLAYBOOK).prompts)  # 6: 3 of 3 vs 0 of 3 cannot decide (p = 0.05)
+    assert comparison["greedy_pairs"] == n_prompts and comparison["greedy_diverged"] >= n_prompts - 2, verdict
+    assert comparison["greedy_hard_flips"] >= 2, verdict  # measured 3/3 (seed 0), 2/3 (seed 1) of the first 3
+    if LOSSLESS_RULE:
+        assert code == 1 and verdict["kind"] == "spec-corrupts-output", (verdict, output)
     else:
-        assert comparison["greedy_diverged"] == 0 and not verdict["kl_probe"]["flagged"], verdict
-        assert code != 1 and verdict["kind"] != "spec-corrupts-output", (verdict, output)
-        assert not verdict["kind"].startswith("launch-failed"), verdict
+        assert code == 0 and verdict["kind"] == "inconclusive", (verdict, output)
     print(f"{name}: {verdict['kind']}: {verdict['evidence']}")

@@ -17,7 +17,7 @@ import pytest
 
 from mtp_remote.config.playbook import load_playbook
 from tests.real.conftest import READY_S
-from tests.support.real_hosts import CHAT, ROOT, generate_ids, hf_reference, local_host, serving
+from tests.support.real_hosts import CHAT, generate_ids, hf_reference, local_host, serving
 
 pytestmark = [pytest.mark.real, pytest.mark.timeout(3600),
               pytest.mark.skipif(os.environ.get("MTP_REMOTE_REAL_FULL") != "1", reason="make test-real runs it")]
@@ -31,7 +31,7 @@ TOKENS = 12
 def test_every_profile_of_the_real_host_gives_transformers_greedy_output(real_engine, tmp_path, name):
     host = dict(local_host(real_engine, name, tmp_path / "wd"), name=name)
     ref = hf_reference(real_engine, host["model_path"], PROMPTS, TOKENS)
-    pb = load_playbook(ROOT / "playbooks" / f"{name}.yaml")
+    pb = load_playbook(host["playbook"])  # the shipped one, with the test budgets
     got = {}
     for profile in pb.profile_order():
         with serving(host, pb, profile, ready_s=READY_S, run_id=f"ref-{profile}") as (url, _):

@@ -46,9 +46,17 @@ def shipped_host(name: str) -> dict:
     return dict(yaml.safe_load((ROOT / "inventory.yaml").read_text())["hosts"][name])
 
 
+#: The shipped hosts that serve the trained hybrid (``hybrid-chat/``); the other ``real-hybrid*`` hosts serve the
+#: random one.
+CHAT_HOSTS = ("real-hybrid", "real-hybrid-loop")
+
+
 def model_of(engine: RealEngine, name: str) -> str:
-    """The cached model a shipped real host serves: the dense model for ``real-cpu``, the hybrid for the rest."""
-    return engine.model_path if name == "real-cpu" else engine.hybrid_model_path
+    """The cached model a shipped real host serves: the dense model for ``real-cpu``, the trained hybrid for
+    :data:`CHAT_HOSTS`, the random hybrid for the rest."""
+    if name == "real-cpu":
+        return engine.model_path
+    return engine.hybrid_chat_model_path if name in CHAT_HOSTS else engine.hybrid_model_path
 
 
 def local_host(engine: RealEngine, name: str, workdir: Path, **changes) -> dict:

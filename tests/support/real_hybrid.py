@@ -14,6 +14,9 @@ why each patch is the way past (SGLang 0.5.9 file:line, measured on this machine
    torch prefill stand-in returns the per-64-token states extra_buffer tracks).
 4. The faults of ``mtp_real_faults.py`` (switched off unless ``MTP_REMOTE_REAL_FAULTS`` is set): one call
    appended to ``hybrid_linear_attn_backend.py`` and to ``speculative/eagle_info.py``.
+5. The state faults (``stale_state``, ``commit_late``, ``conv_leak``, ``rewind``; their SGLang file:line and why
+   each is plausible: ``mtp_real_faults.py``), a build step of their own (:func:`install_state_faults`): the
+   module copied again and one more call appended to ``hybrid_linear_attn_backend.py``.
 
 Conv states default to bf16 (``configs/mamba_utils.py:68``): the host sets ``SGLANG_MAMBA_CONV_DTYPE=float32``
 beside ``--dtype float32`` (a mismatch crashes extra_buffer at ``hybrid_linear_attn_backend.py:989``), because
@@ -83,11 +86,21 @@ APPENDS: tuple[tuple[str, str], ...] = (
      "_mtp_real_faults.install_accept_all(_sys.modules[__name__])\n"),
 )
 
+#: Appended to the backend by :func:`install_state_faults`: the prefill record of fault ``rewind``.
+STATE_FAULT_APPEND = (BACKEND, "\n\n# --- appended by mtp-remote's test scaffolding (tests/support/real_hybrid.py): "
+                               "state faults\n_mtp_real_faults.install_prefill_record(GDNAttnBackend)\n")
+
 #: Run by the venv's python after patching: the hybrid backend imports the stand-ins and the hooks are in place.
 CHECK = ("import os; os.environ['TRITON_INTERPRET'] = '1'; "
          "import sglang.srt.layers.attention.hybrid_linear_attn_backend as b, sglang.srt.speculative.eagle_info as e; "
          "assert b.HybridLinearAttnBackend.update_mamba_state_after_mtp_verify._mtp_fault; "
          "assert e.verify_tree_greedy_func._mtp_fault; import mtp_cpu_gdn_ops; print('hybrid ok')")
+#: Run by the venv's python after :func:`install_state_faults`: every state fault is known and both wrappers are on.
+CHECK_STATE = ("import os; os.environ['TRITON_INTERPRET'] = '1'; "
+               "import sglang.srt.layers.attention.hybrid_linear_attn_backend as b, mtp_real_faults as f; "
+               "assert b.GDNAttnBackend.forward_extend._mtp_fault; "
+               "assert b.HybridLinearAttnBackend.update_mamba_state_after_mtp_verify._mtp_fault; "
+               "assert {'stale_state', 'commit_late', 'conv_leak', 'rewind'} <= set(f.KNOWN); print('state faults ok')")
 
 
 def install_hybrid_shims(site: Path) -> None:
@@ -112,3 +125,14 @@ def install_hybrid_shims(site: Path) -> None:
             path.write_text(text + tail)
     for name in ("mtp_cpu_gdn_ops.py", "mtp_real_faults.py"):
         shutil.copy(SHIMS / name, site / name)
+
+
+def install_state_faults(site: Path) -> None:
+    """Copy ``mtp_real_faults.py`` (with the state faults) into the venv's site-packages again and append the
+    prefill record of ``rewind`` to the hybrid backend (:data:`STATE_FAULT_APPEND`) once. Safe to run again."""
+    shutil.copy(SHIMS / "mtp_real_faults.py", site / "mtp_real_faults.py")
+    rel, tail = STATE_FAULT_APPEND
+    path = site / rel
+    text = path.read_text()
+    if tail not in text:
+        path.write_text(text + tail)

@@ -48,7 +48,7 @@ def test_a_bad_choice_names_the_valid_ones(tmp_path):
 
 def test_an_unknown_host_lists_the_hosts():
     inv = load_inventory(ROOT / "inventory.yaml")
-    with pytest.raises(ConfigError, match="choose one of: real-cpu, real-hybrid, real-hybrid-leak, real-hybrid-overaccept, sim-container, sim-healthy, sim-image, sim-local"):
+    with pytest.raises(ConfigError, match="choose one of: real-cpu, real-hybrid, real-hybrid-leak, real-hybrid-loop, real-hybrid-overaccept, sim-container, sim-healthy, sim-image, sim-local"):
         inv.get("gpu-9")
 
 

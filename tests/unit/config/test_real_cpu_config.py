@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from mtp_remote.config.inventory import HostConfig, load_inventory
 from mtp_remote.config.paths import DEFAULT_PLAYBOOK
 from mtp_remote.config.playbook import load_playbook
@@ -57,22 +59,27 @@ def test_the_engine_label_comes_from_the_servers_own_server_info():
     assert engine_facts(sim, [])["label"] == "simulated SGLang (mtp_remote.sim)"
 
 
-def test_the_real_hybrid_hosts_serve_the_hybrid_model_fp32_and_differ_only_in_the_injected_fault():
+def test_the_real_hybrid_hosts_serve_a_hybrid_model_fp32_and_differ_only_in_model_and_injected_fault():
     inv = load_inventory(ROOT / "inventory.yaml")
-    home = os.path.expanduser("~")
-    hosts = {name: inv.get(name) for name in ("real-hybrid", "real-hybrid-leak", "real-hybrid-overaccept")}
+    cache = f"{os.path.expanduser('~')}/.cache/mtp-remote/sglang-0.5.9-cpu-v2"
+    names = ("real-hybrid", "real-hybrid-loop", "real-hybrid-leak", "real-hybrid-overaccept")
+    hosts = {name: inv.get(name) for name in names}
     for host in hosts.values():
-        assert host.model_path == f"{home}/.cache/mtp-remote/sglang-0.5.9-cpu-v2/hybrid"
-        assert host.python == inv.get("real-cpu").python and host.playbook == "playbooks/real-hybrid.yaml"
+        assert host.python == inv.get("real-cpu").python
         assert {k: v for k, v in host.env.items() if k != "MTP_REMOTE_REAL_FAULTS"} == {
             "SGLANG_USE_CPU_ENGINE": "1", "TRITON_INTERPRET": "1", "SGLANG_MAMBA_CONV_DTYPE": "float32"}
-    assert [h.env.get("MTP_REMOTE_REAL_FAULTS") for h in hosts.values()] == [None, "mamba_state_leak", "accept_all_drafts"]
-    assert len({h.port for h in hosts.values()} | {inv.get("real-cpu").port}) == 4
+    assert [(h.model_path, h.playbook) for h in hosts.values()] == (
+        [(f"{cache}/hybrid-chat", "playbooks/real-hybrid-chat.yaml")] * 2
+        + [(f"{cache}/hybrid", "playbooks/real-hybrid.yaml")] * 2)
+    assert [h.env.get("MTP_REMOTE_REAL_FAULTS") for h in hosts.values()] == [
+        None, "rewind", "mamba_state_leak", "accept_all_drafts"]
+    assert len({h.port for h in hosts.values()} | {inv.get("real-cpu").port}) == 5
 
 
-def test_real_hybrid_runs_baseline_vs_nextn_with_the_fields_flags_in_fp32():
-    _, host, pb = load_config(ROOT / "inventory.yaml", DEFAULT_PLAYBOOK, "real-hybrid")
-    assert pb.name == "real-hybrid" and pb.profile_order()[:2] == ["baseline", "nextn"]
+@pytest.mark.parametrize("name, playbook", [("real-hybrid", "real-hybrid-chat"), ("real-hybrid-leak", "real-hybrid")])
+def test_real_hybrid_runs_baseline_vs_nextn_with_the_fields_flags_in_fp32(name, playbook):
+    _, host, pb = load_config(ROOT / "inventory.yaml", DEFAULT_PLAYBOOK, name)
+    assert pb.name == playbook and pb.profile_order()[:2] == ["baseline", "nextn"]
     spec, base = server_argv(host, pb, "nextn"), server_argv(host, pb, "baseline")
     for flag, value in (("--speculative-algorithm", "NEXTN"), ("--speculative-num-steps", "3"),
                         ("--speculative-eagle-topk", "1"), ("--speculative-num-draft-tokens", "4")):
@@ -82,6 +89,14 @@ def test_real_hybrid_runs_baseline_vs_nextn_with_the_fields_flags_in_fp32():
         assert argv[argv.index("--mamba-scheduler-strategy") + 1] == "extra_buffer"
         assert argv[argv.index("--attention-backend") + 1] == "triton" and "--mamba-full-memory-ratio" in argv
     assert pb.temperatures == [0.0] and pb.kl_probe and pb.compare.calibration
+
+
+def test_the_trained_hybrids_playbook_checks_answers_and_logs_every_decode_step():
+    pb = load_playbook(ROOT / "playbooks" / "real-hybrid-chat.yaml")
+    assert {p.id: p.expected for p in pb.prompts}["two-plus-two"] == "4"
+    assert sum(p.expected is not None for p in pb.prompts) >= 7
+    flags = pb.base_flags
+    assert flags[flags.index("--decode-log-interval") + 1] == "1"  # progress in the log at every step: never `stalled` under load
 
 
 def test_the_dense_real_cpu_playbook_runs_fp32_where_the_triton_interpreter_runs():
