@@ -3,11 +3,12 @@ attention, one MTP layer) with NEXTN, the ``real-hybrid*`` hosts as shipped (por
 
 In ``make test``: one lifecycle (launch → ready → a NEXTN request whose acceptance length comes from SGLang's
 ``meta_info`` → stop), on the accept-all variant of the random model (every draft accepted: acceptance 4.0,
-~0.5 s/token), and one diagnose on the *trained* hybrid (``real-hybrid``'s model, which answers) sharing its
-baseline and A/A launches between two NEXTN profiles: ``nextn`` as ``real-hybrid`` serves it (healthy) and
+~0.5 s/token). ``make test-real`` adds one diagnose on the *trained* hybrid (``real-hybrid``'s model, which
+answers; 1,601 s at load 9-10, too long for ``make test``) sharing its baseline and A/A launches between two NEXTN
+profiles: ``nextn`` as ``real-hybrid`` serves it (healthy) and
 ``nextn-loop`` with the ``real-hybrid-loop`` host's real state fault (``rewind``), a few prompts and short outputs:
 the faulty profile is ``spec-corrupts-output`` (greedy divergence, KL, broken answers; loops, when its outputs
-end in one, counted in its arm and none in the baseline's), the healthy one's greedy output is the baseline's. ``make test-real`` (``MTP_REMOTE_REAL_FULL=1``) runs ``diagnose``
+end in one, counted in its arm and none in the baseline's), the healthy one's greedy output is the baseline's. It also runs ``diagnose``
 on each shipped host with its shipped playbook (A/A calibration and KL probe included), and writes the loop host's
 bug report.
 """
@@ -131,6 +132,7 @@ def _assert_healthy(verdict: dict, samples: list[dict], profile: str, output: st
     return c
 
 
+@FULL  # 1,601 s at load 9-10 (the rewind fault's verify steps take 25-30 s each on 2 cores): make test-real only
 def test_healthy_nextn_matches_the_baseline_and_the_rewind_fault_corrupts_the_trained_hybrid(real_engine, tmp_path):
     code, doc, samples, output = _diagnose(tmp_path, real_engine, "real-hybrid", "-p", _loop_pair_playbook(tmp_path))
     assert doc["simulated"] is False and "real SGLang 0.5.9" in output
