@@ -17,6 +17,7 @@ from ..commands.args import BisectArgs, DiagnoseArgs, MitigateArgs, NightlyArgs
 from ..config.paths import DEFAULT_NIGHTLY_PLAYBOOK, DEFAULT_PLAYBOOK
 from . import lazy
 from .host import launch, logs, preflight, smoke, status, stop
+from .completion import complete_run_ids
 from .options import handle_errors, host_opt, inventory_opt, one_host_opt, playbook_opt, runs_dir_option
 from .runs import compare_cmd, hosts_cmd, report_cmd
 from .tools import classify_log_cmd, lint_command_cmd
@@ -35,7 +36,8 @@ either way: resume as the next line says), 130 interrupted
 \b
 Inventory: -i FILE after the command (mtp-remote status -i FILE), else $MTP_REMOTE_INVENTORY, else
 inventory.yaml here or in a parent directory.
-Shell completion (bash): eval "$(_MTP_REMOTE_COMPLETE=bash_source mtp-remote)"  (zsh_source, fish_source)
+Shell completion (bash; zsh_source, fish_source): eval "$(_MTP_REMOTE_COMPLETE=bash_source mtp-remote)"
+(commands, options, -H hosts and groups, run ids)
 """
 
 
@@ -107,7 +109,7 @@ def main(verbose: int) -> None:
 @click.option("--samples", type=click.IntRange(min=1), default=None, help="Override samples per prompt per temperature.")
 @click.option("--max-tokens", type=click.IntRange(min=1), default=None, help="Override max tokens per request.")
 @runs_dir_option("Where run directories are written.")
-@click.option("--resume", metavar="RUN_ID", default=None, help="Continue a run: stored samples are not requested again.")
+@click.option("--resume", metavar="RUN_ID", default=None, shell_complete=complete_run_ids, help="Continue a run: stored samples are not requested again.")
 @click.option("--stop-on-loop/--no-stop-on-loop", "stop_on_loop", default=None,
               help="Stop each request once its loop is settled (default: the playbook's stop_on_loop, true).")
 @click.option("--attach", "attach", multiple=True, metavar="NAME=URL",
@@ -203,14 +205,14 @@ def history_cmd(host, group, runs_dir, history_db, limit, probes, as_json):
 @inventory_opt
 @host_opt
 @playbook_opt
-@click.option("--from", "--from-run", "from_run", metavar="RUN_ID", default=None,
+@click.option("--from", "--from-run", "from_run", metavar="RUN_ID", default=None, shell_complete=complete_run_ids,
               help="The diagnose run to start from: its corrupting profile, and its baseline samples when host and "
                    "experiment match.")
 @click.option("--profile", default=None, help="The corrupting speculative profile (default: from --from, else the first).")
 @click.option("--candidate", "only", multiple=True, help="Only these candidates (names as listed). Repeatable.")
 @click.option("--samples", type=click.IntRange(min=1), default=None, help="Per-prompt sample budget per candidate.")
 @runs_dir_option()
-@click.option("--resume", metavar="RUN_ID", default=None, help="Continue a mitigation run: finished candidates are kept.")
+@click.option("--resume", metavar="RUN_ID", default=None, shell_complete=complete_run_ids, help="Continue a mitigation run: finished candidates are kept.")
 @click.option("--json", "as_json", is_flag=True, help="Print mitigation.json to stdout instead of the table.")
 @click.option("--spread", is_flag=True, help="With several hosts: each candidate on one host (hosts serving the same "
                                              "model and SGLang release), one merged table.")
@@ -231,9 +233,9 @@ def mitigate(inventory, host, playbook, from_run, profile, only, samples, runs_d
 @click.option("--good", default=None, help="Good launch flags: a profile name or a flag string (default: the baseline).")
 @click.option("--bad", default=None, help="Bad launch flags: a profile name or a flag string (default: the corrupting profile).")
 @click.option("--repeats", type=click.IntRange(min=1), default=None, help="Per-prompt sample budget of each test.")
-@click.option("--from", "--from-run", "from_run", metavar="RUN_ID", default=None, help="Diagnose run: corrupting profile and baseline samples.")
+@click.option("--from", "--from-run", "from_run", metavar="RUN_ID", default=None, shell_complete=complete_run_ids, help="Diagnose run: corrupting profile and baseline samples.")
 @runs_dir_option()
-@click.option("--resume", metavar="RUN_ID", default=None,
+@click.option("--resume", metavar="RUN_ID", default=None, shell_complete=complete_run_ids,
               help="Continue bisect run RUN_ID: finished tests are not launched again, the interrupted one continues.")
 @handle_errors
 def bisect_cmd(inventory, host, playbook, good, bad, repeats, from_run, runs_dir, resume):
@@ -246,7 +248,7 @@ def bisect_cmd(inventory, host, playbook, good, bad, repeats, from_run, runs_dir
 
 
 @main.command("bug-report")
-@click.argument("run_id")
+@click.argument("run_id", shell_complete=complete_run_ids)
 @runs_dir_option()
 @click.option("-o", "--output", default=None, help="Write the markdown here (default: RUNS_DIR/RUN_ID/bug-report.md).")
 @handle_errors

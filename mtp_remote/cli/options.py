@@ -10,6 +10,7 @@ import click
 
 from ..config.paths import DEFAULT_PLAYBOOK, RUNS_DEFAULT_HELP, default_runs_dir
 from . import lazy
+from .completion import complete_hosts
 from .signals import INTERRUPTS
 
 
@@ -52,10 +53,10 @@ inventory_opt = click.option("-i", "--inventory", default=None,
                              help="Inventory of hosts (YAML). Default: $MTP_REMOTE_INVENTORY, else inventory.yaml "
                                   "here or in a parent directory.")
 #: ``-H``: one host, ``a,b,c`` or a group.
-host_opt = click.option("-H", "--host", default=None, help="Host name from the inventory (default: its default_host); "
+host_opt = click.option("-H", "--host", default=None, shell_complete=complete_hosts, help="Host name from the inventory (default: its default_host); "
                                                            "a,b,c or a group name: every one of them at once.")
 #: -H of the commands that act on one server (launch, logs, smoke, bisect): a group or a,b,c is refused there.
-one_host_opt = click.option("-H", "--host", default=None,
+one_host_opt = click.option("-H", "--host", default=None, shell_complete=complete_hosts,
                             help="Host name from the inventory (default: its default_host); one host only.")
 #: ``-p``: the playbook, the host's own by default.
 playbook_opt = click.option("-p", "--playbook", default=DEFAULT_PLAYBOOK, show_default=True,

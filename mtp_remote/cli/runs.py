@@ -12,6 +12,7 @@ import sys
 import click
 
 from . import lazy
+from .completion import complete_run_ids
 from .options import inventory_opt, runs_dir_option
 
 _runs_dir_opt = runs_dir_option()
@@ -26,7 +27,7 @@ def hosts_cmd(inventory, as_json):
 
 
 @click.command("report")
-@click.argument("run", required=False, default="last", metavar="[RUN_ID|last|DIR]")
+@click.argument("run", required=False, default="last", metavar="[RUN_ID|last|DIR]", shell_complete=complete_run_ids)
 @_runs_dir_opt
 @click.option("--open", "open_it", is_flag=True, help="Open report.html in the browser.")
 def report_cmd(run, runs_dir, open_it):
@@ -37,8 +38,8 @@ def report_cmd(run, runs_dir, open_it):
 
 
 @click.command("compare")
-@click.argument("run_a", metavar="RUN_A")
-@click.argument("run_b", metavar="[RUN_B]", required=False, default="last")
+@click.argument("run_a", metavar="RUN_A", shell_complete=complete_run_ids)
+@click.argument("run_b", metavar="[RUN_B]", required=False, default="last", shell_complete=complete_run_ids)
 @_runs_dir_opt
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 def compare_cmd(run_a, run_b, runs_dir, as_json):
