@@ -18,7 +18,9 @@ pytestmark = pytest.mark.sim
 
 
 def test_a_lossless_only_corruption_gets_a_bug_report_with_both_greedy_outputs_and_the_divergence(tmp_path):
-    inv, pb = write_config(tmp_path, "accept_all_drafts", samples=2, max_tokens=512, temperatures=[0.0, 0.7])
+    # with the A/A arm: greedy divergence is judged only against a measured floor (issue 31)
+    inv, pb = write_config(tmp_path, "accept_all_drafts", samples=2, max_tokens=512, temperatures=[0.0, 0.7],
+                           compare={"calibration": True})
     res = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs")
     (v,) = res.summary["verdicts"]
     assert v["kind"] == "spec-corrupts-output", v["evidence"]

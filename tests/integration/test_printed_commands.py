@@ -92,7 +92,9 @@ def test_an_interrupted_search_resumes_with_the_line_it_printed(tmp_path, front,
         # the cure is loop-free (its speed rank against the baseline is the loaded machine's business)
         run_id = line.split("--resume ")[1].split()[0]
         rows = {r["name"]: r for r in json.loads((cwd / "runs" / run_id / "mitigation.json").read_text())["rows"]}
-        assert rows["no-overlap"]["loops"] == 0 and rows["no-overlap"]["status"] == "loop-free", rows
+        # no loop seen: "loop-free" when its bound survives Holm over the candidates (issue 31), else
+        # "no-loops-seen" (12 samples per arm here are near that line)
+        assert rows["no-overlap"]["loops"] == 0 and rows["no-overlap"]["status"] in ("loop-free", "no-loops-seen"), rows
         assert rows["mtp"]["status"] == "reference" and rows["mtp"]["verdict"] == "spec-corrupts-output", rows
         # resumed: the baseline and mtp were stored; each "not launched" line is said once, not per candidate
         assert said.count("baseline: all 12 samples already stored; not launched") == 1, said
