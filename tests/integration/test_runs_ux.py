@@ -110,7 +110,7 @@ def test_a_run_opens_with_one_line_and_ends_with_its_report_and_next_step(two_ru
     run_b = next(p.name for p in (root / "runs").iterdir() if p.is_dir() and p.name != a.run_id)
     opening = [ln for ln in lines if f"run {run_b}:" in ln]
     assert len(opening) == 1, b.stdout
-    for part in ("host sim [local]", "engine sim (simulated)", "playbook diagnose-mtp", "24 requests planned",
+    for part in ("host sim [local]", "engine sim (simulated)", "playbook diagnose-mtp", "36 requests planned over 3 profiles",  # the A/A arm counted
                  "faults injected: state_leak"):
         assert part in opening[0]
     assert f"report: ../runs/{run_b}/report.html" in b.stdout

@@ -79,7 +79,9 @@ def test_fleet_diagnose_names_the_one_corrupting_host_and_its_driver_and_runs_ho
     steps = fleet_next_steps(rep, tmp_path / "runs", inventory=inv)  # each host's summary.json, where it was written
     cure = [s for s in steps if s.startswith("next [gpu-3]: find the cheapest cure: `mtp-remote mitigate --from ")]
     assert len(cure) == 1, steps
-    assert cure[0].split("`")[1].endswith(f" -H gpu-3 -i {inv} -p {_playbook(tmp_path)}"), steps  # runnable as printed
+    # runnable as printed: the host, inventory and playbook, and the runs directory (not the default one)
+    assert cure[0].split("`")[1].endswith(f" -H gpu-3 -i {inv} -p {_playbook(tmp_path)} --runs-dir {tmp_path / 'runs'}"), \
+        steps
 
 
 def test_an_unreachable_host_is_its_own_outcome_and_the_others_still_report(sshd, tmp_path):

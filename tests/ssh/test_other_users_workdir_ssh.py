@@ -147,7 +147,9 @@ def test_rename_and_symlink_swap_races_in_another_users_directory_never_reach_ro
         loop.wait()
     assert secret.read_text() == "precious\n" and sorted(p.name for p in secret.parent.iterdir()) == ["precious"]
     assert _no_server_on(c, host.port)
-    assert not [p for p in wd.iterdir() if p.owner() == "root"], "root made something in her directory"
+    # lstat: her loop may have been killed between its `ln -s` and its `rm` — a symlink of hers to a root
+    # directory, which Path.owner() follows (CI, stop 25: "root made" her symlink uid-0)
+    assert not [p for p in wd.iterdir() if p.lstat().st_uid == 0], "root made something in her directory"
 
 
 def test_in_roots_sticky_shared_dir_our_directory_can_be_neither_renamed_nor_swapped(ssh, alice, base):
