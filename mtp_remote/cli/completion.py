@@ -11,8 +11,6 @@ from pathlib import Path
 import click
 from click.shell_completion import CompletionItem
 
-from ..config.paths import default_runs_dir, find_inventory
-from ..config.validation import is_name
 
 #: The most run ids offered (newest first): a runs directory of a year of nightlies holds hundreds.
 MAX_RUNS = 50
@@ -22,6 +20,8 @@ def host_names(inventory: str | Path | None) -> tuple[list[str], list[str]]:
     """(hosts, groups) named by ``inventory`` (the file ``-i`` gives, else the one a command would find), without
     validating it; ([], []) when it cannot be read."""
     import yaml
+
+    from ..config.paths import find_inventory  # imported when completing: --version/--help stay light
 
     try:
         path = find_inventory(inventory)
@@ -47,6 +47,9 @@ def complete_hosts(ctx: click.Context, param: click.Parameter, incomplete: str) 
 def run_ids(runs_dir: str | Path | None) -> list[str]:
     """Run ids in ``runs_dir`` (default: where runs go), newest first (ids start with their UTC time), at most
     :data:`MAX_RUNS`; [] when it cannot be read."""
+    from ..config.paths import default_runs_dir
+    from ..config.validation import is_name
+
     try:
         root = Path(runs_dir) if runs_dir else default_runs_dir()
         names = [p.name for p in root.iterdir() if p.is_dir() and is_name(p.name) and p.name[:1].isdigit()
