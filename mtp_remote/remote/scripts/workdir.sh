@@ -49,7 +49,13 @@ say "result ok"
 # the host lock (stdin: our lock line), created with noclobber; else who holds it (first line, at most 512
 # bytes) and "lock-old" when the file is over a minute old (a corrupt lock is stale only then)
 IFS= read -r mine
-if ( set -C; printf '%s\n' "$mine" > "$wd/lock" ) 2>/dev/null; then say "lock acquired"; exit 0; fi
+# written whole to a file of our own, then linked in place (atomic, and only when no lock is there): an interrupt
+# mid-write leaves no empty lock that would refuse the resume for a minute (stop 25)
+t="$wd/.lock.new.$$"
+rm -f "$t"
+if ( set -C; printf '%s\n' "$mine" > "$t" ) 2>/dev/null && ln "$t" "$wd/lock" 2>/dev/null; then
+  rm -f "$t"; say "lock acquired"; exit 0; fi
+rm -f "$t"
 say "lock held"
 owned "$wd/lock" || { say "lock-foreign"; exit 0; }
 [ -z "$(find "$wd/lock" -mmin +1 2>/dev/null)" ] || say "lock-old"
