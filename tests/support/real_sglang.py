@@ -235,20 +235,23 @@ def _step_cpu_shims(b: Build) -> dict:
     return {"sglang_version": version}
 
 
-def _step_hybrid_shims(b: Build) -> dict:
+def _patch_site(b: Build, install, check: str, what: str) -> dict:
+    """Install patches into the venv's site-packages (``install(site)``), then import them (``check``) to prove it."""
     site = b.site()
     b.what = f"patching {site}"
-    real_hybrid.install_hybrid_shims(site)
-    b.run([str(b.python), "-c", real_hybrid.CHECK], "import the hybrid backend with its stand-ins")
+    install(site)
+    b.run([str(b.python), "-c", check], what)
     return {}
+
+
+def _step_hybrid_shims(b: Build) -> dict:
+    return _patch_site(b, real_hybrid.install_hybrid_shims, real_hybrid.CHECK,
+                       "import the hybrid backend with its stand-ins")
 
 
 def _step_state_faults(b: Build) -> dict:
-    site = b.site()
-    b.what = f"patching {site}"
-    real_hybrid.install_state_faults(site)
-    b.run([str(b.python), "-c", real_hybrid.CHECK_STATE], "import the backend with the state faults")
-    return {}
+    return _patch_site(b, real_hybrid.install_state_faults, real_hybrid.CHECK_STATE,
+                       "import the backend with the state faults")
 
 
 def _step_model(b: Build) -> dict:
