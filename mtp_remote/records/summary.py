@@ -136,7 +136,7 @@ class ProfileRecord(Record):
     reused_server: str | None = None
     loop_stops: int = 0
     idle_after_stops_s: Number | None = None
-    attached: str | None = None
+    attached: dict | None = None
     context: dict = Field(default_factory=dict)
     greedy_fallback: str | None = None
     launched: bool = False
@@ -228,7 +228,7 @@ class VerdictRecord(Record):
 
     profile: str
     kind: str
-    evidence: str = ""
+    evidence: str | None = None
     p_value: Number | None = None
     temperature: Number | None = None
     comparisons: list[Comparison] = Field(default_factory=list)
@@ -336,9 +336,9 @@ class DesignRecord(Record):
     sequential: bool | None = None
     family: int | None = None
     looks: list[int] | None = None
-    alpha_per_look: dict[str, Number] | None = None  # {look: alpha}
-    bound_alpha_per_stage: dict[str, Number] | None = None  # {stage end: alpha}
-    first_rounds_by_t: dict[str, int] | None = None
+    alpha_per_look: dict | None = None  # {look: alpha} (keys strings once read back)
+    bound_alpha_per_stage: dict | None = None  # {stage end: alpha}
+    first_rounds_by_t: dict | None = None  # {temperature: rounds}
     looks_reached: list[int] | None = None
 
 
@@ -351,16 +351,25 @@ class FleetTag(Record):
 
 class RegressionCheck(Record):
     """One tested quantity of the nightly regression check (``fleet.regression``): ``kind`` (``loop_rate``,
-    ``speed`` or ``launch``), the cell (``temperature`` None for a launch), its figures, ``p`` (one-sided),
-    ``p_adjusted`` (Holm), ``regressed`` and a ``note``."""
+    ``speed`` or ``launch``), the cell (``temperature`` None for a launch), then per kind its figures (loops tonight
+    and in the last good run; tokens/s against the earlier good runs' mean and spread), ``p`` (one-sided),
+    ``p_adjusted`` (Holm), ``regressed`` and a ``note``. Only the first three are declared: the rest differ per
+    kind and are kept (and read as attributes) in the order the check wrote them."""
 
     kind: str = ""
     profile: str = ""
     temperature: Number | None = None
-    regressed: bool = False
-    p: Number | None = None
-    p_adjusted: Number | None = None
-    note: str | None = None
+
+    @property
+    def regressed(self) -> bool:
+        """The check found a regression (False when it was not tested)."""
+        return bool((self.model_extra or {}).get("regressed"))
+
+    @property
+    def label(self) -> str:
+        """``profile T=t (kind)``."""
+        t = "" if self.temperature is None else f" T={self.temperature:g}"
+        return f"{self.profile}{t} ({self.kind})"
 
 
 class Regression(Record):
