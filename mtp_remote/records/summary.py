@@ -205,6 +205,7 @@ class Comparison(Record):
     greedy_first_divergence: int | None = None
     greedy_min_lcs_ratio: Number | None = None
     greedy_bound: dict | None = None
+    greedy_next: str | None = None  # a greedy-only plan's open gate: what closes it (the ``next:`` line)
 
 
 class LosslessTest(Record):
