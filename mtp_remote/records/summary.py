@@ -390,6 +390,7 @@ class Summary(Record):
     verdicts."""
 
     schema_version: int = SCHEMA_VERSION
+    kind: str | None = None  # a fleet nightly's summary says ``nightly-fleet``; a host's run has none
     tool: str = "mtp-remote"
     tool_version: str | None = None
     run_id: str | None = None
