@@ -36,7 +36,7 @@ from .early_stop import cell_decision
 from .reuse import KeptServer, adopt_leftover, stop_leftover
 from .plan import LaunchPlan, RequestSpec, order_for_reuse, plan_run, server_key
 from .rideout import riding_out, send_riding_out
-from .sampling import Cells, load_samples, sample_key
+from .sampling import Cells, load_samples
 from .progress import ServingProgress
 from .watch import confirm_health, log_text, sample_watched
 from .workers import sample
@@ -282,7 +282,7 @@ class Runner:
         pr = ProfileRun(profile=lp.profile, speculative=lp.speculative, argv_masked=mask_argv(lp.argv))
         self.profile_runs.append(pr)
         self._profile_run = pr
-        done = {sample_key(s) for s in load_samples(self.samples_path) if s.get("error") is None}
+        done = {s.key for s in load_samples(self.samples_path) if s.error is None}
         todo = [r for r in lp.requests if r.key not in done]
         pr.n_requests, pr.n_resumed = len(lp.requests), len(lp.requests) - len(todo)
         kept = self._kept if self._kept is not None and self._kept.key == server_key(lp) else None
@@ -380,7 +380,7 @@ class Runner:
         channels0 = self._tunnel.channels_opened
 
         def failed() -> bool:
-            return any(x.get("error") for x in load_samples(self.samples_path) if x["profile"] == lp.profile)
+            return any(x.error for x in load_samples(self.samples_path) if x.profile == lp.profile)
 
         try:
             # a server with no log (an attached endpoint) cannot be judged stalled by its log: its requests' own
@@ -471,8 +471,8 @@ class Runner:
 
     def _check_errors(self, lp: LaunchPlan, pr: ProfileRun) -> None:
         """Failed requests are data, but a profile whose every request failed did not run at all."""
-        mine = [x for x in load_samples(self.samples_path) if x["profile"] == lp.profile]
-        failed = [x for x in mine if x.get("error")]
+        mine = [x for x in load_samples(self.samples_path) if x.profile == lp.profile]
+        failed = [x for x in mine if x.error]
         pr.n_failed = len(failed)
         if failed:
             self.hooks.on_progress(f"{lp.profile}: {len(failed)} of {len(mine)} requests failed "
