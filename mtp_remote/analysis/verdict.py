@@ -41,6 +41,8 @@ from ..errors import EXIT_CORRUPT, EXIT_HEALTHY, EXIT_INCONCLUSIVE, EXIT_RUN_FAI
 from ..records.summary import Comparison
 from .cells import CellSummary, SampleObs, mean_of
 from .divergence import NEAR_TIE_MARGIN, Calibration
+from .evidence import (counts_phrase, fmt_p, fmt_t, greedy_loops_lead, greedy_need, greedy_next, greedy_phrase,
+                       need_phrase)
 from .lossless import NO_FLOOR, GreedyBound, LosslessTest, greedy_bound, lossless_member, lossless_tests
 from .pairing import greedy_report
 from .stats import holm, ratio_ci, samples_needed
@@ -132,14 +134,6 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
-def _fmt_p(p: float) -> str:
-    return f"{p:.2g}"
-
-
-def _fmt_t(t: float) -> str:
-    return f"{t:g}"
-
-
 def _rows(spec_cells, base_cells, spec_samples, design: Design, base_samples=()) -> list[Comparison]:
     """One comparison row per temperature present in both arms; T > 0 rows carry the sequential test."""
     base_by_t = {float(c.temperature): c for c in base_cells}
@@ -175,63 +169,19 @@ def _rows(spec_cells, base_cells, spec_samples, design: Design, base_samples=())
     return rows
 
 
-def _greedy_loops(rows: list[Comparison]) -> str:
-    """The greedy cell's loops as the lead of a lossless verdict, when the speculative arm loops on more prompts
-    than the baseline: ``"loops: spec 3/8 vs baseline 0/8 degenerate at T=0 (greedy: the same prompts); "``.
-    Greedy loop counts are no test of their own (one output per prompt; the greedy lossless test judges T = 0),
-    but they are the symptom a user looks for first; empty otherwise."""
-    r = next((r for r in rows if r.temperature == 0.0 and r.spec_loops > r.base_loops), None)
-    if r is None:
-        return ""
-    only = r.greedy_spec_only_loops
-    where = f", {only} of them where the baseline's output does not loop" if only else ""
-    return f"loops: {_counts(r)} (greedy: the same prompts{where}); "
-
-
-def _greedy(pairs, rows, near_tie_margin: float) -> tuple[str, str | None]:
-    """(evidence phrase, the first divergence beyond a near tie in words or None) of the greedy pairs
-    (``pairing.greedy_report``); fills the T = 0 row."""
-    if not pairs:
-        return "", None
-    diverged = [g for g in pairs if not g.divergence.identical]
-    spec_only_loops = [g for g in pairs if g.spec_loop_onset is not None and not g.base_loops]
-    hard = [g for g in diverged if g.near_tie is False]
-    ties = sum(bool(g.near_tie) for g in diverged)
-    for r in rows:
-        if r.temperature == 0.0:
-            r.update(greedy_pairs=len(pairs), greedy_diverged=len(diverged), greedy_near_tie_flips=ties,
-                     greedy_hard_flips=len(hard), greedy_spec_only_loops=len(spec_only_loops),
-                     greedy_first_divergence=min((g.divergence.first_index for g in diverged), default=None),
-                     greedy_min_lcs_ratio=min(g.divergence.lcs_ratio for g in pairs))
-    if not diverged:
-        return f"greedy output identical to baseline on {len(pairs)}/{len(pairs)} prompts", None
-    first = min(diverged, key=lambda g: g.divergence.first_index)
-    note = f"; {ties} at a near tie" if ties else ""
-    phrase = (f"greedy output diverges at token {first.divergence.first_index} "
-              f"({len(diverged)}/{len(pairs)} prompts{note})")
-    gate = None
-    if spec_only_loops:
-        gate = f"greedy output loops on {len(spec_only_loops)}/{len(pairs)} prompts where the baseline's does not"
-    elif hard:
-        g = min(hard, key=lambda g: g.divergence.first_index)
-        gate = (f"greedy output diverges at token {g.divergence.first_index} of prompt {g.prompt_id} where the "
-                f"baseline's top-2 margin is {g.margin:.2f} nats (not a near tie: > {near_tie_margin:.2g})")
-    return phrase, gate
-
-
 def _warnings(spec_cells, rows) -> list[str]:
     out = []
     for c in spec_cells:
         if c.loops and c.accept_length and c.accept_length_nonloop and \
                 c.accept_length >= INFLATED_ACCEPT * c.accept_length_nonloop:
-            out.append(f"T={_fmt_t(c.temperature)}: acceptance {c.accept_length:.2f} is inflated by loops "
+            out.append(f"T={fmt_t(c.temperature)}: acceptance {c.accept_length:.2f} is inflated by loops "
                        f"({c.loops}/{c.n}); non-looping samples: {c.accept_length_nonloop:.2f}")
         elif c.loops and c.accept_length and c.accept_length_nonloop is None:
-            out.append(f"T={_fmt_t(c.temperature)}: acceptance {c.accept_length:.2f} comes from looping samples "
+            out.append(f"T={fmt_t(c.temperature)}: acceptance {c.accept_length:.2f} comes from looping samples "
                        f"only ({c.loops}/{c.n})")
     for r in rows:
         if r.spec_loops > r.base_loops and (r.speed_ratio or 0) > (r.speed_ratio_nonloop or 0) > 0:
-            out.append(f"T={_fmt_t(r.temperature)}: tokens/s ratio {r.speed_ratio:.2f} is inflated by "
+            out.append(f"T={fmt_t(r.temperature)}: tokens/s ratio {r.speed_ratio:.2f} is inflated by "
                        f"loops; non-looping samples: {r.speed_ratio_nonloop:.2f}")
     return out
 
@@ -248,53 +198,10 @@ def _speed(spec_cells, base_cells, spec_samples, base_samples) -> tuple[float | 
     return mean_of(ratios), None
 
 
-def _counts(r: Comparison) -> str:
-    return f"spec {r.spec_loops}/{r.spec_n} vs baseline {r.base_loops}/{r.base_n} degenerate at T={_fmt_t(r.temperature)}"
-
-
-def _need(r: Comparison, design: Design) -> str:
-    n = r.samples_needed
-    if n:
-        return f"about {n} samples per arm would decide"
-    return (f"an excess this close to the {design.margin:.0%} margin needs more than 100000 samples per arm; "
-            f"raise compare.margin or accept the finding")
-
-
 def bound_up(bound: float) -> str:
     """An excess bound as the evidence states it: rounded *up* to 0.1 point (4.31 % -> "4.4%"), so the words
     never claim more than the bound."""
     return f"{math.ceil(bound * 1000 - 1e-9) / 10:.1f}%"
-
-
-def _greedy_need(gb: GreedyBound) -> str:
-    """What would close an open greedy bound, in words (the evidence's "about N samples per arm" for greedy)."""
-    if gb.prompts_needed is None:
-        return "no number of identical prompts closes it at this floor (raise compare.greedy_margin)"
-    return (f"{gb.prompts_needed} distinct prompts with greedy output identical beyond near ties would close it "
-            f"({gb.prompts_needed - gb.prompts} more than this run's {gb.prompts})" + _censored(gb))
-
-
-def _censored(gb: GreedyBound) -> str:
-    """The note on prompts a near-tie flip left out of the count, '' without any."""
-    if not gb.censored:
-        return ""
-    return (f"; {gb.censored} of {gb.censored + gb.prompts} diverged at a near tie first and are not counted "
-            f"(shorter greedy outputs, max_tokens, leave fewer)")
-
-
-def _greedy_next(gb: GreedyBound, tests: Sequence[LosslessTest], gate: str | None) -> str | None:
-    """What closes a greedy-only plan's open gate (the ``next:`` line reads it from the T = 0 row), None when
-    nothing is open: an A/A arm where a hard divergence has no floor to be judged against, more distinct prompts
-    where the bound is above the margin (the ``next:`` line adds the command that runs again)."""
-    if gate is not None and any(t.name == "greedy" and not t.judged and t.counts["hard"] for t in tests):
-        return "measure this host's floor: set `compare.calibration: true` (an A/A arm) in the playbook"
-    if gate is None and not gb.closed:
-        if gb.prompts_needed is None:
-            return "raise `compare.greedy_margin`: no number of identical prompts closes the gate at this floor"
-        return (f"give the playbook at least {gb.prompts_needed} distinct prompts ({gb.prompts_needed - gb.prompts} "
-                f"more): that many with greedy output identical beyond near ties bound the per-prompt divergence "
-                f"rate under {gb.margin:.0%} at {gb.confidence:.0%}{_censored(gb)}")
-    return None
 
 
 def _lossless_pass(tests: Sequence[LosslessTest], alpha: float, greedy_detail: str | None) -> str | None:
@@ -345,7 +252,7 @@ class _Case:
                        [t.to_dict() for t in self.lossless])
 
     def tested(self, r: Comparison) -> str:
-        return f"{_counts(r)} (p={_fmt_p(r.p_adjusted)}, {self.holm_note})"
+        return f"{counts_phrase(r)} (p={fmt_p(r.p_adjusted)}, {self.holm_note})"
 
 
 def _judge_one(profile, spec_cells, base_cells, spec_samples, base_samples, rows: list[Comparison], design: Design,
@@ -356,7 +263,7 @@ def _judge_one(profile, spec_cells, base_cells, spec_samples, base_samples, rows
     then acceptance and speed."""
     near_tie = calibration.near_tie_margin if calibration else NEAR_TIE_MARGIN
     pairs = greedy_report(spec_samples, base_samples, near_tie)
-    greedy, greedy_detail = _greedy(pairs, rows, near_tie)
+    greedy, greedy_detail = greedy_phrase(pairs, rows, near_tie)
     gb = greedy_bound(pairs, (calibration.greedy_hard_prompts, calibration.greedy_prompts) if calibration else None,
                       confidence=1 - design.alpha, margin=design.greedy_margin)
     row0 = next((r for r in rows if r.temperature == 0.0), None)
@@ -399,9 +306,9 @@ def _corrupt(case: _Case, design: Design, lossless_p: _Member | None) -> Verdict
                             + (f"; {lossless_ev}" if violated else "") + case.tail, r)
     if broken:
         n = len(case.lossless)
-        loops = "; ".join(_counts(r) for r in fam)
+        loops = "; ".join(counts_phrase(r) for r in fam)
         return case.verdict("spec-corrupts-output",
-                            _greedy_loops(case.rows) + f"{lossless_ev} (lossless p={_fmt_p(lossless_p.p_adjusted)}, "
+                            greedy_loops_lead(case.rows) + f"{lossless_ev} (lossless p={fmt_p(lossless_p.p_adjusted)}, "
                             f"{case.holm_note}; Bonferroni over {n} check{'s' if n > 1 else ''})"
                             + (f"; loops: {loops}" if loops else "") + case.tail,
                             min(fam, key=lambda r: r.p_adjusted) if fam else None, p=lossless_p.p_adjusted)
@@ -415,12 +322,12 @@ def _greedy_only(case: _Case, gb: GreedyBound | None, row0: Comparison | None,
     if gb is None or row0 is None:
         return (case.verdict("inconclusive", f"no temperature above 0 was compared: loop rates cannot be bounded"
                                              f"{case.tail}"), None, "")
-    row0.greedy_next = _greedy_next(gb, case.lossless, gate)
+    row0.greedy_next = greedy_next(gb, case.lossless, gate)
     if gate is not None:
         return case.verdict("inconclusive", f"{gate}; {gb.phrase()}{case.tail}", row0), None, ""
     if not gb.closed:
         return (case.verdict("inconclusive", f"{gb.phrase()} (healthy needs it below {gb.margin:.0%}); "
-                                             f"{_greedy_need(gb)}{case.tail}", row0), None, "")
+                                             f"{greedy_need(gb)}{case.tail}", row0), None, "")
     return None, row0, gb.phrase()
 
 
@@ -434,26 +341,26 @@ def _bounded(case: _Case, fam: list[Comparison], design: Design,
     degenerate = [r for r in fam if r.base_loops >= 2 and r.base_loop_rate >= BASE_DEGENERATE_RATE]
 
     def excess(r: Comparison) -> str:
-        return f"{_counts(r)}: no large excess detected; loop excess up to {bound_up(r.bound)} not ruled out"
+        return f"{counts_phrase(r)}: no large excess detected; loop excess up to {bound_up(r.bound)} not ruled out"
 
     if degenerate:
         r = max(degenerate, key=lambda r: r.base_loop_rate)
         if worst is None and gate is None:
             return case.verdict("base-model-degenerates",
-                                f"the baseline loops too: {_counts(r)}; no speculative loop excess above "
+                                f"the baseline loops too: {counts_phrase(r)}; no speculative loop excess above "
                                 f"{bound_up(max(x.bound for x in fam))} at {conf} (margin {design.margin:.0%})"
                                 f"{case.tail}", r), None, ""
         if worst is not None:
             return case.verdict("inconclusive", f"the baseline loops too, but {excess(worst)} (margin "
-                                f"{design.margin:.0%}); {_need(worst, design)}{case.tail}", worst), None, ""
+                                f"{design.margin:.0%}); {need_phrase(worst, design)}{case.tail}", worst), None, ""
     if worst is not None:
         return case.verdict("inconclusive", f"{excess(worst)} (healthy needs it below {design.margin:.0%}); "
-                            f"{_need(worst, design)}" + (f"; {gate}" if gate else "") + case.tail, worst), None, ""
+                            f"{need_phrase(worst, design)}" + (f"; {gate}" if gate else "") + case.tail, worst), None, ""
     if gate is not None:
-        return case.verdict("inconclusive", f"{gate}; loop rates: " + "; ".join(_counts(r) for r in fam)
+        return case.verdict("inconclusive", f"{gate}; loop rates: " + "; ".join(counts_phrase(r) for r in fam)
                             + case.tail, min(fam, key=lambda r: r.p_adjusted)), None, ""
     decisive = max(fam, key=lambda r: r.bound)
-    return None, decisive, f"{_counts(decisive)}, no loop excess above {bound_up(decisive.bound)} at {conf}"
+    return None, decisive, f"{counts_phrase(decisive)}, no loop excess above {bound_up(decisive.bound)} at {conf}"
 
 
 def _by_speed(case: _Case, decisive: Comparison, loops: str, spec_cells, base_cells, spec_samples, base_samples,
