@@ -43,7 +43,7 @@ from .divergence import NEAR_TIE_MARGIN, Calibration
 from .lossless import NO_FLOOR, GreedyBound, LosslessTest, greedy_bound, lossless_member, lossless_tests
 from .pairing import greedy_report
 from .stats import holm, ratio_ci, samples_needed
-from .stopping import Design, look_counts, sequential_test, stage_counts
+from .stopping import Design, contrast_p, look_counts, sequential_test, stage_counts
 
 __all__ = ["FAILURE_PREFIXES", "KINDS", "Verdict", "bound_up", "exit_code", "is_failure", "judge", "judge_all",
            "launch_failed", "lossless_planned"]
@@ -138,8 +138,10 @@ def _fmt_t(t: float) -> str:
     return f"{t:g}"
 
 
-def _rows(spec_cells, base_cells, spec_samples, design: Design, base_samples=()) -> list[dict]:
-    """One comparison row per temperature present in both arms; T > 0 rows carry the sequential test."""
+def _rows(spec_cells, base_cells, spec_samples, design: Design, base_samples=(), aa_outcomes=None) -> list[dict]:
+    """One comparison row per temperature present in both arms; T > 0 rows carry the sequential test, with
+    ``aa_outcomes`` (the A/A arm's ``(sample_index, degenerate)`` per temperature) the A/A contrast: ``p`` is
+    then :func:`~.stopping.contrast_p` (``p_vs_base``, ``p_vs_aa``, ``aa_loops``/``aa_n`` beside it)."""
     base_by_t = {float(c.temperature): c for c in base_cells}
     rows = []
     for sc in sorted(spec_cells, key=lambda c: c.temperature):
@@ -163,7 +165,12 @@ def _rows(spec_cells, base_cells, spec_samples, design: Design, base_samples=())
             base_out = [(s.sample_index, s.is_degenerate) for s in base_samples if s.ok and float(s.temperature) == t]
             base = stage_counts(base_out, design) if base_out else {design.stage_end(design.looks()[-1]): (bc.loops, bc.n)}
             test = sequential_test(looks, base, None, design)
-            row.update(p=test.p_value, p_look=test.look, bound=test.bound, bound_look=test.bound_look,
+            relaunch = (aa_outcomes or {}).get(t)
+            if relaunch:
+                t_aa = sequential_test(looks, stage_counts(list(relaunch), design), None, design)
+                row.update(p_vs_base=test.p_value, p_vs_aa=t_aa.p_value, aa_loops=sum(d for _, d in relaunch),
+                           aa_n=len(relaunch))
+            row.update(p=contrast_p(test, t_aa if relaunch else None), p_look=test.look, bound=test.bound, bound_look=test.bound_look,
                        bound_confidence=1 - design.alpha_bound,
                        samples_needed=samples_needed(sc.loops, sc.n, bc.loops, bc.n, alpha=design.alpha_cell,
                                                      margin=design.margin, bound_alpha=design.next_bound_alpha))
@@ -249,6 +256,20 @@ def _speed(spec_cells, base_cells, spec_samples, base_samples) -> tuple[float | 
 def _counts(r: dict) -> str:
     return (f"spec {r['spec_loops']}/{r['spec_n']} vs baseline {r['base_loops']}/{r['base_n']} degenerate "
             f"at T={_fmt_t(r['temperature'])}")
+
+
+def _launch_note(fam: list[dict], corrupt: list[dict], alpha: float) -> str:
+    """The phrase for a loop excess over the baseline that the A/A contrast did not confirm (the speculative
+    arm loops more than the baseline's launch but not more than its A/A relaunch): '' when there is none."""
+    for r in fam:
+        if r in corrupt or "p_vs_aa" not in r or not r["p"]:
+            continue
+        holm = r["p_adjusted"] / r["p"]
+        if r["p_vs_base"] * holm < alpha:
+            return (f"; the excess over the baseline (p={_fmt_p(min(1.0, r['p_vs_base'] * holm))}) is not one over "
+                    f"its A/A relaunch ({r['aa_loops']}/{r['aa_n']} degenerate, p={_fmt_p(r['p_adjusted'])}): the "
+                    f"baseline's two launches differ by as much, so it is not called corruption")
+    return ""
 
 
 def _need(r: dict, design: Design) -> str:
@@ -343,13 +364,16 @@ def _judge_one(profile, spec_cells, base_cells, spec_samples, base_samples, rows
                        row["temperature"] if row else None, rows, warnings, kl, [t.to_dict() for t in lossless])
 
     def tested(r):
-        return f"{_counts(r)} (p={_fmt_p(r['p_adjusted'])}, {holm_note})"
+        aa = (f", the larger of its tests against the baseline and against the baseline's A/A relaunch "
+              f"({r['aa_loops']}/{r['aa_n']})" if "p_vs_aa" in r else "")
+        return f"{_counts(r)} (p={_fmt_p(r['p_adjusted'])}{aa}, {holm_note})"
 
     def excess(r):
         return f"{_counts(r)}: no large excess detected; loop excess up to {bound_up(r['bound'])} not ruled out"
 
     fam = [r for r in rows if r["in_family"]]
     corrupt = [r for r in fam if r["p_adjusted"] < design.alpha]
+    tail = _launch_note(fam, corrupt, design.alpha) + tail
     broken = lossless_p is not None and lossless_p["p_adjusted"] < design.alpha
     violated = [t for t in lossless if t.p_value < design.alpha] if broken else []
     lossless_ev = "; ".join(f"lossless: {t.evidence}" for t in violated)
@@ -453,7 +477,8 @@ def judge_all(spec: Mapping[str, tuple[Sequence[CellSummary], Sequence[SampleObs
     n_family = sum(1 for cells, _ in spec.values() for c in cells if c.temperature > 0 and c.temperature in base_t)
     n_family += sum(p is not None for p in members.values())
     design = replace(design, family=max(design.family, n_family))
-    per = {name: _rows(cells, base_cells, samples, design, base_samples) for name, (cells, samples) in spec.items()}
+    aa = calibration.aa_outcomes if calibration else None
+    per = {name: _rows(cells, base_cells, samples, design, base_samples, aa) for name, (cells, samples) in spec.items()}
     family = [r for rows in per.values() for r in rows if r["in_family"]]
     lossless_rows = {name: {"p": p} for name, p in members.items() if p is not None}
     everything = family + list(lossless_rows.values())
