@@ -57,15 +57,13 @@ class Cost:
         return self.launch_s + tokens / (self.tokens_per_s * min(self.in_flight, n))
 
 
-def chain_cost(outcomes, rates: dict[str, float], cost: Cost, arms_like_base: int) -> float:
-    """GPU-minutes of one chain: each run launches the arms that take new samples (the first run every arm);
-    the A/A arm (``arms_like_base``: 1 with ``compare.calibration``) samples as the baseline does."""
+def chain_cost(outcomes, rates: dict[str, float], cost: Cost) -> float:
+    """GPU-minutes of one chain: each run launches the arms that take new samples (the first run every arm:
+    the baseline, its A/A relaunch with ``compare.calibration``, the speculative profile)."""
     seconds, before = 0.0, Counter()
     for i, out in enumerate(outcomes):
         for arm, n in out.samples.items():
-            new = n - before[arm]
-            copies = 1 + arms_like_base if arm == "baseline" else 1
-            seconds += copies * cost.arm_s(new, rates[arm], greedy=i == 0)
+            seconds += cost.arm_s(n - before[arm], rates[arm], greedy=i == 0)
         before = Counter(out.samples)
     return seconds / 60 * cost.tp_size
 
@@ -77,12 +75,12 @@ def table(trials: int, seed: int, cost: Cost) -> None:
     designs = [("as shipped", shipped), ("early_stop: true", replace(shipped, sequential=True)),
                (f"samples: {nightly.rounds}, early_stop: true (the nightly's sizing)",
                 replace(shipped, rounds=nightly.rounds, sequential=True))]
-    aa = 1 if pb.compare.calibration else 0
+    aa = f"{pb.baseline}-aa" if pb.compare.calibration else None
     metrics = (analyze_text(_LOOP_TEXT), analyze_text(_CLEAN_TEXT))
     print(f"\n**GPU-minutes to a verdict, field playbook** ({trials} chains per row, seed {seed}; "
           f"{pb.samples_at(0.7)} samples per prompt at T = 0.7 over {len(pb.prompts)} prompts; while inconclusive "
           f"a resume to the look the `next:` line names, at most {shipped.resumes}; α {shipped.alpha}, margin "
-          f"{shipped.margin:.0%}, family {shipped.family}; arms: baseline{', its A/A relaunch' if aa else ''}, mtp)\n")
+          f"{shipped.margin:.0%}, family {shipped.family}; arms: baseline{', its A/A relaunch (the A/A contrast)' if aa else ''}, mtp)\n")
     print(f"Assumed: TP size {cost.tp_size}, {cost.tokens_per_s:g} tok/s per request in both arms, "
           f"{cost.in_flight} in flight, {cost.launch_s / 60:g} min launch to ready per arm and run, a loop "
           f"{cost.loop_tokens} tokens, an answer {cost.clean_tokens}, a greedy sample per prompt and arm in the "
@@ -91,13 +89,13 @@ def table(trials: int, seed: int, cost: Cost) -> None:
           "| healthy | spec-corrupts-output | inconclusive at the end |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for name, base, spec in HOSTS:
-        rates = {"baseline": base, "mtp": spec}
+        rates = {"baseline": base, **({aa: base} if aa else {}), "mtp": spec}
         for dname, design in designs:
             rng = np.random.default_rng(seed)
             chains = [simulate_chain(rates, design, resumes=design.resumes, rng=rng, metrics=metrics,
-                                     follow_need=True)
+                                     follow_need=True, aa=aa)
                       for _ in range(trials)]
-            gpu = np.array([chain_cost(c, rates, cost, aa) for c in chains])
+            gpu = np.array([chain_cost(c, rates, cost) for c in chains])
             final = Counter(c[-1].verdicts["mtp"] for c in chains)
             print(f"| {name} | {dname} | {gpu.mean():.0f} ({np.percentile(gpu, 90):.0f}) | "
                   f"{np.mean([len(c) for c in chains]):.2f} | {np.mean([c[-1].samples['mtp'] for c in chains]):.0f} | "
