@@ -191,6 +191,10 @@ class Comparison(Record):
     accept_length: Number | None = None
     accept_length_nonloop: Number | None = None
     in_family: bool = False
+    p_vs_base: Number | None = None  # with an A/A arm: the sequential p against the baseline ...
+    p_vs_aa: Number | None = None  # ... and against its A/A relaunch; ``p`` is the larger (the A/A contrast)
+    aa_loops: int | None = None  # the A/A arm's loops and samples at this temperature
+    aa_n: int | None = None
     p: Number | None = None
     p_look: int | None = None
     bound: Number | None = None
