@@ -14,11 +14,14 @@ radix cache off itself for speculative decoding on hybrid models: ``lint.rules``
 from __future__ import annotations
 
 import shlex
-from dataclasses import asdict, dataclass
+from typing import ClassVar
+
+from pydantic import ConfigDict
 
 from ..lint.flag_table import select_flag_table, version_key
 from ..lint.lint import lint_command
 from ..lint.rules import LintContext, is_hybrid
+from .records import Record
 
 #: Lint findings that mean "this release will not start with these flags".
 REFUSED = {"unknown-flag", "invalid-value", "ambiguous-flag", "missing-required", "hybrid-spec-radix-cache",
@@ -28,21 +31,19 @@ RADIX_AUTO_OFF = ((0, 5, 9), (0, 5, 10))
 ALT_BACKENDS = ("triton", "flashinfer", "fa3")
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(Record):
     """One change to try: ``name`` (profile name), the full profile ``flags``, ``change`` in words, where it
-    came from (``playbook`` or ``built-in``) and, when it is not launched, ``skipped`` (the reason)."""
+    came from (``playbook`` or ``built-in``) and, when it is not launched, ``skipped`` (the reason). Stored in
+    mitigation.json's ``candidates`` as its fields (``to_dict``; ``Candidate.of`` reads them back)."""
+
+    model_config = ConfigDict(frozen=True)
+    WHOLE: ClassVar[bool] = True
 
     name: str
     flags: tuple[str, ...]
     change: str
     source: str
     skipped: str | None = None
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["flags"] = list(self.flags)
-        return d
 
 
 def parse_flags(flags: list[str] | tuple[str, ...]) -> list[tuple[str, str | None]]:
