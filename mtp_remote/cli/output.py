@@ -32,7 +32,12 @@ def report_error(e: BaseException) -> int | None:
     return e.exit_code
 
 
+def _json_value(value):
+    """A value JSON does not know: a record (``mtp_remote.records``) as its mapping, anything else as its string."""
+    return value.to_dict() if hasattr(value, "to_dict") else str(value)
+
+
 def print_json(data) -> None:
     """``--json``: the result as JSON on stdout (progress and errors go to stderr)."""
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    sys.stdout.write(json.dumps(data, indent=2, default=_json_value) + "\n")
     sys.stdout.flush()

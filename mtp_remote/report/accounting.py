@@ -7,25 +7,27 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..records.sample import Sample
+from ..records.summary import TimeSplit
 
-def token_accounting(samples: Iterable[dict], max_tokens: int) -> dict:
+
+def token_accounting(samples: Iterable[Sample | dict], max_tokens: int) -> dict:
     """``generated_tokens`` (completion tokens over all samples, stopped ones counted up to their stop, plus
     the tokens the KL probe generated for its own requests at T = 1: ``kl_probe_tokens``, also given apart),
     ``tokens_saved`` (what the stopped samples did not generate: max_tokens - their tokens), ``loop_stops``
     (samples stopped once their loop was settled), ``without_stop_at_most`` (the tokens had each stopped sample
     run to ``max_tokens``: an upper bound, a loop may still end earlier), and the same per profile."""
     per: dict[str, dict] = {}
-    for s in samples:
-        d = per.setdefault(s["profile"], {"generated_tokens": 0, "tokens_saved": 0, "loop_stops": 0,
-                                          "kl_probe_tokens": 0})
-        probe = int((s.get("kl") or {}).get("probe_tokens") or 0)
-        d["generated_tokens"] += int(s.get("completion_tokens") or 0) + probe
+    for s in map(Sample.of, samples):
+        d = per.setdefault(s.profile, {"generated_tokens": 0, "tokens_saved": 0, "loop_stops": 0,
+                                       "kl_probe_tokens": 0})
+        probe = int((s.kl.get("probe_tokens") if s.kl else None) or 0)
+        tokens = int(s.completion_tokens or 0)
+        d["generated_tokens"] += tokens + probe
         d["kl_probe_tokens"] += probe
-        stop = s.get("loop_stop")
-        if stop:
+        if s.loop_stop:
             d["loop_stops"] += 1
-            d["tokens_saved"] += int(stop.get("saved_tokens", max(max_tokens - int(s.get("completion_tokens") or 0),
-                                                                   0)))
+            d["tokens_saved"] += int(s.loop_stop.get("saved_tokens", max(max_tokens - tokens, 0)))
     total = {k: sum(d[k] for d in per.values())
              for k in ("generated_tokens", "tokens_saved", "loop_stops", "kl_probe_tokens")}
     total["without_stop_at_most"] = total["generated_tokens"] + total["tokens_saved"]
@@ -58,10 +60,10 @@ def time_split(profile_runs: list, duration_s: float | None = None) -> dict:
     return {"profiles": rows, "total": total}
 
 
-def time_split_line(split: dict) -> str:
+def time_split_line(split: TimeSplit | dict) -> str:
     """One line for the console and report.md: ``launch/ready 12.0 s, sampling 40.1 s, stop + GPU release
     3.2 s, tool 1.4 s``."""
-    t = split["total"]
-    tool = (t.get("tool_s") or 0.0) + (t.get("outside_profiles_s") or 0.0)
-    return (f"launch/ready {t['launch_ready_s'] or 0:.1f} s, sampling {t['sampling_s'] or 0:.1f} s, "
-            f"stop + GPU release {t['stop_s'] or 0:.1f} s, tool {tool:.1f} s")
+    t = TimeSplit.of(split).total
+    tool = (t.tool_s or 0.0) + (t.outside_profiles_s or 0.0)
+    return (f"launch/ready {t.launch_ready_s or 0:.1f} s, sampling {t.sampling_s or 0:.1f} s, "
+            f"stop + GPU release {t.stop_s or 0:.1f} s, tool {tool:.1f} s")

@@ -7,7 +7,7 @@ case ``run`` carrying the cause, and ``mtp_remote_up 0`` / ``mtp_remote_run_fail
 alert can fire on a night that failed *and* on a night that never ran (a stale timestamp). Per cell, acceptance
 length and tokens/s come twice: over all samples and over the non-looping ones (``*_nonloop``): loops inflate
 both, so over all samples a corrupt arm looks fastest. A nightly
-regression check (``doc["regression"]``) adds one failing case per regression.
+regression check (the summary's ``regression``) adds one failing case per regression.
 """
 
 from __future__ import annotations
@@ -16,45 +16,53 @@ from datetime import datetime
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
-
-def _failed(doc: dict) -> bool:
-    return doc.get("status", "completed") != "completed"
+from ..records.summary import Cause, Summary
 
 
-def _cause(doc: dict) -> str:
-    cause = doc.get("cause")
-    if isinstance(cause, dict):
-        ev = f"\n{cause['evidence']}" if cause.get("evidence") else ""
-        return f"{cause.get('type', 'error')}: {cause.get('message')}{ev}"
+def _failed(doc: Summary) -> bool:
+    return doc.status != "completed"
+
+
+def _cause(doc: Summary) -> str:
+    cause = doc.cause
+    if isinstance(cause, Cause):
+        ev = f"\n{cause.evidence}" if cause.evidence else ""
+        return f"{cause.type if 'type' in cause else 'error'}: {cause.message}{ev}"
     return str(cause or "unknown")
 
 
-def render_junit(doc: dict) -> str:
+def _corrupt_or_down(kind: str) -> bool:
+    return kind == "spec-corrupts-output" or kind.startswith(("launch-failed", "crashed", "hung"))
+
+
+def render_junit(doc: Summary | dict) -> str:
     """A test suite per run; a case per verdict, failed when the profile corrupts output or did not launch."""
-    verdicts = doc.get("verdicts", [])
-    failures = [v for v in verdicts if v["kind"] == "spec-corrupts-output" or v["kind"].startswith(("launch-failed", "crashed", "hung"))]
-    regressions = [c for c in (doc.get("regression") or {}).get("checks", []) if c.get("regressed")]
+    doc = Summary.of(doc)
+    verdicts = doc.verdicts
+    failures = [v for v in verdicts if _corrupt_or_down(v.kind)]
+    regressions = [c for c in (doc.regression.checks if doc.regression else []) if c.regressed]
     n_tests = len(verdicts) + int(_failed(doc)) + len(regressions)
     n_fail = len(failures) + int(_failed(doc)) + len(regressions)
-    suite = ET.Element("testsuite", name=f"mtp-remote.{doc['playbook']['name']}.{doc['host']['name']}",
+    host = doc.host.name
+    suite = ET.Element("testsuite", name=f"mtp-remote.{doc.playbook.name}.{host}",
                        tests=str(n_tests), failures=str(n_fail), errors="0",
-                       time=f"{doc.get('duration_s') or 0:.2f}", timestamp=doc.get("started_at", ""))
+                       time=f"{doc.duration_s or 0:.2f}", timestamp=doc.started_at if "started_at" in doc else "")
     if _failed(doc):
-        case = ET.SubElement(suite, "testcase", classname=f"mtp-remote.{doc['host']['name']}", name="run")
-        ET.SubElement(case, "failure", message=f"run {doc.get('status')}: {_cause(doc).splitlines()[0]}"
+        case = ET.SubElement(suite, "testcase", classname=f"mtp-remote.{host}", name="run")
+        ET.SubElement(case, "failure", message=f"run {doc.status}: {_cause(doc).splitlines()[0]}"
                       ).text = _cause(doc)
     for c in regressions:
-        t = "" if c.get("temperature") is None else f" T={c['temperature']:g}"
-        case = ET.SubElement(suite, "testcase", classname=f"mtp-remote.{doc['host']['name']}.regression",
-                             name=f"{c['profile']}{t} {c['kind']}")
-        ET.SubElement(case, "failure", message=f"regression since {doc['regression'].get('baseline_run')}"
+        t = "" if c.temperature is None else f" T={c.temperature:g}"
+        case = ET.SubElement(suite, "testcase", classname=f"mtp-remote.{host}.regression",
+                             name=f"{c.profile}{t} {c.kind}")
+        ET.SubElement(case, "failure", message=f"regression since {doc.regression.baseline_run}"
                       ).text = str({k: v for k, v in c.items() if k != "regressed"})
     for v in verdicts:
-        case = ET.SubElement(suite, "testcase", classname=f"mtp-remote.{doc['host']['name']}", name=v["profile"])
+        case = ET.SubElement(suite, "testcase", classname=f"mtp-remote.{host}", name=v.profile)
         if v in failures:
-            ET.SubElement(case, "failure", message=v["kind"]).text = v["evidence"]
+            ET.SubElement(case, "failure", message=v.kind).text = v.evidence
         else:
-            ET.SubElement(case, "system-out").text = f"{v['kind']}: {v['evidence']}"
+            ET.SubElement(case, "system-out").text = f"{v.kind}: {v.evidence}"
     return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
 
 
@@ -76,13 +84,14 @@ _CELL_GAUGES = (
 )
 
 
-def render_prometheus(doc: dict) -> str:
+def render_prometheus(doc: Summary | dict) -> str:
     """Gauges per cell (loop rate; acceptance length and tokens/s over all samples and over the non-looping ones:
     a looping arm's all-sample figures are inflated, so a dashboard compares arms on ``*_nonloop``) and per
     verdict (1 = corrupt)."""
-    host, pb = prom_label(doc["host"]["name"]), prom_label(doc["playbook"]["name"])
+    doc = Summary.of(doc)
+    host, pb = prom_label(doc.host.name), prom_label(doc.playbook.name)
     who = f'host="{host}",playbook="{pb}"'
-    ts = doc.get("finished_at") or doc.get("started_at")
+    ts = doc.finished_at or doc.started_at
     ts_s = datetime.fromisoformat(ts).timestamp() if ts else 0.0
     lines = ["# HELP mtp_remote_up 1 when the last run completed (whatever its verdicts), 0 when it could not be done.",
              "# TYPE mtp_remote_up gauge", f"mtp_remote_up{{{who}}} {0 if _failed(doc) else 1}",
@@ -92,26 +101,26 @@ def render_prometheus(doc: dict) -> str:
              "# TYPE mtp_remote_last_run_timestamp_seconds gauge",
              f"mtp_remote_last_run_timestamp_seconds{{{who}}} {ts_s:.3f}",
              "# HELP mtp_remote_exit_code Exit code of the last run (0 healthy, 1 corrupt/failed profile, 2 not done, 3 inconclusive).",
-             "# TYPE mtp_remote_exit_code gauge", f"mtp_remote_exit_code{{{who}}} {doc.get('exit_code', 2)}"]
-    if doc.get("regression") is not None:
-        n_reg = sum(1 for c in doc["regression"].get("checks", []) if c.get("regressed"))
+             "# TYPE mtp_remote_exit_code gauge",
+             f"mtp_remote_exit_code{{{who}}} {doc.exit_code if 'exit_code' in doc else 2}"]
+    if doc.regression is not None:
+        n_reg = sum(1 for c in doc.regression.checks if c.regressed)
         lines += ["# HELP mtp_remote_regressions Tested regressions since the last good run.",
                   "# TYPE mtp_remote_regressions gauge", f"mtp_remote_regressions{{{who}}} {n_reg}"]
     for metric, key, help_text in _CELL_GAUGES:
         lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} gauge"]
-        for c in doc.get("cells", []):
-            if c.get(key) is not None:
-                lines.append(f'{metric}{{host="{host}",playbook="{pb}",profile="{prom_label(c["profile"])}",'
-                             f'temperature="{c["temperature"]}"}} {c[key]}')
+        for c in doc.cells:
+            if getattr(c, key) is not None:
+                lines.append(f'{metric}{{host="{host}",playbook="{pb}",profile="{prom_label(c.profile)}",'
+                             f'temperature="{c.temperature}"}} {getattr(c, key)}')
     lines += ["# HELP mtp_remote_spec_corrupts 1 when the profile's verdict is spec-corrupts-output or launch-failed.",
               "# TYPE mtp_remote_spec_corrupts gauge"]
-    for v in doc.get("verdicts", []):
-        bad = int(v["kind"] == "spec-corrupts-output" or v["kind"].startswith(("launch-failed", "crashed", "hung")))
-        lines.append(f'mtp_remote_spec_corrupts{{host="{host}",playbook="{pb}",profile="{prom_label(v["profile"])}",'
-                     f'verdict="{prom_label(v["kind"])}"}} {bad}')
+    for v in doc.verdicts:
+        lines.append(f'mtp_remote_spec_corrupts{{host="{host}",playbook="{pb}",profile="{prom_label(v.profile)}",'
+                     f'verdict="{prom_label(v.kind)}"}} {int(_corrupt_or_down(v.kind))}')
     return "\n".join(lines) + "\n"
 
 
-def write_ci_outputs(doc: dict, run_dir: Path) -> None:
+def write_ci_outputs(doc: Summary | dict, run_dir: Path) -> None:
     (run_dir / "junit.xml").write_text(render_junit(doc))
     (run_dir / "metrics.prom").write_text(render_prometheus(doc))

@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..outside_text import for_terminal
+from ..records.summary import LoopStopTotals, Summary
 from .markdown import arm_counts, num, pct
 from .next_step import next_step
 
@@ -23,35 +24,35 @@ def verdict_style(kind: str) -> str:
     return "bold red" if kind.startswith(("launch-failed", "crashed", "hung")) else _STYLE.get(kind, "")
 
 
-def cells_table(doc: dict) -> Table:
+def cells_table(doc: Summary | dict) -> Table:
     """Per (profile, temperature): loops, loop rate with CI, acceptance and tokens/s (all / non-loop)."""
     t = Table(title="Cells — loop rate with 95 % Wilson CI; accept len = completion_tokens / spec_verify_ct; "
                     "'all / ok' = all samples / non-looping ones", title_justify="left")
     for col in ("profile", "T", "loops", "loop rate [95 % CI]", "think closed", "accept len all / ok",
                 "tok/s all / ok"):
         t.add_column(col, justify="right" if col not in ("profile",) else "left")
-    for c in doc["cells"]:
-        rate = f"{pct(c['loop_rate'])} [{pct(c['loop_ci'][0])}, {pct(c['loop_ci'][1])}]" if c["n"] else "– (no samples)"
-        t.add_row(c["profile"], f"{c['temperature']:g}", f"{c['loops']}/{c['n']}", rate,
-                  pct(c.get("think_closed_rate")),
-                  f"{num(c.get('accept_length'))} / {num(c.get('accept_length_nonloop'))}",
-                  f"{num(c.get('tokens_per_s'), 1)} / {num(c.get('tokens_per_s_nonloop'), 1)}")
+    for c in Summary.of(doc).cells:
+        rate = f"{pct(c.loop_rate)} [{pct(c.loop_ci[0])}, {pct(c.loop_ci[1])}]" if c.n else "– (no samples)"
+        t.add_row(c.profile, f"{c.temperature:g}", f"{c.loops}/{c.n}", rate, pct(c.think_closed_rate),
+                  f"{num(c.accept_length)} / {num(c.accept_length_nonloop)}",
+                  f"{num(c.tokens_per_s, 1)} / {num(c.tokens_per_s_nonloop, 1)}")
     return t
 
 
-def verdict_table(doc: dict) -> Table:
+def verdict_table(doc: Summary | dict) -> Table:
     """One row per speculative profile: verdict and its one-sentence evidence."""
-    sim = " \\[simulated host]" if doc.get("simulated") else ""  # escaped: rich reads [..] as markup
-    engine = f" ({doc['engine']['label']})" if doc.get("engine") and not doc.get("simulated") else ""
-    t = Table(title=f"Verdicts — {doc['playbook']['name']} on {doc['host']['name']}{engine}{sim}")
+    doc = Summary.of(doc)
+    sim = " \\[simulated host]" if doc.simulated else ""  # escaped: rich reads [..] as markup
+    engine = f" ({doc.engine.label})" if doc.engine and not doc.simulated else ""
+    t = Table(title=f"Verdicts — {doc.playbook.name} on {doc.host.name}{engine}{sim}")
     t.add_column("profile")
     t.add_column("verdict")
     t.add_column("loops (this arm vs baseline)")
     t.add_column("evidence")
-    for v in doc["verdicts"]:
-        warnings = "".join(f"\n[yellow]⚠ {escape(w)}[/]" for w in v.get("warnings", []))
-        t.add_row(v["profile"], f"[{verdict_style(v['kind'])}]{v['kind']}[/]", escape(arm_counts(doc, v["profile"])),
-                  escape(v["evidence"]) + warnings)
+    for v in doc.verdicts:
+        warnings = "".join(f"\n[yellow]⚠ {escape(w)}[/]" for w in v.warnings)
+        t.add_row(v.profile, f"[{verdict_style(v.kind)}]{v.kind}[/]", escape(arm_counts(doc, v.profile)),
+                  escape(v.evidence) + warnings)
     return t
 
 
@@ -83,26 +84,26 @@ def make_console(stderr: bool = False) -> Console:
     return SafeConsole(stderr=stderr, width=None if tty else PIPE_WIDTH, soft_wrap=not tty, log_path=False)
 
 
-def print_run_end(console: Console, doc: dict, run_dir, exit_code: int, *, afterwards: bool = False,
+def print_run_end(console: Console, doc: Summary | dict, run_dir, exit_code: int, *, afterwards: bool = False,
                   inventory=None) -> None:
     """The closing lines of a run: where the report is (or, for a run that could not be done, its
     artefacts), the exit code, and the next step. ``afterwards``: shown again later (``report``), so the code
     is named as the run's, not this command's."""
     code = f"the run's exit code was {exit_code}" if afterwards else f"exit code {exit_code}"
-    if doc.get("time_split"):
+    doc = Summary.of(doc)
+    if doc.time_split:
         from .accounting import time_split_line
 
-        stops = doc.get("loop_stop") or {}
-        saved = (f", {stops.get('tokens_saved', 0)} not generated ({stops.get('loop_stops', 0)} samples stopped at "
-                 f"their settled loop)" if stops.get("enabled") else " (loop stop off)")
-        probe = (f" (of them {doc['kl_probe_tokens']} by the KL probe's own requests)"
-                 if doc.get("kl_probe_tokens") else "")
-        console.print(f"time: {time_split_line(doc['time_split'])}; tokens: {doc.get('generated_tokens', 0)} "
+        stops = doc.loop_stop or LoopStopTotals()
+        saved = (f", {stops.tokens_saved} not generated ({stops.loop_stops} samples stopped at "
+                 f"their settled loop)" if stops.enabled else " (loop stop off)")
+        probe = (f" (of them {doc.kl_probe_tokens} by the KL probe's own requests)" if doc.kl_probe_tokens else "")
+        console.print(f"time: {time_split_line(doc.time_split)}; tokens: {doc.generated_tokens or 0} "
                       f"generated{probe}{saved}", highlight=False, markup=False)
-    if doc.get("status", "completed") == "completed":
+    if doc.completed:
         console.print(f"report: {run_dir}/report.html (also report.md, summary.json); {code}", highlight=False)
     else:
-        console.print(f"run {doc.get('status')}: {run_dir}/summary.json (cause), junit.xml, metrics.prom; "
+        console.print(f"run {doc.status}: {run_dir}/summary.json (cause), junit.xml, metrics.prom; "
                       f"{code}", highlight=False)
     console.print(f"next: {next_step(doc, run_dir, inventory=inventory)}", highlight=False, markup=False)
 

@@ -7,24 +7,24 @@ later without the network. Secrets were masked before anything got here.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from pydantic import ValidationError
 
 from .. import __version__
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
 from ..errors import ConfigError
 from ..files import InputTooLarge, JsonTooDeep, load_json_file
+from ..records.summary import SCHEMA_VERSION, Summary
 from ..remote.commands import mask_secrets, playbook_secrets
 from .accounting import time_split, token_accounting
 
 if TYPE_CHECKING:  # (diagnosis imports scipy: not needed to load or re-render a document)
     from ..analysis.diagnosis import Diagnosis
-
-SCHEMA_VERSION = 1
 
 
 def host_facts(host: HostConfig, playbook: Playbook) -> dict:
@@ -52,8 +52,8 @@ def engine_facts(host: HostConfig, profile_runs: list) -> dict:
 
 def build_summary(*, run_id: str, host: HostConfig, playbook: Playbook, profile_runs: list, diagnosis: Diagnosis,
                   exit_code: int, started_at: datetime, n_samples: int, playbook_file: str | None = None,
-                  samples: list[dict] | None = None, command_started: datetime | None = None) -> dict:
-    """The summary.json document (a plain dict, JSON-able). Times: ISO-8601 UTC; durations: seconds.
+                  samples: list[dict] | None = None, command_started: datetime | None = None) -> Summary:
+    """The summary.json document (:class:`~mtp_remote.records.summary.Summary`). Times: ISO-8601 UTC; durations: seconds.
     ``samples`` (the run's records) give ``generated_tokens``, ``tokens_saved`` and ``loop_stop``.
     ``command_started``: when this command began (a resume: later than ``started_at``, the run's first start);
     ``time_split`` covers this command only, so the time between an interrupted run and its resume is never
@@ -97,7 +97,7 @@ def build_summary(*, run_id: str, host: HostConfig, playbook: Playbook, profile_
                   "metrics": "metrics.prom", "logs": "logs/"},
     }
     # nothing secret leaves the run: API keys in flags, env values, log lines quoting server_args
-    return mask_secrets(doc, playbook_secrets(playbook, host))
+    return Summary.model_validate(mask_secrets(doc, playbook_secrets(playbook, host)))
 
 
 def _sampling(playbook: Playbook, profile_runs: list, n_samples: int) -> dict:
@@ -120,14 +120,15 @@ def _cell_dict(c) -> dict:
     return d
 
 
-def save_summary(doc: dict, run_dir: Path) -> Path:
-    path = run_dir / "summary.json"
-    path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
-    return path
+def save_summary(doc: Summary | dict, run_dir: Path) -> Path:
+    """Write ``run_dir/summary.json`` (a mapping is read as a :class:`Summary` first); returns its path."""
+    return Summary.of(doc).save(run_dir)
 
 
-def load_summary(path: str | Path) -> dict:
-    """Read a summary.json (or a run directory). Raises ConfigError for a missing file or a newer schema."""
+def load_summary(path: str | Path) -> Summary:
+    """Read a summary.json (or a run directory) as a :class:`Summary` (a fleet nightly's summary too: its own
+    fields are kept as read). Raises ConfigError for a missing file, a newer schema or a field of the wrong
+    type."""
     p = Path(path)
     if p.is_dir():
         p = p / "summary.json"
@@ -141,7 +142,14 @@ def load_summary(path: str | Path) -> dict:
         raise ConfigError(f"cannot read: {e.strerror}", file=str(p)) from None
     except ValueError as e:
         raise ConfigError(f"not valid JSON: {e}", file=str(p)) from None
+    if not isinstance(doc, dict):
+        raise ConfigError("not a summary: the file holds no JSON object", file=str(p))
     if doc.get("schema_version", 0) > SCHEMA_VERSION:
         raise ConfigError(f"schema_version {doc.get('schema_version')} is newer than this tool reads "
                           f"({SCHEMA_VERSION}); upgrade mtp-remote", file=str(p), field="schema_version")
-    return doc
+    try:
+        return Summary.model_validate(doc)
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise ConfigError(f"not a summary this tool reads: {err['msg']}", file=str(p),
+                          field=".".join(str(x) for x in err["loc"])) from None

@@ -17,6 +17,7 @@ from contextlib import closing
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..records.summary import FleetTag, Summary
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -80,26 +81,25 @@ def _connect(path: Path) -> sqlite3.Connection:
     return db
 
 
-def record_run(path: str | Path, doc: dict, run_dir: str | Path) -> None:
+def record_run(path: str | Path, doc: Summary | dict, run_dir: str | Path) -> None:
     """Insert (or replace) one run's summary document (completed or failed) into the history at ``path``.
-    ``doc["fleet"]`` (``{"group", "fleet_id"}``, set by a fleet nightly) fills the group columns."""
-    fleet = doc.get("fleet") or {}
+    Its ``fleet`` (group and fleet id, set by a fleet nightly) fills the group columns."""
+    doc = Summary.of(doc)
+    fleet = doc.fleet or FleetTag()
     with closing(_connect(Path(path))) as db, db:
         db.execute("INSERT OR REPLACE INTO runs (run_id, host, playbook, simulated, started_at, duration_s, "
                    "exit_code, run_dir, tool_version, status, cause, host_group, fleet_id) "
                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                   (doc["run_id"], doc["host"]["name"], doc["playbook"]["name"], int(bool(doc.get("simulated"))),
-                    doc["started_at"], doc.get("duration_s"), doc["exit_code"], str(run_dir), doc.get("tool_version"),
-                    doc.get("status", "completed"), _cause(doc.get("cause")), fleet.get("group"),
-                    fleet.get("fleet_id")))
-        db.execute("DELETE FROM verdicts WHERE run_id = ?", (doc["run_id"],))
-        db.execute("DELETE FROM cells WHERE run_id = ?", (doc["run_id"],))
+                   (doc.run_id, doc.host.name, doc.playbook.name, int(bool(doc.simulated)), doc.started_at,
+                    doc.duration_s, doc.exit_code, str(run_dir), doc.tool_version, doc.status, doc.cause_line,
+                    fleet.group, fleet.fleet_id))
+        db.execute("DELETE FROM verdicts WHERE run_id = ?", (doc.run_id,))
+        db.execute("DELETE FROM cells WHERE run_id = ?", (doc.run_id,))
         db.executemany("INSERT INTO verdicts VALUES (?,?,?,?,?)",
-                       [(doc["run_id"], v["profile"], v["kind"], v.get("evidence"), v.get("p_value"))
-                        for v in doc.get("verdicts", [])])
+                       [(doc.run_id, v.profile, v.kind, v.evidence, v.p_value) for v in doc.verdicts])
         db.executemany("INSERT INTO cells VALUES (?,?,?,?,?,?,?,?)",
-                       [(doc["run_id"], c["profile"], c["temperature"], c["n"], c["loops"], c["loop_rate"],
-                         c.get("accept_length"), c.get("tokens_per_s")) for c in doc.get("cells", [])])
+                       [(doc.run_id, c.profile, c.temperature, c.n, c.loops, c.loop_rate, c.accept_length,
+                         c.tokens_per_s) for c in doc.cells])
 
 
 #: The columns of one ``watch`` probe (table ``probes``), in order.
@@ -133,11 +133,6 @@ def probe_history(path: str | Path, *, endpoint: str | None = None, limit: int =
     for r in out:
         r["alerts"] = [a for a in (r["alerts"] or "").split(",") if a]
     return out
-
-
-def _cause(cause) -> str | None:
-    """The one-line cause stored in the history ({"message", ...} in summary.json, or a plain string)."""
-    return cause.get("message") if isinstance(cause, dict) else cause
 
 
 def previous_verdicts(path: str | Path, *, host: str, playbook: str, before_run: str) -> dict[str, str]:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from ..records.sample import Sample
+from ..records.summary import CellRecord, Summary
 from .next_step import next_step
 from .markdown import REPORT_GLOBALS, worst_samples
 
@@ -30,14 +32,14 @@ def _png(fig) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def plots(doc: dict, samples: list[dict]) -> dict[str, str]:
+def plots(doc: Summary | dict, samples: list[Sample | dict]) -> dict[str, str]:
     """{name: data URI} for the report's figures (empty when there are no cells)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    cells = doc.get("cells") or []
+    cells = Summary.of(doc).cells
     if not cells:
         return {}
     out = {}
@@ -49,25 +51,25 @@ def plots(doc: dict, samples: list[dict]) -> dict[str, str]:
     return out
 
 
-def bar_p_values(doc: dict) -> dict[tuple[str, float], float]:
+def bar_p_values(doc: Summary | dict) -> dict[tuple[str, float], float]:
     """``{(profile, temperature): p}``: the adjusted p-value of each speculative profile's loop comparison with
     the baseline at that temperature (the verdict's comparisons), for the loop-rate bars."""
     out = {}
-    for v in doc.get("verdicts") or []:
-        for r in v.get("comparisons") or []:
-            p = r.get("p_adjusted", r.get("p"))
+    for v in Summary.of(doc).verdicts:
+        for r in v.comparisons:
+            p = r.p_adjusted if "p_adjusted" in r else r.p
             if p is not None:
-                out[(v["profile"], float(r["temperature"]))] = float(p)
+                out[(v.profile, float(r.temperature))] = float(p)
     return out
 
 
-def onset_series(samples: list[dict]) -> dict[str, list[int]]:
+def onset_series(samples: list[Sample | dict]) -> dict[str, list[int]]:
     """Loop onsets (token index where the loop starts) per ``"profile T=t"``, in sample order."""
     out: dict[str, list[int]] = {}
-    for s in samples:
-        onset = (s.get("metrics") or {}).get("loop_start_token")
+    for s in map(Sample.of, samples):
+        onset = s.metrics.loop_start_token if s.metrics else None
         if onset is not None:
-            out.setdefault(f"{s['profile']} T={float(s['temperature']):g}", []).append(int(onset))
+            out.setdefault(f"{s.profile} T={float(s.temperature):g}", []).append(int(onset))
     return out
 
 
@@ -84,24 +86,24 @@ def onset_figure(series: dict[str, list[int]], plt):
     return fig
 
 
-def per_prompt_loops(doc: dict, samples: list[dict]) -> dict:
+def per_prompt_loops(doc: Summary | dict, samples: list[Sample | dict]) -> dict:
     """Loops per prompt: ``{"columns": ["mtp T=0.7", ...], "rows": [{"prompt_id", "cells": ["3/4", ...],
     "hot": [bool, ...]}]}`` over the latest sample of each request (degenerate as the verdict counts it: a
     loop, or a near loop cut at ``max_tokens``); ``hot`` marks a cell where at least half the samples loop."""
     from ..analysis.stopping import is_degenerate_record
 
-    latest: dict[tuple, dict] = {}
-    for s in samples:
-        latest[(s["profile"], float(s["temperature"]), s["prompt_id"], s.get("sample_index"))] = s
-    cols = list(dict.fromkeys((c["profile"], float(c["temperature"])) for c in doc.get("cells") or []))
-    prompts = [p.get("id") for p in (doc.get("playbook") or {}).get("prompts", [])] or \
-        list(dict.fromkeys(k[2] for k in latest))
+    doc = Summary.of(doc)
+    latest: dict[tuple, Sample] = {}
+    for s in map(Sample.of, samples):
+        latest[(s.profile, float(s.temperature), s.prompt_id, s.sample_index)] = s
+    cols = list(dict.fromkeys((c.profile, float(c.temperature)) for c in doc.cells))
+    prompts = [p.id for p in doc.playbook.prompts] or list(dict.fromkeys(k[2] for k in latest))
     rows = []
     for pid in prompts:
         cells, hot = [], []
         for prof, t in cols:
-            got = [s for k, s in latest.items() if k[:3] == (prof, t, pid) and not s.get("error")]
-            k = sum(is_degenerate_record(s.get("metrics"), s.get("finish_reason")) for s in got)
+            got = [s for k, s in latest.items() if k[:3] == (prof, t, pid) and not s.error]
+            k = sum(is_degenerate_record(s.metrics, s.finish_reason) for s in got)
             cells.append(f"{k}/{len(got)}" if got else "–")
             hot.append(bool(got) and 2 * k >= len(got) and k > 0)
         rows.append({"prompt_id": pid, "cells": cells, "hot": hot})
@@ -121,7 +123,7 @@ def _fit_labels(ax, n: int, *, rotate_over: int = 4) -> None:
             label.set_rotation_mode("anchor")
 
 
-def loop_rate_figure(cells: list[dict], p_values: dict[tuple[str, float], float] | None = None):
+def loop_rate_figure(cells: list[CellRecord | dict], p_values: dict[tuple[str, float], float] | None = None):
     """Bars of loop rate per profile (colour) and temperature (group) with 95 % Wilson intervals, each bar
     labelled with ``k/n`` and, where ``p_values`` has its (profile, temperature), ``p=…``; the figure widens
     with the number of bars and the legend moves outside past 4 profiles."""
@@ -130,8 +132,9 @@ def loop_rate_figure(cells: list[dict], p_values: dict[tuple[str, float], float]
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    profiles = list(dict.fromkeys(c["profile"] for c in cells))
-    temps = sorted({c["temperature"] for c in cells})
+    cells = [CellRecord.of(c) for c in cells]
+    profiles = list(dict.fromkeys(c.profile for c in cells))
+    temps = sorted({c.temperature for c in cells})
     width = 0.8 / max(1, len(profiles))
     p_values = p_values or {}
     w = min(_MAX_W, max(8.0, 0.6 * len(profiles) * len(temps) + 2))
@@ -139,16 +142,16 @@ def loop_rate_figure(cells: list[dict], p_values: dict[tuple[str, float], float]
     for i, p in enumerate(profiles):
         xs, ys, lo, hi, labels = [], [], [], [], []
         for j, t in enumerate(temps):
-            c = next((c for c in cells if c["profile"] == p and c["temperature"] == t), None)
+            c = next((c for c in cells if c.profile == p and c.temperature == t), None)
             if c is None:
                 continue
             xs.append(j + i * width)
-            ys.append(c["loop_rate"])
-            lo.append(c["loop_rate"] - c["loop_ci"][0])
-            hi.append(c["loop_ci"][1] - c["loop_rate"])
+            ys.append(c.loop_rate)
+            lo.append(c.loop_rate - c.loop_ci[0])
+            hi.append(c.loop_ci[1] - c.loop_rate)
             pv = p_values.get((p, float(t)))
-            count = f"{c['loops']}/{c['n']}" if "loops" in c and "n" in c else ""
-            labels.append((c["loop_ci"][1], count + (f"\np={pv:.2g}" if pv is not None else "")))
+            count = f"{c.loops}/{c.n}" if "loops" in c and "n" in c else ""
+            labels.append((c.loop_ci[1], count + (f"\np={pv:.2g}" if pv is not None else "")))
         ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, label=p)
         for x, (top, text) in zip(xs, labels):
             ax.annotate(text, (x, top), xytext=(0, 3), textcoords="offset points", ha="center", va="bottom",
@@ -164,7 +167,7 @@ def loop_rate_figure(cells: list[dict], p_values: dict[tuple[str, float], float]
     return fig
 
 
-def speed_figure(cells: list[dict]):
+def speed_figure(cells: list[CellRecord | dict]):
     """Acceptance length (speculative cells only) and tokens/s per cell, over all and over non-looping
     samples; one x label per cell ("profile T=t"), rotated when there are many, the figure widened."""
     import matplotlib
@@ -172,17 +175,17 @@ def speed_figure(cells: list[dict]):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    speculative = [c for c in cells if c.get("accept_length") is not None]
+    cells = [CellRecord.of(c) for c in cells]
+    speculative = [c for c in cells if c.accept_length is not None]
     panels = [("accept_length", "acceptance length"), ("tokens_per_s", "tokens/s")][0 if speculative else 1:]
     panel_w = min(_MAX_W / len(panels), max(_MIN_W, _IN_PER_GROUP * len(cells) + 1))
     fig, axes = plt.subplots(1, len(panels), figsize=(panel_w * len(panels), 3.0), squeeze=False)
     axes = axes[0]
     many = len(cells) > 4
-    labels = [f"{c['profile']} T={c['temperature']:g}" if many else f"{c['profile']}\nT={c['temperature']:g}"
-              for c in cells]
+    labels = [f"{c.profile} T={c.temperature:g}" if many else f"{c.profile}\nT={c.temperature:g}" for c in cells]
     for ax, (key, title) in zip(axes, panels):
-        allv = [c.get(key) or 0 for c in cells]
-        nonloop = [c.get(key + "_nonloop") or 0 for c in cells]
+        allv = [getattr(c, key) or 0 for c in cells]
+        nonloop = [getattr(c, key + "_nonloop") or 0 for c in cells]
         xs = range(len(cells))
         ax.bar([x - 0.2 for x in xs], allv, 0.4, label="all samples")
         ax.bar([x + 0.2 for x in xs], nonloop, 0.4, label="non-looping")
@@ -194,31 +197,35 @@ def speed_figure(cells: list[dict]):
     return fig
 
 
-def worst_first(worst: list[dict], samples: list[dict]) -> list[dict]:
+def worst_first(worst: list[dict], samples: list[Sample | dict]) -> list[dict]:
     """``worst`` (one sample per cell) ordered for reading: speculative arms first, then the largest loop
     fraction, so the section opens with the worst output rather than a clean baseline one."""
-    spec = {s["profile"] for s in samples if s.get("speculative")}
+    samples = [Sample.of(s) for s in samples]
+    spec = {s.profile for s in samples if s.speculative}
     frac: dict[tuple, float] = {}
     for s in samples:
-        key = (s["profile"], s["temperature"], s["prompt_id"], s["sample_index"])
-        frac[key] = max(frac.get(key, 0.0), (s.get("metrics") or {}).get("loop_fraction") or 0.0)
-    return sorted(worst, key=lambda w: (w["profile"] not in spec,
-                                        -frac.get((w["profile"], w["temperature"], w["prompt_id"],
-                                                   w["sample_index"]), 0.0)))
+        key = (s.profile, s.temperature, s.prompt_id, s.sample_index)
+        frac[key] = max(frac.get(key, 0.0), (s.metrics.loop_fraction if s.metrics else None) or 0.0)
+
+    def order(w: dict) -> tuple:
+        profile, t, prompt, index = (w[k] for k in ("profile", "temperature", "prompt_id", "sample_index"))
+        return (profile not in spec, -frac.get((profile, t, prompt, index), 0.0))
+
+    return sorted(worst, key=order)
 
 
-def render_html(doc: dict, samples: list[dict] | None = None, run_dir: Path | None = None) -> str:
+def render_html(doc: Summary | dict, samples: list[Sample | dict] | None = None, run_dir: Path | None = None) -> str:
     """The report page of a run's summary ``doc`` and ``samples``; ``run_dir`` (the run's folder) names the
     next step as the terminal's ``next:`` line does."""
-    samples = samples or []
+    doc, samples = Summary.of(doc), [Sample.of(s) for s in samples or []]
     env = Environment(loader=PackageLoader("mtp_remote.report", "templates"), autoescape=select_autoescape(["html", "j2"]))
     env.globals.update(REPORT_GLOBALS)
     return env.get_template("report.html.j2").render(doc=doc, plots=plots(doc, samples), worst=worst_first(worst_samples(samples), samples),
                                                      per_prompt=per_prompt_loops(doc, samples),
-                                                     next_step=next_step(doc, run_dir or Path("runs") / str(doc.get("run_id"))))
+                                                     next_step=next_step(doc, run_dir or Path("runs") / str(doc.run_id)))
 
 
-def write_html(doc: dict, samples: list[dict], run_dir: Path) -> Path:
+def write_html(doc: Summary | dict, samples: list[Sample | dict], run_dir: Path) -> Path:
     path = run_dir / "report.html"
     path.write_text(render_html(doc, samples, run_dir))
     return path

@@ -11,6 +11,8 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from ..outside_text import fence
+from ..records.sample import Sample, SampleMetrics
+from ..records.summary import Calibration, Summary
 from .accounting import time_split_line
 
 EXCERPT_CHARS = 600
@@ -35,70 +37,73 @@ AA_EXPLAINED = ("An A/A arm relaunches the baseline unchanged and samples it the
                 "and sets the floors the verdicts must clear.")
 
 
-def calibration_arms(doc: dict) -> tuple[str, str]:
+def calibration_arms(doc: Summary | dict) -> tuple[str, str]:
     """(A/A arm, baseline) names of a calibrated summary; summaries written before the calibration named its
     arms read ``<baseline>-aa``."""
-    cal = doc.get("calibration") or {}
-    base = cal.get("baseline") or doc.get("playbook", {}).get("baseline", "baseline")
-    return cal.get("profile") or f"{base}-aa", base
+    doc = Summary.of(doc)
+    cal = doc.calibration or Calibration()
+    base = cal.baseline or doc.playbook.baseline
+    return cal.profile or f"{base}-aa", base
 
 
-def calibration_rows(doc: dict) -> list[dict]:
+def calibration_rows(doc: Summary | dict) -> list[dict]:
     """The A/A arm's cells beside the baseline's, per temperature: ``[{"temperature": 0.7, "aa": cell,
-    "base": cell}]`` (a cell is a ``summary.json`` cell dict, or None when that arm has none at T); empty
-    without ``doc["calibration"]``."""
-    if not doc.get("calibration"):
+    "base": cell}]`` (a cell is a summary's :class:`~mtp_remote.records.summary.CellRecord`, or None when that
+    arm has none at T); empty without a calibration."""
+    doc = Summary.of(doc)
+    if not doc.calibration:
         return []
     aa, base = calibration_arms(doc)
-    cells = {(c["profile"], c["temperature"]): c for c in doc.get("cells", [])}
+    cells = {(c.profile, c.temperature): c for c in doc.cells}
     temps = sorted({t for (p, t) in cells if p in (aa, base)})
     return [{"temperature": t, "aa": cells.get((aa, t)), "base": cells.get((base, t))} for t in temps]
 
 
-def kl_probes(doc: dict) -> list[dict]:
+def kl_probes(doc: Summary | dict) -> list[dict]:
     """``[{"profile": ..., **verdict.kl_probe}]`` for every verdict whose KL probe was measured (mean, se, n,
     floor_mean, floor_se, floor_n, threshold, flagged, floor_source; nats/token)."""
-    return [{"profile": v["profile"], **v["kl_probe"]} for v in doc.get("verdicts", []) if v.get("kl_probe")]
+    return [{"profile": v.profile, **v.kl_probe} for v in Summary.of(doc).verdicts if v.kl_probe]
 
 
-def arm_counts(doc: dict, profile: str) -> str:
+def arm_counts(doc: Summary | dict, profile: str) -> str:
     """The loop counts of a profile against the baseline at each temperature, naming both arms:
     ``"T=0.7: mtp 16/20 vs baseline 0/20"`` (joined by "; "; "–" when the profile has no cells)."""
-    baseline = doc.get("playbook", {}).get("baseline", "baseline")
-    cells = {(c["profile"], c["temperature"]): c for c in doc.get("cells", [])}
+    doc = Summary.of(doc)
+    baseline = doc.playbook.baseline
+    cells = {(c.profile, c.temperature): c for c in doc.cells}
     parts = []
     for (p, t), c in cells.items():
         if p != profile:
             continue
         b = cells.get((baseline, t))
-        vs = f" vs {baseline} {b['loops']}/{b['n']}" if b is not None and p != baseline else ""
-        parts.append(f"T={t:g}: {p} {c['loops']}/{c['n']}{vs}")
+        vs = f" vs {baseline} {b.loops}/{b.n}" if b is not None and p != baseline else ""
+        parts.append(f"T={t:g}: {p} {c.loops}/{c.n}{vs}")
     return "; ".join(parts) or "–"
 
 
-def worst_samples(samples: list[dict]) -> list[dict]:
+def worst_samples(samples: list[Sample | dict]) -> list[dict]:
     """Per (profile, temperature): the sample with the largest loop fraction (then the longest output),
     with a one-line summary and the end of its text."""
-    best: dict[tuple, dict] = {}
-    for s in samples:
-        m = s.get("metrics") or {}
-        score = (m.get("loop_fraction") or 0.0, s.get("completion_tokens") or 0)
-        key = (s["profile"], s["temperature"])
-        if key not in best or score > best[key]["_score"]:
-            best[key] = {**s, "_score": score}
+    best: dict[tuple, tuple[tuple, Sample]] = {}
+    for s in map(Sample.of, samples):
+        m = s.metrics or SampleMetrics()
+        score = (m.loop_fraction or 0.0, s.completion_tokens or 0)
+        key = (s.profile, s.temperature)
+        if key not in best or score > best[key][0]:
+            best[key] = (score, s)
     out = []
-    for (profile, t), s in sorted(best.items(), key=lambda kv: (kv[0][0], kv[0][1])):
-        m = s.get("metrics") or {}
-        if m.get("loop"):
-            summary = (f"Loops: a unit of {m.get('loop_unit_tokens')} tokens repeated {m.get('loop_repeats')} "
-                       f"times from token {m.get('loop_start_token')} ({pct(m.get('loop_fraction'))} of the "
-                       f"output); finish reason {s.get('finish_reason')}, {s.get('completion_tokens')} tokens.")
+    for (profile, t), (_, s) in sorted(best.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        m = s.metrics or SampleMetrics()
+        if m.loop:
+            summary = (f"Loops: a unit of {m.loop_unit_tokens} tokens repeated {m.loop_repeats} "
+                       f"times from token {m.loop_start_token} ({pct(m.loop_fraction)} of the "
+                       f"output); finish reason {s.finish_reason}, {s.completion_tokens} tokens.")
         else:
-            summary = (f"No loop; finish reason {s.get('finish_reason')}, {s.get('completion_tokens')} tokens.")
-        text = s.get("text") or ""
+            summary = f"No loop; finish reason {s.finish_reason}, {s.completion_tokens} tokens."
+        text = s.text or ""
         excerpt = text if len(text) <= EXCERPT_CHARS else "…" + text[-EXCERPT_CHARS:]
-        out.append({"profile": profile, "temperature": t, "prompt_id": s["prompt_id"],
-                    "sample_index": s["sample_index"], "summary": summary, "excerpt": excerpt})
+        out.append({"profile": profile, "temperature": t, "prompt_id": s.prompt_id,
+                    "sample_index": s.sample_index, "summary": summary, "excerpt": excerpt})
     return out
 
 
@@ -125,14 +130,14 @@ REPORT_GLOBALS = {"when": readable_time, "pct": pct, "num": num, "sig": sig, "ar
                   "time_split_line": time_split_line, "fence": fence}
 
 
-def render_markdown(doc: dict, samples: list[dict] | None = None) -> str:
+def render_markdown(doc: Summary | dict, samples: list[Sample | dict] | None = None) -> str:
     env = Environment(loader=PackageLoader("mtp_remote.report", "templates"), undefined=StrictUndefined,
                       keep_trailing_newline=True)
     env.globals.update(REPORT_GLOBALS)
     return env.get_template("report.md.j2").render(doc=doc, worst=worst_samples(samples or []))
 
 
-def write_markdown(doc: dict, samples: list[dict], run_dir: Path) -> Path:
+def write_markdown(doc: Summary | dict, samples: list[Sample | dict], run_dir: Path) -> Path:
     path = run_dir / "report.md"
     path.write_text(render_markdown(doc, samples))
     return path

@@ -10,6 +10,7 @@ import shlex
 from pathlib import Path
 
 from ..config.paths import DEFAULT_PLAYBOOK, default_runs_dir
+from ..records.summary import DesignRecord, Summary
 
 
 #: Runbook for each kind of ending (docs/runbooks/).
@@ -24,12 +25,12 @@ def inventory_option(inventory=None) -> str:
     return f" -i {shlex.quote(str(inventory))}" if inventory else ""
 
 
-def _same_files(doc: dict, inventory=None) -> str:
+def _same_files(doc: Summary, inventory=None) -> str:
     """The options that make a printed command read what this run read: ``-i`` for an inventory given on the
     command line, ``-p`` for a playbook other than the default (a resume or mitigate with another playbook is
     refused as a different experiment)."""
     opts = inventory_option(inventory)
-    file = (doc.get("playbook") or {}).get("file")
+    file = doc.playbook.file
     if file and str(file) != DEFAULT_PLAYBOOK:
         opts += f" -p {shlex.quote(str(file))}"
     return opts
@@ -50,26 +51,27 @@ def runs_dir_option(run_dir) -> str:
     return "" if same else f" --runs-dir {shlex.quote(str(runs))}"
 
 
-def next_step(doc: dict, run_dir, *, inventory=None) -> str:
+def next_step(doc: Summary | dict, run_dir, *, inventory=None) -> str:
     """What to do next after a run, from its summary: one sentence with the command or runbook to use; every
     command in it runs as printed (the host, the ``-i``/``-p`` the run was given, and ``--runs-dir`` when the
     run is not where the command looks by default). ``inventory``: the ``-i`` the run was given."""
-    kinds = {v["profile"]: v["kind"] for v in doc.get("verdicts", [])}
-    run = doc.get("run_id")
+    doc = Summary.of(doc)
+    kinds = {v.profile: v.kind for v in doc.verdicts}
+    run = doc.run_id
     rd = runs_dir_option(run_dir)
-    if doc.get("status", "completed") != "completed":
-        if doc.get("resume"):
-            return f"fix the cause, then continue: {doc['resume']}"
+    if not doc.completed:
+        if doc.resume:
+            return f"fix the cause, then continue: {doc.resume}"
         return f"fix the cause and run again (nothing to resume); see {RUNBOOK['failed']}"
     corrupt = [p for p, k in kinds.items() if k == "spec-corrupts-output"]
     failed = [p for p, k in kinds.items() if k.startswith(("launch-failed", "crashed", "hung"))]
     if failed:
         return _failed_step(doc, kinds, failed, run_dir, rd)
     # -H: without it, mitigate and --resume act on the inventory's default host, not the one this run was on
-    host = (doc.get("host") or {}).get("name")
+    host = doc.host.name
     on = (f" -H {host}" if host else "") + _same_files(doc, inventory)
-    if doc.get("attach"):  # attached endpoints: the same --attach, no host; nothing of theirs can be relaunched
-        on = "".join(f" --attach {shlex.quote(a)}" for a in doc["attach"]) + _same_files(doc, inventory)
+    if doc.attach:  # attached endpoints: the same --attach, no host; nothing of theirs can be relaunched
+        on = "".join(f" --attach {shlex.quote(a)}" for a in doc.attach) + _same_files(doc, inventory)
         if corrupt:
             return (f"an attached speculative endpoint corrupts output: take it out of rotation or serve it without "
                     f"speculation; report it upstream with `mtp-remote bug-report {run}{rd}` (mitigate needs "
@@ -82,11 +84,11 @@ def next_step(doc: dict, run_dir, *, inventory=None) -> str:
     return f"nothing to fix; compare with an earlier run: `mtp-remote compare RUN {run}{rd}`"
 
 
-def _failed_step(doc: dict, kinds: dict, failed: list[str], run_dir, rd: str) -> str:
+def _failed_step(doc: Summary, kinds: dict, failed: list[str], run_dir, rd: str) -> str:
     """The next step when a profile failed: its log classified, and for a server that failed while serving a
     bug report -- except a hang with requests in flight on a loaded host, which is the host's load to look at
     before anything goes upstream."""
-    run = doc.get("run_id")
+    run = doc.run_id
     first = kinds[failed[0]]
     runbook = RUNBOOK["launch"] if first.startswith("launch-failed") else RUNBOOK["crashed"]
     if first.startswith("launch-failed"):
@@ -101,29 +103,28 @@ def _failed_step(doc: dict, kinds: dict, failed: list[str], run_dir, rd: str) ->
             f"see {runbook}")
 
 
-def _inconclusive_step(doc: dict, run, on: str, rd: str) -> str:
+def _inconclusive_step(doc: Summary, run, on: str, rd: str) -> str:
     """The next step of an inconclusive run: what closes a greedy-only plan's open gate (the verdict's
     ``greedy_next``: how many distinct identical prompts), always a number of samples, or (a greedy-only playbook,
     whose samples repeat themselves and cannot bound a loop rate) a playbook with a temperature above 0."""
-    pb = doc.get("playbook") or {}
-    need = [c["samples_needed"] for v in doc.get("verdicts", []) if v.get("kind") == "inconclusive"
-            for c in v.get("comparisons") or [] if c.get("samples_needed")]
-    greedy = [c["greedy_next"] for v in doc.get("verdicts", []) if v.get("kind") == "inconclusive"
-              for c in v.get("comparisons") or [] if c.get("greedy_next")]
+    pb = doc.playbook
+    open_rows = [c for v in doc.verdicts if v.kind == "inconclusive" for c in v.comparisons]
+    need = [c.samples_needed for c in open_rows if c.samples_needed]
+    greedy = [c.greedy_next for c in open_rows if c.greedy_next]
     if greedy and not need:  # a greedy-only plan's open gate: more samples of the same prompts change nothing
         return f"{greedy[0]}, then run again: `mtp-remote diagnose{on}`"
-    temps = [float(t) for t in pb.get("temperatures") or []]
+    temps = [float(t) for t in pb.temperatures or []]
     if temps and not any(t > 0 for t in temps):
         return ("greedy samples (T = 0) repeat the same output, so more of them cannot bound a loop rate: add a "
                 "temperature above 0 to the playbook (`temperatures: [0.0, 0.7]`, as in "
                 f"{DEFAULT_PLAYBOOK}) and run again, or run that playbook: "
                 f"`mtp-remote diagnose{_without_playbook(on)} -p {DEFAULT_PLAYBOOK}`")
-    prompts = len(pb.get("prompts") or [])
-    design = doc.get("design") or {}
-    first = design.get("first_rounds")
-    stages = [first * 2 ** s for s in range(int(design.get("resumes") or 0) + 1)] if first else []
-    later = [j for j in stages if j > int(design.get("rounds") or first or 0)]
-    now = int(design.get("rounds") or pb.get("samples") or 1)
+    prompts = len(pb.prompts or [])
+    design = doc.design or DesignRecord()
+    first = design.first_rounds
+    stages = [first * 2 ** s for s in range(int(design.resumes or 0) + 1)] if first else []
+    later = [j for j in stages if j > int(design.rounds or first or 0)]
+    now = int(design.rounds or pb.samples or 1)
     if design and not later:
         return (f"this run's design has no look left (compare.resumes, fixed at its first run): start a new run "
                 f"with twice the samples: `mtp-remote diagnose{on} --samples {2 * now}`")

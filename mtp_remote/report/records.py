@@ -19,40 +19,35 @@ from pathlib import Path
 from .. import __version__
 from . import history as store
 from .ci import write_ci_outputs
-from .document import SCHEMA_VERSION, save_summary
+from ..records.summary import SCHEMA_VERSION, Cause, Summary
+from .document import save_summary
 
 log = logging.getLogger(__name__)
 
 
 def failed_summary(*, run_id: str, host: dict, playbook: dict, started_at: datetime, error: BaseException,
                    status: str = "failed", exit_code: int | None = None, n_samples: int = 0,
-                   resume: str | None = None) -> dict:
+                   resume: str | None = None) -> Summary:
     """The summary document of a run that did not complete. ``host``/``playbook``: at least ``{"name"}``
     (``report.document.host_facts`` when the inventory was read). ``exit_code`` defaults to the error's
     (2 for a run that could not be done, 130 interrupted)."""
     finished = datetime.now(timezone.utc)
     code = exit_code if exit_code is not None else getattr(error, "exit_code", 2)
     evidence = getattr(error, "evidence", None)
-    return {
-        "schema_version": SCHEMA_VERSION, "tool": "mtp-remote", "tool_version": __version__, "run_id": run_id,
-        "status": status,
-        "cause": {"message": str(error) or type(error).__name__, "type": type(error).__name__,
-                  "evidence": evidence[-2000:] if evidence else None},
-        "started_at": started_at.isoformat(), "finished_at": finished.isoformat(),
-        "duration_s": round((finished - started_at).total_seconds(), 2),
-        "host": host, "simulated": host.get("simulated"), "playbook": playbook,
-        "profiles": [], "cells": [], "verdicts": [], "n_samples": n_samples, "resume": resume,
-        "exit_code": code,
-        "files": {"junit": "junit.xml", "metrics": "metrics.prom"},
-    }
+    return Summary(
+        schema_version=SCHEMA_VERSION, tool="mtp-remote", tool_version=__version__, run_id=run_id, status=status,
+        cause=Cause(message=str(error) or type(error).__name__, type=type(error).__name__,
+                    evidence=evidence[-2000:] if evidence else None),
+        started_at=started_at.isoformat(), finished_at=finished.isoformat(),
+        duration_s=round((finished - started_at).total_seconds(), 2),
+        host=host, simulated=host.get("simulated"), playbook=playbook,
+        profiles=[], cells=[], verdicts=[], n_samples=n_samples, resume=resume, exit_code=code,
+        files={"junit": "junit.xml", "metrics": "metrics.prom"})
 
 
-def cause_line(doc: dict) -> str | None:
+def cause_line(doc: Summary | dict) -> str | None:
     """The one-line cause of a failed run's document (None for a completed run)."""
-    cause = doc.get("cause")
-    if isinstance(cause, dict):
-        return cause.get("message")
-    return cause
+    return Summary.of(doc).cause_line
 
 
 def write_failed_run(run_dir: Path, doc: dict, history_db: str | Path | None) -> None:

@@ -16,7 +16,6 @@ whole host cancels: each speculative arm's speed over its own run's baseline at 
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -27,7 +26,9 @@ from ..experiment.sampling import latest_samples, load_samples
 from ..report.document import load_summary
 from ..report.html import write_html
 from ..report.markdown import write_markdown
-from ..report.records import cause_line
+from ..records.compare import CellChange, RunComparison, RunHead, VerdictChange
+from ..records.sample import Sample
+from ..records.summary import Summary
 
 
 #: The kinds of run directory, as :func:`run_kind` names them: ``run`` (a ``diagnose``/``nightly`` of one host:
@@ -36,19 +37,21 @@ from ..report.records import cause_line
 RUN_KINDS = ("run", "nightly-fleet")
 
 
-def run_kind(doc: dict) -> str:
+def run_kind(doc: Summary | dict) -> str:
     """The kind of a summary.json document: its ``kind`` field (fleet summaries carry one), else ``run``."""
-    return str(doc.get("kind") or "run")
+    return str(Summary.of(doc).kind or "run")
 
 
-def _started(doc: dict, d: Path) -> tuple:
+def _started(doc: Summary, d: Path) -> tuple:
     """Sort key by start time: the summary's ``started_at`` (ISO-8601 UTC), else the directory's mtime."""
     try:
-        at = datetime.fromisoformat(str(doc["started_at"]).replace("Z", "+00:00"))
+        if doc.started_at is None:
+            raise ValueError("no start time")
+        at = datetime.fromisoformat(str(doc.started_at).replace("Z", "+00:00"))
         if at.tzinfo is None:
             at = at.replace(tzinfo=timezone.utc)
         return at.timestamp(), d.name
-    except (KeyError, ValueError, TypeError):
+    except (ValueError, TypeError):
         return d.stat().st_mtime, d.name
 
 
@@ -63,10 +66,9 @@ def run_dirs(runs_dir: str | Path, kinds: tuple[str, ...] | None = ("run",)) -> 
     found = []
     for p in root.glob("*/summary.json"):
         try:
-            doc = json.loads(p.read_text())
-            doc = doc if isinstance(doc, dict) else {}
-        except (OSError, ValueError):
-            doc = {}
+            doc = Summary.model_validate_json(p.read_text())
+        except (OSError, ValueError):  # unreadable, not JSON, not a summary (pydantic's ValidationError)
+            doc = Summary()
         if kinds is None or run_kind(doc) in kinds:
             found.append((_started(doc, p.parent), p.parent))
     return [d for _, d in sorted(found)]
@@ -107,7 +109,7 @@ def readable_run(run_dir: Path, kinds: tuple[str, ...], command: str) -> Path:
                       file=str(run_dir / "summary.json"), field="RUN")
 
 
-def load_run(run_dir: Path) -> tuple[dict, list[dict]]:
+def load_run(run_dir: Path) -> tuple[Summary, list[dict]]:
     """(summary document, latest samples) of a run directory; samples [] when samples.jsonl is absent."""
     return load_summary(run_dir), latest_samples(load_samples(run_dir / "samples.jsonl"))
 
@@ -116,19 +118,18 @@ def rerender(run_dir: Path) -> dict[str, Path]:
     """Write report.md and report.html of a completed run again from its summary.json and samples.jsonl
     (e.g. after upgrading mtp-remote). Raises ConfigError for a run that did not complete (no cells)."""
     doc, samples = load_run(run_dir)
-    if doc.get("status", "completed") != "completed":
-        raise ConfigError(f"run {doc.get('run_id')} {doc.get('status')}: {cause_line(doc)}; it has no report "
+    if not doc.completed:
+        raise ConfigError(f"run {doc.run_id} {doc.status}: {doc.cause_line}; it has no report "
                           f"(summary.json, junit.xml and metrics.prom say why)", file=str(run_dir / "summary.json"))
     return {"md": write_markdown(doc, samples, run_dir), "html": write_html(doc, samples, run_dir)}
 
 
-def _speeds(samples: list[dict]) -> dict[tuple[str, float], list[float]]:
+def _speeds(samples: list[Sample | dict]) -> dict[tuple[str, float], list[float]]:
     out: dict[tuple[str, float], list[float]] = {}
-    for s in samples:
-        lat = float(s.get("latency_s") or 0.0)
-        if s.get("error") is None and lat > 0:
-            out.setdefault((s["profile"], float(s["temperature"])), []).append(
-                int(s.get("completion_tokens") or 0) / lat)
+    for s in map(Sample.of, samples):
+        lat = float(s.latency_s or 0.0)
+        if s.error is None and lat > 0:
+            out.setdefault((s.profile, float(s.temperature)), []).append(int(s.completion_tokens or 0) / lat)
     return out
 
 
@@ -151,30 +152,29 @@ def compare_runs(run_a: Path, run_b: Path) -> dict:
     spec_over_base: {a, b}, only_in}]}``; ``only_in`` is "a"/"b" for a cell present in one run only (no test);
     ``spec_over_base`` (not on the baseline's rows): the cell's mean speed over its own run's baseline's."""
     (doc_a, s_a), (doc_b, s_b) = load_run(run_a), load_run(run_b)
-    cells_a = {(c["profile"], float(c["temperature"])): c for c in doc_a.get("cells", [])}
-    cells_b = {(c["profile"], float(c["temperature"])): c for c in doc_b.get("cells", [])}
+    cells_a, cells_b = doc_a.cells_by_key(), doc_b.cells_by_key()
     speed_a, speed_b = _speeds(s_a), _speeds(s_b)
     rows = []
     for key in list(dict.fromkeys([*cells_a, *cells_b])):
         ca, cb = cells_a.get(key), cells_b.get(key)
-        row = {"profile": key[0], "temperature": key[1], "only_in": None if ca and cb else ("a" if ca else "b")}
-        if ca and cb:
-            row["loops"] = loop_diff(ca["loops"], ca["n"], cb["loops"], cb["n"]).to_dict()
-            row["accept_a"], row["accept_b"] = ca.get("accept_length"), cb.get("accept_length")
-            row["speed"] = {**speed_diff(speed_a.get(key, []), speed_b.get(key, [])).to_dict(),
-                            "scope": SPEED_SCOPE}
-            base = (doc_a.get("playbook", {}).get("baseline"), key[1])
-            if key[0] != base[0]:
-                row["spec_over_base"] = {"a": _over(speed_a, key, base), "b": _over(speed_b, key, base)}
-        rows.append(row)
-    va = {v["profile"]: v["kind"] for v in doc_a.get("verdicts", [])}
-    vb = {v["profile"]: v["kind"] for v in doc_b.get("verdicts", [])}
+        if not (ca and cb):
+            rows.append(CellChange(profile=key[0], temperature=key[1], only_in="a" if ca else "b"))
+            continue
+        base = (doc_a.playbook.baseline if "baseline" in doc_a.playbook else None, key[1])
+        over = {"spec_over_base": {"a": _over(speed_a, key, base), "b": _over(speed_b, key, base)}} \
+            if key[0] != base[0] else {}
+        rows.append(CellChange(profile=key[0], temperature=key[1], only_in=None,
+                               loops=loop_diff(ca.loops, ca.n, cb.loops, cb.n).to_dict(),
+                               accept_a=ca.accept_length, accept_b=cb.accept_length,
+                               speed={**speed_diff(speed_a.get(key, []), speed_b.get(key, [])).to_dict(),
+                                      "scope": SPEED_SCOPE}, **over))
+    va = {v.profile: v.kind for v in doc_a.verdicts}
+    vb = {v.profile: v.kind for v in doc_b.verdicts}
 
-    def head(doc: dict, d: Path) -> dict:
-        return {"run_id": doc.get("run_id"), "dir": str(d), "host": doc["host"]["name"],
-                "playbook": doc["playbook"]["name"], "status": doc.get("status", "completed"),
-                "started_at": doc.get("started_at"), "tool_version": doc.get("tool_version")}
+    def head(doc: Summary, d: Path) -> RunHead:
+        return RunHead(run_id=doc.run_id, dir=str(d), host=doc.host.name, playbook=doc.playbook.name,
+                       status=doc.status, started_at=doc.started_at, tool_version=doc.tool_version)
 
-    return {"a": head(doc_a, run_a), "b": head(doc_b, run_b),
-            "verdicts": [{"profile": p, "a": va.get(p), "b": vb.get(p)} for p in dict.fromkeys([*va, *vb])],
-            "cells": rows}
+    return RunComparison(a=head(doc_a, run_a), b=head(doc_b, run_b),
+                         verdicts=[VerdictChange(profile=p, a=va.get(p), b=vb.get(p)) for p in dict.fromkeys([*va, *vb])],
+                         cells=rows).to_dict()

@@ -66,8 +66,8 @@ def test_the_summary_round_trips_and_a_newer_schema_is_refused(run):
 
     doc, _, tmp = run
     save_summary(doc, tmp)
-    assert load_summary(tmp)["verdicts"] == json.loads(json.dumps(doc["verdicts"]))
-    (tmp / "summary.json").write_text(json.dumps({**doc, "schema_version": 99}))
+    assert load_summary(tmp)["verdicts"] == json.loads(json.dumps(doc.to_dict()["verdicts"]))
+    (tmp / "summary.json").write_text(json.dumps({**doc.to_dict(), "schema_version": 99}))
     with pytest.raises(ConfigError, match="schema_version 99"):
         load_summary(tmp)
 
@@ -101,7 +101,7 @@ def test_junit_fails_the_corrupt_profile_and_prometheus_exports_its_loop_rate(ru
 def test_history_flags_a_profile_that_turned_corrupt(run):
     doc, _, tmp = run
     db = tmp / "h.sqlite"
-    earlier = json.loads(json.dumps(doc))
+    earlier = json.loads(json.dumps(doc.to_dict()))
     earlier.update(run_id="r0", started_at="2026-01-01T00:00:00+00:00")
     earlier["verdicts"][0]["kind"] = "healthy"
     store.record_run(db, earlier, tmp)
@@ -170,7 +170,7 @@ def test_the_fleet_metrics_carry_the_non_looping_figures_of_every_host(run):
     from mtp_remote.report.fleet_ci import render_fleet_prometheus
 
     doc, _, _ = run
-    other = json.loads(json.dumps(doc))
+    other = json.loads(json.dumps(doc.to_dict()))
     other["host"]["name"] = "gpu-2"
     fleet = {"group": "rack", "hosts": [{"host": "sim-local"}, {"host": "gpu-2"}], "could_not_run": [],
              "corrupt_hosts": ["sim-local", "gpu-2"], "disagreements": [], "exit_code": 1,
