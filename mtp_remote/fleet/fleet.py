@@ -58,9 +58,9 @@ def _run_one(command: str, host: str, *, inventory, playbook, runs_dir, on_progr
         overrides = {k: v for k, v in (("samples", samples), ("stop_on_loop", stop_on_loop)) if v is not None}
         res = api.diagnose(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir, hooks=hooks,
                            overrides=overrides or None)
-        vs = res.summary["verdicts"]
-        return HostOutcome(host, res.exit_code, {v["profile"]: v["kind"] for v in vs},
-                           "; ".join(f"{v['profile']}: {v['evidence']}" for v in vs), run_id=res.run_id)
+        vs = res.summary.verdicts
+        return HostOutcome(host, res.exit_code, {v.profile: v.kind for v in vs},
+                           "; ".join(f"{v.profile}: {v.evidence}" for v in vs), run_id=res.run_id)
     if command == "mitigate":
         res = mitigate(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir, from_run=from_run,
                        samples=samples, only=only, hooks=hooks)
@@ -78,10 +78,10 @@ def _nightly_one(host: str, *, inventory, playbook, runs_dir, hooks: Hooks, hist
     its cause, and has its own artefacts and history row like a single-host nightly)."""
     res = run_nightly(inventory=inventory, host=host, playbook=playbook, runs_dir=runs_dir, history_db=history_db,
                       hooks=hooks, fleet={"group": group, "fleet_id": fleet_id})
-    vs = res.summary.get("verdicts", [])
-    detail = "; ".join([f"{v['profile']}: {v['evidence']}" for v in vs]
+    vs = res.summary.verdicts
+    detail = "; ".join([f"{v.profile}: {v.evidence}" for v in vs]
                        + (describe(res.regression) if res.regression is not None else []))
-    return HostOutcome(host, res.exit_code, {v["profile"]: v["kind"] for v in vs}, detail,
+    return HostOutcome(host, res.exit_code, {v.profile: v.kind for v in vs}, detail,
                        error=res.error.message if res.error is not None else None, run_id=res.run_id)
 
 

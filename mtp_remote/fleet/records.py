@@ -50,3 +50,32 @@ class RegressionCheck(Record):
         """``mtp T=0.7 (loop_rate)``: the cell and the kind."""
         t = "" if self.temperature is None else f" T={self.temperature:g}"
         return f"{self.profile}{t} ({self.kind})"
+
+
+class ArrayManifest(Record):
+    """``manifest.json`` of a job-array nightly's fleet directory: the fleet id, the group, the hosts (task
+    ``i`` runs ``hosts[i]``)."""
+
+    fleet_id: str
+    group: str
+    hosts: list[str]
+
+
+class TaskRecord(Record):
+    """``results/<index>.json``: one array task's record, written when it starts (``status`` ``started``) and
+    again when it is done (``done``, with the exit code, run id, error, verdicts by profile, the host's facts as
+    read on its node, and ``finished``). ``started``/``finished``: Unix seconds."""
+
+    index: int
+    host: str
+    node: str | None = None
+    job: str | None = None
+    job_id: str | None = None
+    started: Number | None = None
+    status: str = "started"
+    exit_code: int | None = None
+    run_id: str | None = None
+    error: str | None = None
+    verdicts: dict[str, str] = {}
+    facts: dict = {}
+    finished: Number | None = None

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from ..analysis.runstats import loop_diff, speed_vs_history
 from ..analysis.stats import holm
+from ..records.summary import CellRecord, Summary
 from .records import RegressionCheck
 
 #: Verdict kinds of a profile that produced no usable samples (did not start, crashed, hung).
@@ -58,36 +59,36 @@ class RegressionReport:
                 "checks": [c.to_dict() for c in self.checks], "regressed": self.regressed}
 
 
-def check_regressions(doc: dict, earlier: list[dict], *, alpha: float | None = None) -> RegressionReport:
+def check_regressions(doc: Summary | dict, earlier: list[dict], *, alpha: float | None = None) -> RegressionReport:
     """Compare the completed run ``doc`` (summary.json) with ``earlier`` good runs (newest first, as
     :func:`mtp_remote.report.history.good_runs` returns them). ``alpha``: the month's false-alarm budget,
     default the playbook's; tonight's tests run at ``alpha / NIGHTS_PER_MONTH``."""
-    alpha = alpha if alpha is not None else float(doc.get("playbook", {}).get("alpha") or 0.05)
+    doc = Summary.of(doc)
+    alpha = alpha if alpha is not None else float(doc.playbook.alpha or 0.05)
     night = alpha / NIGHTS_PER_MONTH
     if not earlier:
         return RegressionReport(None, alpha, night_alpha=night)
     last = earlier[0]
     rep = RegressionReport(last["run_id"], alpha, night_alpha=night)
-    pb = doc.get("playbook") or {}
-    baseline = pb.get("baseline", "baseline")
-    flags = pb.get("profiles") or {}
-    tonight = {(c["profile"], float(c["temperature"])): c for c in doc.get("cells", [])}
+    baseline, flags = doc.playbook.baseline, doc.playbook.profiles
+    tonight = {(c.profile, float(c.temperature)): c for c in doc.cells}
     loops, speeds = [], []
-    for c in doc.get("cells", []):
-        key = (c["profile"], float(c["temperature"]))
+    for c in doc.cells:
+        key = (c.profile, float(c.temperature))
         prev = last["cells"].get(key)
-        if prev and prev["n"] and c["n"]:
-            d = loop_diff(prev["loops"], prev["n"], c["loops"], c["n"])
+        if prev and prev["n"] and c.n:
+            d = loop_diff(prev["loops"], prev["n"], c.loops, c.n)
             loops.append(RegressionCheck(kind="loop_rate", profile=key[0], temperature=key[1], run=d.loops_b, n=d.n_b,
                                          last_good=d.loops_a, n_last_good=d.n_a, p=d.p_worse))
-        speculative = (flags.get(key[0]) or {}).get("speculative", key[0] != baseline)
+        entry = flags.get(key[0])
+        speculative = entry.speculative if entry is not None and "speculative" in entry else key[0] != baseline
         ratio = _ratio(c, tonight.get((baseline, key[1])))
         if speculative and key[0] != baseline and ratio is not None:
             hist = [h for r in earlier[:HISTORY_RUNS]
                     if (h := _ratio(r["cells"].get(key), r["cells"].get((baseline, key[1])))) is not None]
             s = speed_vs_history(ratio, hist)
             speeds.append(RegressionCheck(kind="speed", profile=key[0], temperature=key[1], ratio=s.value,
-                                          tokens_per_s=c["tokens_per_s"], history_runs=s.k,
+                                          tokens_per_s=c.tokens_per_s, history_runs=s.k,
                                           history_mean=s.history_mean, history_sd=s.history_sd, p=s.p_slower))
     for group in (loops, speeds):
         tested = [c for c in group if c.p is not None]
@@ -100,19 +101,25 @@ def check_regressions(doc: dict, earlier: list[dict], *, alpha: float | None = N
                 c.note = f"not tested: {c.history_runs} earlier good run(s), 3 needed for the spread"
         rep.checks += group
     launched_before = {p for (p, _t) in last["cells"]}
-    for v in doc.get("verdicts", []):
-        if v["kind"].startswith(FAILED_KINDS) and v["profile"] in launched_before:
-            rep.checks.append(RegressionCheck(kind="launch", profile=v["profile"], temperature=None, p=None,
+    for v in doc.verdicts:
+        if v.kind.startswith(FAILED_KINDS) and v.profile in launched_before:
+            rep.checks.append(RegressionCheck(kind="launch", profile=v.profile, temperature=None, p=None,
                                               p_adjusted=None, regressed=True,
-                                              note=f"{v['kind']}; launched in {last['run_id']}"))
+                                              note=f"{v.kind}; launched in {last['run_id']}"))
     return rep
 
 
-def _ratio(spec: dict | None, base: dict | None) -> float | None:
-    """Tokens/s of a speculative cell over the baseline's of the same run and temperature; None without both."""
-    a = (spec or {}).get("tokens_per_s")
-    b = (base or {}).get("tokens_per_s")
+def _ratio(spec, base) -> float | None:
+    """Tokens/s of a speculative cell over the baseline's of the same run and temperature (cells of tonight's
+    summary, or a history row's ``{"tokens_per_s", ...}``); None without both."""
+    a, b = (_tokens_per_s(x) for x in (spec, base))
     return a / b if a is not None and b else None
+
+
+def _tokens_per_s(cell) -> float | None:
+    if isinstance(cell, CellRecord):
+        return cell.tokens_per_s
+    return None if cell is None else cell.get("tokens_per_s")
 
 
 def describe(rep: RegressionReport) -> list[str]:
