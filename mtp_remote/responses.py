@@ -285,12 +285,28 @@ class StreamError(Answer):
     message: Any = None
 
 
+class InternalState(Answer):
+    """One scheduler's ``internal_states`` entry of ``/server_info``: ``avg_spec_accept_length``, the server-wide
+    average acceptance length (all traffic)."""
+
+    avg_spec_accept_length: Any = None
+
+
 class ServerInfo(Answer):
     """``/server_info`` (``/get_server_info``): the server arguments and internal state; the tool reads the
-    ``context_length`` (null when the server took the model's own) and the ``version``."""
+    ``context_length`` (null when the server took the model's own), the ``version``, the
+    ``speculative_algorithm`` and the schedulers' ``internal_states``."""
 
     context_length: Any = None
     version: Any = None
+    speculative_algorithm: Any = None
+    internal_states: Any = None
+
+    def accept_length(self) -> float | None:
+        """The first scheduler's ``avg_spec_accept_length`` (None when it reports none)."""
+        first = (self.internal_states or [{}])[0]
+        v = InternalState.model_validate(first).avg_spec_accept_length if isinstance(first, dict) else None
+        return float(v) if isinstance(v, (int, float)) else None
 
 
 class ModelCard(Answer):

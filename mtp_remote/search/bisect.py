@@ -32,6 +32,7 @@ from pathlib import Path
 from ..config.playbook import Playbook, ProfileConfig
 from ..errors import ConfigError, Interrupted, MtpRemoteError
 from ..files import load_json_file
+from ..records.summary import Summary
 from ..experiment.diagnose import experiment_fingerprint, opening_line
 from ..config.loaded import as_loaded
 from ..experiment.hosts import load_config, remote_python
@@ -279,7 +280,7 @@ class _Bisection:
         doc.command = "python -m sglang.launch_server " + " ".join(shlex.quote(a) for a in argv)
 
 
-def _lines(pb: Playbook, from_doc: dict | None, good: str | None, bad: str | None):
+def _lines(pb: Playbook, from_doc: Summary | None, good: str | None, bad: str | None):
     """(good flags, bad profile name or None, bad flags, changes). Raises ConfigError when they are equal."""
     good_flags = _flags_of(pb, good or pb.baseline)
     bad_name = bad if bad and bad in pb.profiles else None

@@ -28,6 +28,7 @@ from ..config.inventory import HostConfig
 from ..config.playbook import Playbook, ProfileConfig
 from ..errors import ConfigError, Interrupted, MtpRemoteError
 from ..files import load_json_file
+from ..records.summary import Summary
 from ..experiment.diagnose import experiment_fingerprint, opening_line
 from ..config.loaded import as_loaded
 from ..experiment.hosts import load_config, remote_python
@@ -145,7 +146,7 @@ def status_of(verdict: str | None, loops: int | None = None) -> str:
 
 # -- the run ----------------------------------------------------------------------------------------------
 
-def corrupting_profile(pb: Playbook, from_doc: dict | None, profile: str | None) -> str:
+def corrupting_profile(pb: Playbook, from_doc: Summary | None, profile: str | None) -> str:
     """The profile to mitigate: ``profile``, else the diagnose run's first ``spec-corrupts-output``, else the
     playbook's first speculative profile. Raises ConfigError naming the choices."""
     spec = [p for p in pb.profile_order() if pb.profiles[p].speculative]
@@ -155,7 +156,7 @@ def corrupting_profile(pb: Playbook, from_doc: dict | None, profile: str | None)
                               field="--profile")
         return profile
     if from_doc:
-        bad = [v["profile"] for v in from_doc.get("verdicts", []) if v["kind"] == "spec-corrupts-output"]
+        bad = [v.profile for v in Summary.of(from_doc).verdicts if v.kind == "spec-corrupts-output"]
         if bad and bad[0] in pb.profiles:
             return bad[0]
     if not spec:
@@ -261,16 +262,15 @@ def _resumed_state(runs_dir: Path, resume: str, host_cfg: HostConfig, pb: Playbo
 
 def _new_state(runs_dir: Path, host_cfg: HostConfig, pb: Playbook, *, playbook, profile: str | None,
                from_run: str | None, samples: int | None, reference: bool,
-               hooks: Hooks) -> tuple[MitigationDoc, dict | None]:
+               hooks: Hooks) -> tuple[MitigationDoc, Summary | None]:
     """A new mitigation run's state (its id, the profile to mitigate, the run it starts from) and that run's
     summary (None without ``--from``). Raises ConfigError for a bad ``--from`` or ``--profile``."""
     run_id = new_run_id()
     _, from_doc = load_from_run(runs_dir, from_run)
     explicit = profile
     profile = corrupting_profile(pb, from_doc, profile)
-    if from_doc and not explicit and not any(v.get("kind") == "spec-corrupts-output"
-                                             for v in from_doc.get("verdicts", [])):
-        found = ", ".join(f"{v.get('profile')}: {v.get('kind')}" for v in from_doc.get("verdicts", [])) or "none"
+    if from_doc and not explicit and not any(v.kind == "spec-corrupts-output" for v in from_doc.verdicts):
+        found = ", ".join(f"{v.profile}: {v.kind}" for v in from_doc.verdicts) or "none"
         hooks.on_progress(f"{from_run} has no spec-corrupts-output verdict ({found}): mitigating {profile}, "
                           f"the playbook's first speculative profile (--profile picks another)")
     return MitigationDoc(
@@ -282,7 +282,7 @@ def _new_state(runs_dir: Path, host_cfg: HostConfig, pb: Playbook, *, playbook, 
 
 
 def _plan_and_store(conn, host_cfg: HostConfig, pb: Playbook, python: str, state: MitigationDoc, run_dir: Path, *,
-                    runs_dir: Path, from_doc: dict | None, only: list[str] | None) -> list[Candidate]:
+                    runs_dir: Path, from_doc: Summary | None, only: list[str] | None) -> list[Candidate]:
     """A new run's candidates, planned from the host's SGLang release and model (``only``: these); the run
     directory made with the reused samples of the ``--from`` run when it matches, and the state stored.
     Raises ConfigError for an unknown ``--candidate``."""
