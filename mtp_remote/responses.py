@@ -301,12 +301,21 @@ class ServerInfo(Answer):
     version: Any = None
     speculative_algorithm: Any = None
     internal_states: Any = None
+    model_path: Any = None
+    simulated: Any = None  # the simulated engine's own field
 
     def accept_length(self) -> float | None:
         """The first scheduler's ``avg_spec_accept_length`` (None when it reports none)."""
         first = (self.internal_states or [{}])[0]
         v = InternalState.model_validate(first).avg_spec_accept_length if isinstance(first, dict) else None
         return float(v) if isinstance(v, (int, float)) else None
+
+
+class ModelInfo(Answer):
+    """``/get_model_info``: the served ``model_path`` and the model's ``architectures``."""
+
+    model_path: Any = None
+    architectures: Any = None
 
 
 class ModelCard(Answer):

@@ -76,11 +76,11 @@ def render_nightly_fleet(console: Console, res: FleetNightlyResult, args, as_jso
         print_json(res.summary)
     print_fleet(console, res.report, runs_dir=args.runs_dir, inventory=args.inventory)
     doc = res.summary
-    for h in doc["hosts"]:
-        if h["regressed"]:
-            console.print(f"[bold red]regressed[/] {h['host']} since {h['regression_baseline']}: "
-                          f"{escape(', '.join(h['regressed']))}", highlight=False)
-    console.print(f"fleet nightly {doc['fleet_id']} (group {escape(doc['group'])}): {res.fleet_dir}/summary.json, "
+    for h in doc.hosts:
+        if h.regressed:
+            console.print(f"[bold red]regressed[/] {h.host} since {h.regression_baseline}: "
+                          f"{escape(', '.join(h.regressed))}", highlight=False)
+    console.print(f"fleet nightly {doc.fleet_id} (group {escape(doc.group)}): {res.fleet_dir}/summary.json, "
                   f"junit.xml, metrics.prom; history {res.history_db}", highlight=False)
     return res.exit_code
 
