@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
+from ..records.sample import KlProbe, Sample
+from ..records.summary import DesignRecord
 from .cells import CellSummary, SampleObs, summarize_cell
 from .degeneracy import analyze_text
 from .lossless import check_answer, measure_calibration
@@ -28,25 +30,24 @@ class Diagnosis:
     calibration: dict | None = None
 
 
-def to_obs(s: dict, expected: str | None = None) -> SampleObs:
+def to_obs(s: Sample | dict, expected: str | None = None) -> SampleObs:
     """One samples.jsonl record → SampleObs (metrics recomputed from the text when absent); ``expected``: the
     prompt's expected answer (``answer_ok`` is then checked, ``lossless.check_answer``)."""
+    s = Sample.of(s)
     metrics = None
     answer_ok = None
-    if s.get("error") is None:
+    if s.error is None:
+        text = analysed_text(s.text or "", bool(s.think_opened_by_prompt))
         if expected is not None:
-            answer_ok = check_answer(analysed_text(s.get("text") or "", bool(s.get("think_opened_by_prompt"))),
-                                     expected)
-        metrics = analyze_text(analysed_text(s.get("text") or "", bool(s.get("think_opened_by_prompt"))),
-                               s.get("output_ids"))
-    return SampleObs(profile=s["profile"], temperature=float(s["temperature"]), prompt_id=s["prompt_id"],
-                     sample_index=int(s["sample_index"]), seed=s.get("seed"), metrics=metrics,
-                     finish_reason=s.get("finish_reason"), completion_tokens=int(s.get("completion_tokens") or 0),
-                     latency_s=float(s.get("latency_s") or 0.0), spec_verify_ct=s.get("spec_verify_ct"),
-                     output_ids=s.get("output_ids"), error=s.get("error"), text=s.get("text"),
-                     kl_k3=(s.get("kl") or {}).get("mean_k3"), top2_margins=s.get("top2_margins"),
-                     answer_ok=answer_ok, kl_max_k3=(s.get("kl") or {}).get("max_k3"),
-                     kl_tokens=(s.get("kl") or {}).get("n_tokens"))
+            answer_ok = check_answer(text, expected)
+        metrics = analyze_text(text, s.output_ids)
+    kl = s.kl or KlProbe()
+    return SampleObs(profile=s.profile, temperature=float(s.temperature), prompt_id=s.prompt_id,
+                     sample_index=int(s.sample_index), seed=s.seed, metrics=metrics, finish_reason=s.finish_reason,
+                     completion_tokens=int(s.completion_tokens or 0), latency_s=float(s.latency_s or 0.0),
+                     spec_verify_ct=s.spec_verify_ct, output_ids=s.output_ids, error=s.error, text=s.text,
+                     kl_k3=kl.mean_k3, top2_margins=s.top2_margins, answer_ok=answer_ok, kl_max_k3=kl.max_k3,
+                     kl_tokens=kl.n_tokens)
 
 
 def _comparable(profile: str, temperature: float, greedy_fallback: dict[str, str]) -> bool:
@@ -78,11 +79,11 @@ def design_of(playbook, n_spec_profiles: int, temperature: float | None = None,
                     family=max(1, n_spec_profiles * (len(temps) + lossless)), spending=cmp.spending,
                     sequential=bool(playbook.early_stop), resumes=cmp.resumes)
     if recorded:
-        first = (recorded.get("first_rounds_by_t") or {}).get(f"{float(t):g}", recorded.get("first_rounds"))
-        design = replace(design, alpha=recorded["alpha"], margin=recorded["margin"], spending=recorded["spending"],
-                         sequential=recorded["sequential"], resumes=recorded["resumes"],
-                         reserve=recorded.get("reserve") or design.reserve, first_rounds=first,
-                         greedy_margin=recorded.get("greedy_margin", design.greedy_margin))
+        r = DesignRecord.of(recorded)
+        first = (r.first_rounds_by_t or {}).get(f"{float(t):g}", r.first_rounds)
+        design = replace(design, alpha=r.alpha, margin=r.margin, spending=r.spending, sequential=r.sequential,
+                         resumes=r.resumes, reserve=r.reserve or design.reserve, first_rounds=first,
+                         greedy_margin=r.greedy_margin if "greedy_margin" in r else design.greedy_margin)
     return design
 
 
@@ -94,7 +95,7 @@ def record_design(playbook, n_spec_profiles: int) -> dict:
     return d
 
 
-def diagnose(*, baseline: str, profiles: dict[str, bool], samples: list[dict],
+def diagnose(*, baseline: str, profiles: dict[str, bool], samples: list[Sample | dict],
              launch_failures: dict[str, tuple] | None = None, alpha: float = 0.05,
              design: Design | None = None, calibration_profile: str | None = None,
              expected: dict[str, str] | None = None, greedy_fallback: dict[str, str] | None = None) -> Diagnosis:
@@ -113,9 +114,9 @@ def diagnose(*, baseline: str, profiles: dict[str, bool], samples: list[dict],
     greedy_fallback = greedy_fallback or {}
     launch_failures = launch_failures or {}
     by_cell: dict[tuple[str, float], list[SampleObs]] = defaultdict(list)
-    for s in samples:
-        if s["profile"] in profiles:
-            by_cell[(s["profile"], float(s["temperature"]))].append(to_obs(s, expected.get(s["prompt_id"])))
+    for s in map(Sample.of, samples):
+        if s.profile in profiles:
+            by_cell[(s.profile, float(s.temperature))].append(to_obs(s, expected.get(s.prompt_id)))
     cells = [summarize_cell(p, t, profiles[p], obs) for (p, t), obs in sorted(
         by_cell.items(), key=lambda kv: (list(profiles).index(kv[0][0]), kv[0][1]))]
     base_cells = [c for c in cells if c.profile == baseline]

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..records.sample import Sample, SampleMetrics
 from .cells import SampleObs, summarize_cell
 from .degeneracy import analyze_text
 from .stopping import Design, cell_decision
@@ -54,7 +55,7 @@ class _Run:
     """The samples of one run so far (records as samples.jsonl holds them, and the observations)."""
 
     names: list[str]
-    records: list[dict] = field(default_factory=list)
+    records: list[Sample] = field(default_factory=list)
     obs: dict[str, list[SampleObs]] = field(default_factory=dict)
     next_round: dict[str, int] = field(default_factory=dict)
 
@@ -92,10 +93,10 @@ def _sample(run: _Run, rates, design: Design, *, baseline: str, prompts: int, te
                 o = SampleObs(name, temperature, f"p{j}", i, 1000 + i, m, finish, 200, 0.0, None,
                               kl_k3=extra.get("kl_k3"), answer_ok=extra.get("answer_ok"),
                               kl_max_k3=extra.get("kl_max_k3"), kl_tokens=extra.get("kl_tokens"))
-                run.records.append({"profile": name, "temperature": temperature, "prompt_id": f"p{j}",
-                                    "sample_index": i, "error": None, "finish_reason": finish,
-                                    "metrics": {"loop": {"period": 6} if m.is_loop else None,
-                                                "near_loop": bool(getattr(m, "near_loop", False))}})
+                run.records.append(Sample(profile=name, temperature=temperature, prompt_id=f"p{j}", sample_index=i,
+                                          error=None, finish_reason=finish,
+                                          metrics=SampleMetrics(loop=m.is_loop,
+                                                                near_loop=bool(getattr(m, "near_loop", False)))))
                 obs.append(o)
             run.next_round[name] = i + 1
             if design.sequential and cell_decision(run.records, profile=name, baseline=baseline,

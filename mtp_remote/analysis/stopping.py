@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from .lossless import GREEDY_MARGIN
+from ..records.sample import Sample, SampleMetrics
 from .stats import diff_upper_bound, fisher_loops, spending, wilson_interval
 
 __all__ = ["RESUME_RESERVE", "Design", "SequentialTest", "StopDecision", "baseline_settled", "cell_decision",
@@ -186,11 +187,11 @@ class SequentialTest:
     last_look: int | None
 
 
-def is_degenerate_record(metrics: dict | None, finish_reason: str | None) -> bool:
+def is_degenerate_record(metrics: SampleMetrics | dict | None, finish_reason: str | None) -> bool:
     """Whether a stored sample counts as degenerate: a loop, or a near loop in an output cut at
-    ``max_tokens`` (``finish_reason == "length"``). ``metrics`` is a samples.jsonl ``metrics`` dict."""
-    m = metrics or {}
-    return bool(m.get("loop")) or (finish_reason == "length" and bool(m.get("near_loop")))
+    ``max_tokens`` (``finish_reason == "length"``). ``metrics``: a sample's stored ``metrics``."""
+    m = SampleMetrics.of(metrics or {})
+    return bool(m.loop) or (finish_reason == "length" and bool(m.near_loop))
 
 
 def look_counts(outcomes: Iterable[tuple[int, bool]], design: Design) -> dict[int, tuple[int, int]]:
@@ -323,16 +324,17 @@ def baseline_settled(base_looks: dict[int, tuple[int, int]], design: Design) -> 
     return StopDecision("continue", 1.0, design.alpha_cell, best, f"{counts}: not settled")
 
 
-def cell_decision(records: Sequence[dict], *, profile: str, baseline: str, temperature: float,
+def cell_decision(records: Sequence[Sample | dict], *, profile: str, baseline: str, temperature: float,
                   design: Design) -> dict:
-    """The runner's early-stopping state of one cell from stored samples.jsonl records (dicts).
+    """The runner's early-stopping state of one cell from stored samples.jsonl records.
 
     Failed requests are left out. Returns ``{"settled", "outcome", "reason", "n", "budget", "p", "bound"}``,
     ``n`` being the profile's stored successful samples at ``temperature``."""
+    records = [Sample.of(s) for s in records]
+
     def outcomes(name: str) -> list[tuple[int, bool]]:
-        return [(int(s["sample_index"]), is_degenerate_record(s.get("metrics"), s.get("finish_reason")))
-                for s in records if s.get("error") is None and s["profile"] == name
-                and float(s["temperature"]) == temperature]
+        return [(int(s.sample_index), is_degenerate_record(s.metrics, s.finish_reason))
+                for s in records if s.error is None and s.profile == name and float(s.temperature) == temperature]
 
     mine = outcomes(profile)
     if profile == baseline:

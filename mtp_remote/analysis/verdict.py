@@ -38,8 +38,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
 from ..errors import EXIT_CORRUPT, EXIT_HEALTHY, EXIT_INCONCLUSIVE, EXIT_RUN_FAILED
+from ..records.summary import Comparison
 from .cells import CellSummary, SampleObs, mean_of
 from .divergence import NEAR_TIE_MARGIN, Calibration
+from .evidence import (counts_phrase, fmt_p, fmt_t, greedy_loops_lead, greedy_need, greedy_next, greedy_phrase,
+                       need_phrase)
 from .lossless import NO_FLOOR, GreedyBound, LosslessTest, greedy_bound, lossless_member, lossless_tests
 from .pairing import greedy_report
 from .stats import holm, ratio_ci, samples_needed
@@ -63,8 +66,8 @@ FAILURE_PREFIXES = ("launch-failed", "crashed", "hung")
 class Verdict:
     """The verdict on one speculative profile; ``kind`` is one of :data:`KINDS`.
 
-    ``p_value``/``temperature``: the deciding comparison (Holm-adjusted p). ``comparisons``: one dict per
-    temperature (spec/base degenerate counts and n, p, adjusted p, excess bound and its confidence, samples
+    ``p_value``/``temperature``: the deciding comparison (Holm-adjusted p). ``comparisons``: one record per
+    temperature (:class:`~mtp_remote.records.summary.Comparison`: (spec/base degenerate counts and n, p, adjusted p, excess bound and its confidence, samples
     needed, speed ratio, acceptance, greedy divergence). ``kl_probe``: the KL probe against its floor when
     both sides had two probed samples (``divergence.KlGap`` as a dict, plus ``floor_source``:
     ``"calibration"`` or ``"baseline"``, and the KL test's ``above``, ``p``, ``threshold`` — its absolute
@@ -76,13 +79,14 @@ class Verdict:
     evidence: str
     p_value: float | None
     temperature: float | None
-    comparisons: list[dict]
+    comparisons: list[Comparison]
     warnings: list[str] = field(default_factory=list)
     kl_probe: dict | None = None
     lossless: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The verdict as ``summary.json`` holds it (plain values)."""
+        return {**asdict(self), "comparisons": [Comparison.of(c).to_dict() for c in self.comparisons]}
 
 
 def is_failure(kind: str) -> bool:
@@ -130,15 +134,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
-def _fmt_p(p: float) -> str:
-    return f"{p:.2g}"
-
-
-def _fmt_t(t: float) -> str:
-    return f"{t:g}"
-
-
-def _rows(spec_cells, base_cells, spec_samples, design: Design, base_samples=()) -> list[dict]:
+def _rows(spec_cells, base_cells, spec_samples, design: Design, base_samples=()) -> list[Comparison]:
     """One comparison row per temperature present in both arms; T > 0 rows carry the sequential test."""
     base_by_t = {float(c.temperature): c for c in base_cells}
     rows = []
@@ -169,52 +165,8 @@ def _rows(spec_cells, base_cells, spec_samples, design: Design, base_samples=())
                                                      margin=design.margin, bound_alpha=design.next_bound_alpha))
         else:  # greedy: loop counts reported, not tested (the greedy lossless test judges T = 0)
             row.update(p=None, p_look=None, bound=None, bound_look=None, samples_needed=None)
-        rows.append(row)
+        rows.append(Comparison.model_validate(row))
     return rows
-
-
-def _greedy_loops(rows: list[dict]) -> str:
-    """The greedy cell's loops as the lead of a lossless verdict, when the speculative arm loops on more prompts
-    than the baseline: ``"loops: spec 3/8 vs baseline 0/8 degenerate at T=0 (greedy: the same prompts); "``.
-    Greedy loop counts are no test of their own (one output per prompt; the greedy lossless test judges T = 0),
-    but they are the symptom a user looks for first; empty otherwise."""
-    r = next((r for r in rows if r["temperature"] == 0.0 and r["spec_loops"] > r["base_loops"]), None)
-    if r is None:
-        return ""
-    only = r.get("greedy_spec_only_loops")
-    where = f", {only} of them where the baseline's output does not loop" if only else ""
-    return f"loops: {_counts(r)} (greedy: the same prompts{where}); "
-
-
-def _greedy(pairs, rows, near_tie_margin: float) -> tuple[str, str | None]:
-    """(evidence phrase, the first divergence beyond a near tie in words or None) of the greedy pairs
-    (``pairing.greedy_report``); fills the T = 0 row."""
-    if not pairs:
-        return "", None
-    diverged = [g for g in pairs if not g.divergence.identical]
-    spec_only_loops = [g for g in pairs if g.spec_loop_onset is not None and not g.base_loops]
-    hard = [g for g in diverged if g.near_tie is False]
-    ties = sum(bool(g.near_tie) for g in diverged)
-    for r in rows:
-        if r["temperature"] == 0.0:
-            r.update(greedy_pairs=len(pairs), greedy_diverged=len(diverged), greedy_near_tie_flips=ties,
-                     greedy_hard_flips=len(hard), greedy_spec_only_loops=len(spec_only_loops),
-                     greedy_first_divergence=min((g.divergence.first_index for g in diverged), default=None),
-                     greedy_min_lcs_ratio=min(g.divergence.lcs_ratio for g in pairs))
-    if not diverged:
-        return f"greedy output identical to baseline on {len(pairs)}/{len(pairs)} prompts", None
-    first = min(diverged, key=lambda g: g.divergence.first_index)
-    note = f"; {ties} at a near tie" if ties else ""
-    phrase = (f"greedy output diverges at token {first.divergence.first_index} "
-              f"({len(diverged)}/{len(pairs)} prompts{note})")
-    gate = None
-    if spec_only_loops:
-        gate = f"greedy output loops on {len(spec_only_loops)}/{len(pairs)} prompts where the baseline's does not"
-    elif hard:
-        g = min(hard, key=lambda g: g.divergence.first_index)
-        gate = (f"greedy output diverges at token {g.divergence.first_index} of prompt {g.prompt_id} where the "
-                f"baseline's top-2 margin is {g.margin:.2f} nats (not a near tie: > {near_tie_margin:.2g})")
-    return phrase, gate
 
 
 def _warnings(spec_cells, rows) -> list[str]:
@@ -222,15 +174,15 @@ def _warnings(spec_cells, rows) -> list[str]:
     for c in spec_cells:
         if c.loops and c.accept_length and c.accept_length_nonloop and \
                 c.accept_length >= INFLATED_ACCEPT * c.accept_length_nonloop:
-            out.append(f"T={_fmt_t(c.temperature)}: acceptance {c.accept_length:.2f} is inflated by loops "
+            out.append(f"T={fmt_t(c.temperature)}: acceptance {c.accept_length:.2f} is inflated by loops "
                        f"({c.loops}/{c.n}); non-looping samples: {c.accept_length_nonloop:.2f}")
         elif c.loops and c.accept_length and c.accept_length_nonloop is None:
-            out.append(f"T={_fmt_t(c.temperature)}: acceptance {c.accept_length:.2f} comes from looping samples "
+            out.append(f"T={fmt_t(c.temperature)}: acceptance {c.accept_length:.2f} comes from looping samples "
                        f"only ({c.loops}/{c.n})")
     for r in rows:
-        if r["spec_loops"] > r["base_loops"] and (r["speed_ratio"] or 0) > (r["speed_ratio_nonloop"] or 0) > 0:
-            out.append(f"T={_fmt_t(r['temperature'])}: tokens/s ratio {r['speed_ratio']:.2f} is inflated by "
-                       f"loops; non-looping samples: {r['speed_ratio_nonloop']:.2f}")
+        if r.spec_loops > r.base_loops and (r.speed_ratio or 0) > (r.speed_ratio_nonloop or 0) > 0:
+            out.append(f"T={fmt_t(r.temperature)}: tokens/s ratio {r.speed_ratio:.2f} is inflated by "
+                       f"loops; non-looping samples: {r.speed_ratio_nonloop:.2f}")
     return out
 
 
@@ -246,54 +198,10 @@ def _speed(spec_cells, base_cells, spec_samples, base_samples) -> tuple[float | 
     return mean_of(ratios), None
 
 
-def _counts(r: dict) -> str:
-    return (f"spec {r['spec_loops']}/{r['spec_n']} vs baseline {r['base_loops']}/{r['base_n']} degenerate "
-            f"at T={_fmt_t(r['temperature'])}")
-
-
-def _need(r: dict, design: Design) -> str:
-    n = r.get("samples_needed")
-    if n:
-        return f"about {n} samples per arm would decide"
-    return (f"an excess this close to the {design.margin:.0%} margin needs more than 100000 samples per arm; "
-            f"raise compare.margin or accept the finding")
-
-
 def bound_up(bound: float) -> str:
     """An excess bound as the evidence states it: rounded *up* to 0.1 point (4.31 % -> "4.4%"), so the words
     never claim more than the bound."""
     return f"{math.ceil(bound * 1000 - 1e-9) / 10:.1f}%"
-
-
-def _greedy_need(gb: GreedyBound) -> str:
-    """What would close an open greedy bound, in words (the evidence's "about N samples per arm" for greedy)."""
-    if gb.prompts_needed is None:
-        return "no number of identical prompts closes it at this floor (raise compare.greedy_margin)"
-    return (f"{gb.prompts_needed} distinct prompts with greedy output identical beyond near ties would close it "
-            f"({gb.prompts_needed - gb.prompts} more than this run's {gb.prompts})" + _censored(gb))
-
-
-def _censored(gb: GreedyBound) -> str:
-    """The note on prompts a near-tie flip left out of the count, '' without any."""
-    if not gb.censored:
-        return ""
-    return (f"; {gb.censored} of {gb.censored + gb.prompts} diverged at a near tie first and are not counted "
-            f"(shorter greedy outputs, max_tokens, leave fewer)")
-
-
-def _greedy_next(gb: GreedyBound, tests: Sequence[LosslessTest], gate: str | None) -> str | None:
-    """What closes a greedy-only plan's open gate (the ``next:`` line reads it from the T = 0 row), None when
-    nothing is open: an A/A arm where a hard divergence has no floor to be judged against, more distinct prompts
-    where the bound is above the margin (the ``next:`` line adds the command that runs again)."""
-    if gate is not None and any(t.name == "greedy" and not t.judged and t.counts["hard"] for t in tests):
-        return "measure this host's floor: set `compare.calibration: true` (an A/A arm) in the playbook"
-    if gate is None and not gb.closed:
-        if gb.prompts_needed is None:
-            return "raise `compare.greedy_margin`: no number of identical prompts closes the gate at this floor"
-        return (f"give the playbook at least {gb.prompts_needed} distinct prompts ({gb.prompts_needed - gb.prompts} "
-                f"more): that many with greedy output identical beyond near ties bound the per-prompt divergence "
-                f"rate under {gb.margin:.0%} at {gb.confidence:.0%}{_censored(gb)}")
-    return None
 
 
 def _lossless_pass(tests: Sequence[LosslessTest], alpha: float, greedy_detail: str | None) -> str | None:
@@ -312,94 +220,153 @@ def _lossless_pass(tests: Sequence[LosslessTest], alpha: float, greedy_detail: s
     return None
 
 
-def _judge_one(profile, spec_cells, base_cells, spec_samples, base_samples, rows, design: Design,
-               calibration: Calibration | None, lossless: list[LosslessTest], lossless_p: dict | None,
+@dataclass
+class _Member:
+    """A profile's lossless member of the Holm family: its p, and once adjusted its adjusted p and the family."""
+
+    p: float
+    p_adjusted: float | None = None
+    family: int | None = None
+
+
+@dataclass
+class _Case:
+    """What one profile's verdict is written from, once worked out: its comparison rows, warnings, KL probe,
+    lossless tests, whether greedy went unjudged (no floor), the evidence's tail and the Holm note."""
+
+    profile: str
+    rows: list[Comparison]
+    warnings: list[str]
+    kl: dict | None
+    lossless: list[LosslessTest]
+    unfloored: bool
+    tail: str
+    holm_note: str
+
+    def verdict(self, kind: str, evidence: str, row: Comparison | None = None, p: float | None = None) -> Verdict:
+        """The verdict ``kind`` with ``evidence``, decided by ``row`` (its adjusted p unless ``p`` is given)."""
+        if self.unfloored and NO_FLOOR not in evidence:
+            evidence += f"; {NO_FLOOR}"
+        return Verdict(self.profile, kind, evidence, p if p is not None else (row.p_adjusted if row else None),
+                       row.temperature if row else None, self.rows, self.warnings, self.kl,
+                       [t.to_dict() for t in self.lossless])
+
+    def tested(self, r: Comparison) -> str:
+        return f"{counts_phrase(r)} (p={fmt_p(r.p_adjusted)}, {self.holm_note})"
+
+
+def _judge_one(profile, spec_cells, base_cells, spec_samples, base_samples, rows: list[Comparison], design: Design,
+               calibration: Calibration | None, lossless: list[LosslessTest], lossless_p: _Member | None,
                kl: dict | None) -> Verdict:
+    """One profile's verdict by the rules of the module docstring, first match wins: corrupt (a loop cell or the
+    lossless member below alpha), then the bounds (greedy-only: the greedy bound; else every T > 0 excess),
+    then acceptance and speed."""
     near_tie = calibration.near_tie_margin if calibration else NEAR_TIE_MARGIN
     pairs = greedy_report(spec_samples, base_samples, near_tie)
-    greedy, greedy_detail = _greedy(pairs, rows, near_tie)
+    greedy, greedy_detail = greedy_phrase(pairs, rows, near_tie)
     gb = greedy_bound(pairs, (calibration.greedy_hard_prompts, calibration.greedy_prompts) if calibration else None,
                       confidence=1 - design.alpha, margin=design.greedy_margin)
-    row0 = next((r for r in rows if r["temperature"] == 0.0), None)
+    row0 = next((r for r in rows if r.temperature == 0.0), None)
     if gb is not None and row0 is not None:
-        row0.update(greedy_bound=gb.to_dict())
+        row0.greedy_bound = gb.to_dict()
     warnings = _warnings(spec_cells, rows)
     for t in lossless:
         if t.name == "kl" and not t.effect_ok and t.raw_p < design.alpha:
             warnings.append(f"KL probe: {t.evidence}: a difference from the floor, under the bound (a kernel "
                             f"difference, not corruption)")
-    tail = f"; {greedy}" if greedy else ""
-    m = next((r["family"] for r in rows if "family" in r), design.family)
+    m = next((r.family for r in rows if "family" in r), design.family)
     if kl is not None:
         kl["flagged"] = any(t.name == "kl" and t.p_value < design.alpha for t in lossless)
-    holm_note = f"Holm over {m} test{'s' if m > 1 else ''}"
+    case = _Case(profile, rows, warnings, kl, lossless, any(t.name == "greedy" and not t.judged for t in lossless),
+                 f"; {greedy}" if greedy else "", f"Holm over {m} test{'s' if m > 1 else ''}")
+    found = _corrupt(case, design, lossless_p)
+    if found is not None:
+        return found
+    if not rows:
+        return case.verdict("inconclusive", "no temperature has both a speculative and a baseline cell")
+    gate = _lossless_pass(lossless, design.alpha, greedy_detail)
+    fam = [r for r in rows if r.in_family]
+    found, decisive, loops = _greedy_only(case, gb, row0, gate) if not fam else _bounded(case, fam, design, gate)
+    if found is not None:
+        return found
+    return _by_speed(case, decisive, loops, spec_cells, base_cells, spec_samples, base_samples, calibration)
 
-    unfloored = any(t.name == "greedy" and not t.judged for t in lossless)
 
-    def verdict(kind, evidence, row=None, p=None):
-        if unfloored and NO_FLOOR not in evidence:
-            evidence += f"; {NO_FLOOR}"
-        return Verdict(profile, kind, evidence, p if p is not None else (row.get("p_adjusted") if row else None),
-                       row["temperature"] if row else None, rows, warnings, kl, [t.to_dict() for t in lossless])
-
-    def tested(r):
-        return f"{_counts(r)} (p={_fmt_p(r['p_adjusted'])}, {holm_note})"
-
-    def excess(r):
-        return f"{_counts(r)}: no large excess detected; loop excess up to {bound_up(r['bound'])} not ruled out"
-
-    fam = [r for r in rows if r["in_family"]]
-    corrupt = [r for r in fam if r["p_adjusted"] < design.alpha]
-    broken = lossless_p is not None and lossless_p["p_adjusted"] < design.alpha
-    violated = [t for t in lossless if t.p_value < design.alpha] if broken else []
+def _corrupt(case: _Case, design: Design, lossless_p: _Member | None) -> Verdict | None:
+    """``spec-corrupts-output`` when a T > 0 loop cell or the profile's lossless member is below alpha after
+    Holm's adjustment, else None."""
+    fam = [r for r in case.rows if r.in_family]
+    corrupt = [r for r in fam if r.p_adjusted < design.alpha]
+    broken = lossless_p is not None and lossless_p.p_adjusted < design.alpha
+    violated = [t for t in case.lossless if t.p_value < design.alpha] if broken else []
     lossless_ev = "; ".join(f"lossless: {t.evidence}" for t in violated)
     if corrupt:
-        r = min(corrupt, key=lambda r: r["p_adjusted"])
-        return verdict("spec-corrupts-output", f"loops: {tested(r)}" + (f"; {lossless_ev}" if violated else "")
-                       + tail, r)
+        r = min(corrupt, key=lambda r: r.p_adjusted)
+        return case.verdict("spec-corrupts-output", f"loops: {case.tested(r)}"
+                            + (f"; {lossless_ev}" if violated else "") + case.tail, r)
     if broken:
-        loops = "; ".join(_counts(r) for r in fam)
-        return verdict("spec-corrupts-output",
-                       _greedy_loops(rows) + f"{lossless_ev} (lossless p={_fmt_p(lossless_p['p_adjusted'])}, {holm_note}; "
-                       f"Bonferroni over {len(lossless)} check{'s' if len(lossless) > 1 else ''})"
-                       + (f"; loops: {loops}" if loops else "") + tail,
-                       min(fam, key=lambda r: r["p_adjusted"]) if fam else None, p=lossless_p["p_adjusted"])
-    if not rows:
-        return verdict("inconclusive", "no temperature has both a speculative and a baseline cell")
-    gate = _lossless_pass(lossless, design.alpha, greedy_detail)
-    if not fam:  # greedy only: the greedy bound stands in for the loop bound
-        if gb is None or row0 is None:
-            return verdict("inconclusive", f"no temperature above 0 was compared: loop rates cannot be bounded{tail}")
-        row0["greedy_next"] = _greedy_next(gb, lossless, gate)
-        if gate is not None:
-            return verdict("inconclusive", f"{gate}; {gb.phrase()}{tail}", row0)
-        if not gb.closed:
-            return verdict("inconclusive", f"{gb.phrase()} (healthy needs it below {gb.margin:.0%}); "
-                           f"{_greedy_need(gb)}{tail}", row0)
-        decisive, loops = row0, gb.phrase()
-    else:
-        conf = f"{(1 - design.alpha_bound) * 100:.4g}%"
-        open_ = [r for r in fam if r["bound"] >= design.margin]
-        worst = max(open_, key=lambda r: r["bound"]) if open_ else None
-        degenerate = [r for r in fam if r["base_loops"] >= 2 and r["base_loop_rate"] >= BASE_DEGENERATE_RATE]
-        if degenerate:
-            r = max(degenerate, key=lambda r: r["base_loop_rate"])
-            if worst is None and gate is None:
-                return verdict("base-model-degenerates",
-                               f"the baseline loops too: {_counts(r)}; no speculative loop excess above "
-                               f"{bound_up(max(x['bound'] for x in fam))} at {conf} (margin {design.margin:.0%})"
-                               f"{tail}", r)
-            if worst is not None:
-                return verdict("inconclusive", f"the baseline loops too, but {excess(worst)} (margin "
-                               f"{design.margin:.0%}); {_need(worst, design)}{tail}", worst)
+        n = len(case.lossless)
+        loops = "; ".join(counts_phrase(r) for r in fam)
+        return case.verdict("spec-corrupts-output",
+                            greedy_loops_lead(case.rows) + f"{lossless_ev} (lossless p={fmt_p(lossless_p.p_adjusted)}, "
+                            f"{case.holm_note}; Bonferroni over {n} check{'s' if n > 1 else ''})"
+                            + (f"; loops: {loops}" if loops else "") + case.tail,
+                            min(fam, key=lambda r: r.p_adjusted) if fam else None, p=lossless_p.p_adjusted)
+    return None
+
+
+def _greedy_only(case: _Case, gb: GreedyBound | None, row0: Comparison | None,
+                 gate: str | None) -> tuple[Verdict | None, Comparison | None, str]:
+    """A plan without a T > 0 cell: the greedy bound stands in for the loop bound. ``(verdict, None, "")`` when
+    it decides (inconclusive), else ``(None, the T = 0 row, the bound in words)`` for the speed rules."""
+    if gb is None or row0 is None:
+        return (case.verdict("inconclusive", f"no temperature above 0 was compared: loop rates cannot be bounded"
+                                             f"{case.tail}"), None, "")
+    row0.greedy_next = greedy_next(gb, case.lossless, gate)
+    if gate is not None:
+        return case.verdict("inconclusive", f"{gate}; {gb.phrase()}{case.tail}", row0), None, ""
+    if not gb.closed:
+        return (case.verdict("inconclusive", f"{gb.phrase()} (healthy needs it below {gb.margin:.0%}); "
+                                             f"{greedy_need(gb)}{case.tail}", row0), None, "")
+    return None, row0, gb.phrase()
+
+
+def _bounded(case: _Case, fam: list[Comparison], design: Design,
+             gate: str | None) -> tuple[Verdict | None, Comparison | None, str]:
+    """The T > 0 cells' excess bounds: ``base-model-degenerates`` or ``inconclusive`` when they decide, else
+    ``(None, the decisive row, the loops in words)`` for the speed rules."""
+    conf = f"{(1 - design.alpha_bound) * 100:.4g}%"
+    open_ = [r for r in fam if r.bound >= design.margin]
+    worst = max(open_, key=lambda r: r.bound) if open_ else None
+    degenerate = [r for r in fam if r.base_loops >= 2 and r.base_loop_rate >= BASE_DEGENERATE_RATE]
+
+    def excess(r: Comparison) -> str:
+        return f"{counts_phrase(r)}: no large excess detected; loop excess up to {bound_up(r.bound)} not ruled out"
+
+    if degenerate:
+        r = max(degenerate, key=lambda r: r.base_loop_rate)
+        if worst is None and gate is None:
+            return case.verdict("base-model-degenerates",
+                                f"the baseline loops too: {counts_phrase(r)}; no speculative loop excess above "
+                                f"{bound_up(max(x.bound for x in fam))} at {conf} (margin {design.margin:.0%})"
+                                f"{case.tail}", r), None, ""
         if worst is not None:
-            return verdict("inconclusive", f"{excess(worst)} (healthy needs it below {design.margin:.0%}); "
-                           f"{_need(worst, design)}" + (f"; {gate}" if gate else "") + tail, worst)
-        if gate is not None:
-            return verdict("inconclusive", f"{gate}; loop rates: " + "; ".join(_counts(r) for r in fam) + tail,
-                           min(fam, key=lambda r: r["p_adjusted"]))
-        decisive = max(fam, key=lambda r: r["bound"])
-        loops = f"{_counts(decisive)}, no loop excess above {bound_up(decisive['bound'])} at {conf}"
+            return case.verdict("inconclusive", f"the baseline loops too, but {excess(worst)} (margin "
+                                f"{design.margin:.0%}); {need_phrase(worst, design)}{case.tail}", worst), None, ""
+    if worst is not None:
+        return case.verdict("inconclusive", f"{excess(worst)} (healthy needs it below {design.margin:.0%}); "
+                            f"{need_phrase(worst, design)}" + (f"; {gate}" if gate else "") + case.tail, worst), None, ""
+    if gate is not None:
+        return case.verdict("inconclusive", f"{gate}; loop rates: " + "; ".join(counts_phrase(r) for r in fam)
+                            + case.tail, min(fam, key=lambda r: r.p_adjusted)), None, ""
+    decisive = max(fam, key=lambda r: r.bound)
+    return None, decisive, f"{counts_phrase(decisive)}, no loop excess above {bound_up(decisive.bound)} at {conf}"
+
+
+def _by_speed(case: _Case, decisive: Comparison, loops: str, spec_cells, base_cells, spec_samples, base_samples,
+              calibration: Calibration | None) -> Verdict:
+    """Once no loop or lossless rule decided: ``spec-ineffective``, ``spec-slower`` or ``healthy`` by acceptance
+    and the tokens/s ratio (against the host's run-to-run spread when calibrated)."""
     accepts = [c.accept_length_nonloop for c in spec_cells if c.accept_length_nonloop is not None]
     accept = mean_of(accepts)
     ratio, ci = _speed(spec_cells, base_cells, spec_samples, base_samples)
@@ -409,21 +376,21 @@ def _judge_one(profile, spec_cells, base_cells, spec_samples, base_samples, rows
         speed = f"tokens/s {ratio:.2f}x baseline" + (f" (95% CI {ci[1]:.2f}-{ci[2]:.2f})" if ci else "")
         if spread:
             speed += f", run-to-run spread ±{spread:.0%}"
-    if any(t.judged for t in lossless):
-        loops += "; lossless checks passed (" + ", ".join(t.name for t in lossless if t.judged) + ")"
+    if any(t.judged for t in case.lossless):
+        loops += "; lossless checks passed (" + ", ".join(t.name for t in case.lossless if t.judged) + ")"
     if accept is not None and accept <= INEFFECTIVE_ACCEPT:
-        return verdict("spec-ineffective", f"acceptance length {accept:.2f} (about 1: drafts are rejected)"
-                       + (f"; {speed}" if speed else "") + f"; {loops}", decisive)
+        return case.verdict("spec-ineffective", f"acceptance length {accept:.2f} (about 1: drafts are rejected)"
+                            + (f"; {speed}" if speed else "") + f"; {loops}", decisive)
     limit = math.exp(-spread)
     if ratio is not None and ((ci is not None and ci[2] < limit) or (ci is None and ratio < SLOWER_RATIO * limit)):
-        return verdict("spec-slower", f"{speed}; {loops}" + (f"; acceptance {accept:.2f}" if accept is not None
-                                                             else ""), decisive)
+        return case.verdict("spec-slower", f"{speed}; {loops}" + (f"; acceptance {accept:.2f}" if accept is not None
+                                                                  else ""), decisive)
     parts = [loops]
     if accept is not None:
         parts.append(f"acceptance {accept:.2f}")
     if speed:
         parts.append(speed)
-    return verdict("healthy", "; ".join(parts) + tail, decisive)
+    return case.verdict("healthy", "; ".join(parts) + case.tail, decisive)
 
 
 def lossless_planned(temperatures: Sequence[float], *, kl_probe: bool, expected_answers: bool) -> bool:
@@ -454,15 +421,16 @@ def judge_all(spec: Mapping[str, tuple[Sequence[CellSummary], Sequence[SampleObs
     n_family += sum(p is not None for p in members.values())
     design = replace(design, family=max(design.family, n_family))
     per = {name: _rows(cells, base_cells, samples, design, base_samples) for name, (cells, samples) in spec.items()}
-    family = [r for rows in per.values() for r in rows if r["in_family"]]
-    lossless_rows = {name: {"p": p} for name, p in members.items() if p is not None}
+    family = [r for rows in per.values() for r in rows if r.in_family]
+    lossless_rows = {name: _Member(p) for name, p in members.items() if p is not None}
     everything = family + list(lossless_rows.values())
-    for r, a in zip(everything, holm([r["p"] for r in everything])):
-        r["p_adjusted"] = a
-        r["family"] = len(everything)
+    for r, a in zip(everything, holm([r.p for r in everything])):
+        r.p_adjusted = a
+        r.family = len(everything)
     for rows in per.values():
         for r in rows:
-            r.setdefault("p_adjusted", r["p"])
+            if "p_adjusted" not in r:
+                r.p_adjusted = r.p
     return {name: _judge_one(name, list(spec[name][0]), list(base_cells), list(spec[name][1]), base_samples,
                              per[name], design, calibration, checks[name][0], lossless_rows.get(name),
                              checks[name][1]) for name in spec}

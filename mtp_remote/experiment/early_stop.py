@@ -21,7 +21,7 @@ def cell_decision(pb: Playbook, profiles: list[str] | None, lp: LaunchPlan, temp
     design = design_of(pb, n_spec, temperature, recorded=recorded)
     if temperature == 0:  # greedy cells are lossless evidence, not a loop test: sampled in full, no p-value
         return {"settled": False, "outcome": "continue", "reason": "greedy: compared with the baseline's output",
-                "n": sum(1 for r in records if r["profile"] == lp.profile), "budget": design.rounds,
+                "n": sum(1 for r in records if r.profile == lp.profile), "budget": design.rounds,
                 "p": None, "bound": None}
     d = stopping.cell_decision(records, profile=lp.profile, baseline=pb.baseline, temperature=temperature,
                                design=design)

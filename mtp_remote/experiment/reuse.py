@@ -13,7 +13,7 @@ from ..remote.commands import mask_argv, mask_log_secrets, mask_text
 from ..serving.base import LogFollower, ServerKind, WaitOutcome
 from .plan import LaunchPlan, server_key
 from .rideout import riding_out
-from .sampling import load_samples, sample_key
+from .sampling import load_samples
 
 
 @dataclass
@@ -42,7 +42,7 @@ def adopt_leftover(server: ServerKind, launches: list[LaunchPlan], samples_path:
     rec = riding_out(server, server.find_leftover, None)
     if rec is None:
         return None
-    done = {sample_key(s) for s in load_samples(samples_path) if s.get("error") is None}
+    done = {s.key for s in load_samples(samples_path) if s.error is None}
     lp = next((x for x in launches if any(r.key not in done for r in x.requests)), None)
     if lp is None or rec.argv_masked != mask_argv(lp.argv):
         return None

@@ -36,7 +36,7 @@ from .early_stop import cell_decision
 from .reuse import KeptServer, adopt_leftover, stop_leftover
 from .plan import LaunchPlan, RequestSpec, order_for_reuse, plan_run, server_key
 from .rideout import riding_out, send_riding_out
-from .sampling import Cells, load_samples, sample_key
+from .sampling import Cells, load_samples
 from .progress import ServingProgress
 from .watch import confirm_health, log_text, sample_watched
 from .workers import sample
@@ -152,17 +152,10 @@ class Runner:
     def __init__(self, host: HostConfig, playbook: Playbook, run_dir: Path, *, run_id: str, python: str,
                  profiles: list[str] | None = None, hooks: Hooks | None = None, c=None, design: dict | None = None,
                  kind: ServerKind | None = None, said_stored: set[str] | None = None):
-        self.host = host
+        self.host, self.playbook, self.run_dir, self.run_id, self.python = host, playbook, run_dir, run_id, python
         self.said_stored = said_stored if said_stored is not None else set()
         self.design = design  # the design the run's first launch recorded (diagnosis.record_design)
-        self.playbook = playbook
-        self.run_dir = run_dir
-        self.run_id = run_id
-        self.python = python
-        self.profiles = profiles
-        self.hooks = hooks or Hooks()
-        self.c = c
-        self.kind = kind
+        self.profiles, self.hooks, self.c, self.kind = profiles, hooks or Hooks(), c, kind
         self.samples_path = run_dir / "samples.jsonl"
         self.profile_runs: list[ProfileRun] = []
         self._secrets = playbook_secrets(playbook, host)
@@ -282,7 +275,7 @@ class Runner:
         pr = ProfileRun(profile=lp.profile, speculative=lp.speculative, argv_masked=mask_argv(lp.argv))
         self.profile_runs.append(pr)
         self._profile_run = pr
-        done = {sample_key(s) for s in load_samples(self.samples_path) if s.get("error") is None}
+        done = {s.key for s in load_samples(self.samples_path) if s.error is None}
         todo = [r for r in lp.requests if r.key not in done]
         pr.n_requests, pr.n_resumed = len(lp.requests), len(lp.requests) - len(todo)
         kept = self._kept if self._kept is not None and self._kept.key == server_key(lp) else None
@@ -380,7 +373,7 @@ class Runner:
         channels0 = self._tunnel.channels_opened
 
         def failed() -> bool:
-            return any(x.get("error") for x in load_samples(self.samples_path) if x["profile"] == lp.profile)
+            return any(x.error for x in load_samples(self.samples_path) if x.profile == lp.profile)
 
         try:
             # a server with no log (an attached endpoint) cannot be judged stalled by its log: its requests' own
@@ -463,23 +456,22 @@ class Runner:
     def _stop_kept(self, server: ServerKind) -> None:
         """Stop a server kept for a launch that did not come (its log stream closed first)."""
         kept, self._kept = self._kept, None
-        if kept is None:
-            return
-        if kept.stream is not None:
-            kept.stream.__exit__(None, None, None)
-        self._stop(server)
+        if kept is not None:
+            if kept.stream is not None:
+                kept.stream.__exit__(None, None, None)
+            self._stop(server)
 
     def _check_errors(self, lp: LaunchPlan, pr: ProfileRun) -> None:
         """Failed requests are data, but a profile whose every request failed did not run at all."""
-        mine = [x for x in load_samples(self.samples_path) if x["profile"] == lp.profile]
-        failed = [x for x in mine if x.get("error")]
+        mine = [x for x in load_samples(self.samples_path) if x.profile == lp.profile]
+        failed = [x for x in mine if x.error]
         pr.n_failed = len(failed)
         if failed:
-            self.hooks.on_progress(f"{lp.profile}: {len(failed)} of {len(mine)} requests failed "
-                                   f"(first: {failed[0]['error'][:160]})")
-        if mine and len(failed) == len(mine) and pr.crashed is None:
-            pr.crashed = {"cause": "requests_failed", "fatal_line": None,
-                          "hint": f"all {len(mine)} requests failed, e.g. {failed[0]['error'][:200]}"}
+            first = failed[0].error
+            self.hooks.on_progress(f"{lp.profile}: {len(failed)} of {len(mine)} requests failed (first: {first[:160]})")
+            if len(failed) == len(mine) and pr.crashed is None:
+                pr.crashed = {"cause": "requests_failed", "fatal_line": None,
+                              "hint": f"all {len(mine)} requests failed, e.g. {first[:200]}"}
 
     async def _sample(self, url: str, lp: LaunchPlan, todo: list[RequestSpec], pr: ProfileRun, rec=None,
                       progress: ServingProgress | None = None) -> None:

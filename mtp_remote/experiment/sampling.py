@@ -18,6 +18,7 @@ from pathlib import Path
 from ..analysis.degeneracy import analyze_text
 from ..analysis.settled import LoopWatch
 from ..analysis.samples import analysed_text
+from ..records.sample import Sample
 from ..responses import Completion
 from ..files import loads_json
 from .plan import LaunchPlan, RequestSpec
@@ -26,14 +27,14 @@ log = logging.getLogger(__name__)
 
 
 def sample_record(req: RequestSpec, comp: Completion, *, speculative: bool, api: str, kl: dict | None = None,
-                  think_opened_by_prompt: bool = False, max_tokens: int = 0) -> dict:
+                  think_opened_by_prompt: bool = False, max_tokens: int = 0) -> Sample:
     """One line of samples.jsonl: the request, the response, its degeneracy metrics and (with the KL probe)
     the k3 estimator of prefill vs decode logprobs; top-2 margins are kept at T=0 for the near-tie rule."""
     metrics = None
     if comp.error is None:
         metrics = analyze_text(analysed_text(comp.text, think_opened_by_prompt), comp.output_ids).to_dict()
     accept = (comp.completion_tokens / comp.spec_verify_ct) if comp.spec_verify_ct else None
-    return {
+    return Sample.model_validate({
         "profile": req.profile, "speculative": speculative, "temperature": req.temperature,
         "prompt_id": req.prompt_id, "sample_index": req.sample_index, "seed": req.seed, "api": api,
         "text": comp.text, "finish_reason": comp.finish_reason, "prompt_tokens": comp.prompt_tokens,
@@ -49,7 +50,7 @@ def sample_record(req: RequestSpec, comp: Completion, *, speculative: bool, api:
                       if comp.stop is not None else None),
         "request": comp.request,  # {"endpoint", "body"}: what was sent, exactly (bug-report replays it)
         "tool_calls": comp.tool_calls,  # [{"name", "arguments"}] of a chat response (also in ``text``)
-    }
+    })
 
 
 def loop_watch(think_opened_by_prompt: bool = False) -> Callable[[str, list[int] | None], dict | None]:
@@ -72,8 +73,8 @@ def streams(req: RequestSpec, *, stop_on_loop: bool, kl_probe: bool) -> bool:
     return stop_on_loop and not kl_probe and req.temperature > 0
 
 
-def load_samples(path: Path) -> list[dict]:
-    """Samples already stored (a truncated last line from a crash is skipped)."""
+def load_samples(path: Path) -> list[Sample]:
+    """Samples already stored (a truncated last line from a crash, or a line that is no sample, is skipped)."""
     if not path.exists():
         return []
     out = []
@@ -82,23 +83,24 @@ def load_samples(path: Path) -> list[dict]:
             if not line.strip():
                 continue
             try:
-                out.append(loads_json(line))
-            except ValueError:  # a truncated line, or one nested past the parser's depth
+                out.append(Sample.of(loads_json(line)))
+            except ValueError:  # a truncated line, one nested past the parser's depth, or no sample (pydantic's)
                 log.warning("skipping a truncated line in %s", path)
     return out
 
 
-def sample_key(s: dict) -> tuple:
-    return (s["profile"], float(s["temperature"]), s["prompt_id"], s["sample_index"])
+def sample_key(s: Sample | dict) -> tuple:
+    """(profile, temperature, prompt id, sample index): a request's identity for pairing and resume."""
+    return Sample.of(s).key
 
 
-def latest_samples(samples: list[dict]) -> list[dict]:
+def latest_samples(samples: list[Sample | dict]) -> list[Sample]:
     """One record per (profile, temperature, prompt, sample index): the last successful one, else the last
     failure (a resumed run re-requests what failed, so both may be stored)."""
-    best: dict[tuple, dict] = {}
-    for x in samples:
-        key = sample_key(x)
-        if key not in best or x.get("error") is None or best[key].get("error") is not None:
+    best: dict[tuple, Sample] = {}
+    for x in map(Sample.of, samples):
+        key = x.key
+        if key not in best or x.error is None or best[key].error is not None:
             best[key] = x
     return list(best.values())
 
@@ -197,12 +199,12 @@ class Cells:
     ``decide(temperature, records)`` is the decision rule (the verdict's: ``Runner._cell_decision``)."""
 
     def __init__(self, lp: LaunchPlan, todo: list[RequestSpec], *, samples_path: Path, baseline: str,
-                 decide: Callable[[float, list[dict]], dict]):
+                 decide: Callable[[float, list[Sample]], dict]):
         self.lp, self.baseline, self.decide = lp, baseline, decide
         temps = sorted({r.temperature for r in todo})
-        stored = [s for s in load_samples(samples_path) if s.get("error") is None]
-        self.base = [s for s in stored if s["profile"] == baseline]
-        self.mine = {t: [s for s in stored if s["profile"] == lp.profile and float(s["temperature"]) == t]
+        stored = [s for s in load_samples(samples_path) if s.error is None]
+        self.base = [s for s in stored if s.profile == baseline]
+        self.mine = {t: [s for s in stored if s.profile == lp.profile and float(s.temperature) == t]
                      for t in temps}
         self.pending = {t: Counter(r.sample_index for r in todo if r.temperature == t) for t in temps}
         self.rounds = {t: sorted({r.sample_index for r in lp.requests if r.temperature == t}) for t in temps}
@@ -224,7 +226,7 @@ class Cells:
     def _look(self, t: float, queue: deque, on_progress) -> int:
         """Decide on the whole rounds; when settled, drop the cell's queued requests. Returns how many."""
         upto = self.rounds[t][self.whole[t] - 1]
-        mine = [s for s in self.mine[t] if s["sample_index"] <= upto]
+        mine = [s for s in self.mine[t] if s.sample_index <= upto]
         d = self.decide(t, mine if self.lp.profile == self.baseline else self.base + mine)
         self.decision[t] = d
         if not d["settled"]:
@@ -241,11 +243,12 @@ class Cells:
         """A look at what was stored before (``--resume``); returns the requests dropped."""
         return sum(self._look(t, queue, on_progress) for t in self.rounds if self._advance(t))
 
-    def completed(self, req: RequestSpec, rec: dict, queue: deque, on_progress) -> int:
+    def completed(self, req: RequestSpec, rec: Sample | dict, queue: deque, on_progress) -> int:
         """Count one returned request; look when it completed a round. Returns the requests dropped."""
+        rec = Sample.of(rec)
         t = req.temperature
         self.pending[t][req.sample_index] -= 1
-        if rec.get("error") is None:
+        if rec.error is None:
             self.mine[t].append(rec)
         if self.settled(t) or not self._advance(t):
             return 0

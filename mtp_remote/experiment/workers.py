@@ -4,7 +4,6 @@ written by a separate task (metrics in a thread), the KL probe re-scoring a samp
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 from ..analysis.divergence import kl_probe
 from ..analysis.stopping import is_degenerate_record
 from ..client import ServerClient
+from ..records.sample import Sample
 from ..responses import Completion
 from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
@@ -112,14 +112,14 @@ class _Sampling:
             sample_record, req, comp, speculative=self.lp.speculative, api=pb.api, kl=kl,
             think_opened_by_prompt=pb.think_opened_by_prompt, max_tokens=pb.max_tokens)
         if self.secrets:  # a secret the model echoed back (or a server's error quoted) is never stored
-            rec = mask_secrets(rec, self.secrets)
+            rec = Sample.of(mask_secrets(rec.to_dict(), self.secrets))
         try:
-            self.f.write(json.dumps(rec) + "\n")
+            self.f.write(rec.to_json_line() + "\n")
             self.f.flush()
         except OSError as e:  # the run cannot go on: finished() stops the workers
             raise RunsDirError.of(e, self.samples_path) from None
         self.done += 1
-        if is_degenerate_record(rec.get("metrics"), rec.get("finish_reason")):
+        if is_degenerate_record(rec.metrics, rec.finish_reason):
             self.hooks.on_loop(self.lp.profile)
         if self.cells is not None:
             self.total -= self.cells.completed(req, rec, self.queue, self.hooks.on_progress)

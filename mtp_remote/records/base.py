@@ -80,6 +80,11 @@ class Record(BaseModel):
         """``(field, value)`` for :meth:`keys`."""
         return [(k, getattr(self, k)) for k in self.keys()]
 
+    def update(self, fields: dict | None = None, /, **more: Any) -> None:
+        """Set several fields at once (each validated, as ``dict.update``)."""
+        for k, v in {**(fields or {}), **more}.items():
+            setattr(self, k, v)
+
     def get(self, key: str, default: Any = None) -> Any:
         """The field ``key`` (as ``dict.get``: ``default`` when the record was not given that field)."""
         return getattr(self, key) if key in self else default

@@ -15,6 +15,7 @@ class KlProbe(Record):
     mean_k3: Number | None = None
     max_k3: Number | None = None
     n_tokens: int | None = None
+    probe_tokens: int | None = None  # tokens the probe's own request generated (0: the sample itself was probed)
 
 
 class SampleMetrics(Record):

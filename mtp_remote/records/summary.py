@@ -170,9 +170,10 @@ class CellRecord(Record):
 
 
 class Comparison(Record):
-    """One temperature's comparison of a speculative arm with the baseline (``analysis.verdict``'s rows): loop
-    counts and rates with their 95 % intervals, speed ratios, acceptance, the loop test's p (adjusted over the
-    family), the excess bound and the samples that would decide; greedy divergence at T = 0 (``greedy_*``)."""
+    """One temperature's comparison of a speculative arm with the baseline (``analysis.verdict``'s rows, built
+    there as this record): loop counts and rates with their 95 % intervals, speed ratios, acceptance, the loop
+    test's p (adjusted over the family of ``family`` tests), the excess bound and its confidence, the samples
+    that would decide; greedy divergence at T = 0 (``greedy_*``)."""
 
     temperature: Number | None = None
     spec_loops: int = 0
@@ -206,6 +207,7 @@ class Comparison(Record):
     greedy_min_lcs_ratio: Number | None = None
     greedy_bound: dict | None = None
     greedy_next: str | None = None  # a greedy-only plan's open gate: what closes it (the ``next:`` line)
+    family: int | None = None  # the tests Holm adjusted together (T > 0 rows)
 
 
 class LosslessTest(Record):

@@ -388,18 +388,7 @@ def render_bug_report(doc: Summary | dict, samples_path: Path, mitigation: Mitig
         lines += [fence(bisect.command), "", "As deployed (the profile's launch line):", ""]
     lines += [fence(deployed), ""]
     if kind != CORRUPT:
-        crash = prof.crashed or CrashRecord()
-        lines += ["### Evidence", "",
-                  (f"The server became ready and served {prof.n_requests} request(s), then failed while "
-                   f"sampling: `{kind}`. Its fatal line: {inline_code(crash.fatal_line or 'not logged')}. "
-                   f"mtp-remote's reading: {crash.hint or bad.evidence or 'see the log'}"), ""]
-        tail = log_tail(samples_path.parent, profile) if profile else None
-        if tail:
-            lines += [f"Last {LOG_TAIL_LINES} lines of its log:", "", fence(tail), ""]
-        quoted = quoted_sample(samples, profile, kind) if profile else None
-        if quoted is not None:
-            lines += replay_section(quoted, doc, samples, port=_port(prof))
-        return _finish(lines, doc, mitigation)
+        return _finish(lines + _failure_evidence(doc, prof, bad, samples, samples_path), doc, mitigation)
     lines += ["### Evidence", "", ("Same prompts and seeds against the server without speculation (baseline). "
               "Loops: repetition to the end of the output (corpus definition); p: one-sided Fisher exact, "
               "Holm-adjusted."), "", ("| profile | T | loops spec | loops baseline | p | accept len (non-loop) | "
@@ -424,6 +413,24 @@ def render_bug_report(doc: Summary | dict, samples_path: Path, mitigation: Mitig
     if quoted is not None:
         lines += [""] + replay_section(quoted, doc, samples, port=_port(prof))
     return _finish(lines, doc, mitigation)
+
+
+def _failure_evidence(doc: Summary, prof: ProfileRecord, bad: VerdictRecord, samples: list[Sample],
+                      samples_path: Path) -> list[str]:
+    """The Evidence of a server that failed while sampling: what it served, its fatal line and mtp-remote's
+    reading, the log's last lines and the request in flight (or its last answered one) to replay."""
+    crash, kind, profile = prof.crashed or CrashRecord(), bad.kind, bad.profile
+    lines = ["### Evidence", "",
+             (f"The server became ready and served {prof.n_requests} request(s), then failed while "
+              f"sampling: `{kind}`. Its fatal line: {inline_code(crash.fatal_line or 'not logged')}. "
+              f"mtp-remote's reading: {crash.hint or bad.evidence or 'see the log'}"), ""]
+    tail = log_tail(samples_path.parent, profile) if profile else None
+    if tail:
+        lines += [f"Last {LOG_TAIL_LINES} lines of its log:", "", fence(tail), ""]
+    quoted = quoted_sample(samples, profile, kind) if profile else None
+    if quoted is not None:
+        lines += replay_section(quoted, doc, samples, port=_port(prof))
+    return lines
 
 
 def _finish(lines: list[str], doc: Summary, mitigation: MitigationRecord | None) -> str:

@@ -75,7 +75,7 @@ def copy_reused(from_dir: Path, run_dir: Path, profiles: tuple[str, ...]) -> int
             if s["profile"] in profiles and s.get("error") is None]
     with (run_dir / "samples.jsonl").open("a") as f:
         for s in recs:
-            f.write(json.dumps({**s, "reused_from": from_dir.name}) + "\n")
+            f.write(json.dumps({**s.to_dict(), "reused_from": from_dir.name}) + "\n")
     return len(recs)
 
 
