@@ -72,7 +72,7 @@ def reuse_check(from_dir: Path, host: HostConfig, pb: Playbook, profile: str) ->
 def copy_reused(from_dir: Path, run_dir: Path, profiles: tuple[str, ...]) -> int:
     """Append the diagnose run's successful samples of ``profiles`` to this run's samples.jsonl (once)."""
     recs = [s for s in latest_samples(load_samples(from_dir / "samples.jsonl"))
-            if s["profile"] in profiles and s.get("error") is None]
+            if s.profile in profiles and s.error is None]
     with (run_dir / "samples.jsonl").open("a") as f:
         for s in recs:
             f.write(json.dumps({**s.to_dict(), "reused_from": from_dir.name}) + "\n")

@@ -28,6 +28,7 @@ from ..config.inventory import HostConfig
 from ..config.playbook import Playbook, ProfileConfig
 from ..errors import ConfigError, Interrupted, MtpRemoteError
 from ..files import load_json_file
+from ..records.sample import Sample
 from ..records.summary import Summary
 from ..experiment.diagnose import experiment_fingerprint, opening_line
 from ..config.loaded import as_loaded
@@ -82,7 +83,7 @@ def judge_arm(baseline: str, profile: str, samples: list[dict], launch_failure: 
     return verdict, diag.cells
 
 
-def judge_profile(baseline: str, name: str, samples: list[dict], launch_failure, alpha: float,
+def judge_profile(baseline: str, name: str, samples: list[Sample | dict], launch_failure, alpha: float,
                   margin: float = Design.margin) -> ArmStats:
     """Statistics of one profile vs the baseline (verdict, loops, p, speed, acceptance, and
     ``bound_p``: the bound test's p-value, the largest over the T > 0 cells, None without one).
@@ -92,9 +93,10 @@ def judge_profile(baseline: str, name: str, samples: list[dict], launch_failure,
     ``base_log_speed`` the :class:`~mtp_remote.analysis.speed.LogSpeed` summaries (as dicts) of the per-sample
     completion_tokens / latency_s, which give ``speed_vs_baseline`` and its interval (``ranking.speed_fields``).
     Returns an :class:`~mtp_remote.search.records.ArmStats`."""
+    samples = [Sample.of(x) for x in samples]
     v, cells = judge_arm(baseline, name, samples, launch_failure, alpha, margin)
-    rows = [r for r in v.comparisons if r["temperature"] > 0] or list(v.comparisons)
-    hot = [r for r in v.comparisons if r["temperature"] > 0]
+    rows = [r for r in v.comparisons if r.temperature > 0] or list(v.comparisons)
+    hot = [r for r in v.comparisons if r.temperature > 0]
     mine = [c for c in cells if c.profile == name and c.temperature > 0] or [c for c in cells if c.profile == name]
     base = [c for c in cells if c.profile == baseline and c.temperature > 0] or \
         [c for c in cells if c.profile == baseline]
@@ -103,22 +105,22 @@ def judge_profile(baseline: str, name: str, samples: list[dict], launch_failure,
     ls, bls = _log_speed(samples, name, {c.temperature for c in mine}), \
         _log_speed(samples, baseline, {c.temperature for c in base})
     return ArmStats(verdict=v.kind, evidence=v.evidence, base_tokens_per_s=_mean(c.tokens_per_s_nonloop for c in base),
-                    loops=sum(r["spec_loops"] for r in rows) if rows else None,
-                    n=sum(r["spec_n"] for r in rows) if rows else None,
-                    base_loops=sum(r["base_loops"] for r in rows) if rows else None,
-                    base_n=sum(r["base_n"] for r in rows) if rows else None,
+                    loops=sum(r.spec_loops for r in rows) if rows else None,
+                    n=sum(r.spec_n for r in rows) if rows else None,
+                    base_loops=sum(r.base_loops for r in rows) if rows else None,
+                    base_n=sum(r.base_n for r in rows) if rows else None,
                     p=v.p_value if v.p_value is not None else min(
-                        (r["p_adjusted"] for r in rows if r.get("p_adjusted") is not None), default=None),
+                        (r.p_adjusted for r in rows if r.p_adjusted is not None), default=None),
                     accept_length=acc, tokens_per_s=tps,
                     log_speed=ls.to_dict() if ls else None, base_log_speed=bls.to_dict() if bls else None,
-                    bound_p=max(bound_p_value(r["spec_loops"], r["spec_n"], r["base_loops"], r["base_n"], margin)
+                    bound_p=max(bound_p_value(r.spec_loops, r.spec_n, r.base_loops, r.base_n, margin)
                                 for r in hot) if hot else None,
                     **speed_fields(ls, bls).to_dict())
 
 
-def _log_speed(samples: list[dict], profile: str, temperatures: set[float]) -> LogSpeed | None:
+def _log_speed(samples: list[Sample], profile: str, temperatures: set[float]) -> LogSpeed | None:
     """ln(tokens/s) summary of ``profile``'s non-looping successful samples at ``temperatures``."""
-    obs = [to_obs(s) for s in samples if s["profile"] == profile and float(s["temperature"]) in temperatures]
+    obs = [to_obs(s) for s in samples if s.profile == profile and float(s.temperature) in temperatures]
     return LogSpeed.of(o.tokens_per_s for o in obs if o.ok and not o.is_degenerate)
 
 
@@ -366,7 +368,7 @@ def build_document(state: MitigationDoc, pb: Playbook, run_dir: Path, candidates
     samples = latest_samples(load_samples(run_dir / "samples.jsonl"))
     failures = {k: tuple(v) for k, v in state.launch_failures.items()}
     alpha, margin = pb.compare.alpha, pb.compare.margin
-    sampled = {s["profile"] for s in samples} | set(failures)
+    sampled = {s.profile for s in samples} | set(failures)
     ref = judge_profile(pb.baseline, profile, samples, failures.get(profile), alpha, margin) \
         if profile in sampled else None
     ref_ls = LogSpeed.from_dict(ref.log_speed) if ref else None

@@ -12,16 +12,17 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
-#: A number as its writer stored it: an int stays an int and a float a float (pydantic's ``float`` would turn a
-#: stored ``1`` into ``1.0``, other bytes in the file).
-Number = float | int
+from ..records.base import Number
+from ..records.base import Record as BaseRecord
+
+__all__ = ["Number", "Record"]
 
 
 def plain(value: Any) -> Any:
     """``value`` as plain JSON values: records as their :meth:`Record.to_dict`, tuples as lists."""
-    if isinstance(value, Record):
+    if isinstance(value, BaseRecord):
         return value.to_dict()
     if isinstance(value, BaseModel):
         return value.model_dump()
@@ -32,13 +33,12 @@ def plain(value: Any) -> Any:
     return value
 
 
-class Record(BaseModel):
-    """A JSON object as a model that keeps what it does not declare and writes back what it read.
+class Record(BaseRecord):
+    """A record (:class:`mtp_remote.records.base.Record`) written by the searches and the fleet: nested records
+    written through their own ``to_dict``, ``WHOLE`` ones (rows, tests) with every declared field (they were
+    dataclasses written whole), and fields that start being written at a step (:meth:`mark_written`) or stop
+    (:meth:`unset`). A ``WHOLE`` record reads every declared field as a mapping too."""
 
-    ``of(x)`` takes a record or its JSON mapping. ``WHOLE``: write every declared field (rows and tests), not
-    only those set or read."""
-
-    model_config = ConfigDict(extra="allow")
     WHOLE: ClassVar[bool] = False
 
     @classmethod
@@ -63,30 +63,12 @@ class Record(BaseModel):
         setattr(self, name, type(self).model_fields[name].get_default(call_default_factory=True))
         self.model_fields_set.discard(name)
 
-    # -- read as a mapping (for scripts and tests that read the documents as dicts) -----------------------
-
-    def __getitem__(self, key: str) -> Any:
-        if key in type(self).model_fields or key in (self.model_extra or {}):
-            return getattr(self, key)
-        raise KeyError(key)
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and (key in self.keys() if self.WHOLE else super().__contains__(key))
 
     def keys(self) -> list[str]:
         """The fields the record writes (so ``{**record}`` is a mapping of its fields)."""
         return list(self.to_dict())
-
-    def get(self, key: str, default: Any = None) -> Any:
-        try:
-            return self[key]
-        except KeyError:
-            return default
-
-    def __eq__(self, other: object) -> bool:
-        """Equal to a record of the same fields, or to its JSON mapping."""
-        if isinstance(other, dict):
-            return self.to_dict() == other
-        return super().__eq__(other)
-
-    __hash__ = BaseModel.__hash__
 
 
 class CandidateResult(Record):
