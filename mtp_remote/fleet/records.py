@@ -123,7 +123,27 @@ class FleetNightlySummary(Record):
     could_not_run: list[str] = []
     corrupt_hosts: list[str] = []
     regressed_hosts: list[str] = []
-    disagreements: list[dict] = []
+    disagreements: list[Disagreement] = []
     disagreement_lines: list[str] = []
     files: dict[str, str] = {}
     slurm: dict | None = None
+
+
+class FactDifference(Record):
+    """A collected fact whose values on the odd hosts (``odd``) and on the others (``others``) do not overlap."""
+
+    fact: str
+    odd: list[str]
+    others: list[str]
+
+
+class Disagreement(Record):
+    """A verdict (``key``: profile or check) not the same on every host that ran: the minority's ``verdict`` on
+    ``hosts``, the ``majority`` on ``majority_hosts``, and the facts they differ in."""
+
+    key: str
+    verdict: str | None = None
+    hosts: list[str] = []
+    majority: str | None = None
+    majority_hosts: list[str] = []
+    differing_facts: list[FactDifference] = []
