@@ -22,12 +22,11 @@ of that at a random token of a fraction ``rate`` of its prompts (where the basel
 
 from __future__ import annotations
 
-import argparse
-import time
 from collections import Counter
 
 import numpy as np
 
+from bench.mc_cli import Timed, csv_of, mc_parser
 from mtp_remote.analysis.cells import SampleObs, summarize_cell
 from mtp_remote.analysis.degeneracy import analyze_text
 from mtp_remote.analysis.lossless import measure_calibration
@@ -131,36 +130,39 @@ def trial(noise: float, rng: np.random.Generator) -> tuple[str, str]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trials", type=int, default=400)
-    ap.add_argument("--noise", default="0,0.05,0.1", help="kernel noise levels (nats), comma-separated")
-    ap.add_argument("--seed", type=int, default=0)
+    ap = mc_parser(__doc__, trials=400)
+    ap.add_argument("--noise", type=csv_of(float), default=[0, 0.05, 0.1],
+                    help="kernel noise levels (nats), comma-separated")
     ap.add_argument("--greedy-only", action="store_true", help="the greedy-only plan's table (the greedy bound)")
-    ap.add_argument("--prompts", default="29,59", help="greedy-only: distinct prompts per run, comma-separated")
-    ap.add_argument("--rates", default="0,0.1", help="greedy-only: corrupt divergence rates, comma-separated")
-    ap.add_argument("--tokens", default="16,256", help="greedy-only: greedy tokens per output, comma-separated")
+    ap.add_argument("--prompts", type=csv_of(int), default=[29, 59],
+                    help="greedy-only: distinct prompts per run, comma-separated")
+    ap.add_argument("--rates", type=csv_of(float), default=[0, 0.1],
+                    help="greedy-only: corrupt divergence rates, comma-separated")
+    ap.add_argument("--tokens", type=csv_of(int), default=[16, 256],
+                    help="greedy-only: greedy tokens per output, comma-separated")
     args = ap.parse_args()
-    t0 = time.perf_counter()
-    if args.greedy_only:
-        greedy_only_rows(args.trials, [float(x) for x in args.noise.split(",")],
-                         [int(x) for x in args.prompts.split(",")], [float(x) for x in args.rates.split(",")],
-                         args.seed, [int(x) for x in args.tokens.split(",")])
-        print(f"\n({time.perf_counter() - t0:.0f} s on this machine)")
-        return
-    print(f"\n**Greedy gate on a healthy host** ({args.trials} runs per row, 5 greedy prompts x {TOKENS} tokens, "
+    with Timed():
+        if args.greedy_only:
+            greedy_only_rows(args.trials, args.noise, args.prompts, args.rates, args.seed, args.tokens)
+        else:
+            gate_table(args.trials, args.noise, args.seed)
+
+
+def gate_table(trials: int, noises: list[float], seed: int) -> None:
+    """The greedy gate on a healthy host, with and without the A/A arm, per kernel noise level."""
+    print(f"\n**Greedy gate on a healthy host** ({trials} runs per row, 5 greedy prompts x {TOKENS} tokens, "
           f"margins ~ Exp(mean {MARGIN_MEAN} nats), 80 clean samples per arm at T = 0.7, alpha 0.05, "
-          f"seed {args.seed})\n")
+          f"seed {seed})\n")
     print("| kernel noise (nats) | plan | healthy | inconclusive | spec-corrupts-output |")
     print("|---:|---|---:|---:|---:|")
-    for noise in (float(x) for x in args.noise.split(",")):
-        rng = np.random.default_rng(args.seed)
-        kinds = [trial(noise, rng) for _ in range(args.trials)]
+    for noise in noises:
+        rng = np.random.default_rng(seed)
+        kinds = [trial(noise, rng) for _ in range(trials)]
         for col, plan in ((0, "with the A/A arm"), (1, "no A/A arm")):
             c = Counter(k[col] for k in kinds)
-            print(f"| {noise:g} | {plan} | {c['healthy'] / args.trials:.1%} | "
-                  f"{c['inconclusive'] / args.trials:.1%} | {c['spec-corrupts-output'] / args.trials:.1%} |",
+            print(f"| {noise:g} | {plan} | {c['healthy'] / trials:.1%} | "
+                  f"{c['inconclusive'] / trials:.1%} | {c['spec-corrupts-output'] / trials:.1%} |",
                   flush=True)
-    print(f"\n({time.perf_counter() - t0:.0f} s on this machine)")
 
 
 if __name__ == "__main__":

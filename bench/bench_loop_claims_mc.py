@@ -13,49 +13,49 @@ Prints the markdown tables that ``docs/metrics.md`` shows.
 
 from __future__ import annotations
 
-import argparse
-import time
-
+from bench.mc_cli import Timed, csv_of, mc_parser
 from mtp_remote.search.ranking_mc import bisect_rates, loop_claim_rates
 
 MARGIN = 0.05
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trials", type=int, default=300)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--k", default="1,3,7", help="candidates per table, comma-separated")
-    ap.add_argument("--rounds", default="4,24", help="false-claim table: samples per prompt, comma-separated")
-    ap.add_argument("--power-rounds", default="24,48", help="power table: samples per prompt, comma-separated")
+    ap = mc_parser(__doc__, trials=300)
+    ap.add_argument("--k", type=csv_of(int), default=[1, 3, 7], help="candidates per table, comma-separated")
+    ap.add_argument("--rounds", type=csv_of(int), default=[4, 24],
+                    help="false-claim table: samples per prompt, comma-separated")
+    ap.add_argument("--power-rounds", type=csv_of(int), default=[24, 48],
+                    help="power table: samples per prompt, comma-separated")
     ap.add_argument("--bisect-only", action="store_true", help="only the bisect table")
     args = ap.parse_args()
-    ks = [int(x) for x in args.k.split(",")]
-    t0 = time.perf_counter()
-    if args.bisect_only:
-        bisect_table(args.trials, args.seed)
-        print(f"\n({time.perf_counter() - t0:.0f} s on this machine)")
-        return
-    print(f"\n**Every candidate loops at the margin** ({args.trials} tables per row, baseline 0 %, candidates "
-          f"{MARGIN:.0%}, 5 prompts, alpha 0.05, seed {args.seed})\n")
+    with Timed():
+        if args.bisect_only:
+            bisect_table(args.trials, args.seed)
+        else:
+            claim_tables(args.k, args.rounds, args.power_rounds, args.trials, args.seed)
+
+
+def claim_tables(ks: list[int], rounds: list[int], power_rounds: list[int], trials: int, seed: int) -> None:
+    """The two tables of mitigate's loop-free claims (false claims at the margin, then the power)."""
+    print(f"\n**Every candidate loops at the margin** ({trials} tables per row, baseline 0 %, candidates "
+          f"{MARGIN:.0%}, 5 prompts, alpha 0.05, seed {seed})\n")
     print("| candidates | samples per arm | some loop-free, before | some loop-free, Holm | a pick (`no-loops-seen`) |")
     print("|---:|---:|---:|---:|---:|")
     for k in ks:
-        for r in (int(x) for x in args.rounds.split(",")):
-            out = loop_claim_rates([MARGIN] * k, 0.0, r, trials=args.trials, seed=args.seed)
+        for r in rounds:
+            out = loop_claim_rates([MARGIN] * k, 0.0, r, trials=trials, seed=seed)
             print(f"| {k} | {5 * r} | {out['false_before']:.1%} | {out['false_after']:.1%} | {out['picked']:.1%} |",
                   flush=True)
-    print(f"\n**One clean candidate among candidates at the margin** ({args.trials} tables per row)\n")
+    print(f"\n**One clean candidate among candidates at the margin** ({trials} tables per row)\n")
     print("| candidates | samples per arm | clean one loop-free, Holm | before | a candidate at the margin loop-free, Holm |")
     print("|---:|---:|---:|---:|---:|")
     for k in ks:
-        for r in (int(x) for x in args.power_rounds.split(",")):
+        for r in power_rounds:
             rates = [0.0] + [MARGIN] * (k - 1)
-            out = loop_claim_rates(rates, 0.0, r, trials=args.trials, seed=args.seed)
+            out = loop_claim_rates(rates, 0.0, r, trials=trials, seed=seed)
             before = out.get("found_before")
             print(f"| {k} | {5 * r} | {out['found_after']:.1%} | {before:.1%} | {out['false_after']:.1%} |",
                   flush=True)
-    print(f"\n({time.perf_counter() - t0:.0f} s on this machine)")
 
 
 def bisect_table(trials: int, seed: int) -> None:

@@ -35,23 +35,30 @@ NIGHTLY_LOSSLESS = replace(NIGHTLY, family=2)  # + the lossless member (KL probe
 
 
 def chains(rates: dict, trials: int, seed: int, *, replan: bool = False, design: Design = NIGHTLY,
-           launch_sd: float = 0.0) -> list[list]:
+           launch_sd: float = 0.0, aa: str | None = None) -> list[list]:
     """``trials`` chains of up to 3 resumes (each stops once nothing is inconclusive), one seeded generator."""
     rng = np.random.default_rng(seed)
     metrics = (analyze_text(_LOOP_TEXT), analyze_text(_CLEAN_TEXT))
-    return [simulate_chain(rates, design, resumes=3, rng=rng, metrics=metrics, replan=replan, launch_sd=launch_sd)
-            for _ in range(trials)]
+    return [simulate_chain(rates, design, resumes=3, rng=rng, metrics=metrics, replan=replan, launch_sd=launch_sd,
+                           aa=aa) for _ in range(trials)]
 
 
 def launch_effect(trials: int, seed: int) -> None:
-    print(f"\n**What the rule assumes: no launch effect** (equal loop rates 10 %, each run relaunches every arm with "
-          f"a log-odds effect ~ N(0, sd); {trials} chains per row, seed {seed})\n")
-    print("| launch sd | false corrupt, first run | ≤ 3 resumes |")
-    print("|---:|---:|---:|")
-    for sd in (0.0, 0.25, 0.5):
-        cs = chains({"baseline": 0.10, "mtp": 0.10}, trials, seed, launch_sd=sd)
-        print(f"| {sd:g} | {upto(cs, 'spec-corrupts-output', 1):.1%} | {upto(cs, 'spec-corrupts-output', 4):.1%} |",
-              flush=True)
+    print(f"\n**Launch effect** (each run relaunches every arm with a log-odds effect ~ N(0, sd) on its loop rate; "
+          f"{trials} chains per row, seed {seed}; without an A/A arm, and with one and the A/A contrast required)\n")
+    print("| loop rates (base, spec) | launch sd | arms | spec-corrupts-output, first run | ≤ 3 resumes | "
+          "samples/arm, first run |")
+    print("|---|---:|---|---:|---:|---:|")
+    cases = [((0.10, 0.10), sd) for sd in (0.0, 0.25, 0.5)] + [((0.0, 0.10), 0.0), ((0.0, 0.20), 0.0),
+                                                                ((0.02, 0.80), 0.0), ((0.0, 0.10), 0.5)]
+    for (base, spec), sd in cases:
+        for aa in (None, "baseline-aa"):
+            rates = {"baseline": base, **({aa: base} if aa else {}), "mtp": spec}
+            cs = chains(rates, trials, seed, launch_sd=sd, aa=aa)
+            arms = "baseline, A/A, mtp (contrast)" if aa else "baseline, mtp"
+            print(f"| {base:.0%}, {spec:.0%} | {sd:g} | {arms} | {upto(cs, 'spec-corrupts-output', 1):.1%} | "
+                  f"{upto(cs, 'spec-corrupts-output', 4):.1%} | {np.mean([c[0].samples['mtp'] for c in cs]):.1f} |",
+                  flush=True)
 
 
 def upto(chain_list: list[list], kind: str, stages: int) -> float:

@@ -211,7 +211,9 @@ class Calibration:
     launch matters, which the loop test assumes it does not); ``greedy_prompts``/``greedy_hard_prompts``:
     distinct prompts counted (hard or identical, ``lossless.prompt_outcomes``: greedy repeats of one prompt
     are not independent, and a near-tie flip hides what follows) and those with a hard A/A divergence: the
-    floor of the greedy-only bound (``lossless.greedy_bound``).
+    floor of the greedy-only bound (``lossless.greedy_bound``); ``aa_outcomes``: per temperature > 0 the A/A
+    arm's ``(sample_index, degenerate)`` per sample, the loop test's second reference (the A/A contrast,
+    ``stopping.contrast_p``; not written to summary.json, whose ``aa_loops`` has the counts).
     """
 
     greedy_pairs: int = 0
@@ -226,6 +228,7 @@ class Calibration:
     kl_floor_tokens: tuple[int, ...] = ()
     greedy_prompts: int = 0
     greedy_hard_prompts: int = 0
+    aa_outcomes: dict = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict:
         return {"greedy_pairs": self.greedy_pairs, "greedy_diverged": self.greedy_diverged,

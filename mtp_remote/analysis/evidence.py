@@ -70,6 +70,20 @@ def counts_phrase(r: Comparison) -> str:
     return f"spec {r.spec_loops}/{r.spec_n} vs baseline {r.base_loops}/{r.base_n} degenerate at T={fmt_t(r.temperature)}"
 
 
+def launch_note(fam: list[Comparison], corrupt: list[Comparison], alpha: float) -> str:
+    """The phrase for a loop excess over the baseline that the A/A contrast did not confirm (the speculative
+    arm loops more than the baseline's launch but not more than its A/A relaunch): '' when there is none."""
+    for r in fam:
+        if r in corrupt or "p_vs_aa" not in r or not r.p:
+            continue
+        holm = r.p_adjusted / r.p
+        if r.p_vs_base * holm < alpha:
+            return (f"; the excess over the baseline (p={fmt_p(min(1.0, r.p_vs_base * holm))}) is not one over "
+                    f"its A/A relaunch ({r.aa_loops}/{r.aa_n} degenerate, p={fmt_p(r.p_adjusted)}): the "
+                    f"baseline's two launches differ by as much, so it is not called corruption")
+    return ""
+
+
 def need_phrase(r: Comparison, design: Design) -> str:
     """What would decide an open comparison: the samples per arm, or why no number would."""
     n = r.samples_needed

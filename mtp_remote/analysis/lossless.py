@@ -413,14 +413,17 @@ def measure_calibration(base_samples: Sequence[SampleObs], aa_samples: Sequence[
     cal = calibrate(flips, len(pairs), len(diverged), kl, ratio)
     hard = _leave_one_out_hard(pairs)
     hard_prompts, counted, _ = prompt_outcomes(pairs, hard)
-    loops = {}
+    loops, outcomes = {}, {}
     for t in sorted({float(s.temperature) for s in aa_samples if s.temperature > 0}):
-        a = [s.is_degenerate for s in aa_samples if s.ok and float(s.temperature) == t]
+        outcomes[t] = tuple((s.sample_index, s.is_degenerate) for s in aa_samples
+                            if s.ok and float(s.temperature) == t)
+        a = [d for _, d in outcomes[t]]
         b = [s.is_degenerate for s in base_samples if s.ok and float(s.temperature) == t]
         if a and b:
             p = float(fisher_exact([[sum(a), len(a) - sum(a)], [sum(b), len(b) - sum(b)]]).pvalue)
             loops[t] = {"aa": [sum(a), len(a)], "base": [sum(b), len(b)], "p": p}
-    return replace(cal, greedy_hard=sum(hard), aa_loops=loops, greedy_prompts=counted, greedy_hard_prompts=hard_prompts,
+    return replace(cal, greedy_hard=sum(hard), aa_loops=loops, aa_outcomes=outcomes, greedy_prompts=counted,
+                   greedy_hard_prompts=hard_prompts,
                    kl_floor_max=tuple(kl_max) if None not in kl_max else (),
                    kl_floor_tokens=tuple(kl_tokens) if None not in kl_tokens else ())
 

@@ -22,6 +22,7 @@ from ..records.sample import Sample, SampleMetrics
 from .cells import SampleObs, summarize_cell
 from .degeneracy import analyze_text
 from .stopping import Design, cell_decision
+from .lossless import measure_calibration
 from .verdict import judge_all
 
 _LOOP_TEXT = "<think>\nThe question is 2+2." + " The user's question is 2+2." * 40
@@ -30,11 +31,14 @@ _CLEAN_TEXT = "<think>\nTwo plus two is four.\n</think>\nThe answer is 4."
 
 @dataclass
 class RunOutcome:
-    """One simulated run: ``verdicts`` profile -> kind; ``samples`` profile -> samples taken at T > 0."""
+    """One simulated run: ``verdicts`` profile -> kind; ``samples`` profile -> samples taken at T > 0;
+    ``needed``: profile -> the samples per arm an inconclusive verdict says would decide (its comparisons'
+    ``samples_needed``), None when it names none."""
 
     verdicts: dict[str, str]
     samples: dict[str, int]
     evidence: dict[str, str] = field(default_factory=dict)
+    needed: dict[str, int | None] = field(default_factory=dict)
 
 
 def _rates(rate: float | Sequence[float], prompts: int) -> list[float]:
@@ -71,17 +75,18 @@ def _launched(rates: np.ndarray, sd: float, rng: np.random.Generator) -> np.ndar
 
 
 def _sample(run: _Run, rates, design: Design, *, baseline: str, prompts: int, temperature: float,
-            rng: np.random.Generator, metrics: tuple, draw: Draw | None, launch_sd: float = 0.0) -> None:
-    """Sample every arm up to ``design.rounds`` (baseline first), stopping each cell as the runner does:
-    a cell settled by what is stored gets no new sample (a resume's ``settle_stored``). Each call is one
-    launch per arm: with ``launch_sd`` its rates move by a per-launch log-odds effect."""
+            rng: np.random.Generator, metrics: tuple, draw: Draw | None, launch_sd: float = 0.0,
+            aa: str | None = None) -> None:
+    """Sample every arm up to ``design.rounds`` (baseline first, then the A/A arm ``aa``), stopping each cell
+    as the runner does: a cell settled by what is stored gets no new sample (a resume's ``settle_stored``).
+    Each call is one launch per arm: with ``launch_sd`` its rates move by a per-launch log-odds effect."""
     loop_m, clean_m = metrics
     for name in run.names:
         per_prompt = None if draw else _launched(np.asarray(_rates(rates[name], prompts)), launch_sd, rng)
         obs = run.obs.setdefault(name, [])
         start = run.next_round.get(name, 0)
         if start and design.sequential and cell_decision(run.records, profile=name, baseline=baseline,
-                                                         temperature=temperature, design=design)["settled"]:
+                                                         temperature=temperature, design=design, aa=aa)["settled"]:
             continue
         for i in range(start, design.rounds):
             if draw:
@@ -100,17 +105,20 @@ def _sample(run: _Run, rates, design: Design, *, baseline: str, prompts: int, te
                 obs.append(o)
             run.next_round[name] = i + 1
             if design.sequential and cell_decision(run.records, profile=name, baseline=baseline,
-                                                   temperature=temperature, design=design)["settled"]:
+                                                   temperature=temperature, design=design, aa=aa)["settled"]:
                 break
 
 
-def _judge(run: _Run, design: Design, *, baseline: str, temperature: float) -> RunOutcome:
+def _judge(run: _Run, design: Design, *, baseline: str, temperature: float, aa: str | None = None) -> RunOutcome:
     obs = run.obs
     base_cells = [summarize_cell(baseline, temperature, False, obs[baseline])]
-    spec = {p: ([summarize_cell(p, temperature, True, obs[p])], obs[p]) for p in run.names if p != baseline}
-    found = judge_all(spec, base_cells, obs[baseline], design=design)
+    spec = {p: ([summarize_cell(p, temperature, True, obs[p])], obs[p]) for p in run.names if p not in (baseline, aa)}
+    calibration = measure_calibration(obs[baseline], obs[aa]) if aa else None
+    found = judge_all(spec, base_cells, obs[baseline], design=design, calibration=calibration)
+    needed = {p: max((c.samples_needed or 0 for c in v.comparisons), default=0) or None
+              for p, v in found.items() if v.kind == "inconclusive"}
     return RunOutcome({p: v.kind for p, v in found.items()}, {p: len(obs[p]) for p in run.names},
-                      {p: v.evidence for p, v in found.items()})
+                      {p: v.evidence for p, v in found.items()}, needed)
 
 
 def simulate_run(rates: Mapping[str, float | Sequence[float] | None], design: Design, *,
@@ -128,25 +136,35 @@ def simulate_run(rates: Mapping[str, float | Sequence[float] | None], design: De
 def simulate_chain(rates: Mapping[str, float | Sequence[float] | None], design: Design, *, resumes: int,
                    baseline: str = "baseline", prompts: int = 5, temperature: float = 0.7,
                    rng: np.random.Generator, metrics: tuple | None = None, draw: Draw | None = None,
-                   until_decided: bool = True, replan: bool = False, launch_sd: float = 0.0) -> list[RunOutcome]:
-    """A first run and up to ``resumes`` resumes, each following the tool's own ``next:`` advice: while some
-    profile is ``inconclusive`` (``until_decided``; else always), ``--resume --samples`` the design's next
-    look (2x, 4x, ... the first run's rounds: ``Design.stage_ends``). Stored samples are kept, cells settled
-    by them get no new sample. ``replan``: each resume a new design spending the whole alpha again (the
+                   until_decided: bool = True, replan: bool = False, launch_sd: float = 0.0,
+                   follow_need: bool = False, aa: str | None = None) -> list[RunOutcome]:
+    """A first run and up to ``resumes`` resumes: while some profile is ``inconclusive`` (``until_decided``;
+    else always), ``--resume --samples`` the design's next look (2x, 4x, ... the first run's rounds:
+    ``Design.stage_ends``), or with ``follow_need`` the look the tool's own ``next:`` line names (the first
+    later look with the samples the verdict says would decide, else the last: ``report.next_step``). Stored
+    samples are kept, cells settled by them get no new sample. ``replan``: each resume a new design spending the whole alpha again (the
     rule before issue 20, for comparison). ``launch_sd``: a per-launch log-odds effect on every arm's rates
-    (each run relaunches every arm), which the rule assumes is 0. Returns the outcome after each run."""
+    (each run relaunches every arm). ``aa``: the profile in ``rates`` that is the baseline's A/A relaunch
+    (``compare.calibration``): sampled after the baseline, judged as the host's floor (``measure_calibration``),
+    not as a speculative profile. Returns the outcome after each run."""
     metrics = metrics or (analyze_text(_LOOP_TEXT), analyze_text(_CLEAN_TEXT))
-    names = [baseline] + [p for p in rates if p != baseline]
+    names = [baseline] + ([aa] if aa else []) + [p for p in rates if p not in (baseline, aa)]
     run = _Run(names)
     out = []
-    for stage, end in enumerate(design.stage_ends()[: resumes + 1]):
+    ends = list(design.stage_ends()[: resumes + 1])
+    while ends:
+        end = ends.pop(0)
         d = replace(design, rounds=end, first_rounds=None, resumes=0) if replan else \
             replace(design, rounds=end, first_rounds=design.k0)
         _sample(run, rates, d, baseline=baseline, prompts=prompts, temperature=temperature, rng=rng,
-                metrics=metrics, draw=draw, launch_sd=launch_sd)
-        out.append(_judge(run, d, baseline=baseline, temperature=temperature))
+                metrics=metrics, draw=draw, launch_sd=launch_sd, aa=aa)
+        out.append(_judge(run, d, baseline=baseline, temperature=temperature, aa=aa))
         if until_decided and "inconclusive" not in out[-1].verdicts.values():
             break
+        need = max((n for n in out[-1].needed.values() if n), default=0)
+        if follow_need and need and ends:  # the tool's next: line: the first later look that gets there
+            want = -(-need // prompts)
+            ends = ends[next((i for i, e in enumerate(ends) if e >= want), len(ends) - 1):]
     return out
 
 

@@ -280,22 +280,36 @@ class StopDecision:
 
 
 def stop_decision(spec_looks: dict[int, tuple[int, int]], k_base: int | dict[int, tuple[int, int]],
-                  n_base: int | None, design: Design) -> StopDecision:
+                  n_base: int | None, design: Design, aa: dict[int, tuple[int, int]] | None = None) -> StopDecision:
     """Whether a spec cell is settled after the looks so far (module docstring); the baseline as in
-    :func:`sequential_test`."""
+    :func:`sequential_test`. ``aa``: the A/A arm's stage counts (the baseline relaunched,
+    ``compare.calibration``): the loop excess then settles the cell only beyond both launches of the baseline
+    (:func:`contrast_p`)."""
     t = sequential_test(spec_looks, k_base, n_base, design)
-    counts = f"spec {t.k_spec}/{t.n_spec} vs baseline {t.k_base}/{t.n_base}"
+    t_aa = sequential_test(spec_looks, aa, None, design) if aa else None
+    p = contrast_p(t, t_aa)
+    counts = f"spec {t.k_spec}/{t.n_spec} vs baseline {t.k_base}/{t.n_base}" + \
+        (f" and its A/A relaunch {t_aa.k_base}/{t_aa.n_base}" if t_aa else "")
     thr = design.alpha_cell
-    if t.p_value < thr:
-        return StopDecision("spec-loops-more", t.p_value, thr, t.bound,
-                            f"{counts}: sequential p={t.p_value:.2g} < {thr:.2g}")
+    if p < thr:
+        return StopDecision("spec-loops-more", p, thr, t.bound, f"{counts}: sequential p={p:.2g} < {thr:.2g}")
     if t.bound < design.margin:
-        return StopDecision("no-excess", t.p_value, thr, t.bound,
+        return StopDecision("no-excess", p, thr, t.bound,
                             f"{counts}: loop excess at most {math.ceil(t.bound * 1000 - 1e-9) / 10:.1f}% < "
                             f"margin {design.margin:.0%}")
     if t.last_look is not None and t.last_look >= design.looks()[-1]:
-        return StopDecision("budget-spent", t.p_value, thr, t.bound, f"{counts}: budget spent")
-    return StopDecision("continue", t.p_value, thr, t.bound, f"{counts}: not settled")
+        return StopDecision("budget-spent", p, thr, t.bound, f"{counts}: budget spent")
+    return StopDecision("continue", p, thr, t.bound, f"{counts}: not settled")
+
+
+def contrast_p(vs_base: SequentialTest, vs_aa: SequentialTest | None) -> float:
+    """The loop test's p-value with the A/A contrast required (issue 31): with an A/A arm, the larger of the
+    sequential p against the baseline and against its A/A relaunch — an intersection-union test (Berger 1982):
+    the speculative arm is called worse only when it loops more than *each* launch of the baseline, which keeps
+    its level without a multiplicity correction and makes a launch-to-launch shift of the loop rate (the
+    baseline's launch drawn low) far less likely to pass as corruption. Without one, the p against the
+    baseline."""
+    return vs_base.p_value if vs_aa is None else max(vs_base.p_value, vs_aa.p_value)
 
 
 def baseline_settled(base_looks: dict[int, tuple[int, int]], design: Design) -> StopDecision:
@@ -325,10 +339,12 @@ def baseline_settled(base_looks: dict[int, tuple[int, int]], design: Design) -> 
 
 
 def cell_decision(records: Sequence[Sample | dict], *, profile: str, baseline: str, temperature: float,
-                  design: Design) -> dict:
+                  design: Design, aa: str | None = None) -> dict:
     """The runner's early-stopping state of one cell from stored samples.jsonl records.
 
-    Failed requests are left out. Returns ``{"settled", "outcome", "reason", "n", "budget", "p", "bound"}``,
+    Failed requests are left out. ``aa``: the A/A arm's profile name (``compare.calibration``): a speculative
+    cell with its samples among ``records`` is tested against both launches of the baseline
+    (:func:`stop_decision`). Returns ``{"settled", "outcome", "reason", "n", "budget", "p", "bound"}``,
     ``n`` being the profile's stored successful samples at ``temperature``."""
     records = [Sample.of(s) for s in records]
 
@@ -340,7 +356,9 @@ def cell_decision(records: Sequence[Sample | dict], *, profile: str, baseline: s
     if profile == baseline:
         d = baseline_settled(look_counts(mine, design), design)
     else:
-        d = stop_decision(look_counts(mine, design), stage_counts(outcomes(baseline), design), None, design)
+        relaunch = outcomes(aa) if aa and aa != profile else []
+        d = stop_decision(look_counts(mine, design), stage_counts(outcomes(baseline), design), None, design,
+                          stage_counts(relaunch, design) if relaunch else None)
     return {"settled": d.settled, "outcome": d.outcome, "reason": d.reason, "n": len(mine),
             "budget": design.rounds, "p": d.p_value, "bound": d.bound}
 

@@ -42,11 +42,11 @@ from ..records.summary import Comparison
 from .cells import CellSummary, SampleObs, mean_of
 from .divergence import NEAR_TIE_MARGIN, Calibration
 from .evidence import (counts_phrase, fmt_p, fmt_t, greedy_loops_lead, greedy_need, greedy_next, greedy_phrase,
-                       need_phrase)
+                       launch_note, need_phrase)
 from .lossless import NO_FLOOR, GreedyBound, LosslessTest, greedy_bound, lossless_member, lossless_tests
 from .pairing import greedy_report
 from .stats import holm, ratio_ci, samples_needed
-from .stopping import Design, look_counts, sequential_test, stage_counts
+from .stopping import Design, contrast_p, look_counts, sequential_test, stage_counts
 
 __all__ = ["FAILURE_PREFIXES", "KINDS", "Verdict", "bound_up", "exit_code", "is_failure", "judge", "judge_all",
            "launch_failed", "lossless_planned"]
@@ -134,8 +134,11 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
-def _rows(spec_cells, base_cells, spec_samples, design: Design, base_samples=()) -> list[Comparison]:
-    """One comparison row per temperature present in both arms; T > 0 rows carry the sequential test."""
+def _rows(spec_cells, base_cells, spec_samples, design: Design, base_samples=(),
+          aa_outcomes=None) -> list[Comparison]:
+    """One comparison row per temperature present in both arms; T > 0 rows carry the sequential test, with
+    ``aa_outcomes`` (the A/A arm's ``(sample_index, degenerate)`` per temperature) the A/A contrast: ``p`` is
+    then :func:`~.stopping.contrast_p` (``p_vs_base``, ``p_vs_aa``, ``aa_loops``/``aa_n`` beside it)."""
     base_by_t = {float(c.temperature): c for c in base_cells}
     rows = []
     for sc in sorted(spec_cells, key=lambda c: c.temperature):
@@ -159,7 +162,12 @@ def _rows(spec_cells, base_cells, spec_samples, design: Design, base_samples=())
             base_out = [(s.sample_index, s.is_degenerate) for s in base_samples if s.ok and float(s.temperature) == t]
             base = stage_counts(base_out, design) if base_out else {design.stage_end(design.looks()[-1]): (bc.loops, bc.n)}
             test = sequential_test(looks, base, None, design)
-            row.update(p=test.p_value, p_look=test.look, bound=test.bound, bound_look=test.bound_look,
+            relaunch = (aa_outcomes or {}).get(t)
+            if relaunch:
+                t_aa = sequential_test(looks, stage_counts(list(relaunch), design), None, design)
+                row.update(p_vs_base=test.p_value, p_vs_aa=t_aa.p_value, aa_loops=sum(d for _, d in relaunch),
+                           aa_n=len(relaunch))
+            row.update(p=contrast_p(test, t_aa if relaunch else None), p_look=test.look, bound=test.bound, bound_look=test.bound_look,
                        bound_confidence=1 - design.alpha_bound,
                        samples_needed=samples_needed(sc.loops, sc.n, bc.loops, bc.n, alpha=design.alpha_cell,
                                                      margin=design.margin, bound_alpha=design.next_bound_alpha))
@@ -252,7 +260,9 @@ class _Case:
                        [t.to_dict() for t in self.lossless])
 
     def tested(self, r: Comparison) -> str:
-        return f"{counts_phrase(r)} (p={fmt_p(r.p_adjusted)}, {self.holm_note})"
+        aa = (f", the larger of its tests against the baseline and against the baseline's A/A relaunch "
+              f"({r.aa_loops}/{r.aa_n})" if "p_vs_aa" in r else "")
+        return f"{counts_phrase(r)} (p={fmt_p(r.p_adjusted)}{aa}, {self.holm_note})"
 
 
 def _judge_one(profile, spec_cells, base_cells, spec_samples, base_samples, rows: list[Comparison], design: Design,
@@ -277,15 +287,16 @@ def _judge_one(profile, spec_cells, base_cells, spec_samples, base_samples, rows
     m = next((r.family for r in rows if "family" in r), design.family)
     if kl is not None:
         kl["flagged"] = any(t.name == "kl" and t.p_value < design.alpha for t in lossless)
+    fam = [r for r in rows if r.in_family]
+    note = launch_note(fam, [r for r in fam if r.p_adjusted < design.alpha], design.alpha)
     case = _Case(profile, rows, warnings, kl, lossless, any(t.name == "greedy" and not t.judged for t in lossless),
-                 f"; {greedy}" if greedy else "", f"Holm over {m} test{'s' if m > 1 else ''}")
+                 note + (f"; {greedy}" if greedy else ""), f"Holm over {m} test{'s' if m > 1 else ''}")
     found = _corrupt(case, design, lossless_p)
     if found is not None:
         return found
     if not rows:
         return case.verdict("inconclusive", "no temperature has both a speculative and a baseline cell")
     gate = _lossless_pass(lossless, design.alpha, greedy_detail)
-    fam = [r for r in rows if r.in_family]
     found, decisive, loops = _greedy_only(case, gb, row0, gate) if not fam else _bounded(case, fam, design, gate)
     if found is not None:
         return found
@@ -420,7 +431,8 @@ def judge_all(spec: Mapping[str, tuple[Sequence[CellSummary], Sequence[SampleObs
     n_family = sum(1 for cells, _ in spec.values() for c in cells if c.temperature > 0 and c.temperature in base_t)
     n_family += sum(p is not None for p in members.values())
     design = replace(design, family=max(design.family, n_family))
-    per = {name: _rows(cells, base_cells, samples, design, base_samples) for name, (cells, samples) in spec.items()}
+    aa = calibration.aa_outcomes if calibration else None
+    per = {name: _rows(cells, base_cells, samples, design, base_samples, aa) for name, (cells, samples) in spec.items()}
     family = [r for rows in per.values() for r in rows if r.in_family]
     lossless_rows = {name: _Member(p) for name, p in members.items() if p is not None}
     everything = family + list(lossless_rows.values())

@@ -42,6 +42,8 @@ from .hosts import host_playbook_file, load_config, remote_python
 from .plan import plan_run
 from .run_id import new_run_id
 from .runner import Hooks, Runner
+from ..records.run import RunRecord
+from ..records.summary import DesignRecord
 from .sampling import latest_samples, load_samples
 
 log = logging.getLogger(__name__)
@@ -286,10 +288,10 @@ def _conclude(run: _PreparedRun, runner: Runner, profile_runs: list, host_cfg: H
                         exit_code=code, started_at=run.started, n_samples=len(samples), playbook_file=str(playbook),
                         samples=samples, command_started=run.command_started)
     if runner.environment is not None:
-        doc["environment"] = runner.environment  # the bug report's Environment (SGLang, torch, GPUs, architectures)
-    doc["design"] = {**recorded, "rounds": design.rounds, "looks_reached": list(design.looks())}
+        doc.environment = runner.environment  # the bug report's Environment (SGLang, torch, GPUs, architectures)
+    doc.design = {**recorded, "rounds": design.rounds, "looks_reached": list(design.looks())}
     if attach:
-        doc["attach"] = list(attach)  # the next step's commands repeat them
+        doc.attach = list(attach)  # the next step's commands repeat them
     try:
         save_summary(doc, run_dir)
         write_markdown(doc, samples, run_dir)
@@ -328,9 +330,9 @@ def _check_or_write_run_file(run_dir: Path, host: HostConfig, pb: Playbook, run_
     fp = mask_secrets(experiment_fingerprint(host, pb), playbook_secrets(pb, host))
     if resume:
         try:
-            stored = load_json_file(path)
-            old = stored["fingerprint"]
-        except (OSError, ValueError, KeyError, TypeError) as e:
+            stored = RunRecord.of(load_json_file(path))
+            old = stored.fingerprint
+        except (OSError, ValueError, TypeError) as e:  # pydantic's ValidationError is a ValueError
             raise ConfigError(f"run {run_id} cannot be resumed: {path} is unreadable ({e})", field="--resume") from None
         diffs = [f"{k} ({old.get(k)!r} then, {fp[k]!r} now)" for k in
                  ("host", "engine", "model_path", "address", "gpus", "python", "host_env") if old.get(k) != fp[k]]
@@ -340,7 +342,7 @@ def _check_or_write_run_file(run_dir: Path, host: HostConfig, pb: Playbook, run_
             raise ConfigError(f"run {run_id} was made with a different {'; '.join(diffs)}; resume it with the same "
                               f"host, inventory settings and playbook (stored in {path}), or start a new run",
                               field="--resume")
-        return datetime.fromisoformat(stored["started_at"]), stored.get("design") or {**design, "resumes": 0}
+        return datetime.fromisoformat(stored.started_at), stored.design or {**design, "resumes": 0}
     path.write_text(json.dumps({"run_id": run_id, "started_at": started.isoformat(), "fingerprint": fp,
                                 "design": design}, indent=2) + "\n")
     return started, design
@@ -349,8 +351,9 @@ def _check_or_write_run_file(run_dir: Path, host: HostConfig, pb: Playbook, run_
 def _at_a_look(pb: Playbook, plan, recorded: dict, host: HostConfig, profiles, hooks):
     """A resume samples to a look of the recorded design: ``samples`` between two looks is raised to the next
     one (said in a progress line), past the last allowed look lowered to it. Returns (playbook, plan)."""
-    first = recorded.get("first_rounds") or pb.samples
-    looks = [first * 2 ** s for s in range(int(recorded.get("resumes") or 0) + 1)]
+    rec = DesignRecord.of(recorded)
+    first = rec.first_rounds or pb.samples
+    looks = [first * 2 ** s for s in range(int(rec.resumes or 0) + 1)]
     want = pb.samples
     if want <= first or want in looks:
         return pb, plan
@@ -411,14 +414,12 @@ def _write_partial(run_dir: Path, runner: Runner, resume_cmd: str | None, *, err
     samples stored. With ``error``: its cause (``transport_lost`` for a dropped SSH connection) and message; with
     ``stop_cmd``: what was left on the unreachable host and the command that stops it."""
     n = len(load_samples(run_dir / "samples.jsonl"))
+    cause = {} if error is None else {
+        "cause": "transport_lost" if isinstance(error, TransportLost) else type(error).__name__,
+        "error": error.message}
+    left = {"left_on_host": list(runner.left_on_host), "stop": stop_cmd} if stop_cmd else {}
     note = {"aborted": True, "profiles": [pr.profile for pr in runner.profile_runs], "samples": n,
-            "exit_code": EXIT_RUN_FAILED, "resume": resume_cmd}
-    if error is not None:
-        note["cause"] = "transport_lost" if isinstance(error, TransportLost) else type(error).__name__
-        note["error"] = error.message
-    if stop_cmd:
-        note["left_on_host"] = list(runner.left_on_host)
-        note["stop"] = stop_cmd
+            "exit_code": EXIT_RUN_FAILED, "resume": resume_cmd, **cause, **left}
     (run_dir / "partial.json").write_text(json.dumps(note, indent=2) + "\n")
     return n
 

@@ -489,6 +489,7 @@ class Runner:
 
     def _cells(self, lp: LaunchPlan, todo: list[RequestSpec]) -> Cells:
         """The early-stopping bookkeeping of ``lp``'s cells, deciding with :func:`~mtp_remote.experiment.early_stop.cell_decision`."""
-        return Cells(lp, todo, samples_path=self.samples_path, baseline=self.playbook.baseline,
-                     decide=lambda t, records: cell_decision(self.playbook, self.profiles, lp, t, records,
-                                                             recorded=self.design))
+        pb = self.playbook
+        return Cells(lp, todo, samples_path=self.samples_path, baseline=pb.baseline,
+                     references=(calibration_profile(pb),) if pb.compare.calibration else (),
+                     decide=lambda t, records: cell_decision(pb, self.profiles, lp, t, records, recorded=self.design))

@@ -199,11 +199,13 @@ class Cells:
     ``decide(temperature, records)`` is the decision rule (the verdict's: ``Runner._cell_decision``)."""
 
     def __init__(self, lp: LaunchPlan, todo: list[RequestSpec], *, samples_path: Path, baseline: str,
-                 decide: Callable[[float, list[Sample]], dict]):
+                 decide: Callable[[float, list[Sample]], dict], references: tuple[str, ...] = ()):
         self.lp, self.baseline, self.decide = lp, baseline, decide
         temps = sorted({r.temperature for r in todo})
         stored = [s for s in load_samples(samples_path) if s.error is None]
-        self.base = [s for s in stored if s.profile == baseline]
+        # the arms a cell is judged against: the baseline, and its A/A relaunch (``references``) once sampled
+        refs = {baseline, *references} - {lp.profile}
+        self.base = [s for s in stored if s.profile in refs]
         self.mine = {t: [s for s in stored if s.profile == lp.profile and float(s.temperature) == t]
                      for t in temps}
         self.pending = {t: Counter(r.sample_index for r in todo if r.temperature == t) for t in temps}

@@ -24,7 +24,7 @@ from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
 from ..errors import ConfigError, LaunchError, MtpRemoteError, RemoteError, TransportLost
 from ..serving.kinds import open_server
-from ..serving.process import ProcessServer
+from ..serving.base import ServerKind
 from ..interrupts import run_async
 from ..remote import connect as transport
 from ..remote import facts, hostscripts, process, snapshot
@@ -61,11 +61,20 @@ def py_version_command(python: str, package: str | None) -> str:
     return f"{shlex.quote(python)} -c {shlex.quote(code)}"
 
 
-def lifecycle(c, host: HostConfig, python: str, run_id: str = "ops",
-              on_progress: Callable[[str], None] | None = None) -> ProcessServer:
-    lc = open_server(c, host, python=python, run_id=run_id, on_progress=on_progress)  # the host's server kind
-    lc.prepare()
-    return lc
+def lock_owner() -> str:
+    """Who holds the host lock when an operator's command takes it: ``user@machine``."""
+    return f"{getpass.getuser()}@{socket.gethostname()}"
+
+
+@contextlib.contextmanager
+def locked_server(c, host: HostConfig, python: str, run_id: str = "ops",
+                  on_progress: Callable[[str], None] | None = None) -> Iterator[ServerKind]:
+    """The host's kind of server (:func:`~mtp_remote.serving.kinds.open_server`), prepared and holding the host
+    lock for the block (one ``workdir.sh`` round trip does both); the lock is released after it. Raises
+    LockError naming the run that holds the host."""
+    lc = open_server(c, host, python=python, run_id=run_id, on_progress=on_progress)
+    with held_lock(lc):
+        yield lc
 
 
 def host_workdir(c, host: HostConfig) -> hostscripts.WorkdirReport:
@@ -85,9 +94,10 @@ def remote_workdir(c, host: HostConfig) -> str:
 
 
 @contextlib.contextmanager
-def held_lock(lc: ProcessServer):
-    """Hold the host lock while an operation changes the host (a diagnose run may be using it)."""
-    lc.acquire_lock(f"{getpass.getuser()}@{socket.gethostname()}")
+def held_lock(lc: ServerKind):
+    """Hold the host lock while an operation changes the host (a diagnose run may be using it): ``lc.prepare``
+    with a lock owner finds the workdir and takes the lock in one step."""
+    lc.prepare(lock_owner=lock_owner())
     try:
         yield
     finally:
@@ -99,7 +109,7 @@ def smoke_lock(c, host: HostConfig, python: str):
     """The host lock for the length of a ``smoke``: a request sent while a diagnose samples our server would
     join that experiment (its speeds) and, in flight when the run stops the server, hold the stop in SGLang's
     endless drain for ``timeouts.drain_s``. Raises LockError naming the run that holds the host."""
-    with held_lock(lifecycle(c, host, python, run_id="smoke")):
+    with locked_server(c, host, python, run_id="smoke"):
         yield
 
 
@@ -233,7 +243,7 @@ def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float
     return out
 
 
-def _stop_riding_out(c, host: HostConfig, lc: ProcessServer, *, term_s: float,
+def _stop_riding_out(c, host: HostConfig, lc: ServerKind, *, term_s: float,
                      gpu_release_s: float, inventory=None) -> process.StopResult:
     """``lc.stop`` under the host lock; a stop cut by a dropped SSH connection runs once more on the re-opened
     connection (it reads the record again). When the host cannot be reached, the TransportLost says that the
@@ -261,8 +271,7 @@ def launch(c, host: HostConfig, playbook: Playbook, profile: str, python: str, *
     if profile in playbook.attached:  # someone else serves it: never launched by us
         raise MtpRemoteError(f"profile {profile!r} is an attached endpoint ({playbook.attached[profile].where}): "
                              f"it is never launched by mtp-remote; choose a launched one")
-    lc = lifecycle(c, host, python, run_id=run_id, on_progress=on_progress)
-    with held_lock(lc):
+    with locked_server(c, host, python, run_id=run_id, on_progress=on_progress) as lc:
         lc.stop(term_s=playbook.timeouts.term_s, drain_s=playbook.timeouts.drain_s,
                 gpu_release_s=playbook.timeouts.gpu_release_s)
         rec = None
@@ -282,7 +291,7 @@ def launch(c, host: HostConfig, playbook: Playbook, profile: str, python: str, *
     return outcome
 
 
-def _stop_after_interrupt(lc: ProcessServer, host: HostConfig, playbook: Playbook, rec, exc: BaseException,
+def _stop_after_interrupt(lc: ServerKind, host: HostConfig, playbook: Playbook, rec, exc: BaseException,
                           on_progress: Callable[[str], None] | None, *, profile: str, inventory=None) -> None:
     """Stop the server ``launch`` started when launching or waiting for it was interrupted (``rec`` is None
     when the launch step had not returned: the host's record names the server); if that fails too, say that it

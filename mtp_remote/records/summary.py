@@ -56,7 +56,7 @@ class PromptFacts(Record):
     """A playbook prompt as the summary records it (``config.playbook.Prompt``): id, text, expected answer."""
 
     id: str = ""
-    text: str = ""
+    text: str | None = None  # None for a prompt given as ``file`` or ``messages`` (kept as read)
     expected: str | None = None
 
 
@@ -89,11 +89,11 @@ class LaunchOutcome(Record):
     kind: str | None = None
     profile: str | None = None
     elapsed_s: Number | None = None
-    milestones: list[dict] = Field(default_factory=list)
+    milestones: list[dict] | None = Field(default_factory=list)
     cause: str | None = None
     hint: str | None = None
     fatal_line: str | None = None
-    log_tail: list[str] = Field(default_factory=list)
+    log_tail: list[str] | None = Field(default_factory=list)
 
 
 class CrashRecord(Record):
@@ -122,13 +122,13 @@ class ProfileRecord(Record):
     sampling_s: Number | None = None
     stop_s: Number | None = None
     wall_s: Number | None = None
-    server_info: dict = Field(default_factory=dict)
-    decode: list[dict] = Field(default_factory=list)
+    server_info: dict | None = Field(default_factory=dict)
+    decode: list[dict] | None = Field(default_factory=list)
     n_requests: int = 0
     n_resumed: int = 0
-    stopping: dict = Field(default_factory=dict)
+    stopping: dict | None = Field(default_factory=dict)
     n_failed: int = 0
-    occupancy: dict = Field(default_factory=dict)
+    occupancy: dict | None = Field(default_factory=dict)
     crashed: CrashRecord | None = None
     tunnel_channels: int | None = None
     ssh_drops: int = 0
@@ -137,7 +137,7 @@ class ProfileRecord(Record):
     loop_stops: int = 0
     idle_after_stops_s: Number | None = None
     attached: dict | None = None
-    context: dict = Field(default_factory=dict)
+    context: dict | None = Field(default_factory=dict)
     greedy_fallback: str | None = None
     launched: bool = False
 
@@ -191,6 +191,10 @@ class Comparison(Record):
     accept_length: Number | None = None
     accept_length_nonloop: Number | None = None
     in_family: bool = False
+    p_vs_base: Number | None = None  # with an A/A arm: the sequential p against the baseline ...
+    p_vs_aa: Number | None = None  # ... and against its A/A relaunch; ``p`` is the larger (the A/A contrast)
+    aa_loops: int | None = None  # the A/A arm's loops and samples at this temperature
+    aa_n: int | None = None
     p: Number | None = None
     p_look: int | None = None
     bound: Number | None = None

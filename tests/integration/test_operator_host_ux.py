@@ -23,7 +23,7 @@ from click.testing import CliRunner
 
 from mtp_remote.cli.main import main
 from mtp_remote.config.inventory import load_inventory
-from mtp_remote.host.ops import lifecycle
+from mtp_remote.serving.kinds import open_server
 from mtp_remote.remote import connect as transport
 from tests.conftest import ROOT, free_port
 from tests.unit.cli.test_operator_ux import _sim_inventory
@@ -39,8 +39,8 @@ def test_smoke_is_refused_while_a_run_holds_the_host_and_sent_once_it_is_free(tm
     assert r.exit_code == 0, r.output
     try:
         host = load_inventory(inv).get("sim-local")
-        run = lifecycle(transport.connect(host), host, sys.executable, run_id="20261201-000000-diag")
-        run.acquire_lock("ops@elsewhere")  # as a diagnose holds it while it samples this server
+        run = open_server(transport.connect(host), host, python=sys.executable, run_id="20261201-000000-diag")
+        run.prepare(lock_owner="ops@elsewhere")  # as a diagnose holds it while it samples this server
         log = next((tmp_path / "wd" / "logs").rglob("baseline.log"))
         requests_before = log.read_text().count("POST /generate")
         refused = cli.invoke(main, ["smoke", "-i", str(inv), "-p", pb])

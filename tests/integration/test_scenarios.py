@@ -141,7 +141,7 @@ def test_a_server_with_an_api_key_is_queried_with_it_and_the_key_reaches_no_file
     inv, pb = write_config(tmp_path, None, samples=1, base_flags=pb_flags + f" --api-key {secret}")
     res = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs")
     assert all(c["n_errors"] == 0 and c["n"] == 4 for c in res.summary["cells"])
-    assert secret not in json.dumps(res.summary)
+    assert secret not in res.summary.to_json()
     for f in res.run_dir.rglob("*"):
         if f.is_file():
             assert secret not in f.read_text(errors="replace"), f

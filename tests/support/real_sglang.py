@@ -283,7 +283,9 @@ def _step_trained_hybrid(b: Build) -> dict:
     py = str(b.python)
     corpus = json.loads(b.run([py, str(SHIMS / "chat_corpus.py"), str(data)], "chat_corpus.py").strip().splitlines()[-1])
     t0 = time.monotonic()
-    out = b.run(["nice", py, str(SHIMS / "train_tiny_hybrid.py"), str(data), str(partial)],
+    # not niced: beside busy processes at the default priority (issue 25's two busy loops) a niced trainer got 3 %
+    # of a core, 1.5 min of CPU in 45 min (fresh run of stop 26), and would have run into TRAIN_TIMEOUT_S
+    out = b.run([py, str(SHIMS / "train_tiny_hybrid.py"), str(data), str(partial)],
                 "train_tiny_hybrid.py (target + MTP layer, ~10 min of one core)", timeout_s=TRAIN_TIMEOUT_S)
     train_s = time.monotonic() - t0
     model = json.loads(out.strip().splitlines()[-1])

@@ -40,3 +40,25 @@ def test_the_greedy_only_bench_runs_the_greedy_bound_healthy_at_29_clean_prompts
     assert trial_greedy_only(0.0, 29, 0.0, rng, tokens=16) == "healthy"
     assert trial_greedy_only(0.0, 28, 0.0, rng, tokens=16) == "inconclusive"  # 1 - 0.05^(1/28) = 10.1 %
     assert trial_greedy_only(0.0, 10, 1.0, rng, tokens=16) == "spec-corrupts-output"
+
+
+def test_gpu_minutes_count_each_arms_launch_and_tokens_and_follow_the_next_line_to_a_healthy_verdict():
+    import numpy as np
+
+    from bench.bench_gpu_minutes import Cost, chain_cost
+    from mtp_remote.analysis.montecarlo import simulate_chain
+    from mtp_remote.analysis.stopping import Design
+
+    cost = Cost()
+    # 20 clean samples + 5 greedy on 16 in flight: 4 min launch + 25 x 600 tokens / (35 tok/s x 16)
+    assert cost.arm_s(20, 0.0, greedy=True) == 240 + 25 * 600 / (35 * 16)
+    assert cost.arm_s(0, 0.5, greedy=False) == 0.0  # an arm that takes no new sample is not relaunched
+    rates = {"baseline": 0.0, "baseline-aa": 0.0, "mtp": 0.0}
+    design = Design(rounds=4, family=2, resumes=3)
+    chain = simulate_chain(rates, design, resumes=3, rng=np.random.default_rng(0), follow_need=True,
+                           aa="baseline-aa")
+    # the first run's 0/20 vs 0/20 cannot bound the excess; its next: line asks for the look at 32 per prompt
+    assert [o.verdicts["mtp"] for o in chain] == ["inconclusive", "healthy"]
+    assert chain[-1].samples == {"baseline": 160, "baseline-aa": 160, "mtp": 160}
+    first = 3 * cost.arm_s(20, 0.0, greedy=True) + 3 * cost.arm_s(140, 0.0, greedy=False)
+    assert chain_cost(chain, rates, cost) == first / 60 * 2
