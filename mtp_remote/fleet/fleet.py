@@ -29,11 +29,12 @@ from ..errors import MtpRemoteError
 from ..experiment import diagnose as api
 from ..experiment.run_id import new_run_id
 from ..experiment.runner import Hooks
+from ..records.summary import Environment
 from ..search.candidates import plan_candidates
 from ..search.mitigate import corrupting_profile, mitigate
 from ..search.mitigation_report import render_markdown
 from ..search.ranking import familywise_loop_free, pick_best, rank_results, recommendation
-from ..search.records import CandidateResult, HostFacts, MitigationDoc
+from ..search.records import CandidateResult, MitigationDoc
 from .host_ops import HOST_COMMANDS, host_outcome
 from .nightly import run_nightly
 from .outcomes import DEFAULT_WORKERS, FleetReport, HostOutcome, fan_out, host_facts
@@ -211,7 +212,7 @@ def _merged_document(plan: _SpreadPlan, results: list, alpha: float) -> Mitigati
     best = pick_best(ranked)
     return MitigationDoc(
         kind="mitigate-spread", run_id=new_run_id(), host=", ".join(plan.same), profile=plan.profile, simulated=None,
-        facts=HostFacts(sglang=plan.first.sglang, architectures=[]),
+        facts=Environment(sglang=plan.first.sglang, architectures=[]),
         reused=f"candidates spread over {len(plan.same)} hosts; runs {runs}", hosts=plan.same, left_out=errors,
         rows=ranked, best=best.name if best else None, untried=untried,
         exit_code=2 if any(untried.values()) else 0 if best else 1)

@@ -13,6 +13,7 @@ from .. import __version__
 from ..config.paths import DEFAULT_NIGHTLY_PLAYBOOK, HISTORY_FILE
 from ..errors import MtpRemoteError
 from ..experiment.runner import Hooks
+from ..records.fleet import FleetHost, FleetSummary
 from ..records.summary import Summary
 from ..report import history as store
 from ..report.document import load_summary
@@ -22,7 +23,6 @@ from .fleet import run_fleet
 from .nightly import check_metrics_file, publish_metrics
 from .nightly_array import is_array_group, run_array
 from .outcomes import describe_disagreement
-from .records import FleetHostLine, FleetNightlySummary
 
 
 @dataclass
@@ -32,7 +32,7 @@ class FleetNightlyResult:
 
     fleet_id: str
     fleet_dir: Path
-    summary: FleetNightlySummary
+    summary: FleetSummary
     report: object
     exit_code: int
     history_db: Path
@@ -99,7 +99,7 @@ _BAD_KINDS = ("spec-corrupts-output", "launch-failed", "crashed", "hung")
 
 
 def fleet_summary(report, *, group: str, host_docs: dict[str, Summary], started_at: datetime, playbook,
-                  runs_dir: Path) -> FleetNightlySummary:
+                  runs_dir: Path) -> FleetSummary:
     """The fleet nightly's document: per host its status, exit code, run id and directory, verdicts, the
     profiles that corrupt (or did not launch), its regressions and the cause when it could not run; the
     hosts that disagree (:func:`mtp_remote.fleet.fleet.disagreements`, with the facts they differ in), the hosts
@@ -107,7 +107,7 @@ def fleet_summary(report, *, group: str, host_docs: dict[str, Summary], started_
     finished = datetime.now(timezone.utc)
     hosts = [_host_line(h, Summary.of(host_docs[h.host]), runs_dir) for h in report.hosts]
     names = [d.playbook.name for d in map(Summary.of, host_docs.values()) if d.playbook.name]
-    return FleetNightlySummary(
+    return FleetSummary(
         schema_version=1, kind="nightly-fleet", tool="mtp-remote", tool_version=__version__,
         fleet_id=f"fleet-{report.run_id}", group=group, hosts_planned=[h.host for h in report.hosts],
         playbook={"name": names[0] if names else Path(str(playbook)).stem, "file": str(playbook)},
@@ -115,15 +115,15 @@ def fleet_summary(report, *, group: str, host_docs: dict[str, Summary], started_
         max_workers=report.max_workers, exit_code=report.exit_code, hosts=hosts,
         could_not_run=[x.host for x in hosts if x.status != "completed"],
         corrupt_hosts=[x.host for x in hosts if x.corrupts], regressed_hosts=[x.host for x in hosts if x.regressed],
-        disagreements=report.disagreements,
+        disagreements=[d.to_dict() for d in report.disagreements],
         disagreement_lines=[describe_disagreement(x) for x in report.disagreements],
         files={"junit": "junit.xml", "metrics": "metrics.prom", "report": "fleet.md"})
 
 
-def _host_line(h, d: Summary, runs_dir: Path) -> FleetHostLine:
+def _host_line(h, d: Summary, runs_dir: Path) -> FleetHost:
     """One host's line of the fleet summary, from its outcome ``h`` and its run's summary ``d``."""
     reg = d.regression
-    return FleetHostLine(
+    return FleetHost(
         host=h.host, status=d.status, exit_code=h.exit_code, run_id=h.run_id,
         run_dir=str(runs_dir / h.run_id) if h.run_id else None, duration_s=h.duration_s,
         verdicts=[{"profile": v.profile, "kind": v.kind, "evidence": v.evidence} for v in d.verdicts],

@@ -1,5 +1,6 @@
 """The fleet's records as types: a host's collected facts as the spread reads them (:class:`ServedFacts`), the
-regression check's rows (:class:`RegressionCheck`). Written and read as the JSON they always were
+regression check's rows (:class:`RegressionCheck`), the job array's manifest and task records, and the hosts that
+disagree (:class:`Disagreement`). Written and read as the JSON they always were
 (:class:`~mtp_remote.search.records.Record`: fields set or read are written, undeclared ones kept)."""
 
 from __future__ import annotations
@@ -79,54 +80,6 @@ class TaskRecord(Record):
     verdicts: dict[str, str] = {}
     facts: dict = {}
     finished: Number | None = None
-
-
-class FleetHostLine(Record):
-    """One host of a fleet nightly's summary: its status, exit code, run (id and directory), duration, verdicts
-    (``{profile, kind, evidence}``), the profiles that corrupt or did not launch, its regressions since
-    ``regression_baseline``, the cause when it could not run, and its collected facts."""
-
-    host: str
-    status: str = "completed"
-    exit_code: int | None = None
-    run_id: str | None = None
-    run_dir: str | None = None
-    duration_s: Number | None = None
-    verdicts: list[dict] = []
-    corrupts: list[str] = []
-    regressed: list[str] = []
-    regression_baseline: str | None = None
-    cause: str | None = None
-    facts: dict = {}
-
-
-class FleetNightlySummary(Record):
-    """``RUNS_DIR/fleet-<id>/summary.json`` of a fleet nightly (``nightly_fleet.fleet_summary``): the fleet, its
-    group and hosts, the playbook ``{name, file}``, times, the exit code, one :class:`FleetHostLine` per host,
-    the hosts that could not run, corrupt or regressed, the disagreements (``outcomes.disagreements``) with their
-    lines, the files written beside it, and for a job array the ``slurm`` part."""
-
-    schema_version: int = 1
-    kind: str = "nightly-fleet"
-    tool: str = "mtp-remote"
-    tool_version: str | None = None
-    fleet_id: str
-    group: str
-    hosts_planned: list[str] = []
-    playbook: dict = {}
-    started_at: str | None = None
-    finished_at: str | None = None
-    wall_s: Number | None = None
-    max_workers: int | None = None
-    exit_code: int = 0
-    hosts: list[FleetHostLine] = []
-    could_not_run: list[str] = []
-    corrupt_hosts: list[str] = []
-    regressed_hosts: list[str] = []
-    disagreements: list[Disagreement] = []
-    disagreement_lines: list[str] = []
-    files: dict[str, str] = {}
-    slurm: dict | None = None
 
 
 class FactDifference(Record):

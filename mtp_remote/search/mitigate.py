@@ -29,7 +29,7 @@ from ..config.playbook import Playbook, ProfileConfig
 from ..errors import ConfigError, Interrupted, MtpRemoteError
 from ..files import load_json_file
 from ..records.sample import Sample
-from ..records.summary import Summary
+from ..records.summary import Environment, Summary
 from ..experiment.diagnose import experiment_fingerprint, opening_line
 from ..config.loaded import as_loaded
 from ..experiment.hosts import load_config, remote_python
@@ -44,7 +44,7 @@ from ..remote.envfacts import get_environment
 from .candidates import Candidate, parse_flags, plan_candidates
 from .from_run import copy_reused, load_from_run, require_run_id, reuse_check, sglang_version_of
 from .mitigation_report import render_markdown
-from .records import ArmStats, CandidateResult, HostFacts, MitigationDoc
+from .records import ArmStats, CandidateResult, MitigationDoc
 from .ranking import (
     SPEED_CONFIDENCE,
     familywise_loop_free,
@@ -302,7 +302,7 @@ def _plan_and_store(conn, host_cfg: HostConfig, pb: Playbook, python: str, state
                               field="--candidate")
         candidates = [x for x in candidates if x.name in only]
     run_dir.mkdir(parents=True, exist_ok=True)
-    state.facts, state.candidates = HostFacts.of(env_facts.to_dict()), [x.to_dict() for x in candidates]
+    state.facts, state.candidates = Environment.of(env_facts.to_dict()), [x.to_dict() for x in candidates]
     if from_run:
         why_not = reuse_check(runs_dir / from_run, host_cfg, pb, profile)
         if why_not is None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import shlex
 
+from ..records.summary import Environment
 from .ranking import beats_baseline, fmt_cost_ci, fmt_ratio_ci, recommendation
-from .records import CandidateResult, HostFacts, MitigationDoc
+from .records import CandidateResult, MitigationDoc
 
 
 def _fmt(x, spec: str, none: str = "–") -> str:
@@ -46,7 +47,7 @@ def render_markdown(doc: MitigationDoc | dict) -> str:
     """mitigation.md: what was tried on which host, the ranked table, and the command to use."""
     doc = MitigationDoc.of(doc)
     sim = " (simulated engine)" if doc.simulated else ""
-    facts = doc.facts or HostFacts()
+    facts = doc.facts or Environment()
     lines = [f"# Mitigation of `{doc.profile}` on {doc.host}{sim}", "",
              (f"Run {doc.run_id}; SGLang {facts.sglang or 'unknown'}; "
              f"architectures {', '.join(facts.architectures or []) or 'unknown'}; "

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from ..records.base import Number
 from ..records.base import Record as BaseRecord
+from ..records.summary import Environment
 
 __all__ = ["Number", "Record"]
 
@@ -123,18 +124,6 @@ class CandidateResult(Record):
         return self.name + (f" @{self.host}" if self.host else "")
 
 
-class HostFacts(Record):
-    """The host's software and hardware as a search recorded it (``remote.envfacts.EnvFacts.to_dict``): SGLang
-    and torch versions, GPU names, driver, the model's architectures, whether the engine is the simulated one."""
-
-    sglang: str | None = None
-    torch: str | None = None
-    gpus: list[str] | None = None
-    driver: str | None = None
-    architectures: list[str] | None = None
-    simulated: bool | None = None
-
-
 class MitigationDoc(Record):
     """``mitigation.json``: the run's state (its id, host, playbook, the profile mitigated, the ``--from`` run,
     the per-prompt ``samples`` budget, the experiment ``fingerprint``, the candidates planned and those ``done``,
@@ -156,7 +145,7 @@ class MitigationDoc(Record):
     fingerprint: dict | None = None
     done: list[str] = []
     reused: str | None = None
-    facts: HostFacts | None = None
+    facts: Environment | None = None
     candidates: list[dict] = []
     launch_failures: dict[str, list] = {}
     finished_at: str | None = None
