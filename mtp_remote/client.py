@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -20,10 +21,19 @@ import httpx
 from .responses import (
     MAX_RESPONSE_BYTES,
     BadResponse,
+    ChatChunk,
+    ChatDelta,
+    ChunkChoice,
     Completion,
+    GenerateAnswer,
+    MetaInfo,
+    ModelCard,
+    ModelList,
+    ServerInfo,
+    StreamError,
+    ToolCallDelta,
+    ToolFunction,
     Watch,
-    as_ids,
-    as_object,
     chat_completion,
     chat_request,
     finish_reason_of,
@@ -32,10 +42,7 @@ from .responses import (
     join_reasoning,
     kind_of,
     logprob_entries,
-    opt_int,
-    opt_str,
     parse_json,
-    tool_calls_of,
     usage_of,
     with_tool_calls,
 )
@@ -67,6 +74,62 @@ async def _capped_lines(r: httpx.Response) -> AsyncIterator[str]:
             raise BadResponse(f"a streamed event is over the {MAX_RESPONSE_BYTES >> 20} MiB bound")
     if buf:
         yield bytes(buf).rstrip(b"\r").decode("utf-8", "replace")
+
+
+@dataclass
+class _GenerateStream:
+    """A streamed ``/generate`` so far: the output ids and what ``watch`` returned when it stopped it."""
+
+    ids: list[int] = field(default_factory=list)
+    stop: dict | None = None
+
+
+@dataclass
+class _ChatStream:
+    """A streamed chat completion so far: reasoning and content pieces joined, tool calls by index (name once,
+    arguments in pieces), usage, finish reason, the completion id and what ``watch`` returned."""
+
+    reasoning: str | None = None
+    content: str | None = None
+    parts: dict[int, list[str]] = field(default_factory=dict)  # index -> [name, arguments]
+    usage: dict | None = None
+    finish: str | None = None
+    id: str | None = None
+    stop: dict | None = None
+
+    def add(self, choice: ChunkChoice) -> None:
+        """One streamed choice's delta (raises :class:`BadResponse` for a field of the wrong type)."""
+        delta = ChatDelta.read(choice.delta, "delta")
+        if delta.reasoning_content:
+            self.reasoning = (self.reasoning or "") + delta.reasoning_content
+        if delta.content:
+            self.content = (self.content or "") + delta.content
+        tcs = delta.tool_calls or []
+        if not isinstance(tcs, list):
+            raise BadResponse(f"delta.tool_calls is {kind_of(tcs)}, not a list")
+        for tc in tcs:  # fragments by index: name once, arguments in pieces
+            tc = ToolCallDelta.read(tc, "a tool call")
+            part = self.parts.setdefault(tc.index or 0, ["", ""])
+            fn = ToolFunction.read(tc.function, "tool_calls.function")
+            part[0] += fn.name or ""
+            part[1] += fn.arguments or ""
+        if choice.finish_reason:
+            self.finish = finish_reason_of(choice.finish_reason)
+
+    def calls(self) -> list[dict] | None:
+        """The tool calls so far, ``[{"name", "arguments"}]`` by index (None without any)."""
+        return [{"name": n, "arguments": a} for n, a in (self.parts[i] for i in sorted(self.parts))] or None
+
+    def text(self) -> str:
+        """What the model emitted so far, as :func:`~mtp_remote.responses.chat_completion` builds it."""
+        calls = self.calls()
+        return with_tool_calls(join_reasoning(self.reasoning, self.content if self.content or not calls else ""),
+                               calls)
+
+
+def _route(req: dict[str, Any]) -> tuple[str, dict]:
+    """(path, JSON body) of a request as :func:`~mtp_remote.responses.chat_request` builds it."""
+    return req["endpoint"], req["body"]
 
 
 class ServerClient:
@@ -126,15 +189,15 @@ class ServerClient:
         """The server's context length in tokens: ``context_length`` of ``/server_info`` (``info`` when the
         caller has it), else ``max_model_len`` of ``/v1/models`` (SGLang leaves the server argument null when it
         took the model's own), else None."""
-        info = info if info is not None else await self.server_info()
-        if isinstance(info.get("context_length"), int):
-            return info["context_length"]
+        info = ServerInfo.model_validate(info if info is not None else await self.server_info())
+        if isinstance(info.context_length, int):
+            return info.context_length
         try:
             r = await self._client.get("/v1/models", timeout=10.0)
-            data = (r.json().get("data") or [{}])[0] if r.status_code == 200 else {}
-        except (httpx.HTTPError, ValueError, AttributeError):
+            data = (ModelList.model_validate(r.json()).data or [{}])[0] if r.status_code == 200 else {}
+        except (httpx.HTTPError, ValueError, AttributeError, TypeError, KeyError, IndexError):
             return None
-        n = data.get("max_model_len") if isinstance(data, dict) else None
+        n = ModelCard.model_validate(data).max_model_len if isinstance(data, dict) else None
         return n if isinstance(n, int) else None
 
     async def flush_cache(self) -> bool:
@@ -186,7 +249,7 @@ class ServerClient:
         (:func:`with_tool_calls`)."""
         req = chat_request(prompt, temperature=temperature, max_tokens=max_tokens, top_p=top_p, seed=seed, model=model,
                            fields=fields)
-        data, latency, error = await self._post(req["endpoint"], req["body"])
+        data, latency, error = await self._post(*_route(req))
         if error:
             return Completion(latency_s=latency, error=error, request=req)
         try:
@@ -203,7 +266,7 @@ class ServerClient:
         asks for the output logprobs and top-2 only (the near-tie rule at T = 0)."""
         req = generate_request(text, temperature=temperature, max_new_tokens=max_new_tokens, top_p=top_p, seed=seed,
                                return_logprob=return_logprob, top2=top2)
-        data, latency, error = await self._post(req["endpoint"], req["body"])
+        data, latency, error = await self._post(*_route(req))
         if error:
             return Completion(latency_s=latency, error=error, request=req)
         try:
@@ -232,8 +295,9 @@ class ServerClient:
                         if not isinstance(event, dict):
                             raise BadResponse(f"a streamed event is {kind_of(event)}, not an object")
                         if "error" in event and len(event) == 1:
-                            err = event["error"]
-                            return time.perf_counter() - t0, str(err.get("message") if isinstance(err, dict) else err)
+                            (err,) = event.values()
+                            return time.perf_counter() - t0, str(StreamError.model_validate(err).message
+                                                                 if isinstance(err, dict) else err)
                         if on_event(event):
                             break
             return time.perf_counter() - t0, None
@@ -266,20 +330,19 @@ class ServerClient:
         if seed is not None:
             sp["sampling_seed"] = seed
         last: dict = {}
-        state: dict[str, Any] = {"stop": None, "ids": []}
+        state = _GenerateStream()
 
         def on_event(event: dict) -> bool:
             nonlocal last
             last = event
-            meta = as_object(event.get("meta_info"), "meta_info")
-            ids = as_ids(event.get("output_ids"), "output_ids")
-            n = opt_int(meta.get("completion_tokens"), "meta_info.completion_tokens")
-            text = opt_str(event.get("text"), "text") or ""
+            answer = GenerateAnswer.read(event, "a streamed event")
+            n = answer.meta().completion_tokens  # 0 when not counted
+            ids = answer.output_ids
             if ids is not None:  # cumulative, or (``--stream-output``) this event's ids only: fewer than counted
-                state["ids"] = state["ids"] + list(ids) if n is not None and len(ids) < n else list(ids)
-            hit = watch(text, state["ids"] if ids is not None else None)
+                state.ids = state.ids + list(ids) if len(ids) < n else list(ids)
+            hit = watch(answer.text or "", state.ids if ids is not None else None)
             if hit is not None:
-                state["stop"] = hit
+                state.stop = hit
                 return True
             return False
 
@@ -287,7 +350,7 @@ class ServerClient:
         latency, error = await self._stream("/generate", {"text": text, "sampling_params": sp}, on_event)
         if error:
             return Completion(latency_s=latency, error=error, request=req)
-        ids = state["ids"] or None
+        ids = state.ids or None
         try:
             comp = generate_completion(last, latency, req, logprobs=False)
         except BadResponse as e:
@@ -295,11 +358,12 @@ class ServerClient:
         comp.output_ids = ids
         if ids is not None:
             comp.completion_tokens = len(ids)
-        if state["stop"] is not None:
+        if state.stop is not None:
             comp.finish_reason = LOOP_STOP
-            comp.stop = {**state["stop"], "at_tokens": comp.completion_tokens}
-            if comp.raw_meta.get("id"):
-                comp.stop["aborted"] = await self.abort(str(comp.raw_meta["id"]))
+            rid = MetaInfo.model_validate(comp.raw_meta).id
+            comp.stop = {**state.stop, "at_tokens": comp.completion_tokens}
+            if rid:
+                comp.stop.update(aborted=await self.abort(str(rid)))
         return comp
 
     async def chat_stream(self, prompt: str, *, temperature: float, max_tokens: int, watch: Watch,
@@ -312,43 +376,22 @@ class ServerClient:
 
         body = chat_request(prompt, temperature=temperature, max_tokens=max_tokens, top_p=top_p, seed=seed,
                             model=model, fields=fields)["body"]
-        body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
-        st: dict[str, Any] = {"r": None, "c": None, "usage": {}, "finish": None, "id": None, "stop": None,
-                              "calls": {}}
-
-        def text_so_far() -> str:
-            calls = tool_calls_of([st["calls"][i] for i in sorted(st["calls"])])
-            return with_tool_calls(join_reasoning(st["r"], st["c"] if st["c"] or not calls else ""), calls)
+        body.update(stream_options={"include_usage": True, "continuous_usage_stats": True})
+        st = _ChatStream()
 
         def on_event(event: dict) -> bool:
-            st["id"] = st["id"] or opt_str(event.get("id"), "id")
-            if event.get("usage"):
-                st["usage"] = usage_of(event["usage"])
-            choices = event.get("choices") or []
+            chunk = ChatChunk.read(event, "a streamed event")
+            st.id = st.id or chunk.id
+            if chunk.usage:
+                st.usage = usage_of(chunk.usage)
+            choices = chunk.choices or []
             if not isinstance(choices, list):
                 raise BadResponse(f"choices is {kind_of(choices)}, not a list")
             for choice in choices:
-                choice = as_object(choice, "a choice")
-                delta = as_object(choice.get("delta"), "delta")
-                if r := opt_str(delta.get("reasoning_content"), "delta.reasoning_content"):
-                    st["r"] = (st["r"] or "") + r
-                if c := opt_str(delta.get("content"), "delta.content"):
-                    st["c"] = (st["c"] or "") + c
-                tcs = delta.get("tool_calls") or []
-                if not isinstance(tcs, list):
-                    raise BadResponse(f"delta.tool_calls is {kind_of(tcs)}, not a list")
-                for tc in tcs:  # fragments by index: name once, arguments in pieces
-                    tc = as_object(tc, "a tool call")
-                    call = st["calls"].setdefault(opt_int(tc.get("index"), "tool_calls.index") or 0,
-                                                  {"function": {"name": "", "arguments": ""}})
-                    fn = as_object(tc.get("function"), "tool_calls.function")
-                    call["function"]["name"] += opt_str(fn.get("name"), "tool_calls.function.name") or ""
-                    call["function"]["arguments"] += opt_str(fn.get("arguments"), "tool_calls.function.arguments") or ""
-                if choice.get("finish_reason"):
-                    st["finish"] = finish_reason_of(choice["finish_reason"])
-            hit = watch(text_so_far(), None)
+                st.add(ChunkChoice.read(choice, "a choice"))
+            hit = watch(st.text(), None)
             if hit is not None:
-                st["stop"] = hit
+                st.stop = hit
                 return True
             return False
 
@@ -356,16 +399,14 @@ class ServerClient:
         latency, error = await self._stream("/v1/chat/completions", body, on_event)
         if error:
             return Completion(latency_s=latency, error=error, request=req)
-        usage = st["usage"] or {"prompt_tokens": 0, "completion_tokens": 0, "reasoning_tokens": None}
-        comp = Completion(
-            text=text_so_far(), reasoning=st["r"], content=st["c"], finish_reason=st["finish"],
-            tool_calls=tool_calls_of([st["calls"][i] for i in sorted(st["calls"])]), latency_s=latency, request=req,
-            **usage)
-        if st["stop"] is not None:
+        usage = st.usage or {"prompt_tokens": 0, "completion_tokens": 0, "reasoning_tokens": None}
+        comp = Completion(text=st.text(), reasoning=st.reasoning, content=st.content, finish_reason=st.finish,
+                          tool_calls=st.calls(), latency_s=latency, request=req, **usage)
+        if st.stop is not None:
             comp.finish_reason = LOOP_STOP
-            comp.stop = {**st["stop"], "at_tokens": comp.completion_tokens}
-            if st["id"]:
-                comp.stop["aborted"] = await self.abort(str(st["id"]).removeprefix("chatcmpl-"))
+            comp.stop = {**st.stop, "at_tokens": comp.completion_tokens}
+            if st.id:
+                comp.stop.update(aborted=await self.abort(str(st.id).removeprefix("chatcmpl-")))
         return comp
 
     async def score(self, input_ids: list[int], start: int) -> list[float] | None:
@@ -377,8 +418,7 @@ class ServerClient:
         if error:
             return None
         try:
-            lps = logprob_entries(as_object(data.get("meta_info"), "meta_info").get("input_token_logprobs"),
-                                   "input_token_logprobs")
+            lps = logprob_entries(GenerateAnswer.read(data).meta().input_token_logprobs, "input_token_logprobs")
         except BadResponse:
             return None
         return [e[0] for e in lps]

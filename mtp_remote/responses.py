@@ -15,7 +15,9 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
 #: The largest response body (or one streamed event) read, in bytes: a server that sends more is that request's
 #: error (a 50 MB response held 5.9 GB of RSS before this bound).
@@ -125,6 +127,209 @@ def logprob_entries(v: Any, name: str) -> list[list]:
     return v
 
 
+class _Refused(Exception):
+    """Carries a :class:`BadResponse` out of a field check through pydantic (which would wrap a ValueError)."""
+
+
+def checked(check: Callable[[Any, str], Any], name: str) -> BeforeValidator:
+    """A field read through ``check(value, name)`` (one of the checks above; its BadResponse is the answer's)."""
+    def run(v: Any) -> Any:
+        try:
+            return check(v, name)
+        except BadResponse as e:
+            raise _Refused(e) from None
+    return BeforeValidator(run)
+
+
+class Answer(BaseModel):
+    """A JSON object of SGLang's answers as a model: the fields the tool reads, each checked; the others kept."""
+
+    model_config = ConfigDict(extra="allow")
+
+    @classmethod
+    def read(cls, value: Any, name: str = "the response"):
+        """``value`` (an object; absent: {}) as this model; raises :class:`BadResponse` naming the bad field."""
+        try:
+            return cls.model_validate(as_object(value, name))
+        except _Refused as e:
+            raise e.args[0] from None
+        except ValidationError as e:
+            raise BadResponse(f"{name}: {e}") from None
+
+
+def _finish(v: Any, _name: str) -> str | None:
+    return finish_reason_of(v)
+
+
+class FinishReason(Answer):
+    """SGLang's ``finish_reason`` object: ``{"type": "stop" | "length" | "abort", ...}``."""
+
+    type: Annotated[str | None, checked(opt_str, "finish_reason.type")] = None
+
+
+class MetaInfo(Answer):
+    """``/generate``'s ``meta_info`` (SGLang 0.5.x ``tokenizer_manager``): token counts, finish reason, the
+    speculative verify steps and acceptance length, output ids, and (when asked) the logprob lists — those
+    are checked where they are read (:func:`logprob_entries`)."""
+
+    finish_reason: Annotated[str | None, checked(_finish, "finish_reason")] = None
+    prompt_tokens: Annotated[int, checked(as_count, "meta_info.prompt_tokens")] = 0
+    completion_tokens: Annotated[int, checked(as_count, "meta_info.completion_tokens")] = 0
+    spec_verify_ct: Annotated[int | None, checked(opt_int, "meta_info.spec_verify_ct")] = None
+    spec_accept_length: Annotated[int | float | None, checked(opt_num, "meta_info.spec_accept_length")] = None
+    output_ids: Annotated[list[int] | None, checked(as_ids, "meta_info.output_ids")] = None
+    output_token_logprobs: Any = None
+    input_token_logprobs: Any = None
+    output_top_logprobs: Any = None
+    id: Any = None
+
+
+class GenerateAnswer(Answer):
+    """A ``/generate`` answer or one streamed event: ``text`` (cumulative when streamed), ``output_ids``,
+    ``meta_info`` (:class:`MetaInfo`)."""
+
+    meta_info: Annotated[dict, checked(as_object, "meta_info")] = {}
+    text: Annotated[str | None, checked(opt_str, "text")] = None
+    output_ids: Annotated[list[int] | None, checked(as_ids, "output_ids")] = None
+
+    def meta(self) -> MetaInfo:
+        return MetaInfo.read(self.meta_info, "meta_info")
+
+
+def _calls(v: Any, name: str) -> list | None:
+    if v is not None and not isinstance(v, list):
+        raise BadResponse(f"{name} is {kind_of(v)}, not a list")
+    return v
+
+
+class ChatMessage(Answer):
+    """``choices[0].message`` of a chat completion: ``content``, ``reasoning_content`` (a reasoning parser's
+    split) and ``tool_calls`` (OpenAI's ``[{"function": {"name", "arguments"}}]``)."""
+
+    reasoning_content: Annotated[str | None, checked(opt_str, "message.reasoning_content")] = None
+    content: Annotated[str | None, checked(opt_str, "message.content")] = None
+    tool_calls: Annotated[list | None, checked(_calls, "message.tool_calls")] = None
+
+
+class ChatChoice(Answer):
+    """One choice of a chat completion: its ``message`` and ``finish_reason``."""
+
+    message: Annotated[dict, checked(as_object, "message")] = {}
+    finish_reason: Any = None
+
+
+class ChatAnswer(Answer):
+    """A ``/v1/chat/completions`` answer: ``choices`` and ``usage`` (the rest is kept as the raw meta)."""
+
+    choices: Any = None
+    usage: Any = None
+
+
+class UsageDetails(Answer):
+    """``usage.completion_tokens_details``: where OpenAI puts ``reasoning_tokens``."""
+
+    reasoning_tokens: Annotated[int | None, checked(opt_int, "usage.reasoning_tokens")] = None
+
+
+class Usage(Answer):
+    """OpenAI ``usage``: prompt and completion tokens, and the reasoning tokens (SGLang's own field, else
+    ``completion_tokens_details``)."""
+
+    prompt_tokens: Annotated[int, checked(as_count, "usage.prompt_tokens")] = 0
+    completion_tokens: Annotated[int, checked(as_count, "usage.completion_tokens")] = 0
+    reasoning_tokens: Annotated[int | None, checked(opt_int, "usage.reasoning_tokens")] = None
+    completion_tokens_details: Annotated[dict, checked(as_object, "usage.completion_tokens_details")] = {}
+
+
+class ToolFunction(Answer):
+    """A tool call's ``function``: its ``name`` and ``arguments`` (a JSON string as the server sent it; streamed,
+    a fragment)."""
+
+    name: Annotated[str | None, checked(opt_str, "tool_calls.function.name")] = None
+    arguments: Annotated[str | None, checked(opt_str, "tool_calls.function.arguments")] = None
+
+
+class ToolCallDelta(Answer):
+    """A streamed tool-call fragment: its ``index`` and the ``function`` pieces."""
+
+    index: Annotated[int | None, checked(opt_int, "tool_calls.index")] = None
+    function: Annotated[dict, checked(as_object, "tool_calls.function")] = {}
+
+
+class ChatDelta(Answer):
+    """A streamed chat choice's ``delta``: reasoning and content pieces, tool-call fragments."""
+
+    reasoning_content: Annotated[str | None, checked(opt_str, "delta.reasoning_content")] = None
+    content: Annotated[str | None, checked(opt_str, "delta.content")] = None
+    tool_calls: Any = None
+
+
+class ChunkChoice(Answer):
+    """One choice of a streamed chat chunk: its ``delta`` and ``finish_reason``."""
+
+    delta: Annotated[dict, checked(as_object, "delta")] = {}
+    finish_reason: Any = None
+
+
+class ChatChunk(Answer):
+    """A streamed chat chunk: the completion ``id``, ``usage`` (with ``continuous_usage_stats``), ``choices``."""
+
+    id: Annotated[str | None, checked(opt_str, "id")] = None
+    usage: Any = None
+    choices: Any = None
+
+
+class StreamError(Answer):
+    """A streamed error event's ``error``: ``{"message": ...}``."""
+
+    message: Any = None
+
+
+class InternalState(Answer):
+    """One scheduler's ``internal_states`` entry of ``/server_info``: ``avg_spec_accept_length``, the server-wide
+    average acceptance length (all traffic)."""
+
+    avg_spec_accept_length: Any = None
+
+
+class ServerInfo(Answer):
+    """``/server_info`` (``/get_server_info``): the server arguments and internal state; the tool reads the
+    ``context_length`` (null when the server took the model's own), the ``version``, the
+    ``speculative_algorithm`` and the schedulers' ``internal_states``."""
+
+    context_length: Any = None
+    version: Any = None
+    speculative_algorithm: Any = None
+    internal_states: Any = None
+    model_path: Any = None
+    simulated: Any = None  # the simulated engine's own field
+
+    def accept_length(self) -> float | None:
+        """The first scheduler's ``avg_spec_accept_length`` (None when it reports none)."""
+        first = (self.internal_states or [{}])[0]
+        v = InternalState.model_validate(first).avg_spec_accept_length if isinstance(first, dict) else None
+        return float(v) if isinstance(v, (int, float)) else None
+
+
+class ModelInfo(Answer):
+    """``/get_model_info``: the served ``model_path`` and the model's ``architectures``."""
+
+    model_path: Any = None
+    architectures: Any = None
+
+
+class ModelCard(Answer):
+    """One entry of ``/v1/models``: ``max_model_len`` (tokens)."""
+
+    max_model_len: Any = None
+
+
+class ModelList(Answer):
+    """``/v1/models``: ``data``, a list of :class:`ModelCard`."""
+
+    data: Any = None
+
+
 @dataclass
 class Completion:
     """One request's result.
@@ -200,10 +405,10 @@ def join_reasoning(reasoning: str | None, content: str | None) -> str:
 
 def tool_calls_of(calls: Any) -> list[dict] | None:
     """``[{"name", "arguments"}]`` from OpenAI ``tool_calls`` (``arguments`` as the server sent it: a JSON
-    string), None when there are none."""
-    out = [{"name": (c.get("function") or {}).get("name") or "", "arguments": (c.get("function") or {}).get(
-        "arguments") or ""} for c in calls or [] if isinstance(c, dict)]
-    return out or None
+    string), None when there are none. Raises :class:`BadResponse` for a name or arguments not a string."""
+    fns = [ToolFunction.read(ToolCallDelta.read(c, "a tool call").function, "tool_calls.function")
+           for c in calls or [] if isinstance(c, dict)]
+    return [{"name": f.name or "", "arguments": f.arguments or ""} for f in fns] or None
 
 
 def with_tool_calls(text: str, calls: list[dict] | None) -> str:
@@ -217,64 +422,55 @@ def with_tool_calls(text: str, calls: list[dict] | None) -> str:
 def finish_reason_of(fr: Any) -> str | None:
     """A finish reason: SGLang's ``{"type": ...}`` or the OpenAI string."""
     if isinstance(fr, dict):
-        return opt_str(fr.get("type"), "finish_reason.type")
+        return FinishReason.read(fr, "finish_reason").type
     return opt_str(fr, "finish_reason")
 
 
 def usage_of(v: Any) -> dict:
     """OpenAI ``usage`` -> the Completion's token counts (``prompt_tokens``, ``completion_tokens``,
     ``reasoning_tokens``), each checked."""
-    usage = as_object(v, "usage")
-    details = as_object(usage.get("completion_tokens_details"), "usage.completion_tokens_details")
-    reasoning = usage.get("reasoning_tokens", details.get("reasoning_tokens"))
-    return {"prompt_tokens": as_count(usage.get("prompt_tokens"), "usage.prompt_tokens"),
-            "completion_tokens": as_count(usage.get("completion_tokens"), "usage.completion_tokens"),
-            "reasoning_tokens": opt_int(reasoning, "usage.reasoning_tokens")}
+    usage = Usage.read(v, "usage")
+    details = UsageDetails.read(usage.completion_tokens_details, "usage.completion_tokens_details")
+    reasoning = usage.reasoning_tokens if "reasoning_tokens" in usage.model_fields_set else details.reasoning_tokens
+    return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+            "reasoning_tokens": reasoning}
 
 
 def chat_completion(data: dict, latency: float, req: dict) -> Completion:
     """A ``/v1/chat/completions`` answer as a Completion; raises :class:`BadResponse` for a field of the wrong
     type."""
-    choices = data.get("choices") or [{}]
+    answer = ChatAnswer.read(data)
+    choices = answer.choices or [{}]
     if not isinstance(choices, list):
         raise BadResponse(f"choices is {kind_of(choices)}, not a list")
-    choice = as_object(choices[0], "choices[0]")
-    msg = as_object(choice.get("message"), "message")
-    reasoning = opt_str(msg.get("reasoning_content"), "message.reasoning_content")
-    content = opt_str(msg.get("content"), "message.content")
-    raw_calls = msg.get("tool_calls")
-    if raw_calls is not None and not isinstance(raw_calls, list):
-        raise BadResponse(f"message.tool_calls is {kind_of(raw_calls)}, not a list")
-    calls = tool_calls_of(raw_calls)
-    for c in calls or []:
-        opt_str(c["name"], "tool_calls.function.name")
-        opt_str(c["arguments"], "tool_calls.function.arguments")
+    choice = ChatChoice.read(choices[0], "choices[0]")
+    msg = ChatMessage.read(choice.message, "message")
+    reasoning, content = msg.reasoning_content, msg.content
+    calls = tool_calls_of(msg.tool_calls)
     return Completion(
         text=with_tool_calls(join_reasoning(reasoning, content if content or not calls else ""), calls),
         reasoning=reasoning, content=content, tool_calls=calls,
-        finish_reason=finish_reason_of(choice.get("finish_reason")), latency_s=latency,
-        raw_meta={k: v for k, v in data.items() if k not in ("choices",)}, request=req, **usage_of(data.get("usage")))
+        finish_reason=finish_reason_of(choice.finish_reason), latency_s=latency,
+        raw_meta={k: v for k, v in data.items() if k not in ("choices",)}, request=req, **usage_of(answer.usage))
 
 
 def generate_completion(data: dict, latency: float, req: dict, *, logprobs: bool) -> Completion:
     """A ``/generate`` answer (or a stream's last event) as a Completion: ``meta_info``'s tokens, finish reason,
     ``spec_verify_ct``; with ``logprobs`` the decode logprobs, prompt ids and top-2 margins. Raises
     :class:`BadResponse` for a field of the wrong type (``meta_info`` a list, a count that is not a count)."""
-    meta = as_object(data.get("meta_info"), "meta_info")
+    answer = GenerateAnswer.read(data)
+    meta = answer.meta()
     comp = Completion(
-        text=opt_str(data.get("text"), "text") or "", finish_reason=finish_reason_of(meta.get("finish_reason")),
-        prompt_tokens=as_count(meta.get("prompt_tokens"), "meta_info.prompt_tokens"),
-        completion_tokens=as_count(meta.get("completion_tokens"), "meta_info.completion_tokens"),
-        latency_s=latency, spec_verify_ct=opt_int(meta.get("spec_verify_ct"), "meta_info.spec_verify_ct"),
-        spec_accept_length=opt_num(meta.get("spec_accept_length"), "meta_info.spec_accept_length"),
-        output_ids=as_ids(data.get("output_ids"), "output_ids") or as_ids(meta.get("output_ids"), "meta_info.output_ids"),
-        raw_meta={k: v for k, v in meta.items() if not k.endswith("logprobs")}, request=req)
+        text=answer.text or "", finish_reason=meta.finish_reason, prompt_tokens=meta.prompt_tokens,
+        completion_tokens=meta.completion_tokens, latency_s=latency, spec_verify_ct=meta.spec_verify_ct,
+        spec_accept_length=meta.spec_accept_length, output_ids=answer.output_ids or meta.output_ids,
+        raw_meta={k: v for k, v in answer.meta_info.items() if not k.endswith("logprobs")}, request=req)
     if logprobs:
-        out_lp = logprob_entries(meta.get("output_token_logprobs"), "output_token_logprobs")
+        out_lp = logprob_entries(meta.output_token_logprobs, "output_token_logprobs")
         comp.output_logprobs = [e[0] for e in out_lp]
         comp.output_ids = comp.output_ids or [e[1] for e in out_lp]
-        comp.prompt_ids = [e[1] for e in logprob_entries(meta.get("input_token_logprobs"), "input_token_logprobs")]
-        tops = meta.get("output_top_logprobs")
+        comp.prompt_ids = [e[1] for e in logprob_entries(meta.input_token_logprobs, "input_token_logprobs")]
+        tops = meta.output_top_logprobs
         if tops:
             if not isinstance(tops, list):
                 raise BadResponse(f"output_top_logprobs is {kind_of(tops)}, not a list")

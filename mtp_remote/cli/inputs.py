@@ -15,6 +15,9 @@ import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..analysis.samples import analysed_text
 from ..responses import join_reasoning
@@ -24,40 +27,86 @@ from ..files import MAX_INPUT_BYTES, InputTooLarge, loads_json, read_bounded
 SHAPES = "plain text, a /v1/chat/completions or /generate JSON response body, or samples.jsonl"
 
 
+class _Saved(BaseModel):
+    """A saved JSON object of any of the shapes read here, as far as they are read (every field as found: the
+    files come from many servers and clients; a field of an unexpected type is "JSON of unknown shape")."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class _Message(_Saved):
+    """A chat message: ``reasoning_content`` (SGLang's and DeepSeek's name) or ``reasoning`` (vLLM's and
+    OpenRouter's), and ``content`` (a string, or a list of text parts ``{"text"}``)."""
+
+    reasoning_content: Any = None
+    reasoning: Any = None
+    content: Any = None
+    text: Any = None
+
+
+class _Choice(_Saved):
+    """A choice of a chat completion (``message``), of a completion (``text``) or of a streamed chunk
+    (``delta``, ``index``)."""
+
+    message: Any = None
+    text: Any = ""
+    delta: Any = None
+    index: Any = 0
+
+
+class _Body(_Saved):
+    """A response body, a streamed chunk or a samples.jsonl record: ``choices`` (chat), or ``text`` with
+    ``meta_info`` and ``output_ids`` (/generate); a sample also names its profile, temperature, prompt and
+    index."""
+
+    id: Any = None
+    choices: Any = None
+    text: Any = None
+    meta_info: Any = None
+    output_ids: Any = None
+    profile: Any = None
+    temperature: Any = None
+    prompt_id: Any = None
+    sample_index: Any = None
+    think_opened_by_prompt: Any = None
+
+
 def _from_json(label: str, data) -> list[tuple[str, str, list[int] | None]]:
     try:
         return _from_json_shapes(label, data)
-    except (TypeError, AttributeError, KeyError):
+    except (TypeError, AttributeError, KeyError, ValidationError):
         raise AnalysisInputError(f"{label}: JSON of unknown shape; expected {SHAPES}") from None
 
 
 def _message_text(msg: dict) -> str:
     """A chat message as the model emitted it: the reasoning (``reasoning_content``, SGLang's and DeepSeek's
     name, or ``reasoning``, vLLM's and OpenRouter's) and the content (a string or a list of text parts)."""
-    reasoning = msg.get("reasoning_content")
-    if reasoning is None:
-        reasoning = msg.get("reasoning")
-    content = msg.get("content")
+    m = _Message.model_validate(msg)
+    reasoning = m.reasoning_content if m.reasoning_content is not None else m.reasoning
+    content = m.content
     if isinstance(content, list):
-        content = "".join(p.get("text") or "" if isinstance(p, dict) else str(p) for p in content)
+        content = "".join(_Message.model_validate(p).text or "" if isinstance(p, dict) else str(p) for p in content)
     return join_reasoning(reasoning if isinstance(reasoning, str) else None, content)
 
 
 def _from_json_shapes(label: str, data) -> list[tuple[str, str, list[int] | None]]:
     if isinstance(data, dict) and "choices" in data:
+        choices = _Body.model_validate(data).choices
         out = []
-        for i, ch in enumerate(data["choices"]):
-            msg = ch.get("message") or {}
-            text = _message_text(msg) if msg else ch.get("text", "")
-            out.append((label if len(data["choices"]) == 1 else f"{label}#{i}", text, None))
+        for i, ch in enumerate(choices):
+            ch = _Choice.model_validate(ch)
+            msg = ch.message or {}
+            text = _message_text(msg) if msg else ch.text
+            out.append((label if len(choices) == 1 else f"{label}#{i}", text, None))
         return out
     if isinstance(data, dict) and "text" in data:
-        meta = data.get("meta_info") or {}
-        text = data["text"] or ""
+        body = _Body.model_validate(data)
+        meta = _Body.model_validate(body.meta_info or {})
+        text = body.text or ""
         if "profile" in data:  # one samples.jsonl record: analyse it as diagnose did
-            label = f"{label}:{data['profile']}/T={data.get('temperature')}/{data.get('prompt_id')}/{data.get('sample_index')}"
-            text = analysed_text(text, bool(data.get("think_opened_by_prompt")))
-        return [(label, text, data.get("output_ids") or meta.get("output_ids"))]
+            label = f"{label}:{body.profile}/T={body.temperature}/{body.prompt_id}/{body.sample_index}"
+            text = analysed_text(text, bool(body.think_opened_by_prompt))
+        return [(label, text, body.output_ids or meta.output_ids)]
     if isinstance(data, list):
         out = []
         for i, item in enumerate(data):
@@ -79,18 +128,19 @@ class _Stream:
 
     def add(self, record) -> bool:
         """Take ``record`` when it is a chunk (True); False for anything else."""
-        choices = record.get("choices") if isinstance(record, dict) else None
+        body = _Body.model_validate(record) if isinstance(record, dict) else None
+        choices = body.choices if body is not None else None
         if not (isinstance(choices, list) and choices and all(isinstance(c, dict) and "delta" in c for c in choices)):
             return False
-        for ch in choices:
-            delta = ch.get("delta") or {}
-            reasoning, content, seen = self.parts.setdefault((record.get("id"), ch.get("index", 0)), ([], [], [False]))
-            r = delta.get("reasoning_content") if delta.get("reasoning_content") is not None else delta.get("reasoning")
+        for ch in map(_Choice.model_validate, choices):
+            delta = _Message.model_validate(ch.delta or {})
+            reasoning, content, seen = self.parts.setdefault((body.id, ch.index), ([], [], [False]))
+            r = delta.reasoning_content if delta.reasoning_content is not None else delta.reasoning
             if isinstance(r, str):
                 reasoning.append(r)
-            if isinstance(delta.get("content"), str):
-                content.append(delta["content"])
-                seen[0] = seen[0] or delta["content"] != ""  # an empty first delta does not close the think
+            if isinstance(delta.content, str):
+                content.append(delta.content)
+                seen[0] = seen[0] or delta.content != ""  # an empty first delta does not close the think
         return True
 
     def texts(self) -> Iterator[tuple[str, str, list[int] | None]]:

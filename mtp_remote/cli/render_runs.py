@@ -17,6 +17,7 @@ from ..fleet.outcomes import FleetReport
 from ..fleet.regression import RegressionReport, describe
 from ..report.console import cells_table, print_run_end, verdict_table
 from ..search.console import print_mitigation
+from ..search.records import BisectTest
 from .output import print_json, report_error
 from .render import render_fleet, run_command
 
@@ -75,11 +76,11 @@ def render_nightly_fleet(console: Console, res: FleetNightlyResult, args, as_jso
         print_json(res.summary)
     print_fleet(console, res.report, runs_dir=args.runs_dir, inventory=args.inventory)
     doc = res.summary
-    for h in doc["hosts"]:
-        if h["regressed"]:
-            console.print(f"[bold red]regressed[/] {h['host']} since {h['regression_baseline']}: "
-                          f"{escape(', '.join(h['regressed']))}", highlight=False)
-    console.print(f"fleet nightly {doc['fleet_id']} (group {escape(doc['group'])}): {res.fleet_dir}/summary.json, "
+    for h in doc.hosts:
+        if h.regressed:
+            console.print(f"[bold red]regressed[/] {h.host} since {h.regression_baseline}: "
+                          f"{escape(', '.join(h.regressed))}", highlight=False)
+    console.print(f"fleet nightly {doc.fleet_id} (group {escape(doc.group)}): {res.fleet_dir}/summary.json, "
                   f"junit.xml, metrics.prom; history {res.history_db}", highlight=False)
     return res.exit_code
 
@@ -89,39 +90,39 @@ def render_mitigate(console: Console, res, args, as_json: bool) -> int:
         return render_fleet(console, res, args, as_json)
     if isinstance(res, run_commands.SpreadMitigation):
         print_mitigation(console, res.document)
-        for h, why in res.document["left_out"].items():
+        for h, why in res.document.left_out.items():
             console.print(f"[yellow]left out {h}:[/] {escape(why)}")
         return res.exit_code
     if as_json:
-        print_json(res.document)
+        print_json(res.document.to_dict())
     else:
         print_mitigation(console, res.document)
         console.print(f"report: {res.run_dir / 'mitigation.md'}  (exit code {res.exit_code})")
     return res.exit_code
 
 
-def bisect_test_line(test: dict) -> str:
+def bisect_test_line(test: BisectTest | dict) -> str:
     """One bisect test as printed: its name, outcome and the changes it applied (``(the good flags)`` for none);
     an unresolved test also says why (its verdict and evidence), so the line never ends at the outcome."""
-    line = f"  {test['name']}: {test['outcome']:<10} {', '.join(test['changes']) or '(the good flags)'}"
-    if test["outcome"] == "unresolved" and test.get("verdict"):
-        line += f" -- {test['verdict']}: {test.get('evidence') or 'no evidence recorded'}"
+    test = BisectTest.of(test)
+    line = f"  {test.name}: {test.outcome:<10} {', '.join(test.changes) or '(the good flags)'}"
+    if test.outcome == "unresolved" and test.verdict:
+        line += f" -- {test.verdict}: {test.evidence or 'no evidence recorded'}"
     return line
 
 
 def render_bisect(console: Console, res, args, as_json: bool) -> int:
     """Every test with its outcome and changes, then the minimal change and how to reproduce it."""
     doc = res.document
-    for t in doc["tests"]:
+    for t in doc.tests:
         console.print(bisect_test_line(t), highlight=False, markup=False)
-    if doc.get("minimal") is None:
-        console.print(f"[yellow]{escape(doc['message'])}[/]")
+    if doc.minimal is None:
+        console.print(f"[yellow]{escape(doc.message)}[/]")
     else:
-        print(f"minimal change ({len(doc['tests'])} tests): {', '.join(doc['minimal']) or '(none)'}", flush=True)
-        print(f"reproduce with: {doc['command']}", flush=True)
+        print(f"minimal change ({len(doc.tests)} tests): {', '.join(doc.minimal) or '(none)'}", flush=True)
+        print(f"reproduce with: {doc.command}", flush=True)
     console.print(f"record: {res.run_dir / 'bisect.json'}")
     return res.exit_code
-
 
 
 COMMANDS = {"diagnose": (run_commands.diagnose, render_diagnose), "nightly": (run_commands.nightly, render_nightly),

@@ -25,6 +25,7 @@ from rich.table import Table
 from ..analysis.degeneracy import analyze_text
 from ..errors import AnalysisInputError, MtpRemoteError
 from ..lint.lint import lint_command
+from ..records.sample import SampleMetrics
 from ..remote.commands import mask_text, secrets_of
 from ..remote.logs import classify_log, milestone_durations
 from ..report.console import make_console
@@ -162,7 +163,7 @@ def run_analyze(files: tuple[str, ...], *, as_json: bool, per_row: bool | None =
         print_analysis(rows, per_row=per_row, console=make_console())
     if failed:
         return 2
-    return 1 if any(r["loop"] for r in rows) else 0
+    return 1 if any(AnalysisRow.of(r).loop for r in rows) else 0
 
 
 #: From this many texts in one file, ``analyze`` spreads them over the machine's cores (forked workers, Linux).
@@ -198,24 +199,32 @@ def print_analysis(rows: list[dict], *, per_row: bool | None = None, console: Co
     ``rows`` are :meth:`TextMetrics.to_dict` dicts plus ``file``. The table is built cheaply (no measured
     column ratios); a summary costs nothing to draw, where a 1,000-row table took ~1.8 s."""
     console = console or Console()
+    rows = [AnalysisRow.of(r) for r in rows]
     if per_row is None:
         per_row = len(rows) <= ROWS_SHOWN_BY_DEFAULT
     if per_row:
         console.print(_rows_table(rows))
         return
-    loops = [r for r in rows if r["loop"]]
-    think = [r["think_closed"] for r in rows if r["think_closed"] is not None]
+    loops = [r for r in rows if r.loop]
+    think = [r.think_closed for r in rows if r.think_closed is not None]
     console.print(
         f"[bold]{len(rows)} texts[/]: [{'red' if loops else 'green'}]{len(loops)} loop[/] "
-        f"({len(loops) / max(len(rows), 1):.1%}); seq-rep-4 median {_median(r['seq_rep_4'] for r in rows):.3f}, "
-        f"compression median {_median(r['compression_ratio'] for r in rows):.2f}"
+        f"({len(loops) / max(len(rows), 1):.1%}); seq-rep-4 median {_median(r.seq_rep_4 for r in rows):.3f}, "
+        f"compression median {_median(r.compression_ratio for r in rows):.2f}"
         + (f"; think block closed in {sum(think)} of {len(think)}" if think else ""), highlight=False)
     for r in loops[:10]:
-        console.print(f"  loops: {r['file']}  ({r['loop_unit_tokens']} tokens × {r['loop_repeats']} "
-                      f"from char {r['loop_start_char']})", highlight=False, markup=False)
+        console.print(f"  loops: {r.file}  ({r.loop_unit_tokens} tokens × {r.loop_repeats} "
+                      f"from char {r.loop_start_char})", highlight=False, markup=False)
     if len(loops) > 10:
         console.print(f"  … and {len(loops) - 10} more", highlight=False)
     console.print("(--rows prints one row per text; --json one JSON object per text)", style="dim", highlight=False)
+
+
+class AnalysisRow(SampleMetrics):
+    """One ``analyze`` row: the text's metrics (``analysis.degeneracy``, as a sample stores them) and its
+    ``file`` label."""
+
+    file: str = ""
 
 
 def _median(values) -> float:
@@ -226,17 +235,17 @@ def _median(values) -> float:
     return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
 
 
-def _rows_table(rows: list[dict]) -> Table:
+def _rows_table(rows: list[AnalysisRow]) -> Table:
     table = Table(title="Degeneracy (loop: corpus definition; seq-rep-4: Welleck et al. 2019)")
     table.add_column("file", overflow="fold", min_width=18)
     for col in ("loop", "unit × repeats", "loop start (char)", "near loop", "seq-rep-4", "compression",
                 "think closed"):
         table.add_column(col, no_wrap=True, min_width=min(len(col), 11))
     for r in rows:
-        unit = f"{r['loop_unit_tokens']} × {r['loop_repeats']}" if r["loop"] else "–"
-        near = (f"{r['near_loop_unit_tokens']} × {r['near_loop_repeats']} @ {r['near_loop_start_char']}"
-                if r.get("near_loop") else "no")
-        table.add_row(r["file"], "[red]yes[/]" if r["loop"] else "no", unit,
-                      str(r["loop_start_char"]) if r["loop"] else "–", near, f"{r['seq_rep_4']:.3f}",
-                      f"{r['compression_ratio']:.2f}", {True: "yes", False: "no", None: "–"}[r["think_closed"]])
+        unit = f"{r.loop_unit_tokens} × {r.loop_repeats}" if r.loop else "–"
+        near = (f"{r.near_loop_unit_tokens} × {r.near_loop_repeats} @ {r.near_loop_start_char}"
+                if r.near_loop else "no")
+        table.add_row(r.file, "[red]yes[/]" if r.loop else "no", unit,
+                      str(r.loop_start_char) if r.loop else "–", near, f"{r.seq_rep_4:.3f}",
+                      f"{r.compression_ratio:.2f}", {True: "yes", False: "no", None: "–"}[r.think_closed])
     return table

@@ -17,6 +17,7 @@ from rich.table import Table
 from ..config.inventory import load_inventory
 from ..config.paths import HISTORY_FILE, find_inventory
 from ..errors import ConfigError
+from ..records.base import Number, Record
 from ..report import history as store
 from ..report.console import make_console
 
@@ -60,6 +61,24 @@ def hosts(inventory: str | None, *, as_json: bool) -> int:
     return 0
 
 
+class HistoryRow(Record):
+    """One run of the history (``report.history.history``): id, host, playbook, start, exit code, status and
+    cause, run directory, seconds, the fleet nightly's group and id, verdicts by profile."""
+
+    run_id: str
+    host: str
+    playbook: str | None = None
+    started_at: str = ""
+    exit_code: int | None = None
+    status: str = "completed"
+    cause: str | None = None
+    run_dir: str | None = None
+    duration_s: Number | None = None
+    group: str | None = None
+    fleet_id: str | None = None
+    verdicts: dict[str, str] = {}
+
+
 def history(*, host: str | None, group: str | None, runs_dir: str, history_db: str | None, limit: int,
             as_json: bool, probes: bool = False) -> int:
     """``history``: the recorded runs, newest first (a table, or JSON); ``probes``: the probes ``watch``
@@ -84,12 +103,11 @@ def history(*, host: str | None, group: str | None, runs_dir: str, history_db: s
     t = Table(title=f"History — {history_db}" + (f" — group {group}" if group else ""))
     for col in ("run", "host", "group", "playbook", "started (UTC)", "status", "exit", "verdicts / cause"):
         t.add_column(col)
-    for r in rows:
-        ok = r["status"] == "completed"
-        what = ", ".join(f"{p}: {k}" for p, k in r["verdicts"].items()) if ok else (r["cause"] or "")
-        t.add_row(r["run_id"], r["host"], escape(r["group"] or "–"), r["playbook"],
-                  r["started_at"][:19].replace("T", " "),
-                  r["status"] if ok else f"[red]{r['status']}[/]", str(r["exit_code"]), escape(what))
+    for r in map(HistoryRow.of, rows):
+        ok = r.status == "completed"
+        what = ", ".join(f"{p}: {k}" for p, k in r.verdicts.items()) if ok else (r.cause or "")
+        t.add_row(r.run_id, r.host, escape(r.group or "–"), r.playbook, r.started_at[:19].replace("T", " "),
+                  r.status if ok else f"[red]{r.status}[/]", str(r.exit_code), escape(what))
     make_console().print(t)
     return 0
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # the searches and the fleet are imported by the commands tha
     from ..fleet.outcomes import FleetReport
     from ..search.bisect import BisectResult
     from ..search.mitigate import MitigateResult
+    from ..search.records import MitigationDoc
 
 
 def runner_hooks(feedback: Feedback, *, progress: bool = True) -> Hooks:
@@ -42,11 +43,11 @@ class SpreadMitigation:
     """``mitigate --spread`` over several hosts: the merged document (:func:`mtp_remote.fleet.fleet.spread_mitigate`:
     ``rows`` with their ``host``, ``left_out`` host → why, ``exit_code``)."""
 
-    document: dict
+    document: MitigationDoc
 
     @property
     def exit_code(self) -> int:
-        return self.document["exit_code"]
+        return self.document.exit_code
 
 
 def diagnose(args: DiagnoseArgs, feedback: Feedback) -> DiagnoseResult | FleetReport:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..files import InputTooLarge, loads_json, read_bounded
 from .validation import StrictModel
@@ -36,22 +36,50 @@ class ReplaySource(StrictModel):
     limit: int | None = Field(None, ge=1, description="Replay at most this many requests (the first lines)")
 
 
+class _Shape(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class ChatTurn(_Shape):
+    """One chat message as a playbook or a replayed request gives it: ``role``, ``content`` (a string, a list
+    of parts or null), an assistant's ``tool_calls``, a tool message's ``tool_call_id``. Checked by
+    :func:`check_messages`, not here."""
+
+    role: Any = None
+    content: Any = None
+    tool_calls: Any = None
+    tool_call_id: Any = None
+
+
+class ContentPart(_Shape):
+    """One part of a message's content list; its ``text`` ('' for a part without one)."""
+
+    text: Any = ""
+
+
+class ReplayLine(_Shape):
+    """A line of a replay file: a chat body (``messages``...), or one under ``body`` or ``request.body``."""
+
+    messages: Any = None
+    body: Any = None
+    request: Any = None
+
+
 def check_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``messages`` if they form a chat: non-empty, each with a known ``role``, string/list/None ``content``,
     ``tool_calls`` only on assistant turns, a ``tool_call_id`` on tool turns. Raises ValueError naming the
     message's index and what is allowed."""
     if not messages:
         raise ValueError("messages must not be empty")
-    for i, m in enumerate(messages):
-        role = m.get("role")
+    for i, m in enumerate(map(ChatTurn.model_validate, messages)):
+        role, content = m.role, m.content
         if role not in ROLES:
             raise ValueError(f"messages[{i}].role {role!r} is not one of {', '.join(ROLES)}")
-        content = m.get("content")
         if content is not None and not isinstance(content, (str, list)):
             raise ValueError(f"messages[{i}].content must be a string, a list of parts or null")
-        if m.get("tool_calls") is not None and (role != "assistant" or not isinstance(m["tool_calls"], list)):
+        if m.tool_calls is not None and (role != "assistant" or not isinstance(m.tool_calls, list)):
             raise ValueError(f"messages[{i}].tool_calls: a list, on assistant messages only")
-        if role == "tool" and not m.get("tool_call_id"):
+        if role == "tool" and not m.tool_call_id:
             raise ValueError(f"messages[{i}]: a tool message needs tool_call_id (the assistant's call it answers)")
         if content is None and role != "assistant":
             raise ValueError(f"messages[{i}].content is missing ({role} messages need one)")
@@ -70,13 +98,14 @@ def check_extra_body(extra: dict[str, Any]) -> dict[str, Any]:
 def content_text(content: Any) -> str:
     """A message's content as text (the text parts of a list joined)."""
     if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        return "".join(ContentPart.model_validate(p).text for p in content if isinstance(p, dict))
     return content or ""
 
 
 def last_user_text(messages: list[dict[str, Any]]) -> str:
     """The last user message's text (what a report shows for a conversation), '' when there is none."""
-    return next((content_text(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
+    turns = [ChatTurn.model_validate(m) for m in messages]
+    return next((content_text(m.content) for m in reversed(turns) if m.role == "user"), "")
 
 
 def _read_text(path: Path, what: str) -> str:
@@ -104,9 +133,10 @@ def _body_of(record: Any) -> dict | None:
     """The chat body a replay line holds: the line itself, its ``body``, or its ``request.body``."""
     if not isinstance(record, dict):
         return None
-    for cand in (record, record.get("body"), (record.get("request") or {}).get("body")
-                 if isinstance(record.get("request"), dict) else None):
-        if isinstance(cand, dict) and isinstance(cand.get("messages"), list):
+    line = ReplayLine.model_validate(record)
+    request = ReplayLine.model_validate(line.request) if isinstance(line.request, dict) else None
+    for cand in (record, line.body, request.body if request is not None else None):
+        if isinstance(cand, dict) and isinstance(ReplayLine.model_validate(cand).messages, list):
             return cand
     return None
 

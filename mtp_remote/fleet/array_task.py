@@ -20,11 +20,12 @@ import time
 from pathlib import Path
 
 from ..serving.slurm import ALLOCATION_ENV
+from .records import ArrayManifest, TaskRecord
 
 
-def _write(path: Path, doc: dict) -> None:
+def _write(path: Path, doc: TaskRecord) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    tmp.write_text(json.dumps(doc.to_dict(), indent=1, default=str) + "\n")
     os.replace(tmp, path)
 
 
@@ -33,28 +34,29 @@ def run_task(fleet_dir: Path, index: int, env: dict[str, str]) -> int:
     ``results/<index>.json`` whatever happens (a task that raised says so in ``error``)."""
     from .nightly import run_nightly  # deferred: the task's first lines (manifest, started record) need no tool
 
-    manifest = json.loads((fleet_dir / "manifest.json").read_text())
-    host = manifest["hosts"][index]
+    manifest = ArrayManifest.of(json.loads((fleet_dir / "manifest.json").read_text()))
+    host = manifest.hosts[index]
     results = fleet_dir / "results"
     results.mkdir(exist_ok=True)
-    rec = {"index": index, "host": host, "node": env.get("SLURMD_NODENAME") or socket.gethostname(),
-           "job": f"{env.get('SLURM_ARRAY_JOB_ID', '?')}_{index}", "job_id": env.get("SLURM_JOB_ID"),
-           "started": time.time(), "status": "started"}
+    rec = TaskRecord(index=index, host=host, node=env.get("SLURMD_NODENAME") or socket.gethostname(),
+                     job=f"{env.get('SLURM_ARRAY_JOB_ID', '?')}_{index}", job_id=env.get("SLURM_JOB_ID"),
+                     started=time.time(), status="started")
     _write(results / f"{index}.json", rec)
     os.environ[ALLOCATION_ENV] = f"{env.get('SLURM_JOB_ID', '')} {env.get('SLURM_ARRAY_JOB_ID', '')}_{index}"
     try:
         res = run_nightly(inventory=fleet_dir / "inventory.yaml", host=host, playbook=fleet_dir / "playbook.yaml",
                           runs_dir=fleet_dir / "runs", history_db=fleet_dir / "runs" / f"history-{index}.sqlite",
-                          fleet={"group": manifest["group"], "fleet_id": manifest["fleet_id"]})
-        rec.update(status="done", exit_code=res.exit_code, run_id=res.run_id,
-                   error=res.error.message if res.error is not None else None,
-                   verdicts={v["profile"]: v["kind"] for v in res.summary.get("verdicts", [])})
+                          fleet={"group": manifest.group, "fleet_id": manifest.fleet_id})
+        rec.status, rec.exit_code, rec.run_id = "done", res.exit_code, res.run_id
+        rec.error = res.error.message if res.error is not None else None
+        rec.verdicts = {v.profile: v.kind for v in res.summary.verdicts}
     except Exception as e:  # noqa: BLE001 - the controller must learn why, whatever it was
-        rec.update(status="done", exit_code=2, run_id=None, error=f"{type(e).__name__}: {e}", verdicts={})
-    rec["facts"] = _facts(fleet_dir / "inventory.yaml", host)
-    rec["finished"] = time.time()
+        rec.status, rec.exit_code, rec.run_id, rec.error = "done", 2, None, f"{type(e).__name__}: {e}"
+        rec.verdicts = {}
+    rec.facts = _facts(fleet_dir / "inventory.yaml", host)
+    rec.finished = time.time()
     _write(results / f"{index}.json", rec)
-    return int(rec["exit_code"])
+    return int(rec.exit_code)
 
 
 def _facts(inventory: Path, host: str) -> dict:

@@ -29,13 +29,16 @@ from ..errors import MtpRemoteError
 from ..experiment import diagnose as api
 from ..experiment.run_id import new_run_id
 from ..experiment.runner import Hooks
+from ..records.summary import Environment
 from ..search.candidates import plan_candidates
-from ..search.mitigate import CandidateResult, corrupting_profile, mitigate
+from ..search.mitigate import corrupting_profile, mitigate
 from ..search.mitigation_report import render_markdown
 from ..search.ranking import familywise_loop_free, pick_best, rank_results, recommendation
+from ..search.records import CandidateResult, MitigationDoc
 from .host_ops import HOST_COMMANDS, host_outcome
 from .nightly import run_nightly
 from .outcomes import DEFAULT_WORKERS, FleetReport, HostOutcome, fan_out, host_facts
+from .records import ServedFacts
 from .regression import describe
 
 #: The commands ``fab fleet`` runs (``mtp-remote CMD -H a,b,c`` too).
@@ -56,15 +59,15 @@ def _run_one(command: str, host: str, *, inventory, playbook, runs_dir, on_progr
         overrides = {k: v for k, v in (("samples", samples), ("stop_on_loop", stop_on_loop)) if v is not None}
         res = api.diagnose(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir, hooks=hooks,
                            overrides=overrides or None)
-        vs = res.summary["verdicts"]
-        return HostOutcome(host, res.exit_code, {v["profile"]: v["kind"] for v in vs},
-                           "; ".join(f"{v['profile']}: {v['evidence']}" for v in vs), run_id=res.run_id)
+        vs = res.summary.verdicts
+        return HostOutcome(host, res.exit_code, {v.profile: v.kind for v in vs},
+                           "; ".join(f"{v.profile}: {v.evidence}" for v in vs), run_id=res.run_id)
     if command == "mitigate":
         res = mitigate(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir, from_run=from_run,
                        samples=samples, only=only, hooks=hooks)
-        best = res.document.get("best")
+        best = res.document.best
         return HostOutcome(host, res.exit_code, {"best": best or "none"},
-                           f"profile {res.document['profile']}: best {best or 'none loop-free'}", run_id=res.run_id)
+                           f"profile {res.document.profile}: best {best or 'none loop-free'}", run_id=res.run_id)
 
     return host_outcome(command, host, inventory=inventory, playbook=playbook, force=force, term_s=term_s,
                         on_progress=on_progress)
@@ -76,10 +79,10 @@ def _nightly_one(host: str, *, inventory, playbook, runs_dir, hooks: Hooks, hist
     its cause, and has its own artefacts and history row like a single-host nightly)."""
     res = run_nightly(inventory=inventory, host=host, playbook=playbook, runs_dir=runs_dir, history_db=history_db,
                       hooks=hooks, fleet={"group": group, "fleet_id": fleet_id})
-    vs = res.summary.get("verdicts", [])
-    detail = "; ".join([f"{v['profile']}: {v['evidence']}" for v in vs]
+    vs = res.summary.verdicts
+    detail = "; ".join([f"{v.profile}: {v.evidence}" for v in vs]
                        + (describe(res.regression) if res.regression is not None else []))
-    return HostOutcome(host, res.exit_code, {v["profile"]: v["kind"] for v in vs}, detail,
+    return HostOutcome(host, res.exit_code, {v.profile: v.kind for v in vs}, detail,
                        error=res.error.message if res.error is not None else None, run_id=res.run_id)
 
 
@@ -119,7 +122,7 @@ def run_fleet(command: str, hosts: list[str], *, inventory=DEFAULT_INVENTORY, pl
 def spread_mitigate(hosts: list[str], *, inventory=DEFAULT_INVENTORY, playbook=DEFAULT_PLAYBOOK,
                     runs_dir="runs", samples: int | None = None, only: list[str] | None = None,
                     max_workers: int = DEFAULT_WORKERS,
-                    on_progress: Callable[[str, str], None] = lambda host, msg: None) -> dict:
+                    on_progress: Callable[[str, str], None] = lambda host, msg: None) -> MitigationDoc:
     """``mitigate`` with its candidates spread over the hosts that serve the same model on the same SGLang
     release as the first host: each candidate runs on one host, each host samples its own baseline and the
     corrupting profile as deployed (its reference row), and the rows are merged into one table ranked by
@@ -130,73 +133,104 @@ def spread_mitigate(hosts: list[str], *, inventory=DEFAULT_INVENTORY, playbook=D
     Returns the merged document (``rows`` carry their ``host``); writes ``RUNS_DIR/fleet-<id>/mitigation.md``."""
     t0 = time.monotonic()
     inventory = as_loaded(inventory)  # read once for every host
-    facts = {h: host_facts(inventory, h) for h in hosts}
-
-    def key(h: str) -> tuple:
-        return facts[h].get("sglang"), facts[h].get("model_path"), facts[h].get("architectures")
-
-    same = [h for h in hosts if "error" not in facts[h] and key(h) == key(hosts[0])]
-    left_out = {h: facts[h].get("error") or f"serves {key(h)}, not {key(hosts[0])}" for h in hosts if h not in same}
-    config = as_loaded(inventory)
-    pb = config.playbook(config.find_playbook(playbook))
-    profile = corrupting_profile(pb, None, None)
-    f0 = facts[hosts[0]]
-    cands = plan_candidates(model_path=f0.get("model_path") or "", base_flags=pb.base_flags,
-                            profile_flags=pb.profiles[profile].flags, playbook_mitigations=pb.mitigations,
-                            sglang_version=f0.get("sglang"),
-                            architectures=tuple(a for a in (f0.get("architectures") or "").split(", ") if a))
-    if only:
-        cands = [x for x in cands if x.name in only]
-    launched = [x.name for x in cands if x.skipped is None]
-    share = {h: launched[i::len(same)] for i, h in enumerate(same)}
+    plan = _plan_spread(hosts, inventory, playbook, only)
 
     def one(i_host):
         i, host = i_host
-        if not share[host] and i:
+        mine = plan.share[host]
+        if not mine and i:
             return host, None, None
         try:
             res = mitigate(inventory=inventory, playbook=playbook, host=host, runs_dir=runs_dir, samples=samples,
-                           only=[x.name for x in cands if x.name in share[host] or x.skipped] if share[host] else
-                           [x.name for x in cands if x.skipped], reference=True,
+                           only=[x.name for x in plan.candidates if x.name in mine or x.skipped], reference=True,
                            hooks=Hooks(on_progress=lambda m: on_progress(host, m)))
             return host, res.document, None
         except MtpRemoteError as e:
             return host, None, e.message
 
-    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(same)))) as ex:
-        results = list(ex.map(one, enumerate(same)))
-    rows, errors, runs, untried = [], dict(left_out), {}, {}
-    for host, doc, err in results:
-        if err:  # its share of the candidates was not tried: said, and the spread could not be done whole
-            untried[host] = share[host]
-            errors[host] = err + (f"; its candidates were not tried: {', '.join(share[host])}" if share[host] else "")
-        if not doc:
-            continue
-        runs[host] = doc["run_id"]
-        ref = next((r.get("verdict") for r in doc["rows"] if r["status"] == "reference"), None)
-        for r in doc["rows"]:
-            if r["status"] in ("skipped", "baseline") and host != same[0]:
-                continue  # one row of each (every host's own baseline is the 1.00x of its rows)
-            if r["status"] == "reference" and r.get("n") is None:
-                continue
-            row = CandidateResult(**{**{k: v for k, v in r.items() if k != "rank"}, "flags": tuple(r["flags"]),
-                                     "host": host})
-            if ref != "spec-corrupts-output" and r["status"] not in ("reference", "baseline", "skipped"):
-                row.status = "not-comparable"
-                row.evidence = (f"{profile} as deployed does not reproduce the bug on {host} ({ref or 'not run'}): "
-                                f"a cure measured there is not comparable")
-            rows.append(row)
-    familywise_loop_free(rows, pb.compare.alpha)
-    ranked = rank_results(rows, by="speed_vs_baseline")  # absolute tokens/s differ between hosts
-    best = pick_best(ranked)
-    doc = {"kind": "mitigate-spread", "run_id": new_run_id(), "host": ", ".join(same), "profile": profile,
-           "simulated": None, "facts": {"sglang": f0.get("sglang"), "architectures": []},
-           "reused": f"candidates spread over {len(same)} hosts; runs {runs}", "hosts": same, "left_out": errors,
-           "rows": [r.to_dict() for r in ranked], "best": best.name if best else None, "untried": untried,
-           "exit_code": 2 if any(untried.values()) else 0 if best else 1, "wall_s": round(time.monotonic() - t0, 2)}
-    doc["recommendation"] = recommendation(doc)
-    d = Path(runs_dir) / f"fleet-{doc['run_id']}"
+    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(plan.same)))) as ex:
+        results = list(ex.map(one, enumerate(plan.same)))
+    doc = _merged_document(plan, results, plan.pb.compare.alpha)
+    doc.wall_s = round(time.monotonic() - t0, 2)
+    doc.recommendation = recommendation(doc)
+    d = Path(runs_dir) / f"fleet-{doc.run_id}"
     d.mkdir(parents=True, exist_ok=True)
-    (d / "mitigation.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    (d / "mitigation.json").write_text(json.dumps(doc.to_dict(), indent=2, default=str) + "\n")
     (d / "mitigation.md").write_text(render_markdown(doc))
     return doc
+
+
+@dataclasses.dataclass
+class _SpreadPlan:
+    """Who runs what in a spread: the hosts serving what the first serves (``same``), those left out (host →
+    why), the playbook and the profile mitigated, the first host's facts, the candidates and each host's
+    ``share`` of the launched ones."""
+
+    same: list[str]
+    left_out: dict[str, str]
+    pb: object
+    profile: str
+    first: ServedFacts
+    candidates: list
+    share: dict[str, list[str]]
+
+
+def _plan_spread(hosts: list[str], inventory, playbook, only: list[str] | None) -> _SpreadPlan:
+    """The hosts that serve the first host's model on its release, and the candidates shared out over them."""
+    facts = {h: ServedFacts.of(host_facts(inventory, h)) for h in hosts}
+    same = [h for h in hosts if facts[h].error is None and facts[h].key() == facts[hosts[0]].key()]
+    left_out = {h: facts[h].error or f"serves {facts[h].key()}, not {facts[hosts[0]].key()}"
+                for h in hosts if h not in same}
+    pb = inventory.playbook(inventory.find_playbook(playbook))
+    profile = corrupting_profile(pb, None, None)
+    f0 = facts[hosts[0]]
+    cands = plan_candidates(model_path=f0.model_path or "", base_flags=pb.base_flags,
+                            profile_flags=pb.profiles[profile].flags, playbook_mitigations=pb.mitigations,
+                            sglang_version=f0.sglang,
+                            architectures=tuple(a for a in (f0.architectures or "").split(", ") if a))
+    if only:
+        cands = [x for x in cands if x.name in only]
+    launched = [x.name for x in cands if x.skipped is None]
+    return _SpreadPlan(same, left_out, pb, profile, f0, cands, {h: launched[i::len(same)] for i, h in enumerate(same)})
+
+
+def _merged_document(plan: _SpreadPlan, results: list, alpha: float) -> MitigationDoc:
+    """The hosts' mitigation documents merged into one ranked table (the first host's skipped and baseline rows
+    stand for all; a host's candidates are ``not-comparable`` where the as-deployed profile does not corrupt);
+    a host that failed has its share ``untried`` (exit code 2)."""
+    rows, errors, runs, untried = [], dict(plan.left_out), {}, {}
+    for host, doc, err in results:
+        if err:  # its share of the candidates was not tried: said, and the spread could not be done whole
+            untried[host] = plan.share[host]
+            errors[host] = err + (f"; its candidates were not tried: {', '.join(plan.share[host])}"
+                                  if plan.share[host] else "")
+        if doc:
+            runs[host] = doc.run_id
+            rows += _host_rows(doc, host, plan)
+    familywise_loop_free(rows, alpha)
+    ranked = rank_results(rows, by="speed_vs_baseline")  # absolute tokens/s differ between hosts
+    best = pick_best(ranked)
+    return MitigationDoc(
+        kind="mitigate-spread", run_id=new_run_id(), host=", ".join(plan.same), profile=plan.profile, simulated=None,
+        facts=Environment(sglang=plan.first.sglang, architectures=[]),
+        reused=f"candidates spread over {len(plan.same)} hosts; runs {runs}", hosts=plan.same, left_out=errors,
+        rows=ranked, best=best.name if best else None, untried=untried,
+        exit_code=2 if any(untried.values()) else 0 if best else 1)
+
+
+def _host_rows(doc: MitigationDoc, host: str, plan: _SpreadPlan) -> list[CandidateResult]:
+    """One host's rows of the merged table, marked with the host (rank cleared: the table is ranked again)."""
+    ref = next((r.verdict for r in doc.with_status("reference")), None)
+    out = []
+    for r in doc.rows:
+        if r.status in ("skipped", "baseline") and host != plan.same[0]:
+            continue  # one row of each (every host's own baseline is the 1.00x of its rows)
+        if r.status == "reference" and r.n is None:
+            continue
+        row = r.model_copy(update={"host": host, "rank": None})
+        if ref != "spec-corrupts-output" and r.status not in ("reference", "baseline", "skipped"):
+            row.status = "not-comparable"
+            row.evidence = (f"{plan.profile} as deployed does not reproduce the bug on {host} ({ref or 'not run'}): "
+                            f"a cure measured there is not comparable")
+        out.append(row)
+    return out

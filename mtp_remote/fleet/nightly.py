@@ -32,6 +32,7 @@ from ..experiment.runner import Hooks
 from ..report import history as store
 from ..report.ci import write_ci_outputs
 from ..report.document import load_summary, save_summary
+from ..records.summary import Summary
 from ..report.records import failed_summary, record_history, write_failed_run
 from .regression import RegressionReport, check_regressions
 
@@ -123,32 +124,32 @@ def _run(inventory, host, playbook, runs_dir, history_db, hooks, fleet=None) -> 
             doc = failed_summary(run_id=run_id, host={"name": h}, playbook={"name": p, "file": str(playbook)},
                                  started_at=started, error=e)
             if fleet:
-                doc["fleet"] = fleet
+                doc.fleet = fleet
             write_failed_run(run_dir, doc, db)
         else:
             run_id = e.run_id
         doc = load_summary(run_dir)
-        if fleet and doc.get("fleet") != fleet:  # recorded by diagnose without its group: record it again
-            doc["fleet"] = fleet
+        if fleet and doc.fleet != fleet:  # recorded by diagnose without its group: record it again
+            doc.fleet = fleet
             save_summary(doc, Path(run_dir))
             record_history(db, doc, Path(run_dir))
         return NightlyResult(run_id, Path(run_dir), doc, e.exit_code, db, error=e)
     doc = res.summary
     if fleet:
-        doc["fleet"] = fleet
+        doc.fleet = fleet
     code, rep = check_and_record(doc, Path(res.run_dir), db, res.exit_code)
     return NightlyResult(res.run_id, res.run_dir, doc, code, db, regression=rep)
 
 
-def check_and_record(doc: dict, run_dir: Path, db: Path, exit_code: int) -> tuple[int, RegressionReport]:
+def check_and_record(doc: Summary, run_dir: Path, db: Path, exit_code: int) -> tuple[int, RegressionReport]:
     """A completed run's nightly tail: the regression check against the host's earlier good runs in ``db``, the
     result added to its summary.json, junit.xml and metrics.prom, its history row. Returns (the exit code, 1
     when a tested regression was found; the check)."""
-    earlier = store.good_runs(db, host=doc["host"]["name"], playbook=doc["playbook"]["name"], before_run=doc["run_id"])
+    earlier = store.good_runs(db, host=doc.host.name, playbook=doc.playbook.name, before_run=doc.run_id)
     rep = check_regressions(doc, earlier)
-    doc["regression"] = rep.to_dict()
+    doc.regression = rep.to_dict()
     code = worst_exit([exit_code, EXIT_CORRUPT if rep.regressed else 0])
-    doc["exit_code"] = code
+    doc.exit_code = code
     save_summary(doc, run_dir)
     write_ci_outputs(doc, run_dir)
     record_history(db, doc, run_dir)

@@ -26,6 +26,7 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -40,6 +41,7 @@ from ..remote import slurm_array as sa
 from ..report.document import load_summary
 from ..report.records import record_history
 from .outcomes import FleetReport, HostOutcome, disagreements, render_fleet_markdown
+from .records import TaskRecord
 from .nightly import DEFAULT_NIGHTLY_PLAYBOOK, check_and_record
 
 #: Seconds between two looks at the array in the queue.
@@ -160,18 +162,30 @@ def _submit_array(c, fdir: str, fleet_id: str, group: str, tasks: int, settings,
     return rep.job_id
 
 
-def _watch_array(c, array: int, settings, tasks: int, wait_s: float, on_progress, group: str) -> dict:
-    """Poll the array until no task is in the queue; {index: {"state", "reason", "node", "ran"}} as last seen.
-    The array is cancelled when no task started within ``server.pending_s`` or all of it within ``wait_s``."""
-    seen: dict[int, dict] = {}
+@dataclass
+class TaskSeen:
+    """An array task as last seen in the queue: its state and reason, its node, whether it ever ran, and why
+    the controller cancelled the array (None when it did not)."""
+
+    state: str | None = None
+    reason: str | None = None
+    node: str = ""
+    ran: bool = False
+    cancelled: str | None = None
+
+
+def _watch_array(c, array: int, settings, tasks: int, wait_s: float, on_progress, group: str) -> dict[int, TaskSeen]:
+    """Poll the array until no task is in the queue; {index: :class:`TaskSeen`} as last seen. The array is
+    cancelled when no task started within ``server.pending_s`` or all of it within ``wait_s``."""
+    seen: dict[int, TaskSeen] = {}
     t0, said = time.monotonic(), ""
     while True:
         states = sa.parse_array_squeue(c.run(sa.array_squeue_command(array, settings.conf), hide=True, warn=True,
                                              in_stream=False).stdout)
         for i, q in states.items():
-            last = seen.setdefault(i, {"ran": False})
-            last.update(state=q.state, reason=q.reason, node=q.node or last.get("node", ""))
-            last["ran"] = last["ran"] or q.state not in ("PENDING", "REQUEUED")
+            last = seen.setdefault(i, TaskSeen())
+            last.state, last.reason, last.node = q.state, q.reason, q.node or last.node
+            last.ran = last.ran or q.state not in ("PENDING", "REQUEUED")
         if not states:
             return seen
         line = ", ".join(f"{n} {s.lower()}" for s, n in _counts(states).items())
@@ -179,14 +193,14 @@ def _watch_array(c, array: int, settings, tasks: int, wait_s: float, on_progress
             said = line
             on_progress(group, f"job array {array}: {line}")
         waited = time.monotonic() - t0
-        never = not any(v["ran"] for v in seen.values())
+        never = not any(v.ran for v in seen.values())
         if (never and waited > settings.pending_s) or waited > wait_s:
             why = (f"no task started within server.pending_s = {settings.pending_s:.0f} s" if never
                    else f"not done within {wait_s:.0f} s")
             on_progress(group, f"job array {array}: {why}; cancelling it")
             c.run(sl.with_conf(settings.conf, ["scancel", str(array)]), hide=True, warn=True, in_stream=False)
             for v in seen.values():
-                v["cancelled"] = why
+                v.cancelled = why
             time.sleep(POLL_S)
             continue
         time.sleep(POLL_S)
@@ -199,11 +213,11 @@ def _counts(states: dict) -> dict[str, int]:
     return out
 
 
-def _bring_back(c, fdir: str, local: Path, fleet_id: str) -> dict[int, dict]:
+def _bring_back(c, fdir: str, local: Path, fleet_id: str) -> dict[int, TaskRecord]:
     """The fleet directory's results and runs, in one round trip: each run directory to ``local/<run-id>/``, the
     task records kept in ``local/<fleet-id>/tasks/``. Returns {index: task record}."""
     out = c.run(sa.tree_command(fdir, ["results", "runs"]), hide=True, warn=True, in_stream=False).stdout
-    records: dict[int, dict] = {}
+    records: dict[int, TaskRecord] = {}
     if not out.strip():
         return records
     with tempfile.TemporaryDirectory() as tmp:
@@ -212,8 +226,8 @@ def _bring_back(c, fdir: str, local: Path, fleet_id: str) -> dict[int, dict]:
         tasks = local / fleet_id / "tasks"
         tasks.mkdir(parents=True, exist_ok=True)
         for f in sorted(Path(tmp, "results").glob("*.json")):
-            rec = json.loads(f.read_text())
-            records[int(rec["index"])] = rec
+            rec = TaskRecord.of(json.loads(f.read_text()))
+            records[rec.index] = rec
             shutil.copy(f, tasks / f.name)
         for run in Path(tmp, "runs").glob("*"):
             if run.is_dir() and not (local / run.name).exists():
@@ -221,45 +235,49 @@ def _bring_back(c, fdir: str, local: Path, fleet_id: str) -> dict[int, dict]:
     return records
 
 
-def task_outcomes(hosts: list[str], results: dict[int, dict], seen: dict[int, dict], array: int, local: Path,
-              db: Path) -> tuple[list[HostOutcome], dict]:
+def task_outcomes(hosts: list[str], results: dict[int, TaskRecord], seen: dict[int, TaskSeen], array: int,
+                  local: Path, db: Path) -> tuple[list[HostOutcome], dict]:
     """Each host's outcome from its task record (its run checked and recorded against the controller's history),
-    or why its task never ran or left nothing; and the fleet summary's ``slurm`` part."""
+    or why its task never ran or left nothing; and the fleet summary's ``slurm`` part. ``results`` and ``seen``
+    may be given as their JSON mappings."""
+    results = {i: TaskRecord.of(r) for i, r in results.items()}
+    seen = {i: v if isinstance(v, TaskSeen) else TaskSeen(**v) for i, v in seen.items()}
     outcomes, nodes, never = [], {}, []
     for i, host in enumerate(hosts):
-        rec, last = results.get(i), seen.get(i, {})
+        rec, last = results.get(i), seen.get(i)
         task = f"{array}_{i}"
-        node = (rec or {}).get("node") or last.get("node", "")
+        node = (rec.node if rec else None) or (last.node if last else "")
         nodes[host] = node
-        if rec is None or rec.get("status") != "done":
+        if rec is None or rec.status != "done":
             never.append(host)
             outcomes.append(HostOutcome(host, EXIT_RUN_FAILED, error=never_ran(task, rec, last),
                                         facts={"node": node or "none"}))
             continue
-        code = int(rec["exit_code"])
-        if rec.get("run_id") and (local / rec["run_id"]).is_dir():
-            doc = load_summary(local / rec["run_id"])
-            if doc.get("status", "completed") == "completed":
-                code, _ = check_and_record(doc, local / rec["run_id"], db, code)
+        code = int(rec.exit_code)
+        if rec.run_id and (local / rec.run_id).is_dir():
+            doc = load_summary(local / rec.run_id)
+            if doc.status == "completed":
+                code, _ = check_and_record(doc, local / rec.run_id, db, code)
             else:
-                record_history(db, doc, local / rec["run_id"])
-        detail = "; ".join(f"{p}: {k}" for p, k in rec.get("verdicts", {}).items())
-        outcomes.append(HostOutcome(host, code, dict(rec.get("verdicts", {})), f"on {node}: {detail}",
-                                    error=rec.get("error"), duration_s=round(rec["finished"] - rec["started"], 2),
-                                    run_id=rec.get("run_id"), facts={**rec.get("facts", {}), "node": node}))
+                record_history(db, doc, local / rec.run_id)
+        detail = "; ".join(f"{p}: {k}" for p, k in rec.verdicts.items())
+        outcomes.append(HostOutcome(host, code, dict(rec.verdicts), f"on {node}: {detail}",
+                                    error=rec.error, duration_s=round(rec.finished - rec.started, 2),
+                                    run_id=rec.run_id, facts={**rec.facts, "node": node}))
     return outcomes, {"nodes": nodes, "never_ran": never,
                       "tasks": {h: f"{array}_{i}" for i, h in enumerate(hosts)}}
 
 
-def never_ran(task: str, rec: dict | None, last: dict) -> str:
+def never_ran(task: str, rec: TaskRecord | None, last: TaskSeen | None) -> str:
+    """Why a host's array task left no outcome: started but killed, cancelled by us, or never run."""
     if rec is not None:
-        return (f"its array task {task} started on {rec.get('node')} but left no result (the task was killed: "
-                f"time limit, node failure or scancel); last seen {last.get('state', 'unknown')}")
-    if last.get("cancelled"):
-        return f"its array task {task} never ran: {last['cancelled']} (last seen {last.get('state')}: {last.get('reason')})"
-    if last:
-        return (f"its array task {task} never ran (last seen {last.get('state')}, reason {last.get('reason') or 'none'}"
-                f"{', on ' + last['node'] if last.get('node') else ''})")
+        return (f"its array task {task} started on {rec.node} but left no result (the task was killed: "
+                f"time limit, node failure or scancel); last seen {last.state if last else 'unknown'}")
+    if last is not None and last.cancelled:
+        return f"its array task {task} never ran: {last.cancelled} (last seen {last.state}: {last.reason})"
+    if last is not None:
+        return (f"its array task {task} never ran (last seen {last.state}, reason {last.reason or 'none'}"
+                f"{', on ' + last.node if last.node else ''})")
     return f"its array task {task} never ran (the scheduler never listed it)"
 
 

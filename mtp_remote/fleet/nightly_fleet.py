@@ -13,6 +13,8 @@ from .. import __version__
 from ..config.paths import DEFAULT_NIGHTLY_PLAYBOOK, HISTORY_FILE
 from ..errors import MtpRemoteError
 from ..experiment.runner import Hooks
+from ..records.fleet import FleetHost, FleetSummary
+from ..records.summary import Summary
 from ..report import history as store
 from ..report.document import load_summary
 from ..report.fleet_ci import write_fleet_ci_outputs
@@ -30,7 +32,7 @@ class FleetNightlyResult:
 
     fleet_id: str
     fleet_dir: Path
-    summary: dict
+    summary: FleetSummary
     report: object
     exit_code: int
     history_db: Path
@@ -70,16 +72,16 @@ def run_nightly_fleet(hosts: list[str], *, group: str, inventory=None, playbook=
     doc = fleet_summary(report, group=group, host_docs=host_docs, started_at=started, playbook=playbook,
                         runs_dir=Path(runs_dir))
     if slurm is not None:
-        doc["slurm"] = slurm
+        doc.slurm = slurm
     fleet_dir.mkdir(parents=True, exist_ok=True)
-    (fleet_dir / "summary.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    (fleet_dir / "summary.json").write_text(json.dumps(doc.to_dict(), indent=2, default=str) + "\n")
     write_fleet_ci_outputs(doc, host_docs, fleet_dir)
     if metrics_file is not None:
         publish_metrics(fleet_dir / "metrics.prom", Path(metrics_file))
-    return FleetNightlyResult(doc["fleet_id"], fleet_dir, doc, report, doc["exit_code"], db)
+    return FleetNightlyResult(doc.fleet_id, fleet_dir, doc, report, doc.exit_code, db)
 
 
-def _host_doc(runs_dir: Path, outcome, playbook) -> dict:
+def _host_doc(runs_dir: Path, outcome, playbook) -> Summary:
     """The host's summary.json; for a host whose run left none (a bug on that host), a failed document built
     from its outcome."""
     if outcome.run_id:
@@ -96,37 +98,35 @@ def _host_doc(runs_dir: Path, outcome, playbook) -> dict:
 _BAD_KINDS = ("spec-corrupts-output", "launch-failed", "crashed", "hung")
 
 
-def fleet_summary(report, *, group: str, host_docs: dict[str, dict], started_at: datetime, playbook,
-                  runs_dir: Path) -> dict:
+def fleet_summary(report, *, group: str, host_docs: dict[str, Summary], started_at: datetime, playbook,
+                  runs_dir: Path) -> FleetSummary:
     """The fleet nightly's document: per host its status, exit code, run id and directory, verdicts, the
     profiles that corrupt (or did not launch), its regressions and the cause when it could not run; the
     hosts that disagree (:func:`mtp_remote.fleet.fleet.disagreements`, with the facts they differ in), the hosts
-    that could not run and those that corrupt. JSON-able."""
+    that could not run and those that corrupt. JSON-able (``to_dict``)."""
     finished = datetime.now(timezone.utc)
-    hosts = []
-    for h in report.hosts:
-        d = host_docs[h.host]
-        reg = d.get("regression") or {}
-        hosts.append({
-            "host": h.host, "status": d.get("status", "completed"), "exit_code": h.exit_code, "run_id": h.run_id,
-            "run_dir": str(runs_dir / h.run_id) if h.run_id else None, "duration_s": h.duration_s,
-            "verdicts": [{"profile": v["profile"], "kind": v["kind"], "evidence": v.get("evidence")}
-                         for v in d.get("verdicts", [])],
-            "corrupts": [v["profile"] for v in d.get("verdicts", []) if v["kind"].startswith(_BAD_KINDS)],
-            "regressed": reg.get("regressed", []), "regression_baseline": reg.get("baseline_run"),
-            "cause": cause_line(d) if d.get("status", "completed") != "completed" else None,
-            "facts": h.facts})
-    names = [x["playbook"]["name"] for x in host_docs.values() if x.get("playbook", {}).get("name")]
-    return {
-        "schema_version": 1, "kind": "nightly-fleet", "tool": "mtp-remote", "tool_version": __version__,
-        "fleet_id": f"fleet-{report.run_id}", "group": group, "hosts_planned": [h.host for h in report.hosts],
-        "playbook": {"name": names[0] if names else Path(str(playbook)).stem, "file": str(playbook)},
-        "started_at": started_at.isoformat(), "finished_at": finished.isoformat(), "wall_s": report.wall_s,
-        "max_workers": report.max_workers, "exit_code": report.exit_code, "hosts": hosts,
-        "could_not_run": [x["host"] for x in hosts if x["status"] != "completed"],
-        "corrupt_hosts": [x["host"] for x in hosts if x["corrupts"]],
-        "regressed_hosts": [x["host"] for x in hosts if x["regressed"]],
-        "disagreements": report.disagreements,
-        "disagreement_lines": [describe_disagreement(x) for x in report.disagreements],
-        "files": {"junit": "junit.xml", "metrics": "metrics.prom", "report": "fleet.md"},
-    }
+    hosts = [_host_line(h, Summary.of(host_docs[h.host]), runs_dir) for h in report.hosts]
+    names = [d.playbook.name for d in map(Summary.of, host_docs.values()) if d.playbook.name]
+    return FleetSummary(
+        schema_version=1, kind="nightly-fleet", tool="mtp-remote", tool_version=__version__,
+        fleet_id=f"fleet-{report.run_id}", group=group, hosts_planned=[h.host for h in report.hosts],
+        playbook={"name": names[0] if names else Path(str(playbook)).stem, "file": str(playbook)},
+        started_at=started_at.isoformat(), finished_at=finished.isoformat(), wall_s=report.wall_s,
+        max_workers=report.max_workers, exit_code=report.exit_code, hosts=hosts,
+        could_not_run=[x.host for x in hosts if x.status != "completed"],
+        corrupt_hosts=[x.host for x in hosts if x.corrupts], regressed_hosts=[x.host for x in hosts if x.regressed],
+        disagreements=[d.to_dict() for d in report.disagreements],
+        disagreement_lines=[describe_disagreement(x) for x in report.disagreements],
+        files={"junit": "junit.xml", "metrics": "metrics.prom", "report": "fleet.md"})
+
+
+def _host_line(h, d: Summary, runs_dir: Path) -> FleetHost:
+    """One host's line of the fleet summary, from its outcome ``h`` and its run's summary ``d``."""
+    reg = d.regression
+    return FleetHost(
+        host=h.host, status=d.status, exit_code=h.exit_code, run_id=h.run_id,
+        run_dir=str(runs_dir / h.run_id) if h.run_id else None, duration_s=h.duration_s,
+        verdicts=[{"profile": v.profile, "kind": v.kind, "evidence": v.evidence} for v in d.verdicts],
+        corrupts=[v.profile for v in d.verdicts if v.kind.startswith(_BAD_KINDS)],
+        regressed=reg.regressed if reg else [], regression_baseline=reg.baseline_run if reg else None,
+        cause=cause_line(d) if d.status != "completed" else None, facts=h.facts)

@@ -22,6 +22,7 @@ from ..errors import EXIT_RUN_FAILED, MtpRemoteError, worst_exit
 from ..experiment.hosts import open_host
 from ..experiment.run_id import new_run_id
 from ..remote.envfacts import get_environment
+from .records import Disagreement, FactDifference
 
 #: Hosts a fleet command runs at once unless told otherwise.
 DEFAULT_WORKERS = 8
@@ -51,14 +52,14 @@ class FleetReport:
     hosts: list[HostOutcome]
     wall_s: float
     max_workers: int
-    disagreements: list[dict] = field(default_factory=list)
+    disagreements: list[Disagreement] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
         return worst_exit(h.exit_code for h in self.hosts)
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        d = {**asdict(self), "disagreements": [x.to_dict() for x in self.disagreements]}
         d.update(exit_code=self.exit_code, slowest_host_s=max((h.duration_s for h in self.hosts), default=0.0),
                  sum_host_s=sum(h.duration_s for h in self.hosts))
         return d
@@ -134,7 +135,7 @@ def fan_out(command: str, hosts: list[str], run_one: Callable[[str], HostOutcome
     return report
 
 
-def disagreements(outcomes: list[HostOutcome]) -> list[dict]:
+def disagreements(outcomes: list[HostOutcome]) -> list[Disagreement]:
     """For each key (profile, check) whose verdict is not the same on every host that ran: the minority
     hosts, their verdict, the majority's, and the facts in which they differ from the majority hosts."""
     ran = [o for o in outcomes if o.error is None]
@@ -149,13 +150,13 @@ def disagreements(outcomes: list[HostOutcome]) -> list[dict]:
         for kind in (k for k in counts if k != majority):
             odd = [h for h, v in by_host.items() if v == kind]
             rest = [h for h, v in by_host.items() if v == majority]
-            out.append({"key": key, "verdict": kind, "hosts": odd, "majority": majority, "majority_hosts": rest,
-                        "differing_facts": differing_facts([o for o in ran if o.host in odd],
-                                                           [o for o in ran if o.host in rest])})
+            out.append(Disagreement(key=key, verdict=kind, hosts=odd, majority=majority, majority_hosts=rest,
+                                    differing_facts=differing_facts([o for o in ran if o.host in odd],
+                                                                    [o for o in ran if o.host in rest])))
     return out
 
 
-def differing_facts(odd: list[HostOutcome], rest: list[HostOutcome]) -> list[dict]:
+def differing_facts(odd: list[HostOutcome], rest: list[HostOutcome]) -> list[FactDifference]:
     """Facts whose values on the odd hosts and on the others do not overlap: [{fact, odd, others}]."""
     names = sorted({k for o in odd + rest for k in o.facts if k != "error"})
     out = []
@@ -163,16 +164,17 @@ def differing_facts(odd: list[HostOutcome], rest: list[HostOutcome]) -> list[dic
         a = sorted({str(o.facts.get(k)) for o in odd})
         b = sorted({str(o.facts.get(k)) for o in rest})
         if not set(a) & set(b):
-            out.append({"fact": k, "odd": a, "others": b})
+            out.append(FactDifference(fact=k, odd=a, others=b))
     return out
 
 
-def describe_disagreement(d: dict) -> str:
+def describe_disagreement(d: Disagreement | dict) -> str:
     """``mtp: spec-corrupts-output on sim-b only (healthy on sim-a, sim-c); differs: driver 560.35 vs 550.54``."""
-    facts = "; ".join(f"{f['fact']} {'/'.join(_none(f['odd']))} vs {'/'.join(_none(f['others']))}"
-                      for f in d["differing_facts"]) or "no collected fact differs"
-    return (f"{d['key']}: {d['verdict']} on {', '.join(d['hosts'])} only ({d['majority']} on "
-            f"{', '.join(d['majority_hosts'])}); differs: {facts}")
+    d = Disagreement.of(d)
+    facts = "; ".join(f"{f.fact} {'/'.join(_none(f.odd))} vs {'/'.join(_none(f.others))}"
+                      for f in d.differing_facts) or "no collected fact differs"
+    return (f"{d.key}: {d.verdict} on {', '.join(d.hosts)} only ({d.majority} on "
+            f"{', '.join(d.majority_hosts)}); differs: {facts}")
 
 
 def _none(values: list[str]) -> list[str]:

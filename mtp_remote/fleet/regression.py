@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 
 from ..analysis.runstats import loop_diff, speed_vs_history
 from ..analysis.stats import holm
+from ..records.summary import CellRecord, Summary
+from .records import RegressionCheck
 
 #: Verdict kinds of a profile that produced no usable samples (did not start, crashed, hung).
 FAILED_KINDS = ("launch-failed", "crashed", "hung")
@@ -38,100 +40,101 @@ NIGHTS_PER_MONTH = 30
 class RegressionReport:
     """``baseline_run``: the last good run compared against (None: no earlier good run). ``alpha``: the month's
     false-alarm budget, ``night_alpha`` the level tonight's Holm-adjusted p-values are compared with
-    (``alpha / NIGHTS_PER_MONTH``). ``checks``: one dict per tested quantity with ``kind``
-    (``loop_rate``/``speed``/``launch``), ``profile``, ``temperature``, the figures (speed: ``ratio``, the
-    speculative cell's tokens/s over the baseline's that night), ``p``/``p_adjusted`` and ``regressed``.
+    (``alpha / NIGHTS_PER_MONTH``). ``checks``: one :class:`~mtp_remote.fleet.records.RegressionCheck` per tested
+    quantity (``kind`` ``loop_rate``/``speed``/``launch``, the cell, the figures, ``p``/``p_adjusted``,
+    ``regressed``).
     ``regressed``: sorted "profile T=t (kind)" labels."""
 
     baseline_run: str | None
     alpha: float
-    checks: list[dict] = field(default_factory=list)
+    checks: list[RegressionCheck] = field(default_factory=list)
     night_alpha: float | None = None
 
     @property
     def regressed(self) -> list[str]:
-        return sorted({_label(c) for c in self.checks if c["regressed"]})
+        return sorted({c.label() for c in self.checks if c.regressed})
 
     def to_dict(self) -> dict:
         return {"baseline_run": self.baseline_run, "alpha": self.alpha, "night_alpha": self.night_alpha,
-                "checks": self.checks, "regressed": self.regressed}
+                "checks": [c.to_dict() for c in self.checks], "regressed": self.regressed}
 
 
-def _label(c: dict) -> str:
-    t = "" if c.get("temperature") is None else f" T={c['temperature']:g}"
-    return f"{c['profile']}{t} ({c['kind']})"
-
-
-def check_regressions(doc: dict, earlier: list[dict], *, alpha: float | None = None) -> RegressionReport:
+def check_regressions(doc: Summary | dict, earlier: list[dict], *, alpha: float | None = None) -> RegressionReport:
     """Compare the completed run ``doc`` (summary.json) with ``earlier`` good runs (newest first, as
     :func:`mtp_remote.report.history.good_runs` returns them). ``alpha``: the month's false-alarm budget,
     default the playbook's; tonight's tests run at ``alpha / NIGHTS_PER_MONTH``."""
-    alpha = alpha if alpha is not None else float(doc.get("playbook", {}).get("alpha") or 0.05)
+    doc = Summary.of(doc)
+    alpha = alpha if alpha is not None else float(doc.playbook.alpha or 0.05)
     night = alpha / NIGHTS_PER_MONTH
     if not earlier:
         return RegressionReport(None, alpha, night_alpha=night)
     last = earlier[0]
     rep = RegressionReport(last["run_id"], alpha, night_alpha=night)
-    pb = doc.get("playbook") or {}
-    baseline = pb.get("baseline", "baseline")
-    flags = pb.get("profiles") or {}
-    tonight = {(c["profile"], float(c["temperature"])): c for c in doc.get("cells", [])}
+    baseline, flags = doc.playbook.baseline, doc.playbook.profiles
+    tonight = {(c.profile, float(c.temperature)): c for c in doc.cells}
     loops, speeds = [], []
-    for c in doc.get("cells", []):
-        key = (c["profile"], float(c["temperature"]))
+    for c in doc.cells:
+        key = (c.profile, float(c.temperature))
         prev = last["cells"].get(key)
-        if prev and prev["n"] and c["n"]:
-            d = loop_diff(prev["loops"], prev["n"], c["loops"], c["n"])
-            loops.append({"kind": "loop_rate", "profile": key[0], "temperature": key[1], "run": d.loops_b,
-                          "n": d.n_b, "last_good": d.loops_a, "n_last_good": d.n_a, "p": d.p_worse})
-        speculative = (flags.get(key[0]) or {}).get("speculative", key[0] != baseline)
+        if prev and prev["n"] and c.n:
+            d = loop_diff(prev["loops"], prev["n"], c.loops, c.n)
+            loops.append(RegressionCheck(kind="loop_rate", profile=key[0], temperature=key[1], run=d.loops_b, n=d.n_b,
+                                         last_good=d.loops_a, n_last_good=d.n_a, p=d.p_worse))
+        entry = flags.get(key[0])
+        speculative = entry.speculative if entry is not None and "speculative" in entry else key[0] != baseline
         ratio = _ratio(c, tonight.get((baseline, key[1])))
         if speculative and key[0] != baseline and ratio is not None:
             hist = [h for r in earlier[:HISTORY_RUNS]
                     if (h := _ratio(r["cells"].get(key), r["cells"].get((baseline, key[1])))) is not None]
             s = speed_vs_history(ratio, hist)
-            speeds.append({"kind": "speed", "profile": key[0], "temperature": key[1], "ratio": s.value,
-                           "tokens_per_s": c["tokens_per_s"], "history_runs": s.k, "history_mean": s.history_mean,
-                           "history_sd": s.history_sd, "p": s.p_slower})
+            speeds.append(RegressionCheck(kind="speed", profile=key[0], temperature=key[1], ratio=s.value,
+                                          tokens_per_s=c.tokens_per_s, history_runs=s.k,
+                                          history_mean=s.history_mean, history_sd=s.history_sd, p=s.p_slower))
     for group in (loops, speeds):
-        tested = [c for c in group if c["p"] is not None]
-        for c, adj in zip(tested, holm([c["p"] for c in tested])):
-            c["p_adjusted"] = adj
+        tested = [c for c in group if c.p is not None]
+        for c, adj in zip(tested, holm([c.p for c in tested])):
+            c.p_adjusted = adj
         for c in group:
-            c.setdefault("p_adjusted", None)
-            c["regressed"] = c["p_adjusted"] is not None and c["p_adjusted"] < night
-            if c["kind"] == "speed" and c["p"] is None:
-                c["note"] = f"not tested: {c['history_runs']} earlier good run(s), 3 needed for the spread"
+            c.mark_written("p_adjusted")
+            c.regressed = c.p_adjusted is not None and c.p_adjusted < night
+            if c.kind == "speed" and c.p is None:
+                c.note = f"not tested: {c.history_runs} earlier good run(s), 3 needed for the spread"
         rep.checks += group
     launched_before = {p for (p, _t) in last["cells"]}
-    for v in doc.get("verdicts", []):
-        if v["kind"].startswith(FAILED_KINDS) and v["profile"] in launched_before:
-            rep.checks.append({"kind": "launch", "profile": v["profile"], "temperature": None, "p": None,
-                               "p_adjusted": None, "regressed": True,
-                               "note": f"{v['kind']}; launched in {last['run_id']}"})
+    for v in doc.verdicts:
+        if v.kind.startswith(FAILED_KINDS) and v.profile in launched_before:
+            rep.checks.append(RegressionCheck(kind="launch", profile=v.profile, temperature=None, p=None,
+                                              p_adjusted=None, regressed=True,
+                                              note=f"{v.kind}; launched in {last['run_id']}"))
     return rep
 
 
-def _ratio(spec: dict | None, base: dict | None) -> float | None:
-    """Tokens/s of a speculative cell over the baseline's of the same run and temperature; None without both."""
-    a = (spec or {}).get("tokens_per_s")
-    b = (base or {}).get("tokens_per_s")
+def _ratio(spec, base) -> float | None:
+    """Tokens/s of a speculative cell over the baseline's of the same run and temperature (cells of tonight's
+    summary, or a history row's ``{"tokens_per_s", ...}``); None without both."""
+    a, b = (_tokens_per_s(x) for x in (spec, base))
     return a / b if a is not None and b else None
+
+
+def _tokens_per_s(cell) -> float | None:
+    if isinstance(cell, CellRecord):
+        return cell.tokens_per_s
+    return None if cell is None else cell.get("tokens_per_s")
 
 
 def describe(rep: RegressionReport) -> list[str]:
     """One line per regression, with its evidence (for the console and the junit case)."""
     out = []
     for c in rep.checks:
-        if not c["regressed"]:
+        if not c.regressed:
             continue
-        if c["kind"] == "loop_rate":
-            out.append(f"{_label(c)}: {c['run']}/{c['n']} loops tonight vs {c['last_good']}/{c['n_last_good']} in "
-                       f"{rep.baseline_run} (Fisher one-sided p={c['p']:.2g}, Holm {c['p_adjusted']:.2g})")
-        elif c["kind"] == "speed":
-            out.append(f"{_label(c)}: {c['ratio']:.2f}x the baseline's tok/s tonight vs {c['history_mean']:.2f} ± "
-                       f"{c['history_sd']:.2f} over {c['history_runs']} earlier good runs "
-                       f"(t prediction p={c['p']:.2g}, Holm {c['p_adjusted']:.2g})")
+        if c.kind == "loop_rate":
+            out.append(f"{c.label()}: {c.run}/{c.n} loops tonight vs {c.last_good}/{c.n_last_good} in "
+                       f"{rep.baseline_run} (Fisher one-sided p={c.p:.2g}, Holm {c.p_adjusted:.2g})")
+        elif c.kind == "speed":
+            out.append(f"{c.label()}: {c.ratio:.2f}x the baseline's tok/s tonight vs {c.history_mean:.2f} ± "
+                       f"{c.history_sd:.2f} over {c.history_runs} earlier good runs "
+                       f"(t prediction p={c.p:.2g}, Holm {c.p_adjusted:.2g})")
         else:
-            out.append(f"{_label(c)}: {c['note']}")
+            out.append(f"{c.label()}: {c.note}")
     return out

@@ -7,12 +7,13 @@ oldest one for an older host, the newest one when the version is unknown.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel
 
 from mtp_remote.errors import ConfigError
 
@@ -88,6 +89,14 @@ def available_versions() -> list[str]:
     return sorted(found, key=version_key)
 
 
+class _TableFile(BaseModel):
+    """A committed ``flags_<version>.json`` (``lint.gen_flags``): the release and its parser's actions (each a
+    :class:`FlagSpec`; the generating Python's version is kept in the file, not read)."""
+
+    sglang_version: str
+    actions: list[FlagSpec]
+
+
 @lru_cache(maxsize=8)
 def load_flag_table(version: str) -> FlagTable:
     """Load ``flags_<version>.json``. Raises ConfigError naming the available versions if there is none."""
@@ -95,14 +104,8 @@ def load_flag_table(version: str) -> FlagTable:
     if not path.exists():
         raise ConfigError(f"no flag table for SGLang {version}; available: {', '.join(available_versions())}",
                           field="sglang_version")
-    raw = json.loads(path.read_text())
-    actions = tuple(
-        FlagSpec(option_strings=tuple(a["option_strings"]), dest=a["dest"], action=a["action"],
-                 nargs=a["nargs"], const=a["const"], default=a["default"], type=a["type"],
-                 choices=None if a["choices"] is None else tuple(a["choices"]), required=a["required"],
-                 const_value=a.get("const_value"))
-        for a in raw["actions"] if a["option_strings"])
-    return FlagTable(sglang_version=raw["sglang_version"], actions=actions)
+    table = _TableFile.model_validate_json(path.read_text())
+    return FlagTable(sglang_version=table.sglang_version, actions=tuple(a for a in table.actions if a.option_strings))
 
 
 def select_flag_table(sglang_version: str | None = None) -> FlagTable:

@@ -10,6 +10,9 @@ from __future__ import annotations
 import difflib
 import logging
 import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from mtp_remote.errors import MtpRemoteError
 from mtp_remote.lint.argv_parse import parse_argv, suggest_from
@@ -109,20 +112,45 @@ def check_many_with_real_parser(python: str, argvs: list[list[str]], *, architec
     except MtpRemoteError as exc:
         log.info("real-parser check skipped: %s", exc)
         return None
-    if "results" not in answer:
-        log.info("real-parser check skipped: %s", answer.get("error"))
+    many = ProbeAnswer.model_validate(answer)
+    if many.results is None:
+        log.info("real-parser check skipped: %s", many.error)
         return None
-    version = answer.get("sglang_version")
-    return [result_from_answer(one, argv, version, architectures) for one, argv in zip(answer["results"], argvs)]
+    return [result_from_answer(one, argv, many.sglang_version, architectures)
+            for one, argv in zip(many.results, argvs)]
+
+
+class ProbeAnswer(BaseModel):
+    """The probe's answer to ``parse-many`` (:mod:`mtp_remote.lint.sglang_probe`): the release and one
+    :class:`ParseAnswer` per argv, or the ``error`` that kept it from parsing (``results`` absent)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    sglang_version: str | None = None
+    results: list[dict] | None = None
+    error: Any = None
+
+
+class ParseAnswer(BaseModel):
+    """SGLang's own parser on one argv: ``ok`` with the ``flags`` by dest, or its ``error`` and the
+    ``option_strings`` it named."""
+
+    model_config = ConfigDict(extra="allow")
+
+    ok: bool = False
+    flags: dict | None = None
+    error: Any = ""
+    option_strings: Any = []
 
 
 def result_from_answer(answer: dict, argv: list[str], version: str | None,
                         architectures: tuple[str, ...]) -> LintResult:
     """The lint result from the host's own SGLang parser's ``answer`` (:mod:`mtp_remote.lint.probe`) for ``argv``:
     its refusal as a finding (with the flag's history in ``version``'s table), else the release rules."""
-    secrets = secret_values(argv, answer.get("flags") or {}, {}, {})
-    if not answer["ok"]:
-        finding = _finding_from_argparse(answer.get("error", ""), answer.get("option_strings", []))
+    parsed = ParseAnswer.model_validate(answer)
+    secrets = secret_values(argv, parsed.flags or {}, {}, {})
+    if not parsed.ok:
+        finding = _finding_from_argparse(parsed.error, parsed.option_strings)
         if version is not None:
             try:
                 finding = with_history([finding], choose_flag_table(version)[0])[0]
@@ -131,7 +159,7 @@ def result_from_answer(answer: dict, argv: list[str], version: str | None,
         result = LintResult(flags={}, findings=[*unexpanded_variables(argv, {}, {}), finding],
                             sglang_version=version, source="real-parser", requested_version=version)
         return mask_result(result, secrets)
-    flags = answer["flags"]
+    flags = parsed.flags
     explicit = _explicit_dests(argv, flags, version)
     ctx = LintContext(flags=flags, version=version, explicit=explicit, architectures=tuple(architectures))
     owners = {n + 1: w for n, w in enumerate(argv[:-1]) if w.startswith("--")}

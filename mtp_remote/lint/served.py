@@ -15,6 +15,7 @@ from mtp_remote.lint.findings import LintResult
 from mtp_remote.lint.flag_table import FlagTable, choose_flag_table
 from mtp_remote.lint.rules import LintContext, apply_rules, release_notes
 from mtp_remote.lint.secrets import MASK, is_secret_dest, mask_result
+from mtp_remote.responses import ModelInfo, ServerInfo
 
 #: argparse dests that ``ServerArgs`` stores under another name (SGLang's ``ServerArgs.from_cli_args``).
 SERVER_ARGS_NAME = {"tensor_parallel_size": "tp_size", "pipeline_parallel_size": "pp_size",
@@ -65,13 +66,14 @@ def lint_served(info: dict[str, Any], model_info: dict[str, Any] | None = None) 
     """(the lint of the running server, its launch line's arguments as :func:`served_argv` gives them). The flag
     table is the one of the server's own ``version`` (the nearest release's when it has none; ``warnings`` says
     so); ``architectures`` come from ``/get_model_info``."""
-    version = info.get("version") if isinstance(info.get("version"), str) else None
+    version = ServerInfo.model_validate(info).version
+    version = version if isinstance(version, str) else None
     table, warning = choose_flag_table(version)
     if version is None:
         warning = (f"the server reports no SGLang version: its flags are read with SGLang {table.sglang_version}'s "
                    f"flag table, the newest we have")
     flags, explicit = served_flags(info, table)
-    archs = tuple((model_info or {}).get("architectures") or ())
+    archs = tuple(ModelInfo.model_validate(model_info or {}).architectures or ())
     ctx = LintContext(flags=flags, version=version or table.sglang_version, explicit=explicit, env={},
                       architectures=archs)
     secrets = [str(v) for d, v in flags.items() if is_secret_dest(d) and isinstance(v, (str, int)) and v != ""]

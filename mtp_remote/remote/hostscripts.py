@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..config.validation import ENV_NAME, is_name
 from ..errors import RemoteError
+from .script_output import LaunchOutput, SignalOutput, StopOutput, WorkdirOutput, count
 
 SCRIPT_DIR = Path(__file__).parent / "scripts"
 
@@ -154,11 +155,11 @@ def read_workdir(c, configured: str) -> WorkdirReport:
 def parse_workdir(output: str) -> WorkdirReport:
     """Parse workdir.sh's output."""
     kv, lines = _pairs(output)
-    result, _, detail = kv.get("result", "no-result").partition(" ")
-    return WorkdirReport(path=kv.get("workdir", ""), result=result, detail=detail, lock=kv.get("lock", ""),
-                         holder=kv.get("holder", ""), lock_old="lock-old" in lines,
-                         holder_sha=kv.get("holder-sha", ""),
-                         lock_age=int(kv["lock-age"]) if kv.get("lock-age", "").lstrip("-").isdigit() else None,
+    out = WorkdirOutput.model_validate(kv)
+    result, _, detail = out.result.partition(" ")
+    return WorkdirReport(path=out.workdir, result=result, detail=detail, lock=out.lock, holder=out.holder,
+                         lock_old="lock-old" in lines, holder_sha=out.holder_sha,
+                         lock_age=int(out.lock_age) if out.lock_age.lstrip("-").isdigit() else None,
                          lock_foreign="lock-foreign" in lines)
 
 
@@ -190,11 +191,11 @@ def parse_launch(output: str) -> LaunchReport:
         tail = [x for x in lines[start:end]]
         while tail and not tail[-1]:
             tail.pop()
-    result = kv.get("result", "no-result")
-    pid = int(kv["pid"]) if kv.get("pid", "").isdigit() else None
+    out = LaunchOutput.model_validate(kv)
+    result, pid = out.result, count(out.pid)
     if result != "ok":
         return LaunchReport(result=result, pid=pid, log_tail=tail)
-    parts = kv.get("ident", "").split()
+    parts = out.ident.split()
     if len(parts) < 3 or not all(p.isdigit() for p in parts[:3]):
         return LaunchReport(result="no-identity", pid=pid)
     ipid, pgid, start = (int(p) for p in parts[:3])
@@ -244,20 +245,21 @@ def parse_stop(output: str) -> StopReport:
         a, b = raw.index("record-begin"), raw.index("record-end")
         rec, output = "\n".join(raw[a + 1:b]).strip(), "\n".join(raw[:a] + raw[b + 1:])
     kv, lines = _pairs(output)
-    result = kv.get("result", "error stop script gave no result")
+    out = StopOutput.model_validate(kv)
+    result = out.result
+
     def ints(text: str) -> list[int]:
         return [int(x) for x in text.split() if x.isdigit()]
 
-    def num(key: str) -> int:
-        return int(kv[key]) if kv.get(key, "").isdigit() else 0
+    def num(text: str) -> int:
+        return count(text) or 0
 
     return StopReport(
-        found=kv.get("found", "none"), pid=num("pid"), pgid=num("pgid"), reason=kv.get("reason", ""),
-        refused=kv.get("refused", ""), members=sorted(ints(kv.get("members", ""))),
-        orphans=sorted(ints(kv.get("orphans", ""))), strangers=sorted(ints(kv.get("strangers", ""))),
+        found=out.found, pid=num(out.pid), pgid=num(out.pgid), reason=out.reason, refused=out.refused,
+        members=sorted(ints(out.members)), orphans=sorted(ints(out.orphans)), strangers=sorted(ints(out.strangers)),
         signals=[line.split(" ", 1)[1] for line in lines if line.startswith("signal ")],
-        gpu_mib_held=num("gpu_mib"), gpu_level_mib=num("gpu_level_mib"),
-        gpu_release_by=kv.get("gpu_release_by", "pid"), exit_s=num("exit_cs") / 100, gpu_release_s=num("gpu_release_cs") / 100,
+        gpu_mib_held=num(out.gpu_mib), gpu_level_mib=num(out.gpu_level_mib), gpu_release_by=out.gpu_release_by,
+        exit_s=num(out.exit_cs) / 100, gpu_release_s=num(out.gpu_release_cs) / 100,
         record_json=rec, error=result[len("error "):] if result.startswith("error") else "",
         unlocked="unlocked" in lines, gpu_unchecked="gpu_hung" in lines)
 
@@ -272,7 +274,7 @@ def parse_children(output: str) -> tuple[bool, list[list[int]]]:
         parts = line.split()
         if len(parts) == 3 and parts[0] == "child" and parts[1].isdigit() and parts[2].isdigit():
             kids.append([int(parts[1]), int(parts[2])])
-    return kv.get("result") == "ok", kids
+    return SignalOutput.model_validate(kv).result == "ok", kids
 
 
 # -- signal (--force) ---------------------------------------------------------------------------------
@@ -282,5 +284,6 @@ def parse_signal(output: str) -> tuple[bool, list[int], list[int]]:
     kv, lines = _pairs(output)
     killed = [int(x.split()[2]) for x in lines
               if x.startswith("signal KILL ") and len(x.split()) == 3 and x.split()[2].isdigit()]
-    survivors = [int(x) for x in kv.get("survivors", "").split() if x.isdigit()]
-    return kv.get("result") == "ok" and "survivors" in kv, killed, survivors
+    out = SignalOutput.model_validate(kv)
+    survivors = [int(x) for x in (out.survivors or "").split() if x.isdigit()]
+    return out.result == "ok" and out.survivors is not None, killed, survivors

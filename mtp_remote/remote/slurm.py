@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 
 from ..config.slurm import SlurmServing
 from . import hostscripts
+from .script_output import ShowJob, SlurmStopOutput, StepOutput, SubmitOutput, count
 
 #: Every job of ours is named ``mtp-remote.<host>.<profile>`` and commented ``mtp-remote:run=<id>:profile=<p>``.
 JOB_PREFIX = "mtp-remote"
@@ -201,9 +202,8 @@ def parse_submit(output: str) -> SubmitReport:
     if "sbatch-begin" in lines and "sbatch-end" in lines:
         a, b = lines.index("sbatch-begin"), lines.index("sbatch-end")
         message = "\n".join(line for line in lines[a + 1:b] if line.strip())
-    job = kv.get("job", "")
-    return SubmitReport(result=kv.get("result", "no-result"), job_id=int(job) if job.isdigit() else 0,
-                        user=kv.get("user", ""), message=message)
+    out = SubmitOutput.model_validate(kv)
+    return SubmitReport(result=out.result, job_id=count(out.job) or 0, user=out.user, message=message)
 
 
 def submit(c, *, workdir: str, env_path: str, conf: str | None, script: str, env: Mapping[str, str]) -> SubmitReport:
@@ -290,14 +290,11 @@ def parse_show_job(output: str) -> JobInfo | None:
     for line in output.splitlines():
         line = line.strip()
         if line.startswith("JobId="):
-            kv = dict(_PAIR.findall(line))
-            code, sig = _exit(kv.get("ExitCode", "0:0"))
-            node = kv.get("NodeList", "")
-            return JobInfo(job_id=int(kv["JobId"]), name=kv.get("JobName", ""),
-                           user=kv.get("UserId", "").split("(")[0], state=kv.get("JobState", ""),
-                           exit_code=code, exit_signal=sig, node="" if node == "(null)" else node,
-                           comment="" if kv.get("Comment", "") == "(null)" else kv.get("Comment", ""),
-                           reason=kv.get("Reason", ""))
+            job = ShowJob.model_validate(dict(_PAIR.findall(line)))
+            code, sig = _exit(job.exit_code)
+            return JobInfo(job_id=int(job.job_id), name=job.name, user=job.user.split("(")[0], state=job.state,
+                           exit_code=code, exit_signal=sig, node="" if job.node == "(null)" else job.node,
+                           comment="" if job.comment == "(null)" else job.comment, reason=job.reason)
         parts = line.split("|")
         if len(parts) == 6 and parts[0].split("_")[0].isdigit():
             code, sig = _exit(parts[4])
@@ -398,11 +395,11 @@ class SlurmStopReport:
 def parse_stop(output: str) -> SlurmStopReport:
     """``slurm_stop.sh``'s output → SlurmStopReport."""
     kv, lines = _pairs(output)
-    end = kv.get("end") or kv.get("sacct") or ""
-    cs = lambda k: int(kv[k]) / 100 if kv.get(k, "").isdigit() else 0.0  # noqa: E731
-    return SlurmStopReport(result=kv.get("result", "no-result"), term="term" in lines, kill="kill" in lines,
-                           cancel="cancel" in lines, drain_s=cs("drained_cs"), gone_s=cs("gone_cs"),
-                           info=parse_show_job(end))
+    out = SlurmStopOutput.model_validate(kv)
+    cs = lambda text: (count(text) or 0) / 100  # noqa: E731
+    return SlurmStopReport(result=out.result, term="term" in lines, kill="kill" in lines,
+                           cancel="cancel" in lines, drain_s=cs(out.drained_cs), gone_s=cs(out.gone_cs),
+                           info=parse_show_job(out.end or out.sacct))
 
 
 def stop_job(c, rec: SlurmJob, conf: str | None, *, drain_s: float, gone_s: float = 30.0) -> SlurmStopReport:
@@ -466,9 +463,8 @@ def parse_step(output: str) -> StepReport:
     tail: list[str] = []
     if "log-tail-begin" in lines and "log-tail-end" in lines:
         tail = [ln for ln in lines[lines.index("log-tail-begin") + 1:lines.index("log-tail-end")] if ln]
-    step = kv.get("step", "")
-    return StepReport(result=kv.get("result", "no-result"), step=int(step) if step.isdigit() else None,
-                      log_tail=tail)
+    out = StepOutput.model_validate(kv)
+    return StepReport(result=out.result, step=count(out.step), log_tail=tail)
 
 
 def launch_step(c, *, workdir: str, env_path: str, conf: str | None, job_id: int, spec: str, step_name: str,

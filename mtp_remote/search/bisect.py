@@ -32,6 +32,7 @@ from pathlib import Path
 from ..config.playbook import Playbook, ProfileConfig
 from ..errors import ConfigError, Interrupted, MtpRemoteError
 from ..files import load_json_file
+from ..records.summary import Summary
 from ..experiment.diagnose import experiment_fingerprint, opening_line
 from ..config.loaded import as_loaded
 from ..experiment.hosts import load_config, remote_python
@@ -45,6 +46,7 @@ from ..remote.commands import mask_argv, mask_secrets, playbook_secrets, server_
 from .candidates import parse_flags, unparse_flags
 from .from_run import copy_reused, load_from_run, require_run_id, reuse_check
 from .mitigate import corrupting_profile, judge_arm, only_profiles
+from .records import BisectDoc, BisectTest, PendingTest
 
 BISECT_FILE = "bisect.json"
 
@@ -118,7 +120,7 @@ def ddmin(changes: list, test: Callable[[list], str]) -> list:
 class BisectResult:
     run_id: str
     run_dir: Path
-    document: dict
+    document: BisectDoc
     exit_code: int
 
 
@@ -130,7 +132,7 @@ def bisect(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yaml"
     the first speculative profile's, or the diagnose run's corrupting one) that corrupts output.
 
     ``good``/``bad`` are a profile name or a flag string. Exit code 0 when a minimal change was found (it is in
-    ``document["minimal"]`` with the launch line), 1 when the bad line does not corrupt (nothing to bisect).
+    ``document.minimal`` with the launch line), 1 when the bad line does not corrupt (nothing to bisect).
     ``resume``: continue bisect run RUN_ID (its good/bad lines, repeats and stored test results; the same
     inventory and playbook). Raises ConfigError for bad options or a run that cannot be resumed,
     MtpRemoteError when the host cannot be used (with the resume command), Interrupted (with the resume
@@ -143,8 +145,7 @@ def bisect(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yaml"
     fingerprint = mask_secrets(experiment_fingerprint(host_cfg, pb), playbook_secrets(pb, host_cfg))
     if resume:
         doc = _resume_state(runs_dir, resume, fingerprint)
-        good, bad, from_run = doc["good_spec"], doc["bad_spec"], doc["from_run"]
-        repeats = doc["repeats_asked"]
+        good, bad, from_run, repeats = doc.good_spec, doc.bad_spec, doc.from_run, doc.repeats_asked
     from_dir, from_doc = load_from_run(runs_dir, from_run)
     good_flags, bad_name, bad_flags, changes = _lines(pb, from_doc, good, bad)
     run_id = resume or new_run_id()
@@ -153,7 +154,7 @@ def bisect(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yaml"
     budget = {"samples": repeats} if repeats else {}
     base = Playbook.model_validate({**pb.model_dump(), "temperatures": temps, "early_stop": True, **budget})
     if resume:
-        if (doc["good"], doc["bad"]) != (good_flags, bad_flags):
+        if (doc.good, doc.bad) != (good_flags, bad_flags):
             raise ConfigError(f"run {resume}'s good/bad lines no longer read the same from the playbook; resume "
                               "it with the playbook it was made with", field="--resume")
     else:
@@ -161,13 +162,12 @@ def bisect(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yaml"
         reused = None
         if from_dir is not None and reuse_check(from_dir, host_cfg, pb, bad_name or pb.baseline) is None:
             reused = copy_reused(from_dir, run_dir, (pb.baseline,))
-        doc = {"schema_version": 1, "kind": "bisect", "run_id": run_id, "host": host_cfg.name,
-               "simulated": host_cfg.is_sim, "playbook": str(playbook), "from_run": from_run,
-               "started_at": datetime.now(timezone.utc).isoformat(), "good": good_flags, "bad": bad_flags,
-               "good_spec": good, "bad_spec": bad, "repeats_asked": repeats, "fingerprint": fingerprint,
-               "changes": [describe(ch) for ch in changes], "repeats": base.samples, "tests": [],
-               "pending": None, "baseline_reused": reused}
-    doc.pop("minimal", None)
+        doc = BisectDoc(schema_version=1, kind="bisect", run_id=run_id, host=host_cfg.name, simulated=host_cfg.is_sim,
+                        playbook=str(playbook), from_run=from_run, started_at=datetime.now(timezone.utc).isoformat(),
+                        good=good_flags, bad=bad_flags, good_spec=good, bad_spec=bad, repeats_asked=repeats,
+                        fingerprint=fingerprint, changes=[describe(ch) for ch in changes], repeats=base.samples,
+                        tests=[], pending=None, baseline_reused=reused)
+    doc.unset("minimal")
     resume_cmd = resume_command(run_id, inventory, host_cfg.name, playbook, runs_dir)
     run = _Bisection(doc, run_dir, run_id, host_cfg, base, good_flags=good_flags, good=good, bad_name=bad_name,
                      python=remote_python(host_cfg), hooks=hooks)
@@ -177,52 +177,52 @@ def bisect(*, inventory="inventory.yaml", playbook="playbooks/diagnose-mtp.yaml"
         command="bisect run",
         planned=(f"{len(changes)} flag difference(s) from {good or pb.baseline} (good) to {bad or bad_name} (bad); "
                  f"up to {per_test} requests per test launch (budget; early stopping), one launch per test; "
-                 f"{len(doc['tests'])} test(s) stored" + (", not launched again" if resume else ""))))
+                 f"{len(doc.tests)} test(s) stored" + (", not launched again" if resume else ""))))
     own = c is None
     try:
         run.save()
         run.conn = c or transport.connect(host_cfg)
         run.search(changes)
     except KeyboardInterrupt:
-        raise Interrupted(f"interrupted; the servers we started were stopped, {len(doc['tests'])} finished tests "
+        raise Interrupted(f"interrupted; the servers we started were stopped, {len(doc.tests)} finished tests "
                           f"and the samples are kept — continue with: {resume_cmd}") from None
     except MtpRemoteError as e:
         if hooks.interrupted():
-            raise Interrupted(f"interrupted; {len(doc['tests'])} finished tests and the samples are kept — "
+            raise Interrupted(f"interrupted; {len(doc.tests)} finished tests and the samples are kept — "
                               f"continue with: {resume_cmd}") from None
         raise e.in_run(f" (continue with: {resume_cmd})", run_id=run_id, run_dir=run_dir) from e
     finally:
         if own and run.conn is not None:
             transport.close(run.conn)
-    doc["finished_at"] = datetime.now(timezone.utc).isoformat()
+    doc.finished_at = datetime.now(timezone.utc).isoformat()
     run.save()
-    return BisectResult(run_id=run_id, run_dir=run_dir, document=doc, exit_code=doc["exit_code"])
+    return BisectResult(run_id=run_id, run_dir=run_dir, document=doc, exit_code=doc.exit_code)
 
 
 class _Bisection:
     """One bisect run as it goes: its stored document (``bisect.json``: the tests so far, the one in flight),
     the outcome of every flag set tested, and the host connection (``conn``, set before :meth:`search`)."""
 
-    def __init__(self, doc: dict, run_dir: Path, run_id: str, host_cfg, base: Playbook, *, good_flags: list[str],
+    def __init__(self, doc: BisectDoc, run_dir: Path, run_id: str, host_cfg, base: Playbook, *, good_flags: list[str],
                  good: str | None, bad_name: str | None, python: str, hooks: Hooks):
         self.doc, self.run_dir, self.run_id, self.host_cfg, self.base = doc, run_dir, run_id, host_cfg, base
         self.good_flags, self.good, self.bad_name, self.python, self.hooks = good_flags, good, bad_name, python, hooks
-        self.cache: dict[tuple[str, ...], str] = {tuple(t["flags"]): t["outcome"] for t in doc["tests"]}
+        self.cache: dict[tuple[str, ...], str] = {tuple(t.flags): t.outcome for t in doc.tests}
         self.conn = None
         self.said_stored: set[str] = set()  # the baseline's "already stored" line: said once, not per test
 
     def save(self) -> None:
         """Write ``bisect.json`` (through a temporary file and a rename)."""
         tmp = self.run_dir / (BISECT_FILE + ".tmp")
-        tmp.write_text(json.dumps(self.doc, indent=2, default=str) + "\n")
+        tmp.write_text(json.dumps(self.doc.to_dict(), indent=2, default=str) + "\n")
         tmp.replace(self.run_dir / BISECT_FILE)
 
     def next_name(self, flags: list[str]) -> str:
         """The interrupted test's name when these are its flags (its stored samples continue), else a new one."""
-        pending = self.doc.get("pending")
-        if pending and pending["flags"] == flags:
-            return pending["name"]
-        used = [int(t["name"][1:]) for t in self.doc["tests"]] + ([int(pending["name"][1:])] if pending else [])
+        pending = self.doc.pending
+        if pending and pending.flags == flags:
+            return pending.name
+        used = [int(t.name[1:]) for t in self.doc.tests] + ([int(pending.name[1:])] if pending else [])
         return f"t{max(used, default=0) + 1}"
 
     def test(self, subset: list[Change]) -> str:
@@ -237,7 +237,7 @@ class _Bisection:
             return "pass"
         self.hooks.checkpoint()  # a safe point: the tests so far are stored
         name = self.next_name(flags)
-        self.doc["pending"] = {"name": name, "flags": flags}
+        self.doc.pending = PendingTest(name=name, flags=flags)
         self.save()
         self.hooks.on_progress(f"bisect {name}: {', '.join(describe(ch) for ch in subset) or '(good flags)'}")
         base = self.base
@@ -246,7 +246,7 @@ class _Bisection:
             name: ProfileConfig(flags=flags, env=base.profiles[self.bad_name].env if self.bad_name else {}).model_dump()}})
         runs = Runner(self.host_cfg, only_profiles(pbt, [name]), self.run_dir, run_id=self.run_id, python=self.python,
                       profiles=[name], hooks=self.hooks, c=self.conn, said_stored=self.said_stored).run()
-        self.doc["pending"] = None
+        self.doc.pending = None
         pr = next((r for r in runs if r.profile == name), None)
         samples = latest_samples(load_samples(self.run_dir / "samples.jsonl"))
         level = test_alpha(base.compare.alpha, int(name[1:]))
@@ -254,9 +254,9 @@ class _Bisection:
         outcome = {"spec-corrupts-output": "fail"}.get(verdict.kind) or (
             "pass" if verdict.kind in ("healthy", "spec-slower", "spec-ineffective") else "unresolved")
         self.cache[key] = outcome
-        self.doc["tests"].append({"name": name, "changes": [describe(ch) for ch in subset], "flags": flags,
-                                  "outcome": outcome, "verdict": verdict.kind, "evidence": verdict.evidence,
-                                  "alpha": level})
+        self.doc.tests.append(BisectTest(name=name, changes=[describe(ch) for ch in subset], flags=flags,
+                                         outcome=outcome, verdict=verdict.kind, evidence=verdict.evidence,
+                                         alpha=level))
         self.hooks.on_progress(f"bisect {name}: {outcome} ({verdict.kind}: {verdict.evidence})")
         self.save()
         return outcome
@@ -269,18 +269,18 @@ class _Bisection:
         Runner(self.host_cfg, base_only, self.run_dir, run_id=self.run_id, python=self.python, hooks=self.hooks,
                c=self.conn, said_stored=self.said_stored).run()
         if self.test(changes) != "fail":
-            doc.update(minimal=None, exit_code=1,
-                       message="the bad launch line does not corrupt output here: nothing to bisect")
+            doc.minimal, doc.exit_code = None, 1
+            doc.message = "the bad launch line does not corrupt output here: nothing to bisect"
             return
         minimal = ddmin(changes, self.test)
         flags = apply_changes(self.good_flags, minimal)
         pbm = base.model_copy(update={"profiles": {**base.profiles, "minimal": ProfileConfig(flags=flags)}})
         argv = mask_argv(server_argv(self.host_cfg, pbm, "minimal"))
-        doc.update(minimal=[describe(ch) for ch in minimal], minimal_flags=flags, exit_code=0,
-                   command="python -m sglang.launch_server " + " ".join(shlex.quote(a) for a in argv))
+        doc.minimal, doc.minimal_flags, doc.exit_code = [describe(ch) for ch in minimal], flags, 0
+        doc.command = "python -m sglang.launch_server " + " ".join(shlex.quote(a) for a in argv)
 
 
-def _lines(pb: Playbook, from_doc: dict | None, good: str | None, bad: str | None):
+def _lines(pb: Playbook, from_doc: Summary | None, good: str | None, bad: str | None):
     """(good flags, bad profile name or None, bad flags, changes). Raises ConfigError when they are equal."""
     good_flags = _flags_of(pb, good or pb.baseline)
     bad_name = bad if bad and bad in pb.profiles else None
@@ -293,14 +293,14 @@ def _lines(pb: Playbook, from_doc: dict | None, good: str | None, bad: str | Non
     return good_flags, bad_name, bad_flags, changes
 
 
-def _resume_state(runs_dir: Path, run_id: str, fingerprint: dict) -> dict:
+def _resume_state(runs_dir: Path, run_id: str, fingerprint: dict) -> BisectDoc:
     """The stored bisect.json of ``run_id``. Raises ConfigError when there is none, it is finished, or it was
     made with another host or playbook."""
     require_run_id(run_id, "--resume")
     doc = load_bisect(runs_dir / run_id)
-    if doc is None or "fingerprint" not in doc:
+    if doc is None or doc.fingerprint is None:
         raise ConfigError(f"no resumable bisect run {run_id!r} in {runs_dir}/ (no {BISECT_FILE})", field="--resume")
-    if doc["fingerprint"] != fingerprint:
+    if doc.fingerprint != fingerprint:
         raise ConfigError(f"run {run_id} was made with a different host or playbook; resume it with the same "
                           "inventory and playbook", field="--resume")
     return doc
@@ -321,9 +321,10 @@ def _flags_of(pb: Playbook, spec: str) -> list[str]:
     return shlex.split(spec)
 
 
-def load_bisect(run_dir: Path) -> dict | None:
+def load_bisect(run_dir: Path) -> BisectDoc | None:
+    """The stored ``bisect.json`` of ``run_dir``; None when there is none or it cannot be read."""
     try:
-        return load_json_file(run_dir / BISECT_FILE)
+        return BisectDoc.of(load_json_file(run_dir / BISECT_FILE))
     except (OSError, ValueError):
         return None
 

@@ -14,11 +14,14 @@ radix cache off itself for speculative decoding on hybrid models: ``lint.rules``
 from __future__ import annotations
 
 import shlex
-from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
 
 from ..lint.flag_table import select_flag_table, version_key
 from ..lint.lint import lint_command
 from ..lint.rules import LintContext, is_hybrid
+from .records import Record
 
 #: Lint findings that mean "this release will not start with these flags".
 REFUSED = {"unknown-flag", "invalid-value", "ambiguous-flag", "missing-required", "hybrid-spec-radix-cache",
@@ -28,21 +31,19 @@ RADIX_AUTO_OFF = ((0, 5, 9), (0, 5, 10))
 ALT_BACKENDS = ("triton", "flashinfer", "fa3")
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(Record):
     """One change to try: ``name`` (profile name), the full profile ``flags``, ``change`` in words, where it
-    came from (``playbook`` or ``built-in``) and, when it is not launched, ``skipped`` (the reason)."""
+    came from (``playbook`` or ``built-in``) and, when it is not launched, ``skipped`` (the reason). Stored in
+    mitigation.json's ``candidates`` as its fields (``to_dict``; ``Candidate.of`` reads them back)."""
+
+    model_config = ConfigDict(frozen=True)
+    WHOLE: ClassVar[bool] = True
 
     name: str
     flags: tuple[str, ...]
     change: str
     source: str
     skipped: str | None = None
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["flags"] = list(self.flags)
-        return d
 
 
 def parse_flags(flags: list[str] | tuple[str, ...]) -> list[tuple[str, str | None]]:
@@ -99,22 +100,34 @@ def launch_line(model_path: str, base_flags, flags) -> str:
     return "python -m sglang.launch_server " + " ".join(shlex.quote(a) for a in argv)
 
 
+class _Settings(BaseModel):
+    """SGLang server arguments by dest (``{dest: value}``), the ones its post-processing rewrites declared."""
+
+    model_config = ConfigDict(extra="allow")
+
+    speculative_algorithm: Any = None
+    speculative_num_steps: Any = None
+    speculative_eagle_topk: Any = None
+    speculative_num_draft_tokens: Any = None
+    mamba_scheduler_strategy: Any = None
+    disable_radix_cache: Any = None
+
+
 def effective_settings(values: dict, version: str | None, hybrid: bool) -> dict:
     """Parsed flag values ({dest: value}) with SGLang's post-processing that makes flags no-ops applied."""
-    v = dict(values)
-    spec = bool(v.get("speculative_algorithm"))
+    v = _Settings.model_validate(values)
+    spec = bool(v.speculative_algorithm)
     if spec:
-        steps = v.get("speculative_num_steps") or 3
-        topk = v.get("speculative_eagle_topk") or 1
-        v["speculative_num_steps"], v["speculative_eagle_topk"] = steps, topk
-        v["speculative_num_draft_tokens"] = (steps + 1 if topk == 1 else v.get("speculative_num_draft_tokens"))
-        if str(v["speculative_algorithm"]).upper() == "NEXTN":
-            v["speculative_algorithm"] = "EAGLE"
-    if v.get("mamba_scheduler_strategy") in (None, "auto"):
-        v["mamba_scheduler_strategy"] = "no_buffer"
+        v.speculative_num_steps = steps = v.speculative_num_steps or 3
+        v.speculative_eagle_topk = topk = v.speculative_eagle_topk or 1
+        v.speculative_num_draft_tokens = steps + 1 if topk == 1 else v.speculative_num_draft_tokens
+        if str(v.speculative_algorithm).upper() == "NEXTN":
+            v.speculative_algorithm = "EAGLE"
+    if v.mamba_scheduler_strategy in (None, "auto"):
+        v.mamba_scheduler_strategy = "no_buffer"
     if spec and hybrid and version and RADIX_AUTO_OFF[0] <= version_key(version)[:3] < RADIX_AUTO_OFF[1]:
-        v["disable_radix_cache"] = True
-    return v
+        v.disable_radix_cache = True
+    return v.model_dump(exclude_unset=True)
 
 
 def _builtin(flags: tuple[str, ...], version: str | None, hybrid: bool) -> list[tuple[str, dict, tuple, str]]:

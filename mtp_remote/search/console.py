@@ -7,12 +7,14 @@ from rich.table import Table
 
 from .mitigation_report import HEADERS, table_rows
 from .ranking import recommendation
+from .records import MitigationDoc
 
 
-def mitigation_table(doc: dict):
+def mitigation_table(doc: MitigationDoc | dict):
     """The ranked mitigation table (rich); skipped rows say only "skipped" (:func:`print_mitigation` lists why)."""
-    sim = " [simulated host]" if doc.get("simulated") else ""
-    t = Table(title=f"Mitigation of {doc['profile']} on {doc['host']}{sim} — loop-free candidates ranked by "
+    doc = MitigationDoc.of(doc)
+    sim = " [simulated host]" if doc.simulated else ""
+    t = Table(title=f"Mitigation of {doc.profile} on {doc.host}{sim} — loop-free candidates ranked by "
                     f"speed over the baseline (non-looping samples; [95% CI]; =#1: not distinguishable from #1)",
               title_justify="left")
     for h in HEADERS:
@@ -26,10 +28,10 @@ def mitigation_table(doc: dict):
     return t
 
 
-def print_mitigation(console, doc: dict) -> None:
+def print_mitigation(console, doc: MitigationDoc | dict) -> None:
     """The table, then one line per skipped candidate with the reason."""
+    doc = MitigationDoc.of(doc)
     console.print(mitigation_table(doc))
     console.print(escape(recommendation(doc)).replace("**", ""))
-    for r in doc["rows"]:
-        if r["status"] in ("skipped", "not-comparable"):
-            console.print(f"[dim]{r['status']}[/] {r['name']} ({escape(r['change'])}): {escape(r['evidence'])}")
+    for r in doc.with_status("skipped", "not-comparable"):
+        console.print(f"[dim]{r.status}[/] {r.name} ({escape(r.change)}): {escape(r.evidence)}")

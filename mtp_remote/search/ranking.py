@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from ..analysis.speed import LogSpeed, log_contrast
 from ..analysis.stats import holm
 from .candidates import parse_flags
+from .records import CandidateResult, MitigationDoc, SpeedFields
 
 #: Confidence of every speed interval in the mitigation table.
 SPEED_CONFIDENCE = 0.95
@@ -57,21 +58,21 @@ def familywise_loop_free(rows: list, alpha: float) -> None:
 
 
 def speed_fields(cand: LogSpeed | None, base: LogSpeed | None, ref: LogSpeed | None = None,
-                 confidence: float = SPEED_CONFIDENCE) -> dict:
+                 confidence: float = SPEED_CONFIDENCE) -> SpeedFields:
     """``speed_vs_baseline`` (exp of the mean log tokens/s difference: the ratio of geometric means) and
     ``speed_ci`` [low, high]; ``speed_cost`` = 1 − the same ratio against the reference (as deployed) and
     ``speed_cost_ci``. A point estimate needs one sample per arm, an interval two; None where undefined."""
-    out: dict = {"speed_vs_baseline": None, "speed_ci": None, "speed_cost": None, "speed_cost_ci": None}
+    out = SpeedFields()
     if cand is None:
         return out
     if base is not None:
-        out["speed_vs_baseline"] = math.exp(cand.mean - base.mean)
+        out.speed_vs_baseline = math.exp(cand.mean - base.mean)
         r = log_contrast([cand], [base], confidence)
-        out["speed_ci"] = [r.low, r.high] if r else None
+        out.speed_ci = [r.low, r.high] if r else None
     if ref is not None:
-        out["speed_cost"] = 1.0 - math.exp(cand.mean - ref.mean)
+        out.speed_cost = 1.0 - math.exp(cand.mean - ref.mean)
         r = log_contrast([cand], [ref], confidence)
-        out["speed_cost_ci"] = [1.0 - r.high, 1.0 - r.low] if r else None
+        out.speed_cost_ci = [1.0 - r.high, 1.0 - r.low] if r else None
     return out
 
 
@@ -133,10 +134,10 @@ def _tied(r, top) -> bool:
     return c is None or not c.excludes_one
 
 
-def beats_baseline(row: dict) -> bool:
+def beats_baseline(row: CandidateResult) -> bool:
     """True when a loop-free row is faster than the baseline beyond doubt: its 95 % interval of the speed over
     the baseline lies above 1. Not faster, or not distinguishably so: turning speculation off is as fast."""
-    ci = row.get("speed_ci")
+    ci = CandidateResult.of(row).speed_ci
     return bool(ci) and ci[0] > 1.0
 
 
@@ -154,72 +155,71 @@ def fmt_cost_ci(cost: float | None, ci: Sequence[float] | None) -> str:
     return f"{cost:.0%}" + (f" [{ci[0]:.0%}–{ci[1]:.0%}]" if ci else "")
 
 
-def recommendation(doc: dict) -> str:
-    """One sentence on ``doc['best']`` (a mitigation document): loop-free, its speed over the baseline and
-    its cost with their 95 % intervals — or, when the samples cannot separate it from other candidates,
-    "X or Y: their speeds are not distinguishable with N samples; X has the smaller change"."""
-    rows = doc.get("rows", [])
-    best = next((r for r in rows if r["name"] == doc.get("best") and r["status"] in CURES), None)
-    base = next((r for r in rows if r["status"] == "baseline"), None)
-    base_speed = (f"{base['tokens_per_s']:.0f} tok/s" if base and base.get("tokens_per_s") is not None
-                  else "its own speed")
+def recommendation(doc: MitigationDoc | dict) -> str:
+    """One sentence on ``doc.best`` (a mitigation document, or its JSON mapping): loop-free, its speed over the
+    baseline and its cost with their 95 % intervals — or, when the samples cannot separate it from other
+    candidates, "X or Y: their speeds are not distinguishable with N samples; X has the smaller change"."""
+    doc = MitigationDoc.of(doc)
+    best = next((r for r in doc.with_status(*CURES) if r.name == doc.best), None)
+    base = next(iter(doc.with_status("baseline")), None)
+    base_speed = f"{base.tokens_per_s:.0f} tok/s" if base and base.tokens_per_s is not None else "its own speed"
     if best is None:
-        return _no_cure(rows, doc, base_speed)
+        return _no_cure(doc, base_speed)
     if base is not None and not beats_baseline(best):
-        how = "slower than" if (best.get("speed_ci") and best["speed_ci"][1] < 1.0) else \
-            "not faster than" if (best.get("speed_vs_baseline") or 0.0) <= 1.0 else "not distinguishably faster than"
-        tps = f", {best['tokens_per_s']:.0f} tok/s" if best.get("tokens_per_s") is not None else ""
-        return (f"Recommendation: **run without speculation** (the {base['name']} profile, {base_speed}): the "
-                f"fastest loop-free cure, {best['name']} ({best['change']}), runs at "
-                f"{fmt_ratio_ci(best.get('speed_vs_baseline'), best.get('speed_ci'))} the baseline's tokens/s"
-                f"{tps}, {how} turning speculation off.")
-    free = [r for r in rows if r["status"] == best["status"]]
-    top = free[0]
-    group = [top] + [r for r in free[1:] if r.get("tied_with") == top["name"]]
-
-    def where(r):
-        return f"{r['name']}" + (f" @{r['host']}" if r.get("host") else "")
-
-    speed = f"{fmt_ratio_ci(best.get('speed_vs_baseline'), best.get('speed_ci'))} the baseline's tokens/s"
-    cost = (f", speed cost {fmt_cost_ci(best.get('speed_cost'), best.get('speed_cost_ci'))} of the as-deployed "
-            f"speed" if best.get("speed_cost") is not None else "")
+        return _no_faster_than_off(best, base, base_speed)
+    top = doc.with_status(best.status)[0]
+    group = [top] + [r for r in doc.with_status(best.status)[1:] if r.tied_with == top.name]
+    speed = f"{fmt_ratio_ci(best.speed_vs_baseline, best.speed_ci)} the baseline's tokens/s"
+    cost = (f", speed cost {fmt_cost_ci(best.speed_cost, best.speed_cost_ci)} of the as-deployed speed"
+            if best.speed_cost is not None else "")
     claim = "loop-free"
-    if best["status"] == "no-loops-seen":
-        claim = (f"no loop seen in {best.get('n')} samples, but loop-free not shown over the {best.get('family')} "
-                 f"candidate(s) tried (Holm p={best.get('bound_p_adjusted') or 1:.2g}): resume with more samples to "
+    if best.status == "no-loops-seen":
+        claim = (f"no loop seen in {best.n} samples, but loop-free not shown over the {best.family} "
+                 f"candidate(s) tried (Holm p={best.bound_p_adjusted or 1:.2g}): resume with more samples to "
                  f"confirm it")
     if len(group) == 1:
-        return f"Best: **{where(best)}** ({best['change']}): {claim}, {speed}{cost}."
+        return f"Best: **{best.where()}** ({best.change}): {claim}, {speed}{cost}."
     others = [r for r in group if r is not best]
-    ns = sorted({(r.get("log_speed") or {}).get("n", 0) for r in group})
+    ns = sorted({ls.n if (ls := _ls(r, "log_speed")) else 0 for r in group})
     n = f"{ns[0]}" if len(ns) == 1 else f"{ns[0]}–{ns[-1]}"
-    names = " or ".join([f"**{where(best)}**"] + [where(r) for r in others])
-    if best.get("flag_changes") is not None and all(
-            r.get("flag_changes") is not None and r["flag_changes"] > best["flag_changes"] for r in others):
-        why = f"{best['name']} has the smaller change ({best['flag_changes']} flag(s))"
+    names = " or ".join([f"**{best.where()}**"] + [r.where() for r in others])
+    if best.flag_changes is not None and all(
+            r.flag_changes is not None and r.flag_changes > best.flag_changes for r in others):
+        why = f"{best.name} has the smaller change ({best.flag_changes} flag(s))"
     else:
-        why = f"{best['name']} has the higher point estimate"
+        why = f"{best.name} has the higher point estimate"
     return (f"Best: {names}: their speeds are not distinguishable with {n} non-looping samples each; {why}. "
-            f"{best['name']} ({best['change']}): {claim}, {speed}{cost}.")
+            f"{best.name} ({best.change}): {claim}, {speed}{cost}.")
 
 
-def _no_cure(rows: list[dict], doc: dict, base_speed: str) -> str:
+def _no_faster_than_off(best: CandidateResult, base: CandidateResult, base_speed: str) -> str:
+    """The sentence when the best cure is not faster than the baseline beyond doubt: run without speculation."""
+    how = "slower than" if (best.speed_ci and best.speed_ci[1] < 1.0) else \
+        "not faster than" if (best.speed_vs_baseline or 0.0) <= 1.0 else "not distinguishably faster than"
+    tps = f", {best.tokens_per_s:.0f} tok/s" if best.tokens_per_s is not None else ""
+    return (f"Recommendation: **run without speculation** (the {base.name} profile, {base_speed}): the "
+            f"fastest loop-free cure, {best.name} ({best.change}), runs at "
+            f"{fmt_ratio_ci(best.speed_vs_baseline, best.speed_ci)} the baseline's tokens/s"
+            f"{tps}, {how} turning speculation off.")
+
+
+def _no_cure(doc: MitigationDoc, base_speed: str) -> str:
     """The sentence when no candidate is loop-free: what the candidates did instead (crashes are a bug to
     report, not "no cure"), and speculation off as what runs meanwhile."""
-    tried = [r for r in rows if r["status"] not in ("reference", "baseline", "skipped", "pending")]
-    crashed = [r for r in tried if r["status"] in ("crashed", "launch-failed")]
-    corrupt = [r for r in tried if r["status"] == "corrupts"]
-    run = doc.get("run_id") or "RUN_ID"
+    tried = [r for r in doc.rows if r.status not in ("reference", "baseline", "skipped", "pending")]
+    crashed = [r for r in tried if r.status in ("crashed", "launch-failed")]
+    corrupt = [r for r in tried if r.status == "corrupts"]
+    run = doc.run_id or "RUN_ID"
     meanwhile = f"meanwhile run without speculation (the baseline, {base_speed})"
     if crashed and len(crashed) == len(tried):
-        causes = ", ".join(f"{r['name']}: {r.get('verdict') or r['status']}" for r in crashed)
+        causes = ", ".join(f"{r.name}: {r.verdict or r.status}" for r in crashed)
         return (f"No candidate could be judged: every one that was tried failed ({causes}). A server that "
                 f"crashes is a bug worth reporting: `mtp-remote bug-report {run}`; {meanwhile}.")
     parts = []
     if corrupt:
         parts.append(f"{len(corrupt)} still loop{'s' if len(corrupt) == 1 else ''}")
     if crashed:
-        parts.append(f"{len(crashed)} failed ({', '.join(r.get('verdict') or r['status'] for r in crashed)})")
+        parts.append(f"{len(crashed)} failed ({', '.join(r.verdict or r.status for r in crashed)})")
     if len(tried) > len(corrupt) + len(crashed):
         parts.append(f"{len(tried) - len(corrupt) - len(crashed)} undecided")
     what = "; ".join(parts) or "none was run"

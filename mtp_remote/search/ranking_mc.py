@@ -5,7 +5,9 @@ how often a truly slower candidate comes first without a tie mark; ``docs/metric
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -13,10 +15,36 @@ from ..analysis.speed import LogSpeed
 from .mitigate import CandidateResult
 from .ranking import SPEED_CONFIDENCE, pick_best, rank_results, speed_fields
 
+#: The shares :func:`loop_claim_rates` reports, in its order.
+LOOP_CLAIM_COUNTS = ("false_before", "false_after", "found_before", "found_after", "picked", "picked_bad")
+
+
+@dataclass(frozen=True)
+class RankingDraw:
+    """One simulated ranking (:func:`simulate_ranking`): per candidate whether its interval holds the true
+    ratio (``covered``), the index ranked #1 (``first``), those marked tied with it (``tied``), the pick
+    (``best``)."""
+
+    covered: list[bool]
+    first: int
+    tied: list[int]
+    best: int
+
+
+@dataclass(frozen=True)
+class LoopClaimDraw:
+    """One simulated table's loop claims (:func:`simulate_loop_claims`): candidate indices ``loop-free``
+    before and after the family-wise step, those ``no-loops-seen``, the pick (None without one)."""
+
+    before: list[int]
+    loop_free: list[int]
+    no_loops_seen: list[int]
+    best: int | None
+
 
 def simulate_ranking(true_ratios: Sequence[float], n: int, sigma: float, rng, *, n_base: int | None = None,
                      dist: str = "lognormal", prompts: int = 0, prompt_sd: float = 0.0,
-                     confidence: float = SPEED_CONFIDENCE) -> dict:
+                     confidence: float = SPEED_CONFIDENCE) -> RankingDraw:
     """One simulated mitigation table: a baseline arm and one arm per candidate (``true_ratios``: its true
     speed over the baseline), ``n`` non-looping samples each (``n_base`` for the baseline), per-sample
     tokens/s drawn from a scale family (``lognormal`` with log-sd ``sigma``, or ``gamma`` with the same
@@ -42,16 +70,16 @@ def simulate_ranking(true_ratios: Sequence[float], n: int, sigma: float, rng, *,
     rows = []
     for i, r in enumerate(true_ratios):
         ls = LogSpeed.of(draw(100.0 * r, n))
+        speed = speed_fields(ls, base, None, confidence)
         rows.append(CandidateResult(name=f"c{i}", change="", source="sim", status="loop-free", flag_changes=1,
                                     log_speed=ls.to_dict(), base_log_speed=base.to_dict(),
-                                    **{k: v for k, v in speed_fields(ls, base, None, confidence).items()
-                                       if k in ("speed_vs_baseline", "speed_ci")}))
+                                    speed_vs_baseline=speed.speed_vs_baseline, speed_ci=speed.speed_ci))
     ranked = rank_results(rows, confidence=confidence)
     idx = {r.name: int(r.name[1:]) for r in rows}
-    return {"covered": [r.speed_ci is not None and r.speed_ci[0] <= t <= r.speed_ci[1]
-                        for r, t in zip(rows, true_ratios)],
-            "first": idx[ranked[0].name], "tied": [idx[r.name] for r in ranked if r.tied_with],
-            "best": idx[pick_best(ranked).name]}
+    return RankingDraw(covered=[r.speed_ci is not None and r.speed_ci[0] <= t <= r.speed_ci[1]
+                                for r, t in zip(rows, true_ratios)],
+                       first=idx[ranked[0].name], tied=[idx[r.name] for r in ranked if r.tied_with],
+                       best=idx[pick_best(ranked).name])
 
 
 def ranking_error_rates(true_ratios: Sequence[float], n: int, sigma: float, *, trials: int = 1000, seed: int = 0,
@@ -72,16 +100,16 @@ def ranking_error_rates(true_ratios: Sequence[float], n: int, sigma: float, *, t
     for _ in range(trials):
         out = simulate_ranking(true_ratios, n, sigma, rng, n_base=n_base, dist=dist, prompts=prompts,
                                prompt_sd=prompt_sd)
-        if second is not None and out["first"] in (fastest, second):
-            other = second if out["first"] == fastest else fastest
-            separated += other not in out["tied"]
-        cov += sum(out["covered"])
-        covn += len(out["covered"])
-        if out["first"] != fastest and true_ratios[out["first"]] < true_ratios[fastest]:
+        if second is not None and out.first in (fastest, second):
+            other = second if out.first == fastest else fastest
+            separated += other not in out.tied
+        cov += sum(out.covered)
+        covn += len(out.covered)
+        if out.first != fastest and true_ratios[out.first] < true_ratios[fastest]:
             wrong += 1
-            wrong_untied += fastest not in out["tied"]
-        tied_slower += any(i != fastest and true_ratios[i] < true_ratios[fastest] for i in out["tied"]
-                           ) if out["first"] == fastest else 0
+            wrong_untied += fastest not in out.tied
+        tied_slower += any(i != fastest and true_ratios[i] < true_ratios[fastest] for i in out.tied
+                           ) if out.first == fastest else 0
     return {"trials": trials, "n": n, "sigma": sigma, "dist": dist, "true_ratios": list(true_ratios),
             "coverage": cov / covn, "wrong_first": wrong / trials, "wrong_first_untied": wrong_untied / trials,
             "fastest_with_slower_tied": tied_slower / trials, "top_two_separated": separated / trials,
@@ -108,14 +136,14 @@ def _records(profile: str, rate: float, prompts: int, rounds: int, speed: float,
 
 
 def simulate_loop_claims(rates: Sequence[float], base_rate: float, rounds: int, rng, *, prompts: int = 5,
-                         alpha: float = 0.05, margin: float = 0.05) -> dict:
+                         alpha: float = 0.05, margin: float = 0.05) -> LoopClaimDraw:
     """One simulated mitigation table for the loop claims: a baseline (degenerate rate ``base_rate``) and one
     candidate per ``rates`` entry, ``rounds`` samples per prompt each, judged by the very code of
     ``build_document``: ``mitigate.judge_profile`` (the decision rule), ``status_of``, then
     ``ranking.familywise_loop_free``, ``rank_results`` and ``pick_best``. Returns ``before`` (indices whose
     status was ``loop-free`` before the family-wise step: the rule without multiplicity control), ``loop_free``
     (after it), ``no_loops_seen`` and ``best`` (the pick's index or None)."""
-    from .mitigate import CandidateResult, _stats, judge_profile, status_of
+    from .mitigate import CandidateResult, judge_profile, status_of
     from .ranking import familywise_loop_free
 
     samples = _records("baseline", base_rate, prompts, rounds, 100.0, rng)
@@ -124,15 +152,15 @@ def simulate_loop_claims(rates: Sequence[float], base_rate: float, rounds: int, 
     rows = []
     for i in range(len(rates)):
         st = judge_profile("baseline", f"c{i}", samples, None, alpha, margin)
-        rows.append(CandidateResult(name=f"c{i}", change="", source="sim", status=status_of(st["verdict"], st["loops"]),
-                                    flag_changes=1, **_stats(st)))
+        rows.append(CandidateResult(name=f"c{i}", change="", source="sim", status=status_of(st.verdict, st.loops),
+                                    flag_changes=1, **st.row_fields()))
     before = [i for i, r in enumerate(rows) if r.status == "loop-free"]
     familywise_loop_free(rows, alpha)
     ranked = rank_results(rows)
     best = pick_best(ranked)
-    return {"before": before, "loop_free": [i for i, r in enumerate(rows) if r.status == "loop-free"],
-            "no_loops_seen": [i for i, r in enumerate(rows) if r.status == "no-loops-seen"],
-            "best": int(best.name[1:]) if best else None}
+    return LoopClaimDraw(before=before, loop_free=[i for i, r in enumerate(rows) if r.status == "loop-free"],
+                         no_loops_seen=[i for i, r in enumerate(rows) if r.status == "no-loops-seen"],
+                         best=int(best.name[1:]) if best else None)
 
 
 def loop_claim_rates(rates: Sequence[float], base_rate: float, rounds: int, *, trials: int = 200, seed: int = 0,
@@ -150,22 +178,20 @@ def loop_claim_rates(rates: Sequence[float], base_rate: float, rounds: int, *, t
     rng = np.random.default_rng(seed)
     bad = {i for i, r in enumerate(rates) if r - base_rate >= margin - 1e-12}
     clean = {i for i, r in enumerate(rates) if r <= base_rate}
-    counts = dict.fromkeys(("false_before", "false_after", "found_before", "found_after", "picked", "picked_bad"), 0)
+    counts = Counter()
     original = diagnosis.analyze_text
     diagnosis.analyze_text = functools.lru_cache(maxsize=16)(original)
     try:
         for _ in range(trials):
             out = simulate_loop_claims(rates, base_rate, rounds, rng, prompts=prompts, alpha=alpha, margin=margin)
-            counts["false_before"] += bool(bad & set(out["before"]))
-            counts["false_after"] += bool(bad & set(out["loop_free"]))
-            counts["found_before"] += bool(clean) and clean <= set(out["before"])
-            counts["found_after"] += bool(clean) and clean <= set(out["loop_free"])
-            counts["picked"] += out["best"] is not None
-            counts["picked_bad"] += out["best"] in bad
+            counts.update(false_before=bool(bad & set(out.before)), false_after=bool(bad & set(out.loop_free)),
+                          found_before=bool(clean) and clean <= set(out.before),
+                          found_after=bool(clean) and clean <= set(out.loop_free),
+                          picked=out.best is not None, picked_bad=out.best in bad)
     finally:
         diagnosis.analyze_text = original
     return {"trials": trials, "rates": list(rates), "base_rate": base_rate, "rounds": rounds,
-            **{k: v / trials for k, v in counts.items()}}
+            **{k: counts[k] / trials for k in LOOP_CLAIM_COUNTS}}
 
 
 def simulate_bisect(changes: int, culprit: int, bad_rate: float, rounds: int, rng, *, familywise: bool = True,

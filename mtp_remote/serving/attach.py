@@ -26,6 +26,7 @@ from ..interrupts import run_async
 from ..lint.served import lint_served
 from ..remote.connect import Tunnel, open_tunnel
 from ..remote.logfile import Polled
+from ..responses import ModelInfo, ServerInfo
 from .base import Capabilities, Crashed, Ready, ServerKind, TimedOut, WaitOutcome
 
 #: Seconds an attached endpoint gets to answer ``/health`` 200 before it counts as not ready.
@@ -76,7 +77,7 @@ class AttachedRecord(_Attached):
         """For summary.json (``profiles[].attached``)."""
         return {"where": self.where, "speculative": self.speculative, "model": self.model,
                 "argv": self.argv_masked, "lint": self.lint, "simulated": self.simulated,
-                "version": self.server_info.get("version")}
+                "version": ServerInfo.model_validate(self.server_info).version}
 
 
 @dataclass
@@ -172,13 +173,14 @@ class AttachServer:
             raise LaunchError(f"attached endpoint {where.where} of profile {profile!r} does not answer (no /health, "
                               f"no /server_info)", cause="attach_unreachable")
         result, served = lint_served(info, model)
+        facts = ServerInfo.model_validate(info)
         rec = AttachedRecord(
             profile=profile, run_id=self.run_id, where=where.where, url=where.url, port=where.port or 0,
-            argv_masked=served, speculative=bool(info.get("speculative_algorithm")),
-            model=model.get("model_path") or info.get("model_path"), server_info=info,
+            argv_masked=served, speculative=bool(facts.speculative_algorithm),
+            model=ModelInfo.model_validate(model).model_path or facts.model_path, server_info=info,
             lint={"codes": result.codes, "findings": [f.to_dict() for f in result.findings],
                   "sglang_version": result.sglang_version, "warnings": result.warnings},
-            simulated=bool(info.get("simulated")), api_key=self.api_keys.get(profile))
+            simulated=bool(facts.simulated), api_key=self.api_keys.get(profile))
         self._current = rec
         spec = "speculative" if rec.speculative else "no speculation"
         self.on_progress(f"{profile}: attached to {where.where} ({spec}; model {rec.model}; not launched, will not "

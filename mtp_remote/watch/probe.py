@@ -22,7 +22,8 @@ from ..analysis.cells import SampleObs, summarize_cell
 from ..analysis.diagnosis import to_obs
 from ..analysis.divergence import first_divergence
 from ..client import ServerClient
-from ..responses import Completion
+from ..records.sample import Sample
+from ..responses import Completion, ServerInfo
 from ..config.endpoints import Endpoint
 from ..config.playbook import Playbook
 from ..experiment.plan import RequestSpec, plan_requests
@@ -83,13 +84,11 @@ class ProbeResult:
 
 
 def _speculative(info: dict) -> bool:
-    return bool(info.get("speculative_algorithm"))
+    return bool(ServerInfo.model_validate(info).speculative_algorithm)
 
 
 def _server_accept(info: dict) -> float | None:
-    states = info.get("internal_states") or [{}]
-    v = states[0].get("avg_spec_accept_length") if isinstance(states[0], dict) else None
-    return float(v) if isinstance(v, (int, float)) else None
+    return ServerInfo.model_validate(info).accept_length()
 
 
 async def _direct(request):
@@ -125,13 +124,14 @@ def judge_probe(ep: Endpoint, probe: int, records: list[dict], *, started: str, 
     """A probe's records (samples.jsonl's shape) pooled into a :class:`ProbeResult`. Pure."""
     obs: list[SampleObs] = [to_obs(r) for r in records]
     cell = summarize_cell(ep.name, max((o.temperature for o in obs), default=0.0), speculative, obs)
-    ok = [r for r in records if r.get("error") is None]
-    greedy = {r["prompt_id"]: (r.get("output_ids") or r.get("text") or "") for r in ok
-              if float(r["temperature"]) == 0 and r.get("sample_index") == 0}
+    samples = [Sample.of(r) for r in records]
+    ok = [r for r in samples if r.error is None]
+    greedy = {r.prompt_id: (r.output_ids or r.text or "") for r in ok
+              if float(r.temperature) == 0 and r.sample_index == 0}
     error = None
     if not ok:
-        error = (records[0].get("error") or "no answer") if records else "no request"
-    latencies = [r["latency_s"] for r in ok]
+        error = (samples[0].error or "no answer") if samples else "no request"
+    latencies = [r.latency_s for r in ok]
     looping = sorted({f"{o.prompt_id} T={o.temperature:g}" for o in obs if o.ok and o.is_degenerate})
     return ProbeResult(endpoint=ep.name, url=ep.url, probe=probe, started_at=started, duration_s=round(duration_s, 3),
                        summary=cell.to_dict(), records=records, greedy=greedy, looping=looping,

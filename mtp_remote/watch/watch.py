@@ -29,6 +29,7 @@ from ..config.endpoints import Endpoint
 from ..config.playbook import Playbook
 from ..errors import ConfigError
 from ..report.history import record_probe
+from ..records.summary import CellRecord
 from ..report.watch_prom import render_watch_prometheus
 from .probe import ProbeResult, greedy_changes, probe_endpoint
 
@@ -59,9 +60,9 @@ class EndpointState:
         """Fold in one probe; returns its alert reasons (``loop``, ``greedy-changed``), [] when none."""
         self.probes += 1
         self.last = res
-        s = res.summary
-        self.samples_total += s["n"]
-        self.loops_total += s["loops"]
+        s = CellRecord.of(res.summary)
+        self.samples_total += s.n
+        self.loops_total += s.loops
         if self.reference is None and res.error is None:
             self.reference = dict(res.greedy)
             self.changed = {}
@@ -69,16 +70,16 @@ class EndpointState:
             self.changed = greedy_changes(self.reference, res.greedy)
             for pid, out in res.greedy.items():  # a prompt the first probe could not answer: its first answer
                 self.reference.setdefault(pid, out)
-        self.alerts = (["loop"] if s["loops"] else []) + (["greedy-changed"] if self.changed else [])
+        self.alerts = (["loop"] if s.loops else []) + (["greedy-changed"] if self.changed else [])
         self.alerts_total += bool(self.alerts)
         return self.alerts
 
     def detail(self) -> str:
         """One line saying why the last probe alerted."""
-        s = self.last.summary if self.last else {}
         parts = []
-        if "loop" in self.alerts:
-            parts.append(f"loops {s.get('loops')}/{s.get('n')} ({', '.join(self.last.looping)})")
+        if "loop" in self.alerts and self.last is not None:
+            s = CellRecord.of(self.last.summary)
+            parts.append(f"loops {s.loops}/{s.n} ({', '.join(self.last.looping)})")
         if self.changed:
             parts.append("greedy output changed since the first probe: " + ", ".join(
                 f"{pid} at {'token' if isinstance((self.reference or {}).get(pid), list) else 'char'} {at}"
@@ -88,17 +89,22 @@ class EndpointState:
     def describe(self, alerts: list[str]) -> str:
         """One line for the last probe: endpoint, probe number, loops, acceptance (all / non-looping), greedy
         stability, latency, and the alert with :meth:`detail`."""
-        d = self.to_dict()
-        if not d.get("up"):
-            return f"{d['endpoint']} probe {d['probes']}: no answer ({self.last.error if self.last else '-'})"
-        clean = d.get("accept_length_nonloop")
-        acc = ("–" if d.get("accept_length") is None else
-               f"{d['accept_length']:.2f} (non-looping {'–' if clean is None else f'{clean:.2f}'})")
-        greedy = "reference" if d.get("greedy_changed") is None else (
-            "changed" if d["greedy_changed"] else f"same ({d['greedy_checked']})")
-        line = (f"{d['endpoint']} probe {d['probes']}: loops {d['loops']}/{d['n']}, acceptance {acc}, greedy "
-                f"{greedy}, latency {d['latency_s']:.2f} s")
+        res, name = self.last, self.endpoint.name
+        if res is None or res.error is not None:
+            return f"{name} probe {self.probes}: no answer ({res.error if res else '-'})"
+        s = CellRecord.of(res.summary)
+        clean = s.accept_length_nonloop
+        acc = ("–" if s.accept_length is None else
+               f"{s.accept_length:.2f} (non-looping {'–' if clean is None else f'{clean:.2f}'})")
+        checked = self.greedy_checked()
+        greedy = "reference" if not checked else "changed" if self.changed else f"same ({checked})"
+        line = (f"{name} probe {self.probes}: loops {s.loops}/{s.n}, acceptance {acc}, greedy "
+                f"{greedy}, latency {res.latency_s:.2f} s")
         return line + (f"  ALERT {','.join(alerts)}: {self.detail()}" if alerts else "")
+
+    def greedy_checked(self) -> int:
+        """How many prompts of the last probe had a greedy output to compare with the reference."""
+        return len([p for p in self.last.greedy if p in (self.reference or {})]) if self.last else 0
 
     def to_dict(self) -> dict:
         """The state as :func:`~mtp_remote.report.watch_prom.render_watch_prometheus` reads it."""
@@ -108,17 +114,18 @@ class EndpointState:
         res = self.last
         if res is None:
             return out
-        s = res.summary
-        checked = len([p for p in res.greedy if p in (self.reference or {})])
-        out.update(up=int(res.error is None), alerting=int(bool(self.alerts)), loops=s["loops"], n=s["n"],
-                   errors=s["n_errors"], duration_s=res.duration_s, latency_s=res.latency_s,
+        s = CellRecord.of(res.summary)
+        checked = self.greedy_checked()
+        out.update(up=int(res.error is None), alerting=int(bool(self.alerts)), loops=s.loops, n=s.n,
+                   errors=s.n_errors, duration_s=res.duration_s, latency_s=res.latency_s,
                    last_probe_at=round(datetime.fromisoformat(res.started_at).timestamp(), 3),
                    server_accept_length=res.server_accept_length, greedy_checked=checked,
                    greedy_changed=int(bool(self.changed)) if checked else None,
                    greedy_match_ratio=round((checked - len(self.changed)) / checked, 4) if checked else None)
         if res.error is None:
-            out.update({k: s.get(k) for k in ("loop_rate", "accept_length", "accept_length_nonloop",
-                                              "tokens_per_s", "tokens_per_s_nonloop")})
+            out.update(loop_rate=s.loop_rate, accept_length=s.accept_length,
+                       accept_length_nonloop=s.accept_length_nonloop, tokens_per_s=s.tokens_per_s,
+                       tokens_per_s_nonloop=s.tokens_per_s_nonloop)
         return out
 
 
@@ -275,11 +282,14 @@ def _write_metrics(path: Path, text: str) -> None:
 
 
 def _probe_row(watch_id: str, state: EndpointState, res: ProbeResult) -> dict:
-    d = state.to_dict()
-    s = res.summary
+    s, up = CellRecord.of(res.summary), res.error is None
+    checked = state.greedy_checked() if state.last is not None else None
     return {"watch_id": watch_id, "endpoint": state.endpoint.name, "probe": res.probe, "url": state.endpoint.url,
-            "started_at": res.started_at, "duration_s": res.duration_s, "n": s["n"], "errors": s["n_errors"],
-            "loops": s["loops"], "loop_rate": d.get("loop_rate"), "accept_length": d.get("accept_length"),
-            "accept_length_nonloop": d.get("accept_length_nonloop"), "tokens_per_s": d.get("tokens_per_s"),
-            "tokens_per_s_nonloop": d.get("tokens_per_s_nonloop"), "greedy_checked": d.get("greedy_checked"),
-            "greedy_changed": d.get("greedy_changed"), "alerts": state.alerts}
+            "started_at": res.started_at, "duration_s": res.duration_s, "n": s.n, "errors": s.n_errors,
+            "loops": s.loops, "loop_rate": s.loop_rate if up else None,
+            "accept_length": s.accept_length if up else None,
+            "accept_length_nonloop": s.accept_length_nonloop if up else None,
+            "tokens_per_s": s.tokens_per_s if up else None,
+            "tokens_per_s_nonloop": s.tokens_per_s_nonloop if up else None, "greedy_checked": checked,
+            "greedy_changed": int(bool(state.changed)) if checked else None,
+            "alerts": state.alerts}
