@@ -9,7 +9,9 @@ import time
 
 import pytest
 import yaml
+from click.testing import CliRunner
 
+from mtp_remote.cli.main import main
 from mtp_remote.config.inventory import load_inventory
 from mtp_remote.errors import TransportLost
 from mtp_remote.experiment import diagnose as api
@@ -69,11 +71,19 @@ def test_a_silent_drop_while_sampling_is_transport_lost_not_a_stalled_server(ssh
                 proxy.blackhole()
 
         t0 = time.monotonic()
-        with pytest.raises(TransportLost) as e:
-            api.diagnose(inventory=inv, playbook=str(tmp_path / "pb.yaml"), host="h", runs_dir=tmp_path / "runs",
-                         hooks=Hooks(on_sample=on_sample))
-        took = time.monotonic() - t0
+        try:
+            with pytest.raises(TransportLost) as e:
+                api.diagnose(inventory=inv, playbook=str(tmp_path / "pb.yaml"), host="h",
+                             runs_dir=tmp_path / "runs", hooks=Hooks(on_sample=on_sample))
+            took = time.monotonic() - t0
+        finally:  # the server the lost run left on the host (its record kept) is stopped as the run said to
+            direct = yaml.safe_load(open(inv))
+            direct["hosts"]["h"]["ssh_port"] = sshd.port
+            (tmp_path / "direct.yaml").write_text(yaml.safe_dump(direct))
+            (tmp_path / "wd" / "lock").unlink(missing_ok=True)  # the lost run is over: its lock is ours to drop
+            stopped = CliRunner().invoke(main, ["stop", "-i", str(tmp_path / "direct.yaml")])
     assert "lost" in str(e.value) and took < 90
+    assert stopped.exit_code == 0, stopped.output
     runs = list((tmp_path / "runs").iterdir())
     summaries = [p / "summary.json" for p in runs if (p / "summary.json").exists()]
     for s in summaries:
