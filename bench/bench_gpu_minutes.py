@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -26,8 +27,8 @@ from mtp_remote.analysis.degeneracy import analyze_text
 from mtp_remote.analysis.diagnosis import design_of
 from mtp_remote.analysis.montecarlo import _CLEAN_TEXT, _LOOP_TEXT, simulate_chain
 from mtp_remote.config.playbook import load_playbook
-from tests.conftest import ROOT
 
+ROOT = Path(__file__).resolve().parent.parent
 PLAYBOOK = ROOT / "playbooks" / "diagnose-mtp.yaml"
 NIGHTLY = ROOT / "playbooks" / "nightly.yaml"
 #: (name, base loop rate, speculative loop rate) at T = 0.7
