@@ -22,9 +22,11 @@ def test_sampling_keeps_every_slot_busy_until_nothing_is_left_to_send(tmp_path, 
     for p in res.summary["profiles"]:
         occ = p["occupancy"]
         assert occ["limit"] == 16 and occ["sent"] >= 16, occ
-        # the old round-by-round early stopping kept 4 of 16 busy here (one request per prompt): share 0.25. The
-        # >= 95 % goal is measured by bench/ (docs/PERFORMANCE.md), on a machine not running the rest of the suite
-        assert occ["share"] >= 0.8, (p["profile"], occ)
+        # the defect this catches: the old round-by-round early stopping kept 4 of 16 busy here (one request per
+        # prompt), share 0.25. Measured with the slots kept busy: 0.95-0.99 quiet, 0.77 in one CI run whose machine
+        # was loaded (a 0.8 bar failed there: a test that fails only because the machine is busy is a defect of the
+        # test). The >= 95 % goal is measured by bench/ (docs/PERFORMANCE.md), on a quiet machine
+        assert occ["share"] >= 0.6, (p["profile"], occ)
     if early_stop:
         stopping = {p["profile"]: p["stopping"] for p in res.summary["profiles"]}
         assert stopping["mtp"]["0.7"]["settled"], stopping
