@@ -84,6 +84,17 @@ def launch_note(fam: list[Comparison], corrupt: list[Comparison], alpha: float) 
     return ""
 
 
+def resumed_note(design: Design) -> str:
+    """The caveat of a loop verdict at a resume look (``design.rounds`` past the first run's K0): each resume
+    relaunched every arm and the loop test reads the pooled samples of those launches as one rate per arm, so a
+    launch-to-launch spread is outside its alpha (measured: a chain of up to 3 resumes on a healthy host at a
+    launch spread of 0.5 in log-odds, 8.3 % with the A/A contrast; ``docs/metrics.md``). '' on a first run."""
+    if design.rounds <= design.k0:
+        return ""
+    return ("; a resumed run: its samples pool several launches per arm, and a launch-to-launch spread is outside "
+            "the loop test (docs/metrics.md, launch effect): confirm with a new run (not --resume)")
+
+
 def need_phrase(r: Comparison, design: Design) -> str:
     """What would decide an open comparison: the samples per arm, or why no number would."""
     n = r.samples_needed

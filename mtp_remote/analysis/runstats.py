@@ -12,6 +12,12 @@ Used by ``mtp-remote compare RUN_A RUN_B`` and by the nightly regression check:
   against a one-sided t prediction interval of the earlier runs' means: t = (mean - x) / (sd * sqrt(1 + 1/k))
   with k - 1 degrees of freedom (k >= 3 earlier runs needed).
 
+- loop rate of tonight against the history: the same cell's earlier nights pooled (Fisher, as above), and,
+  where those nights vary beyond their binomial spread (a launch or a night that loops more or less: the
+  intra-class correlation rho > 0, Kleinman's moment estimator for unequal n), the beta-binomial predictive
+  tail of tonight's count, ``scipy.stats.betabinom``; p is the larger of the two
+  (:func:`loops_vs_history`).
+
 scipy is imported inside the functions (it costs ~0.4 s at import; the CLI must start instantly).
 """
 
@@ -134,3 +140,66 @@ def speed_vs_history(value: float, earlier: Sequence[float]) -> SpeedVsHistory:
         return SpeedVsHistory(value, k, m, 0.0, None, 0.0 if value < m else 1.0)
     t = (m - value) / (sd * math.sqrt(1 + 1 / k))
     return SpeedVsHistory(value, k, m, sd, t, float(stats.t.sf(t, k - 1)))
+
+
+@dataclass
+class LoopsVsHistory:
+    """Tonight's loops ``loops``/``n`` against ``k`` earlier nights of the same cell: their pooled
+    ``history_loops``/``history_n``, the nights' intra-class correlation ``rho`` (0: no spread beyond binomial),
+    the pooled Fisher p, the beta-binomial predictive p (None when rho is 0) and ``p_worse``, the larger."""
+
+    loops: int
+    n: int
+    k: int
+    history_loops: int
+    history_n: int
+    rho: float
+    p_fisher: float
+    p_betabinom: float | None
+    p_worse: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def overdispersion(groups: Sequence[Sequence[tuple[int, int]]]) -> float:
+    """The intra-class correlation rho of loop counts over nights (launches): ``groups`` holds one list of
+    ``(loops, n)`` per arm (each arm's nights around its own rate), pooled into one estimate of the host's
+    launch-to-launch spread. Kleinman's (1973) moment estimator for unequal n, per arm S = sum n_i (p_i - p)^2,
+    the expected p(1-p)(k-1) and the scale p(1-p)(n0-1)(k-1), n0 = (N - sum n_i^2 / N) / (k - 1); rho = (sum S -
+    sum expected) / sum scale, clipped to [0, 1). Arms with fewer than 2 nights, or without a loop (or a
+    non-loop), add nothing; 0 when none is left."""
+    num = den = 0.0
+    for counts in groups:
+        counts = [(int(x), int(n)) for x, n in counts if n]
+        k, big_n = len(counts), sum(n for _x, n in counts)
+        p = sum(x for x, _n in counts) / big_n if big_n else 0.0
+        if k < 2 or p <= 0.0 or p >= 1.0:
+            continue
+        n0 = (big_n - sum(n * n for _x, n in counts) / big_n) / (k - 1)
+        if n0 <= 1.0:
+            continue
+        num += sum(n * (x / n - p) ** 2 for x, n in counts) - p * (1 - p) * (k - 1)
+        den += p * (1 - p) * (n0 - 1) * (k - 1)
+    return min(max(num / den, 0.0), 0.999) if den else 0.0
+
+
+def loops_vs_history(loops: int, n: int, earlier: Sequence[tuple[int, int]],
+                     spread: Sequence[Sequence[tuple[int, int]]] = ()) -> LoopsVsHistory:
+    """One-sided test that tonight's ``loops``/``n`` loops more than the earlier nights ``[(loops, n), ...]``
+    of the same cell. p is the larger of the pooled Fisher exact test and, when the nights are overdispersed
+    (:func:`overdispersion` rho > 0 over this cell's nights and the other arms' nights in ``spread``), the
+    beta-binomial predictive P(X >= loops) with the pooled rate and rho (a night's launch effect is then part of
+    what tonight is compared with). Raises ValueError for counts outside 0 <= loops <= n."""
+    hist = [(int(x), int(m)) for x, m in earlier if m]
+    hx, hn = sum(x for x, _m in hist), sum(m for _x, m in hist)
+    fisher = loop_diff(hx, hn, loops, n).p_worse
+    rho = overdispersion([hist, *spread])
+    bb = None
+    if rho > 0.0 and n and 0 < hx < hn:
+        from scipy import stats  # deferred: heavy import
+
+        mu = hx / hn
+        a, b = mu * (1.0 / rho - 1.0), (1.0 - mu) * (1.0 / rho - 1.0)
+        bb = float(stats.betabinom.sf(loops - 1, n, a, b))
+    return LoopsVsHistory(loops, n, len(hist), hx, hn, rho, fisher, bb, max(fisher, bb if bb is not None else 0.0))

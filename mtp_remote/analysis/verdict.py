@@ -42,7 +42,7 @@ from ..records.summary import Comparison
 from .cells import CellSummary, SampleObs, mean_of
 from .divergence import NEAR_TIE_MARGIN, Calibration
 from .evidence import (counts_phrase, fmt_p, fmt_t, greedy_loops_lead, greedy_need, greedy_next, greedy_phrase,
-                       launch_note, need_phrase)
+                       launch_note, need_phrase, resumed_note)
 from .lossless import NO_FLOOR, GreedyBound, LosslessTest, greedy_bound, lossless_member, lossless_tests
 from .pairing import greedy_report
 from .stats import holm, ratio_ci, samples_needed
@@ -313,7 +313,7 @@ def _corrupt(case: _Case, design: Design, lossless_p: _Member | None) -> Verdict
     lossless_ev = "; ".join(f"lossless: {t.evidence}" for t in violated)
     if corrupt:
         r = min(corrupt, key=lambda r: r.p_adjusted)
-        return case.verdict("spec-corrupts-output", f"loops: {case.tested(r)}"
+        return case.verdict("spec-corrupts-output", f"loops: {case.tested(r)}" + resumed_note(design)
                             + (f"; {lossless_ev}" if violated else "") + case.tail, r)
     if broken:
         n = len(case.lossless)

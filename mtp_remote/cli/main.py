@@ -160,19 +160,20 @@ def analyze(as_json, per_row, files):
               help="With a group or a,b,c: hosts run at once.")
 @handle_errors
 def nightly(inventory, host, playbook, runs_dir, history_db, as_json, metrics_file, workers):
-    """Diagnose, record the run in the history, and test for regressions since the last good run (cron/CI).
+    """Diagnose, record the run in the history, and test for regressions against earlier good runs (cron/CI).
 
     Every night leaves runs/RUN_ID/ with summary.json, junit.xml and metrics.prom and a history row, also
     when the run could not be done (SSH down, lock held, baseline failed, bad config). A regression is a
-    tested change against the last good run: loop rate (Fisher exact) or speed (against the between-run
-    spread of earlier good runs). Exit 1 when a speculative profile corrupts output or regressed, 2 when the
+    tested change against the host's earlier good runs (up to 10): loop rate (Fisher exact against their
+    pooled loops) or speed (the spec/baseline ratio against its between-run spread), at a month's false-alarm
+    budget (alpha/30 a night). Exit 1 when a speculative profile corrupts output or regressed, 2 when the
     run could not be done, 3 inconclusive (the night's samples decide nothing either way: a CI job does not
     pass without evidence), 130 interrupted.
 
     \b
     -H GROUP (or -H a,b,c): every host at once (--workers at a time), each
     with its own run directory, artefacts and history row with the group
-    (`history --group GROUP`), checked against its own last good run; plus
+    (`history --group GROUP`), checked against its own earlier runs; plus
     runs/fleet-ID/ with summary.json (each host's verdict, the hosts that
     disagree), junit.xml (one case per host) and metrics.prom (every host,
     labelled with the group). Exit code: the most severe of the hosts' (2, then

@@ -301,7 +301,7 @@ def fleet(c, command=None, hosts=None, playbook=DEFAULT_PLAYBOOK, inventory=None
             "workers": "with a group: hosts at once (default 8)", "json": "print summary.json to stdout"})
 def nightly(c, hosts=None, playbook=DEFAULT_NIGHTLY_PLAYBOOK, inventory=None, runs_dir=None, history=None,
             metrics_file=None, workers="8", json=False):
-    """Diagnose, record in the history, test for regressions since the last good run (cron/CI); -H GROUP: all.
+    """Diagnose, record in the history, test for regressions against earlier good runs (cron/CI); -H GROUP: all.
 
     Every night leaves runs/RUN_ID/ (summary.json, junit.xml, metrics.prom) and a history row, also when it
     could not be done. With a group (fab -H GROUP nightly, or --hosts a,b,c) every host runs at once with its

@@ -3,13 +3,13 @@
 :func:`run_nightly` never lets a night go missing: a run that cannot be done (inventory or playbook invalid,
 SSH down, lock held, baseline failed) still leaves ``runs/<run-id>/summary.json`` (status and cause),
 ``junit.xml`` (a failing case ``run``), ``metrics.prom`` (``mtp_remote_up 0`` and the timestamp) and a history
-row. A completed run is checked against the last good run and the spread of earlier ones
+row. A completed run is checked against the earlier good runs (loops pooled, speed against their spread)
 (:mod:`mtp_remote.fleet.regression`); the result is added to its summary.json, junit.xml and metrics.prom.
 
 :func:`~mtp_remote.fleet.nightly_fleet.run_nightly_fleet` (``nightly -H GROUP`` or ``-H a,b,c``) runs that nightly on every host at once
 (:func:`mtp_remote.fleet.fleet.run_fleet`: a thread and a connection per host, a concurrency limit, one host's
 failure never stops the others). Each host keeps its own run directory and history row — the row carrying the
-group and the fleet id — and is checked against *its own* last good run. The fleet adds
+group and the fleet id — and is checked against *its own* earlier runs. The fleet adds
 ``runs/fleet-<id>/`` with ``summary.json`` (every host's verdicts, the hosts that disagree, the hosts that
 could not run), ``junit.xml`` (one case per host) and ``metrics.prom`` (every host's gauges with a ``group``
 label, plus fleet counts), beside the fleet report's ``fleet.json``/``fleet.md``.

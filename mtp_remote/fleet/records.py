@@ -24,19 +24,20 @@ class ServedFacts(Record):
 
 class RegressionCheck(Record):
     """One tested quantity of the nightly regression check (``regression.check_regressions``): ``kind``
-    (``loop_rate``: tonight's loops ``run``/``n`` vs the last good run's ``last_good``/``n_last_good``;
-    ``speed``: the speculative cell's tokens/s over the baseline's tonight (``ratio``) against the
-    ``history_runs`` earlier good runs' mean and sd; ``launch``: launched before, failed tonight), the cell
-    (``profile``, ``temperature``), ``p``/``p_adjusted`` (Holm over the night's tests of that kind),
-    ``regressed`` and a ``note``. Written with the fields of its kind, in this order."""
+    (``loop_rate``: tonight's loops ``run``/``n`` vs ``history_loops``/``history_n``, the cell pooled over its
+    ``history_runs`` earlier good runs; ``speed``: the speculative cell's tokens/s over the baseline's tonight
+    (``ratio``) against the ``history_runs`` earlier good runs' mean and sd; ``launch``: launched before, failed
+    tonight), the cell (``profile``, ``temperature``), ``p``/``p_adjusted`` (Holm over the night's tests of that
+    kind), ``regressed`` and a ``note``. Written with the fields of its kind, in this order."""
 
     kind: str
     profile: str
     temperature: Number | None = None
     run: int | None = None
     n: int | None = None
-    last_good: int | None = None
-    n_last_good: int | None = None
+    history_loops: int | None = None
+    history_n: int | None = None
+    history_rho: Number | None = None
     ratio: Number | None = None
     tokens_per_s: Number | None = None
     history_runs: int | None = None

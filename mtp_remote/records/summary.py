@@ -359,7 +359,7 @@ class FleetTag(Record):
 class RegressionCheck(Record):
     """One tested quantity of the nightly regression check (``fleet.regression``): ``kind`` (``loop_rate``,
     ``speed`` or ``launch``), the cell (``temperature`` None for a launch), then per kind its figures (loops tonight
-    and in the last good run; tokens/s against the earlier good runs' mean and spread), ``p`` (one-sided),
+    and pooled over the earlier good runs; tokens/s against the earlier good runs' mean and spread), ``p`` (one-sided),
     ``p_adjusted`` (Holm), ``regressed`` and a ``note``. Only the first three are declared: the rest differ per
     kind and are kept (and read as attributes) in the order the check wrote them."""
 
@@ -380,8 +380,8 @@ class RegressionCheck(Record):
 
 
 class Regression(Record):
-    """The nightly regression check against the last good run (``fleet.regression``): its run id (None: no
-    earlier good run), the month's level and tonight's, the checks and the labels of those that regressed."""
+    """The nightly regression check against the earlier good runs (``fleet.regression``): the newest one's run
+    id (None: no earlier good run), the month's level and tonight's, the checks and the labels of those that regressed."""
 
     baseline_run: str | None = None
     alpha: Number | None = None

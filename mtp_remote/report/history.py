@@ -2,7 +2,7 @@
 
 One row per run (host, playbook, status ``completed``/``failed``/``interrupted`` with its cause, exit code,
 time, directory) and one per verdict and per cell, so ``history`` lists every run and the nightly regression
-check finds the last good run and the spread of earlier ones (:mod:`mtp_remote.fleet.regression`). The database file
+check finds the earlier good runs (:mod:`mtp_remote.fleet.regression`). The database file
 defaults to ``RUNS_DIR/history.sqlite``. ``watch`` records each probe of a live endpoint in table ``probes``
 (:func:`record_probe`, :func:`probe_history`). A run of a fleet nightly (``nightly -H GROUP``) carries its group
 (the inventory group, or the ``a,b,c`` list as given) and the fleet run id, so ``history --group`` lists one

@@ -47,12 +47,12 @@ def test_early_stopping_waits_for_the_aa_arm_when_the_playbook_has_one():
     assert "A/A relaunch" not in own["reason"] and own["n"] == 60
 
 
-def _judge(spec_loops: int, aa_loops: int, n: int = 40):
+def _judge(spec_loops: int, aa_loops: int, n: int = 40, design: Design | None = None):
     spec_cells, ss = cells("mtp", {T: (spec_loops, n)}, spec=True)
     base_cells, bs = cells("baseline", {T: (0, n)}, spec=False)
     aa = samples("baseline-aa", T, aa_loops, n, spec=False)
     cal = measure_calibration(bs, aa)
-    return judge_all({"mtp": (spec_cells, ss)}, base_cells, bs, design=Design(rounds=n // 4),
+    return judge_all({"mtp": (spec_cells, ss)}, base_cells, bs, design=design or Design(rounds=n // 4),
                      calibration=cal)["mtp"]
 
 
@@ -71,6 +71,16 @@ def test_a_loop_excess_beyond_both_launches_is_corruption_and_names_the_relaunch
     assert "the larger of its tests against the baseline and against the baseline's A/A relaunch (1/40)" in v.evidence
     (row,) = v.comparisons
     assert row["p"] == max(row["p_vs_base"], row["p_vs_aa"]) < 0.001
+    assert "a resumed run" not in v.evidence
+
+
+def test_a_loop_verdict_at_a_resume_look_says_its_samples_pool_launches_and_how_to_confirm():
+    # the launch effect over a chain of resumes is not held by the contrast (8.3 % at a spread of 0.5, docs)
+    resumed = Design(rounds=10, first_rounds=5, resumes=3)
+    v = _judge(spec_loops=30, aa_loops=1, design=resumed)
+    assert v.kind == "spec-corrupts-output", v.evidence
+    assert "a resumed run: its samples pool several launches per arm" in v.evidence
+    assert "confirm with a new run (not --resume)" in v.evidence
 
 
 def test_the_monte_carlo_harness_judges_the_aa_arm_as_the_floor_not_as_a_profile():
