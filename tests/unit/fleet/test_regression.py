@@ -154,6 +154,7 @@ def test_the_loop_rate_is_tested_against_the_earlier_nights_pooled_and_the_next_
     loop = next(c for c in rep.checks if c["kind"] == "loop_rate" and c["profile"] == "mtp")
     assert (loop["history_loops"], loop["history_n"]) == (18, 600) and loop["history_rho"] > 0.0
     assert loop["p"] > loop_diff(18, 600, 9, 60).p_worse and rep.regressed == []
+    assert "spread beyond binomial (rho" in loop["note"] and "8.5 %, above alpha" in loop["note"]
 
 
 def test_nights_that_vary_beyond_their_binomial_spread_widen_the_loop_test():
