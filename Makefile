@@ -26,7 +26,8 @@ demo: $(STAMP)
 ## ones there.
 ##   sshd      OpenSSH server (tests/ssh start their own sshd on 127.0.0.1)
 ##   chromium  the HTML report is opened headless
-##   podman, runc  the container hosts and tests (docs/containers.md; docker instead of both will do). Then podman
+##   podman, runc  the container hosts and tests (docs/containers.md; the shipped sim-container/sim-image hosts
+##   name podman, so a docker client is no substitute: some machines carry one with no daemon). Then podman
 ##   is probed with a local image (tests/support/containers.py configure: on a cgroup-hybrid host without
 ##   CAP_SYS_RESOURCE it writes /etc/containers/containers.conf.d/50-mtp-remote.conf, root only).
 ##   slurmctld, slurmd, munged, sbatch  Debian's SLURM + munge (tests/slurm start a one-node cluster on
@@ -34,8 +35,8 @@ demo: $(STAMP)
 SYSTEM_DEPS := \
 	sshd:openssh-server+openssh-client \
 	chromium:chromium \
-	podman,docker:podman \
-	runc,docker:runc \
+	podman:podman \
+	runc:runc \
 	slurmctld:slurmctld \
 	slurmd:slurmd \
 	munged:munge \

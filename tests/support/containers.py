@@ -49,11 +49,15 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def runtime() -> str | None:
-    """``$MTP_REMOTE_CONTAINER_RUNTIME``, else podman, else docker (whichever is installed), else None."""
+    """``$MTP_REMOTE_CONTAINER_RUNTIME``, else podman, else docker when its daemon answers (a docker client
+    without a running engine is common on CI machines: ``docker info`` fails there), else None."""
     want = os.environ.get("MTP_REMOTE_CONTAINER_RUNTIME")
-    for name in ([want] if want else ["podman", "docker"]):
-        if shutil.which(name):
-            return name
+    if want:
+        return want if shutil.which(want) else None
+    if shutil.which("podman"):
+        return "podman"
+    if shutil.which("docker") and _run(["docker", "info"], check=False, timeout=20).returncode == 0:
+        return "docker"
     return None
 
 
