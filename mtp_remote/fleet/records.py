@@ -28,7 +28,7 @@ class RegressionCheck(Record):
     ``history_runs`` earlier good runs; ``speed``: the speculative cell's tokens/s over the baseline's tonight
     (``ratio``) against the ``history_runs`` earlier good runs' mean and sd; ``launch``: launched before, failed
     tonight), the cell (``profile``, ``temperature``), ``p``/``p_adjusted`` (Holm over the night's tests of that
-    kind), ``regressed`` and a ``note``. Written with the fields of its kind, in this order."""
+    kind, each p doubled: the two kinds share the night's level), ``regressed`` and a ``note``. Written with the fields of its kind, in this order."""
 
     kind: str
     profile: str

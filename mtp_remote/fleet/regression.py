@@ -6,7 +6,7 @@ A regression is a *tested* change, not a changed label:
   same cell pooled over up to ``HISTORY_RUNS`` earlier good (completed) runs of the same host and playbook,
   and where those nights spread beyond binomial (a launch effect) the larger p of the beta-binomial tail
   (``analysis.runstats.loops_vs_history``). Pooled, not the last run alone: at a month's budget a night tests
-  at α/30, and against one night of 60 samples a 2 → 15 % jump was found 12 % of the time, 68 % pooled
+  at α/30, and against one night of 60 samples a 2 → 15 % jump was found 12 % of the time, 59.5 % pooled
   (``docs/metrics.md``);
 - speed, per speculative (profile, temperature) cell: its tokens/s over the baseline's of the same night (the
   ratio cancels what the night does to both arms: load, clocks, a neighbour), one-sided t prediction-interval
