@@ -25,21 +25,16 @@ import types
 
 import numpy as np
 
+from mtp_remote.analysis.montecarlo import launched_rates
 from mtp_remote.fleet import regression
 
 WARMUP, NIGHTS, RATE, N, SPEC_RATIO = 10, 30, 0.02, 60, 1.5
 
 
-def _shift(rate: float, sd: float, rng) -> float:
-    """``rate`` moved by a N(0, sd) effect in log-odds (sd 0: unchanged)."""
-    if sd <= 0 or rate <= 0:
-        return rate
-    return float(1.0 / (1.0 + np.exp(-(np.log(rate / (1.0 - rate)) + rng.normal(0.0, sd)))))
-
-
 def _night(i: int, rng, *, loop_rate: float = RATE, ratio: float = SPEC_RATIO, launch_sd: float = 0.0) -> dict:
     load = rng.lognormal(0.0, 0.15)
-    launched = {"baseline": _shift(RATE, launch_sd, rng), "mtp": _shift(loop_rate, launch_sd, rng)}
+    launched = {"baseline": float(launched_rates(np.asarray(RATE), launch_sd, rng)),
+                "mtp": float(launched_rates(np.asarray(loop_rate), launch_sd, rng))}
     cells = []
     for t, n in ((0.0, 5), (0.7, N)):
         for prof, speed in (("baseline", 100.0), ("mtp", 100.0 * ratio)):

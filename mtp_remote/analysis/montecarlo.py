@@ -64,7 +64,7 @@ class _Run:
     next_round: dict[str, int] = field(default_factory=dict)
 
 
-def _launched(rates: np.ndarray, sd: float, rng: np.random.Generator) -> np.ndarray:
+def launched_rates(rates: np.ndarray, sd: float, rng: np.random.Generator) -> np.ndarray:
     """Degenerate rates of one launch: each shifted by one log-odds effect ~ N(0, ``sd``) for the launch (0 and 1
     stay put)."""
     if sd <= 0:
@@ -82,7 +82,7 @@ def _sample(run: _Run, rates, design: Design, *, baseline: str, prompts: int, te
     Each call is one launch per arm: with ``launch_sd`` its rates move by a per-launch log-odds effect."""
     loop_m, clean_m = metrics
     for name in run.names:
-        per_prompt = None if draw else _launched(np.asarray(_rates(rates[name], prompts)), launch_sd, rng)
+        per_prompt = None if draw else launched_rates(np.asarray(_rates(rates[name], prompts)), launch_sd, rng)
         obs = run.obs.setdefault(name, [])
         start = run.next_round.get(name, 0)
         if start and design.sequential and cell_decision(run.records, profile=name, baseline=baseline,
