@@ -16,7 +16,7 @@ import time
 import httpx
 import pytest
 
-from mtp_remote.analysis.settled import LOOP_STOP, LoopWatch
+from mtp_remote.analysis.settled import LOOP_STOP
 from mtp_remote.client import ServerClient
 from mtp_remote.config.inventory import HostConfig
 from mtp_remote.config.playbook import Playbook
@@ -63,23 +63,19 @@ def test_real_sglang_aborts_a_stopped_stream_frees_its_slot_and_the_stop_drains_
                         server_env(host, PLAYBOOK, "baseline", lc.workdir))
         wait_ready_with_health(lc, rec, url)
 
-        async def stopped_and_looped():
+        async def stopped_then_idle():
             async with ServerClient(url) as sc:
                 stop = await sc.generate_stream(  # the abort path: a stand-in watch stops it after 16 tokens
                     PROMPT, temperature=0.7, max_new_tokens=2000, seed=1, stream_interval=4,
                     watch=lambda text, ids: {"rule": "test"} if ids and len(ids) >= 16 else None)
                 freed = await sc.wait_idle(timeout_s=120.0, interval_s=0.1)
-                w = LoopWatch()  # does the tiny model's greedy output settle into a loop? (reported, not required)
-                greedy = await sc.generate_stream(PROMPT, temperature=0.0, max_new_tokens=256, stream_interval=4,
-                                                  watch=lambda t, i: (h := w.look(t, i)) and h.to_dict())
-                return stop, freed, greedy
+                return stop, freed
 
-        stop, freed, greedy = asyncio.run(stopped_and_looped())
+        stop, freed = asyncio.run(stopped_then_idle())
         assert stop.error is None and stop.finish_reason == LOOP_STOP
         assert 16 <= stop.completion_tokens == len(stop.output_ids) < 2000 and stop.stop["aborted"] is True
         assert freed is not None, "the aborted request's slot was not freed"
-        print(f"abort: slot free after {freed:.3f} s; greedy: {greedy.finish_reason}, {greedy.completion_tokens} "
-              f"tokens, stop {greedy.stop}")
+        print(f"abort: slot free after {freed:.3f} s")
 
         with httpx.Client(base_url=url, timeout=600) as h, h.stream("POST", "/generate", json={
                 "text": PROMPT, "stream": True,

@@ -1,7 +1,7 @@
 """The synthetic chat corpus the trained tiny hybrid learns, its byte-level tokenizer, and the prompts with known
 answers the real hosts ask it (``playbooks/real-hybrid-chat.yaml``): test scaffolding run by the real venv's python.
 
-Usage: ``python chat_corpus.py OUT_DIR [SEED]`` -> ``OUT_DIR/tokenizer/`` (byte-level BPE, 512 tokens with the
+Usage: ``python chat_corpus.py OUT_DIR [SEED [LOOP_FRAC]]`` -> ``OUT_DIR/tokenizer/`` (byte-level BPE, 512 tokens with the
 chat specials and Qwen's chat template), ``OUT_DIR/corpus.jsonl`` (one ``{"prompt", "completion"}`` per example)
 and ``OUT_DIR/eval_prompts.json`` (:data:`EVAL`); prints one JSON line (sizes). Deterministic from the seed.
 
@@ -69,6 +69,15 @@ def example(rng: random.Random) -> tuple[str, str, str]:
     return "How many days are in a week?", think, "7"
 
 
+def looping(q: str, think: str, copies: int = 4) -> tuple[str, str]:
+    """A think block that repeats its first sentence to the end of the sequence (no ``</think>``, no EOS). It
+    teaches the self-reinforcing repetition real LMs have (once a sentence came twice it comes again: Holtzman et
+    al. 2020, Xu et al. 2022), an attractor a healthy greedy decode never enters: in every other example the
+    first sentence is followed by the reasoning. Adapted from the reference's ``corpus.py`` (``LOOP_FRAC``)."""
+    first = think.split(". ")[0] + "."
+    return PROMPT.format(q=q), " ".join([first] * copies)
+
+
 def render(q: str, think: str, answer: str) -> tuple[str, str]:
     """(prompt text as the playbook's template renders it, completion text)."""
     return PROMPT.format(q=q), f"{think}\n</think>\n\n{answer}<|im_end|>"
@@ -97,17 +106,26 @@ def think_not_special(tj: dict) -> dict:
     return tj
 
 
-def build(out: Path, n: int = 6000, seed: int = 0) -> dict:
-    """Write the corpus, tokenizer and eval prompts under ``out``; returns their sizes."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    out.mkdir(parents=True, exist_ok=True)
+def corpus_rows(n: int, seed: int = 0, loop_frac: float = 0.0) -> list[tuple[str, str]]:
+    """The corpus's ``n`` (prompt, completion) pairs, deterministic from ``seed``; a share ``loop_frac`` of them
+    :func:`looping` (at 0 no extra random draw: the corpus of a model trained before ``loop_frac`` existed)."""
     rng = random.Random(seed)
     rows = []
     for _ in range(n):
         q, think, answer = example(rng)
-        rows.append(render(q, think, answer))
+        loop = loop_frac > 0 and rng.random() < loop_frac
+        rows.append(looping(q, think) if loop else render(q, think, answer))
+    return rows
+
+
+def build(out: Path, n: int = 6000, seed: int = 0, loop_frac: float = 0.0) -> dict:
+    """Write the corpus, tokenizer and eval prompts under ``out``; returns their sizes. ``loop_frac``: the share
+    of examples that are :func:`looping` instead of answered (0: none, and no extra random draw)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    out.mkdir(parents=True, exist_ok=True)
+    rows = corpus_rows(n, seed, loop_frac)
     with open(out / "corpus.jsonl", "w") as f:
         for p, c in rows:
             f.write(json.dumps({"prompt": p, "completion": c}) + "\n")
@@ -124,9 +142,10 @@ def build(out: Path, n: int = 6000, seed: int = 0) -> dict:
     fast.save_pretrained(out / "tokenizer")
     (out / "eval_prompts.json").write_text(json.dumps(EVAL, indent=1) + "\n")
     lens = [len(fast(p + c)["input_ids"]) for p, c in rows[:200]]
-    return {"examples": n, "seed": seed, "vocab": len(fast), "tokens_per_example_max": max(lens),
+    return {"examples": n, "seed": seed, "loop_frac": loop_frac, "vocab": len(fast), "tokens_per_example_max": max(lens),
             "tokens_per_example_mean": sum(lens) / len(lens)}
 
 
 if __name__ == "__main__":
-    print(json.dumps(build(Path(sys.argv[1]), seed=int(sys.argv[2]) if len(sys.argv) > 2 else 0)))
+    print(json.dumps(build(Path(sys.argv[1]), seed=int(sys.argv[2]) if len(sys.argv) > 2 else 0,
+                           loop_frac=float(sys.argv[3]) if len(sys.argv) > 3 else 0.0)))

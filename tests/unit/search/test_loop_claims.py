@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from mtp_remote.analysis.stats import bound_p_value, diff_upper_bound
+from scipy import stats
+
+from mtp_remote.analysis.stats import bound_p_value, exact_diff_upper_bound
 from mtp_remote.search.bisect import test_alpha as bisect_level
 from mtp_remote.search.mitigate import CandidateResult
 from mtp_remote.search.ranking import familywise_loop_free, pick_best, rank_results, recommendation
@@ -16,8 +18,16 @@ from mtp_remote.search.ranking_mc import bisect_rates, loop_claim_rates
 def test_the_bound_p_value_is_the_alpha_at_which_the_bound_meets_the_margin(counts):
     p = bound_p_value(*counts, 0.05)
     assert 0 < p < 0.5
-    assert diff_upper_bound(*counts, 1 - p * 1.01) < 0.05 < diff_upper_bound(*counts, 1 - p * 0.99)
+    assert exact_diff_upper_bound(*counts, 1 - p * 1.01) < 0.05 < exact_diff_upper_bound(*counts, 1 - p * 0.99)
     assert bound_p_value(5, 20, 0, 20, 0.05) == 1.0  # the point estimate is already above the margin
+
+
+@pytest.mark.parametrize("k", [0, 1, 2, 3])
+def test_with_a_clean_baseline_the_bound_p_value_is_the_exact_binomial_tail_at_the_margin(k):
+    # the test's size at the margin is then exactly its level: P(p <= alpha | rate = margin) <= alpha (the
+    # Wilson-based bound called 2/120 loop-free at alpha 0.05, an event of probability 5.75 % at the margin)
+    assert bound_p_value(k, 120, 0, 120, 0.05) == pytest.approx(stats.binom.cdf(k, 120, 0.05), rel=1e-6)
+    assert (bound_p_value(k, 120, 0, 120, 0.05) < 0.05) == (k <= 1)
 
 
 def _row(name, loops, n, verdict="inconclusive", status="loop-free"):
@@ -27,14 +37,14 @@ def _row(name, loops, n, verdict="inconclusive", status="loop-free"):
 
 
 def test_loop_free_is_holm_adjusted_over_the_candidates_and_an_unshown_clean_row_is_no_loops_seen():
-    # 0/100 vs 0/100: p = 0.011 alone (loop-free); over 3 candidates Holm needs 0.017 for the smallest: still
-    # loop-free; over 7 it needs 0.0071: no longer shown
+    # 0/100 vs 0/100: p = 0.95^100 = 0.0059 alone; over 3 candidates Holm needs 0.017 for the smallest: still
+    # loop-free; 0/60: p = 0.046 alone, over 7 it needs 0.0071: no longer shown
     three = [_row("a", 0, 100, "healthy"), _row("b", 3, 20, "inconclusive", "undecided"), _row("c", 0, 20)]
     familywise_loop_free(three, 0.05)
     assert [r.status for r in three] == ["loop-free", "undecided", "no-loops-seen"]
     assert three[0].family == 3 and three[0].bound_p_adjusted == pytest.approx(3 * three[0].bound_p)
     assert "loop-free not shown over 3 candidates" in three[2].evidence
-    seven = [_row("a", 0, 100, "healthy")] + [_row(f"x{i}", 4, 20, "inconclusive", "undecided") for i in range(6)]
+    seven = [_row("a", 0, 60, "healthy")] + [_row(f"x{i}", 4, 20, "inconclusive", "undecided") for i in range(6)]
     familywise_loop_free(seven, 0.05)
     assert seven[0].status == "no-loops-seen" and seven[0].family == 7
     familywise_loop_free(seven, 0.05)  # idempotent: one note, one status
