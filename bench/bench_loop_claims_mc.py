@@ -35,17 +35,31 @@ def main() -> None:
             claim_tables(args.k, args.rounds, args.power_rounds, args.trials, args.seed)
 
 
+def exact_fwer(k: int, n: int, alpha: float = 0.05) -> float:
+    """The family-wise rate of a false "loop-free" over ``k`` candidates that all loop exactly at the margin
+    over a baseline that never loops (0/n), computed: each candidate's p-value is then the binomial tail
+    P(X <= x | n, margin) (``stats.bound_p_value``), and Holm claims some candidate iff the smallest p is at most
+    alpha / k, so the rate is 1 - (1 - P(p <= alpha / k))^k."""
+    from scipy import stats
+
+    from mtp_remote.analysis.stats import bound_p_value
+
+    hit = sum(stats.binom.pmf(x, n, MARGIN) for x in range(n + 1) if bound_p_value(x, n, 0, n, MARGIN) <= alpha / k)
+    return float(1 - (1 - hit) ** k)
+
+
 def claim_tables(ks: list[int], rounds: list[int], power_rounds: list[int], trials: int, seed: int) -> None:
     """The two tables of mitigate's loop-free claims (false claims at the margin, then the power)."""
     print(f"\n**Every candidate loops at the margin** ({trials} tables per row, baseline 0 %, candidates "
           f"{MARGIN:.0%}, 5 prompts, alpha 0.05, seed {seed})\n")
-    print("| candidates | samples per arm | some loop-free, before | some loop-free, Holm | a pick (`no-loops-seen`) |")
-    print("|---:|---:|---:|---:|---:|")
+    print("| candidates | samples per arm | some loop-free, before | some loop-free, Holm | exact FWER of the rule "
+          "| a pick (`no-loops-seen`) |")
+    print("|---:|---:|---:|---:|---:|---:|")
     for k in ks:
         for r in rounds:
             out = loop_claim_rates([MARGIN] * k, 0.0, r, trials=trials, seed=seed)
-            print(f"| {k} | {5 * r} | {out['false_before']:.1%} | {out['false_after']:.1%} | {out['picked']:.1%} |",
-                  flush=True)
+            print(f"| {k} | {5 * r} | {out['false_before']:.1%} | {out['false_after']:.1%} | "
+                  f"{exact_fwer(k, 5 * r):.2%} | {out['picked']:.1%} |", flush=True)
     print(f"\n**One clean candidate among candidates at the margin** ({trials} tables per row)\n")
     print("| candidates | samples per arm | clean one loop-free, Holm | before | a candidate at the margin loop-free, Holm |")
     print("|---:|---:|---:|---:|---:|")
