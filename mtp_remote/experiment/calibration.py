@@ -6,12 +6,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..config.playbook import Playbook
+from ..records.summary import aa_profile_name
 from .plan import LaunchPlan
 
 
 def calibration_profile(playbook: Playbook) -> str:
     """Name of the A/A arm (the baseline relaunched, ``compare.calibration``): ``<baseline>-aa``."""
-    return f"{playbook.baseline}-aa"
+    return aa_profile_name(playbook.baseline)
 
 
 def calibration_plan(pb: Playbook, lp: LaunchPlan) -> tuple[LaunchPlan, int | None]:

@@ -244,6 +244,11 @@ class VerdictRecord(Record):
     lossless: list[LosslessTest] = Field(default_factory=list)
 
 
+def aa_profile_name(baseline: str) -> str:
+    """Name of the A/A arm that repeats profile ``baseline`` (``compare.calibration``): ``<baseline>-aa``."""
+    return f"{baseline}-aa"
+
+
 class Calibration(Record):
     """The A/A arm's measurements (``analysis.divergence.Calibration.to_dict``) and the arms they come from:
     ``profile`` (the A/A arm) and ``baseline`` (the arm it repeats)."""

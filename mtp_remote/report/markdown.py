@@ -12,7 +12,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from ..outside_text import fence
 from ..records.sample import Sample, SampleMetrics
-from ..records.summary import Calibration, Summary
+from ..records.summary import Calibration, Summary, aa_profile_name
 from .accounting import time_split_line
 
 EXCERPT_CHARS = 600
@@ -43,7 +43,7 @@ def calibration_arms(doc: Summary | dict) -> tuple[str, str]:
     doc = Summary.of(doc)
     cal = doc.calibration or Calibration()
     base = cal.baseline or doc.playbook.baseline
-    return cal.profile or f"{base}-aa", base
+    return cal.profile or aa_profile_name(base), base
 
 
 def calibration_rows(doc: Summary | dict) -> list[dict]:
