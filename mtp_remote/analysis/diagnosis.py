@@ -77,7 +77,7 @@ def design_of(playbook, n_spec_profiles: int, temperature: float | None = None,
                                 expected_answers=any(p.expected is not None for p in playbook.prompts))
     design = Design(rounds=rounds, alpha=cmp.alpha, margin=cmp.margin, greedy_margin=cmp.greedy_margin,
                     family=max(1, n_spec_profiles * (len(temps) + lossless)), spending=cmp.spending,
-                    sequential=bool(playbook.early_stop), resumes=cmp.resumes)
+                    sequential=bool(playbook.early_stop), resumes=cmp.resumes, judge_speed=cmp.judge_speed)
     if recorded:
         r = DesignRecord.of(recorded)
         first = (r.first_rounds_by_t or {}).get(f"{float(t):g}", r.first_rounds)

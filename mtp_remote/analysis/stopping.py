@@ -61,7 +61,8 @@ class Design:
     together (loop cells and lossless members); ``spending``: one of :data:`SPENDING`; ``sequential``: looks
     during sampling (early stopping) or one look at the end; ``greedy_margin``: the per-prompt greedy
     divergence rate a plan without a temperature above 0 must bound for ``healthy`` (``lossless.greedy_bound``,
-    at confidence ``1 - alpha``).
+    at confidence ``1 - alpha``); ``judge_speed``: whether a tokens/s ratio below 1 is ``spec-slower``
+    (``compare.judge_speed``).
 
     Resumes (``--resume --samples N``) are later looks of the same design, never a new one: ``first_rounds``
     (K0, the first run's rounds; None = ``rounds``) and ``resumes`` (R, the resume looks the design allows, at
@@ -81,6 +82,7 @@ class Design:
     resumes: int = 0
     reserve: float = RESUME_RESERVE
     greedy_margin: float = GREEDY_MARGIN
+    judge_speed: bool = True
 
     @property
     def k0(self) -> int:

@@ -20,7 +20,8 @@ loops, or when it was cut at ``max_tokens`` inside a near loop. Rules, first mat
    gives the samples per arm that would decide (``stats.samples_needed``, power 0.8). Exits 3.
 4. ``spec-ineffective``: acceptance length (non-degenerate samples) at most :data:`INEFFECTIVE_ACCEPT`.
 5. ``spec-slower``: the bootstrap interval of the non-degenerate tokens/s ratio lies below 1 (below the host's
-   run-to-run spread when calibrated); without samples, a point ratio below :data:`SLOWER_RATIO`.
+   run-to-run spread when calibrated); without samples, a point ratio below :data:`SLOWER_RATIO`. Not where the
+   playbook's ``compare.judge_speed`` is false (the ratio is then given as not judged).
 6. ``healthy`` otherwise: every T > 0 excess bounded below the margin (said rounded up, :func:`bound_up`)
    and every lossless check passed. A plan with no temperature above 0 (greedy only: the real CPU hosts) has
    no loop bound; there the greedy bound takes its place (``lossless.greedy_bound``): the exact upper bound
@@ -300,7 +301,8 @@ def _judge_one(profile, spec_cells, base_cells, spec_samples, base_samples, rows
     found, decisive, loops = _greedy_only(case, gb, row0, gate) if not fam else _bounded(case, fam, design, gate)
     if found is not None:
         return found
-    return _by_speed(case, decisive, loops, spec_cells, base_cells, spec_samples, base_samples, calibration)
+    return _by_speed(case, decisive, loops, spec_cells, base_cells, spec_samples, base_samples, calibration,
+                     judge_speed=design.judge_speed)
 
 
 def _corrupt(case: _Case, design: Design, lossless_p: _Member | None) -> Verdict | None:
@@ -375,9 +377,10 @@ def _bounded(case: _Case, fam: list[Comparison], design: Design,
 
 
 def _by_speed(case: _Case, decisive: Comparison, loops: str, spec_cells, base_cells, spec_samples, base_samples,
-              calibration: Calibration | None) -> Verdict:
+              calibration: Calibration | None, *, judge_speed: bool = True) -> Verdict:
     """Once no loop or lossless rule decided: ``spec-ineffective``, ``spec-slower`` or ``healthy`` by acceptance
-    and the tokens/s ratio (against the host's run-to-run spread when calibrated)."""
+    and the tokens/s ratio (against the host's run-to-run spread when calibrated); with ``judge_speed`` false
+    (``compare.judge_speed``) the ratio is given, marked not judged, and never makes ``spec-slower``."""
     accepts = [c.accept_length_nonloop for c in spec_cells if c.accept_length_nonloop is not None]
     accept = mean_of(accepts)
     ratio, ci = _speed(spec_cells, base_cells, spec_samples, base_samples)
@@ -387,13 +390,16 @@ def _by_speed(case: _Case, decisive: Comparison, loops: str, spec_cells, base_ce
         speed = f"tokens/s {ratio:.2f}x baseline" + (f" (95% CI {ci[1]:.2f}-{ci[2]:.2f})" if ci else "")
         if spread:
             speed += f", run-to-run spread ±{spread:.0%}"
+        if not judge_speed:
+            speed += " (not judged: compare.judge_speed is false)"
     if any(t.judged for t in case.lossless):
         loops += "; lossless checks passed (" + ", ".join(t.name for t in case.lossless if t.judged) + ")"
     if accept is not None and accept <= INEFFECTIVE_ACCEPT:
         return case.verdict("spec-ineffective", f"acceptance length {accept:.2f} (about 1: drafts are rejected)"
                             + (f"; {speed}" if speed else "") + f"; {loops}", decisive)
     limit = math.exp(-spread)
-    if ratio is not None and ((ci is not None and ci[2] < limit) or (ci is None and ratio < SLOWER_RATIO * limit)):
+    if judge_speed and ratio is not None and ((ci is not None and ci[2] < limit)
+                                              or (ci is None and ratio < SLOWER_RATIO * limit)):
         return case.verdict("spec-slower", f"{speed}; {loops}" + (f"; acceptance {accept:.2f}" if accept is not None
                                                                   else ""), decisive)
     parts = [loops]

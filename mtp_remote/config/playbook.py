@@ -233,6 +233,10 @@ class CompareConfig(StrictModel):
                                       "10 %, 0 of 59 under 5 %)")
     spending: Literal["obrien-fleming", "pocock"] = Field(
         "obrien-fleming", description="Alpha spending over the looks of early stopping (analysis.stopping)")
+    judge_speed: bool = Field(
+        True, description="Judge tokens/s (`spec-slower`): false on a host whose speed says nothing of a deployment's "
+                          "(the CPU test hosts, where SGLang's kernels run interpreted and every verify step costs "
+                          "its tokens); the verdict then gives the ratio as not judged")
     calibration: bool = Field(
         False, description="Relaunch the baseline as an A/A arm (profile `<baseline>-aa`, sampled like the baseline) "
                            "to measure this host's greedy divergence, KL floor, run-to-run speed spread and launch "

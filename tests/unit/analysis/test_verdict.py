@@ -146,6 +146,16 @@ def test_clean_but_slower_speculation_is_spec_slower():
     assert v.kind == "spec-slower" and "tokens/s 0.67x baseline" in v.evidence
 
 
+def test_with_speed_not_judged_a_clean_slower_arm_is_healthy_and_the_ratio_says_not_judged():
+    # compare.judge_speed: false (the CPU test hosts: interpreted kernels make every speculative arm slower)
+    spec, _ss = cells("mtp", {0.7: (0, 80)}, spec=True, latency=3.0)
+    base, _bs = cells("baseline", {0.7: (0, 80)}, spec=False, latency=2.0)
+    v = judge("mtp", spec, base, design=Design(judge_speed=False))
+    assert v.kind == "healthy", v
+    assert "tokens/s 0.67x baseline" in v.evidence and "(not judged: compare.judge_speed is false)" in v.evidence
+    assert judge("mtp", spec, base, design=Design(judge_speed=True)).kind == "spec-slower"
+
+
 def test_a_slowdown_within_the_hosts_run_to_run_spread_is_not_spec_slower():
     spec, _ss = cells("mtp", {0.7: (0, 80)}, spec=True, latency=2.2)
     base, _bs = cells("baseline", {0.7: (0, 80)}, spec=False, latency=2.0)
