@@ -99,11 +99,10 @@ def _by_profile(doc: dict) -> dict[str, dict]:
 def _assert_corrupts(verdict: dict, output: str) -> dict:
     """The rewind host's verdict: ``spec-corrupts-output``, the baseline never loops, greedy output diverges from the
     baseline's on every prompt and the answers break; loops counted in the speculative arm lead the evidence when
-    there are any. (Measured 2026-12-03 on the model trained here: 0 of 4 finished rewind samples loop to the end
-    by the loop rules — one repeats "2. This is 9. I multiply 8.</think>" three times, then varies — while the
-    hand-run reference's model looped on 2 of 6: whether the broken state ends in a tail loop depends on the
-    trained weights. The verdict stands on greedy divergence, the KL probe and the answers.) Returns the T = 0
-    comparison."""
+    there are any. (Measured 2026-12-03 with the shipped playbook, 30 prompts x 96 tokens, on the model trained
+    with the looping share: loops 16/30 vs 0/30; on the first model, without it, 0 of 4: whether a broken state
+    ends in a tail loop depends on the trained weights, so a cut playbook may see none, and the verdict also stands
+    on greedy divergence, the KL probe and the answers.) Returns the T = 0 comparison."""
     (c,) = verdict["comparisons"]  # T = 0 only
     assert c["base_loops"] == 0, verdict
     assert c["greedy_diverged"] == c["greedy_pairs"] > 0, verdict
@@ -152,12 +151,16 @@ def _check_trained(name: str, code: int, verdict: dict, samples: list[dict], out
     """The trained hybrid (real-hybrid-chat): healthy on real-hybrid; on real-hybrid-loop corrupt, and its bug
     report says why."""
     if name == "real-hybrid-loop":
-        _assert_corrupts(verdict, output)
+        c = _assert_corrupts(verdict, output)
         assert code == 1
+        # the field's symptom on the real engine: loops in the speculative arm, none in the baseline (16/30 vs 0/30
+        # measured), leading the evidence, and the bug report quotes one
+        assert c["spec_loops"] > 0 and c["base_loops"] == 0, verdict
         r = CliRunner().invoke(main, ["bug-report", run_dir.name, "--runs-dir", str(run_dir.parent)])
         assert r.exit_code == 0, r.output
         report = (run_dir / "bug-report.md").read_text()
         assert "spec-corrupts-output" in report and "greedy output diverges" in report, report
+        assert "### Excerpt of a looping output" in report and "finish_reason=length" in report, report
     else:
         _assert_healthy(verdict, samples, "nextn", output)
         assert code == 0
