@@ -23,14 +23,16 @@ def fmt_t(t: float) -> str:
 
 def greedy_loops_lead(rows: list[Comparison]) -> str:
     """The greedy cell's loops as the lead of a lossless verdict, when the speculative arm loops on more prompts
-    than the baseline: ``"loops: spec 3/8 vs baseline 0/8 degenerate at T=0 (greedy: the same prompts); "``.
+    than the baseline: ``"loops: spec 3/8 vs baseline 0/8 degenerate at T=0 (greedy: the same prompts; 3 with a
+    settled loop where the baseline's output of the prompt has none); "``.
     Greedy loop counts are no test of their own (one output per prompt; the greedy lossless test judges T = 0),
     but they are the symptom a user looks for first; empty otherwise."""
     r = next((r for r in rows if r.temperature == 0.0 and r.spec_loops > r.base_loops), None)
     if r is None:
         return ""
     only = r.greedy_spec_only_loops
-    where = f", {only} of them where the baseline's output does not loop" if only else ""
+    # the count is of settled loops the pairing located (a near loop cut at max_tokens is degenerate, not located)
+    where = f"; {only} with a settled loop where the baseline's output of the prompt has none" if only else ""
     return f"loops: {counts_phrase(r)} (greedy: the same prompts{where}); "
 
 

@@ -66,6 +66,7 @@ def test_a_lossless_verdict_leads_with_the_greedy_loops_when_only_the_speculativ
     (v,) = diagnose(baseline="baseline", profiles={"baseline": False, "aa": False, "nextn": True}, samples=samples,
                     calibration_profile="aa", expected={f"p{i}": "4" for i in range(8)}).verdicts
     assert v.kind == "spec-corrupts-output", v.evidence
-    assert v.evidence.startswith("loops: spec 3/8 vs baseline 0/8 degenerate at T=0 (greedy: the same prompts, "
-                                 "3 of them where the baseline's output does not loop); "), v.evidence
+    assert v.evidence.startswith("loops: spec 3/8 vs baseline 0/8 degenerate at T=0 (greedy: the same prompts; "
+                                 "3 with a settled loop where the baseline's output of the prompt has none); "), \
+        v.evidence
     assert "expected answers: spec 0/8 right vs baseline 8/8" in v.evidence
