@@ -4,17 +4,11 @@ without it unchanged."""
 
 from __future__ import annotations
 
-import importlib.util
 import random
 
 import pytest
 
-from tests.conftest import ROOT
-
-_spec = importlib.util.spec_from_file_location(
-    "chat_corpus", ROOT / "tests" / "support" / "real_sglang_shims" / "chat_corpus.py")
-chat_corpus = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(chat_corpus)
+from tests.support.real_sglang_shims import chat_corpus  # stdlib only at import (the build's imports are local)
 
 
 def test_a_looping_exchange_repeats_the_first_sentence_and_never_closes_the_think_block():
