@@ -192,7 +192,7 @@ class SequentialTest:
 def is_degenerate_record(metrics: SampleMetrics | dict | None, finish_reason: str | None) -> bool:
     """Whether a stored sample counts as degenerate: a loop, or a near loop in an output cut at
     ``max_tokens`` (``finish_reason == "length"``). ``metrics``: a sample's stored ``metrics``."""
-    m = SampleMetrics.of(metrics or {})
+    m = SampleMetrics.of({} if metrics is None else metrics)
     return bool(m.loop) or (finish_reason == "length" and bool(m.near_loop))
 
 

@@ -73,8 +73,10 @@ class Record(BaseModel):
         return iter(self.keys())
 
     def __len__(self) -> int:
-        """The number of fields given or read (an empty record is falsy, as its empty mapping was)."""
-        return len(self.keys())
+        """The number of fields given or read (an empty record is falsy, as its empty mapping was). Counted from
+        the set of fields given (the extras are among them), not by listing :meth:`keys`: ``if record`` is on the
+        early-stopping path once per stored sample per look."""
+        return len(self.model_fields_set | (self.model_extra or {}).keys())
 
     def items(self) -> list[tuple[str, Any]]:
         """``(field, value)`` for :meth:`keys`."""

@@ -8,7 +8,9 @@ do (they install no handler): a SIGTERM sent to the whole process group leaves t
 for requests no scheduler will finish. With ``--orphan SECONDS`` (the ``stale_orphan`` fault) a child leaves the process group, survives
 its parent and lingers that long, still holding its GPU memory.
 
-Run as ``python -m mtp_remote.sim.children --title TITLE --parent PID [--orphan SECONDS]``.
+:func:`spawn` forks the server (no new interpreter: a fresh one cost ~50 ms of CPU per child, three per launch,
+hundreds of launches in the test suite); ``python -m mtp_remote.sim.children --title TITLE --parent PID
+[--orphan SECONDS]`` runs the same child as a process of its own.
 """
 
 from __future__ import annotations
@@ -17,19 +19,51 @@ import argparse
 import ctypes
 import os
 import signal
-import subprocess
 import sys
 import time
 
 from mtp_remote.sim import gpu
 
 
-def spawn(title: str, orphan_seconds: float | None = None) -> subprocess.Popen:
-    """Start one child titled ``title`` (stdout/stderr inherited, so it shares the server log)."""
-    argv = [sys.executable, "-m", "mtp_remote.sim.children", "--title", title, "--parent", str(os.getpid())]
-    if orphan_seconds:
-        argv += ["--orphan", str(orphan_seconds)]
-    return subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+class Child:
+    """A forked child, read as the :class:`subprocess.Popen` it replaces: ``pid``, ``poll()``, ``kill()``."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        """The exit code once the child has exited (reaped here), else None."""
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere
+                self.returncode = -1
+                return self.returncode
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def kill(self) -> None:
+        """SIGKILL the child (:class:`OSError` when it is gone)."""
+        os.kill(self.pid, signal.SIGKILL)
+
+
+def spawn(title: str, orphan_seconds: float | None = None) -> Child:
+    """Fork one child titled ``title`` (stdout/stderr inherited, so it shares the server log). Called before the
+    server starts any thread (a fork copies only the calling one)."""
+    parent = os.getpid()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        return Child(pid)
+    code = 1
+    try:  # the child: never returns into the server's code, never runs its exit handlers
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        code = run(title, parent, orphan_seconds)
+    finally:
+        os._exit(code)
 
 
 def _set_title(title: str) -> None:
@@ -44,22 +78,17 @@ def _set_title(title: str) -> None:
             pass
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Child entry point: set the title, then wait for the parent to go (or linger as an orphan)."""
-    p = argparse.ArgumentParser()
-    p.add_argument("--title", required=True)
-    p.add_argument("--parent", type=int, required=True)
-    p.add_argument("--orphan", type=float, default=None)
-    ns = p.parse_args(argv)
-    _set_title(ns.title)
+def run(title: str, parent: int, orphan_seconds: float | None = None) -> int:
+    """The child: set the title, then wait for ``parent`` to go (or linger ``orphan_seconds`` as an orphan)."""
+    _set_title(title)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if ns.orphan:
+    if orphan_seconds:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         os.setsid()
         deadline = None
         while True:
-            if deadline is None and os.getppid() != ns.parent:
-                deadline = time.monotonic() + ns.orphan
+            if deadline is None and os.getppid() != parent:
+                deadline = time.monotonic() + orphan_seconds
             if deadline is not None and time.monotonic() > deadline:
                 gpu.mark_exited(os.getpid())
                 return 0
@@ -68,9 +97,19 @@ def main(argv: list[str] | None = None) -> int:
         ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
     except OSError:
         pass
-    while os.getppid() == ns.parent:
-        time.sleep(0.1)
+    while os.getppid() == parent:  # the death signal ends it first; this poll covers a libc without prctl
+        time.sleep(0.5)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Child entry point of ``python -m mtp_remote.sim.children``."""
+    p = argparse.ArgumentParser()
+    p.add_argument("--title", required=True)
+    p.add_argument("--parent", type=int, required=True)
+    p.add_argument("--orphan", type=float, default=None)
+    ns = p.parse_args(argv)
+    return run(ns.title, ns.parent, ns.orphan)
 
 
 if __name__ == "__main__":

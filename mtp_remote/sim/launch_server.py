@@ -1,7 +1,8 @@
 """``python -m mtp_remote.sim.launch_server <sglang argv>``: the simulated ``python -m sglang.launch_server``.
 
 Environment: ``SGLANG_SIM_TIME_SCALE`` (float, default 1.0: realistic durations; 0.02-0.05 for demos and
-tests), ``SGLANG_SIM_FAULTS`` (see :mod:`mtp_remote.sim.faults`), ``SGLANG_SIM_GPUS`` and
+tests), ``SGLANG_SIM_STARTUP_SCALE`` (float, default the time scale: the startup milestones alone, so a test
+can start in a fraction of a second and still decode at a measurable speed), ``SGLANG_SIM_FAULTS`` (see :mod:`mtp_remote.sim.faults`), ``SGLANG_SIM_GPUS`` and
 ``SGLANG_SIM_STATE_DIR`` (see :mod:`mtp_remote.sim.gpu`), ``SGLANG_SIM_DRAIN_TIMEOUT`` (seconds).
 Exit codes: 0 after a SIGTERM drain, 1 on a startup or runtime failure (the log says why, in SGLang's words),
 2 on a bad argv (argparse).
@@ -30,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         faults = parse_faults(os.environ.get("SGLANG_SIM_FAULTS"))
         scale = float(os.environ.get("SGLANG_SIM_TIME_SCALE") or 1.0)
+        startup_scale = float(os.environ.get("SGLANG_SIM_STARTUP_SCALE") or scale)
         gpus = gpu.load_gpus()
     except ValueError as e:
         print(f"mtp-remote sim: {e}", file=sys.stderr, flush=True)
@@ -48,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         log.raw(w)
     log.line(server_args_line(args))
     mem = plan_memory(args, gpus[0].total_mib, faults)
-    srv = SimServer(args, faults, scale, log, mem, gpus)
+    srv = SimServer(args, faults, scale, log, mem, gpus, startup_scale)
     srv.start_children()
     srv.load()
     sock = srv.bind()

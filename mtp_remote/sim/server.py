@@ -64,8 +64,10 @@ class SimServer:
     """One simulated server process. ``run()`` returns the exit code."""
 
     def __init__(self, args: ServerArgs, faults: Faults, scale: float, log: SimLog, mem: MemoryPlan,
-                 gpus: list[gpu.GpuSpec]):
+                 gpus: list[gpu.GpuSpec], startup_scale: float | None = None):
         self.args, self.faults, self.scale, self.log, self.mem, self.gpus = args, faults, scale, log, mem, gpus
+        #: the scale of the startup milestones alone (``SGLANG_SIM_STARTUP_SCALE``; default ``scale``)
+        self.startup_scale = scale if startup_scale is None else startup_scale
         self.vocab = Vocab()
         self.version = VERSION
         self.ready = False
@@ -81,6 +83,10 @@ class SimServer:
     def pause(self, seconds: float) -> None:
         """Sleep ``seconds`` of simulated time."""
         time.sleep(seconds * self.scale)
+
+    def startup_pause(self, seconds: float) -> None:
+        """Sleep ``seconds`` of simulated startup time (the milestones up to ``max_total_num_tokens``)."""
+        time.sleep(seconds * self.startup_scale)
 
     def _hold(self, used_gb: float) -> None:
         for rank, child in enumerate(self.children[: self.args.tp_size]):
@@ -134,22 +140,22 @@ class SimServer:
         log.all_ranks("Init torch distributed begin.")
         if tp > len(self.gpus):
             self.fail(crash_traceback("RuntimeError: CUDA error: invalid device ordinal"), len(self.gpus))
-        self.pause(1.0)
+        self.startup_pause(1.0)
         if tp > 1 and "nccl_error" in self.faults:
             self.fail(nccl_traceback(), 1)
         if tp > 1:
             log.line("sglang is using nccl==2.27.3", 0)
-        self.pause(0.92)
+        self.startup_pause(0.92)
         log.line(f"Init torch distributed ends. elapsed=1.92 s, mem usage={m.init_gb:.2f} GB", 0)
         self._hold(m.init_gb)
         avail = m.avail_start_gb
         for r in range(tp):
             log.line(f"Load weight begin. avail mem={avail:.2f} GB", r)
         if m.failure == "weights_oom":
-            self.pause(5.0)
+            self.startup_pause(5.0)
             self.fail(weights_oom_traceback(m.total_gb, avail))
         t_load = 41.6 * params_billion(a.model_path) / 27 * 2 / tp
-        self.pause(t_load)
+        self.startup_pause(t_load)
         mins, secs = divmod(int(t_load), 60)
         log.raw(f"Loading safetensors checkpoint shards: 100% Completed | 11/11 [{mins:02d}:{secs:02d}<00:00, "
                 f"{t_load / 11:5.2f}s/it]")
@@ -169,16 +175,16 @@ class SimServer:
         log.line(f"Memory pool end. avail mem={avail:.2f} GB", 0)
         used = m.init_gb + m.weights_gb + m.mamba_conv_gb + m.mamba_ssm_gb + m.kv_gb
         self._hold(used)
-        self.pause(0.3)
+        self.startup_pause(0.3)
         if not a.disable_cuda_graph:
             avail -= 0.03
             log.line(f"Capture cuda graph begin. This can take up to several minutes. avail mem={avail:.2f} GB", 0)
             log.line(f"Capture cuda graph bs {list(m.cuda_graph_bs)}", 0)
             if m.failure == "cuda_graph_oom":
-                self.pause(1.0)
+                self.startup_pause(1.0)
                 self.fail(cuda_graph_oom_traceback(m.total_gb, avail))
             t_graph = 8.31 * len(m.cuda_graph_bs) / 6
-            self.pause(t_graph)
+            self.startup_pause(t_graph)
             avail -= m.graph_gb
             log.line(f"Capture cuda graph end. Time elapsed: {t_graph:.2f} s. mem usage={m.graph_gb:.2f} GB. "
                      f"avail mem={avail:.2f} GB.", 0)
@@ -189,7 +195,7 @@ class SimServer:
                 a.speculative_algorithm, "Qwen3_5ForCausalLMMTP" if m.hybrid else "Qwen3ForCausalLMEagle")
             if draft_arch:
                 log.line(f"Load weight begin. avail mem={avail:.2f} GB", 0)
-                self.pause(1.12)
+                self.startup_pause(1.12)
                 avail -= m.draft_weights_gb
                 log.line(f"Load weight end. elapsed=1.12 s, type={draft_arch}, avail mem={avail:.2f} GB, "
                          f"mem usage={m.draft_weights_gb:.2f} GB.", 0)
@@ -197,7 +203,7 @@ class SimServer:
                 if not a.disable_cuda_graph:
                     log.line("Capture draft cuda graph begin. This can take up to several minutes. "
                              f"avail mem={avail:.2f} GB", 0)
-                    self.pause(2.4)
+                    self.startup_pause(2.4)
                     avail -= m.draft_graph_gb
                     log.line(f"Capture draft cuda graph end. Time elapsed: 2.40 s. mem usage={m.draft_graph_gb:.2f}"
                              f" GB. avail mem={avail:.2f} GB.", 0)

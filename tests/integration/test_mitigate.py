@@ -19,6 +19,7 @@ from mtp_remote.experiment.runner import Hooks
 from mtp_remote.search.bisect import bisect
 from mtp_remote.search.mitigate import mitigate
 from tests.conftest import ROOT, free_port
+from tests.integration.test_scenarios import FAST_START
 
 pytestmark = pytest.mark.sim
 HOST = "gpu-secret-7"
@@ -27,12 +28,13 @@ MTP = ("--speculative-algorithm NEXTN --speculative-num-steps 3 --speculative-ea
 
 
 def write_field(tmp, host: str = HOST, time_scale: float = 0.01) -> None:
-    """``tmp/inventory.yaml`` with one sim host (local, state_leak, ``time_scale``) and ``tmp/pb.yaml``, the
-    field playbook cut to 4 prompts x 3 samples at T=0.7."""
+    """``tmp/inventory.yaml`` with one sim host (local, state_leak, ``time_scale``, a fast start) and ``tmp/pb.yaml``,
+    the field playbook cut to 4 prompts x 3 samples at T=0.7."""
     inv = {"default_host": host, "hosts": {host: {
         "transport": "local", "engine": "sim", "workdir": str(tmp / "wd"), "port": free_port(),
         "python": sys.executable,
-        "env": {"SGLANG_SIM_TIME_SCALE": str(time_scale), "SGLANG_SIM_FAULTS": "state_leak"}}}}
+        "env": {"SGLANG_SIM_TIME_SCALE": str(time_scale), "SGLANG_SIM_STARTUP_SCALE": FAST_START,
+                "SGLANG_SIM_FAULTS": "state_leak"}}}}
     (tmp / "inventory.yaml").write_text(yaml.safe_dump(inv))
     pb = yaml.safe_load((ROOT / "playbooks" / "diagnose-mtp.yaml").read_text())
     pb.update(samples=3, max_tokens=1024, temperatures=[0.7], prompts=pb["prompts"][:4],

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mtp_remote.experiment import diagnose as api
-from tests.integration.test_scenarios import write_config
+from tests.integration.test_scenarios import FAST_START, write_config
 
 pytestmark = pytest.mark.sim
 
@@ -15,8 +15,8 @@ def test_sampling_keeps_every_slot_busy_until_nothing_is_left_to_send(tmp_path, 
     # time scale 0.05, not the suite's 0.01: at 0.01 an arm's span before its queue empties was 0.27-0.5 s, so one
     # scheduling hiccup of the loaded CI machine weighed like a slot left idle (share 0.74 in one CI run, 0.95-0.99
     # here under two CPU hogs); at 0.05 the span is about twice as long (0.42-0.85 s measured)
-    inv, pb = write_config(tmp_path, "state_leak", time_scale="0.05", samples=8, max_tokens=256,
-                           early_stop=early_stop)
+    inv, pb = write_config(tmp_path, "state_leak", time_scale="0.05", startup_scale=FAST_START, samples=8,
+                           max_tokens=256, early_stop=early_stop)
     res = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs")
     assert "mtp" in [p["profile"] for p in res.summary["profiles"]], res.summary["profiles"]  # the loop has cases
     for p in res.summary["profiles"]:

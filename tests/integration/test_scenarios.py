@@ -15,8 +15,19 @@ from tests.conftest import ROOT, free_port
 pytestmark = pytest.mark.sim
 
 
-def write_config(tmp_path, faults: str | None, *, time_scale: str = "0.01", **playbook) -> tuple[str, str]:
+#: The sim's startup scale for hosts whose time scale is there for decode speed or long requests: a start in
+#: ~0.1 s instead of ``56 s x time scale`` (3 s at 0.05, 17 s at 0.3), the milestones unchanged.
+FAST_START = "0.002"
+
+
+def write_config(tmp_path, faults: str | None, *, time_scale: str = "0.01", startup_scale: str | None = None,
+                 **playbook) -> tuple[str, str]:
+    """``tmp_path/inventory.yaml`` (one local sim host: ``faults``, ``time_scale``, ``startup_scale`` when given:
+    ``SGLANG_SIM_STARTUP_SCALE``) and ``tmp_path/pb.yaml`` (the shipped playbook cut to 4 prompts x 3 samples at
+    T=0.7, then ``playbook``'s keys); returns their paths."""
     env = {"SGLANG_SIM_TIME_SCALE": time_scale}
+    if startup_scale:
+        env["SGLANG_SIM_STARTUP_SCALE"] = startup_scale
     if faults:
         env["SGLANG_SIM_FAULTS"] = faults
     inv = {"default_host": "sim", "hosts": {"sim": {

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from mtp_remote.experiment import diagnose as api
-from tests.integration.test_scenarios import write_config
+from tests.integration.test_scenarios import FAST_START, write_config
 
 pytestmark = pytest.mark.sim
 
@@ -25,10 +25,10 @@ SPEED_SCALE = "0.1"
 
 
 def _scaled(inventory: str) -> str:
-    """``inventory`` with every host's sim at :data:`SPEED_SCALE`."""
+    """``inventory`` with every host's sim at :data:`SPEED_SCALE` (its start fast: only decode speed counts)."""
     inv = yaml.safe_load(Path(inventory).read_text())
     for h in inv["hosts"].values():
-        h.setdefault("env", {})["SGLANG_SIM_TIME_SCALE"] = SPEED_SCALE
+        h.setdefault("env", {}).update(SGLANG_SIM_TIME_SCALE=SPEED_SCALE, SGLANG_SIM_STARTUP_SCALE=FAST_START)
     Path(inventory).write_text(yaml.safe_dump(inv))
     return inventory
 

@@ -14,7 +14,7 @@ import yaml
 
 from mtp_remote.experiment import diagnose as api
 from tests.conftest import ROOT
-from tests.integration.test_scenarios import write_config
+from tests.integration.test_scenarios import FAST_START, write_config
 
 pytestmark = pytest.mark.sim
 STALL_S = 0.6
@@ -28,8 +28,10 @@ def _flags() -> str:
 def test_streaming_requests_on_a_silent_log_are_not_a_hang(tmp_path):
     # time scale 0.3: a decode step of 9 ms, a request of up to 512 tokens several seconds: the log says nothing
     # for longer than stall_s while every request streams its tokens
-    inv, pb = write_config(tmp_path, None, time_scale="0.3", samples=1, max_tokens=512, temperatures=[0.7],
-                           concurrency=4, base_flags=_flags(), timeouts={"stall_s": STALL_S, "drain_s": 2})
+    # (its start fast: FAST_START)
+    inv, pb = write_config(tmp_path, None, time_scale="0.3", startup_scale=FAST_START, samples=1, max_tokens=512,
+                           temperatures=[0.7], concurrency=4, base_flags=_flags(),
+                           timeouts={"stall_s": STALL_S, "drain_s": 2})
     res = api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs")
     kinds = {v["profile"]: v["kind"] for v in res.summary["verdicts"]}
     assert not any(k.startswith("hung") for k in kinds.values()), res.summary["verdicts"]
@@ -42,8 +44,8 @@ def test_streaming_requests_on_a_silent_log_are_not_a_hang(tmp_path):
 
 
 def test_a_server_that_stops_answering_is_a_hang_that_says_what_was_in_flight(tmp_path):
-    inv, pb = write_config(tmp_path, "hang_after=2", time_scale="0.3", samples=1, max_tokens=512,
-                           temperatures=[0.7], concurrency=4, base_flags=_flags() + " --watchdog-timeout 3000",
+    inv, pb = write_config(tmp_path, "hang_after=2", time_scale="0.3", startup_scale=FAST_START, samples=1,
+                           max_tokens=512, temperatures=[0.7], concurrency=4, base_flags=_flags() + " --watchdog-timeout 3000",
                            timeouts={"stall_s": STALL_S, "drain_s": 2, "request_s": 120})
     with pytest.raises(Exception) as e:  # the baseline hangs: no baseline, no run (exit 2)
         api.diagnose(inventory=inv, playbook=pb, runs_dir=tmp_path / "runs")

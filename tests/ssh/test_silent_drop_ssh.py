@@ -33,7 +33,7 @@ def fast_keepalives(monkeypatch):
 def _inventory(tmp_path, sshd, port: int) -> str:
     cfg = sshd.host_config(engine="sim", workdir=str(tmp_path / "wd"), port=free_port(), ssh_port=port,
                            known_hosts=str(tmp_path / "known_hosts"), accept_new_host_key=True, connect_timeout=1,
-                           env={"SGLANG_SIM_TIME_SCALE": "0.05"})
+                           env={"SGLANG_SIM_TIME_SCALE": "0.05", "SGLANG_SIM_STARTUP_SCALE": "0.002"})
     path = tmp_path / "inventory.yaml"
     path.write_text(yaml.safe_dump({"default_host": "h", "hosts": {"h": cfg}}))
     return str(path)
