@@ -64,12 +64,13 @@ system-deps:
 ## 0.5.9 on the CPU: one lifecycle over ssh, a baseline diagnose, a NEXTN lifecycle on the hybrid model and one
 ## healthy/looping NEXTN pair on the trained hybrid). real-setup runs first, outside pytest: it builds the real-engine cache once per
 ## machine (nothing when its stamps are there) and stops `make test` with the failed step named.
-## TEST_WORKERS pytest-xdist processes (default 2; 1 = serial) with --dist loadgroup: tests/conftest.py puts
+## TEST_WORKERS pytest-xdist processes (default 3 on any core count: the suite waits on servers a quarter of its
+## time, so a third worker fills two cores; 1 = serial) with --dist loadgroup: tests/conftest.py puts
 ## each file in an xdist_group of its own (its tests share its module fixtures and never run beside each other)
 ## and the real-engine files and those that assert a measured speed or duration in one group (one worker), handed
 ## out first (the longest).
 ## --durations=10 lists the ten slowest tests. The rig and its measured times: docs/testing.md.
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 test: $(STAMP) system-deps real-setup
 	$(BIN)/python -m pytest -q -ra --durations=10 $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup)
 

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.sim
 PLAYBOOK = Playbook.model_validate(dict(
     name="t", base_flags="--tp-size 2 --max-running-requests 8", profiles={"baseline": {"flags": ""}},
     prompts=[{"id": "p", "text": "What is 2+2?"}], temperatures=[0.0], samples=1, max_tokens=16))
-RELEASE_S = 6.0  # slow_release: the memory stays held this long after the processes exit
+RELEASE_S = 3.0  # slow_release: the memory stays held this long after the processes exit
 
 
 def _host(tmp_path: Path) -> HostConfig:
