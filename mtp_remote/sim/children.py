@@ -8,14 +8,12 @@ do (they install no handler): a SIGTERM sent to the whole process group leaves t
 for requests no scheduler will finish. With ``--orphan SECONDS`` (the ``stale_orphan`` fault) a child leaves the process group, survives
 its parent and lingers that long, still holding its GPU memory.
 
-:func:`spawn` forks the server (no new interpreter: a fresh one cost ~50 ms of CPU per child, three per launch,
-hundreds of launches in the test suite); ``python -m mtp_remote.sim.children --title TITLE --parent PID
-[--orphan SECONDS]`` runs the same child as a process of its own.
+:func:`spawn` forks the server: no new interpreter (a fresh one cost ~50 ms of CPU per child, three per launch,
+hundreds of launches in the test suite).
 """
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import os
 import signal
@@ -100,17 +98,3 @@ def run(title: str, parent: int, orphan_seconds: float | None = None) -> int:
     while os.getppid() == parent:  # the death signal ends it first; this poll covers a libc without prctl
         time.sleep(0.5)
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Child entry point of ``python -m mtp_remote.sim.children``."""
-    p = argparse.ArgumentParser()
-    p.add_argument("--title", required=True)
-    p.add_argument("--parent", type=int, required=True)
-    p.add_argument("--orphan", type=float, default=None)
-    ns = p.parse_args(argv)
-    return run(ns.title, ns.parent, ns.orphan)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -2,8 +2,9 @@
 
 Environment: ``SGLANG_SIM_TIME_SCALE`` (float, default 1.0: realistic durations; 0.02-0.05 for demos and
 tests), ``SGLANG_SIM_STARTUP_SCALE`` (float, default the time scale: the startup milestones alone, so a test
-can start in a fraction of a second and still decode at a measurable speed), ``SGLANG_SIM_FAULTS`` (see :mod:`mtp_remote.sim.faults`), ``SGLANG_SIM_GPUS`` and
-``SGLANG_SIM_STATE_DIR`` (see :mod:`mtp_remote.sim.gpu`), ``SGLANG_SIM_DRAIN_TIMEOUT`` (seconds).
+can start in a fraction of a second and still decode at a measurable speed), ``SGLANG_SIM_FAULTS`` (see
+:mod:`mtp_remote.sim.faults`), ``SGLANG_SIM_GPUS`` and ``SGLANG_SIM_STATE_DIR`` (see :mod:`mtp_remote.sim.gpu`),
+``SGLANG_SIM_DRAIN_TIMEOUT`` (seconds).
 Exit codes: 0 after a SIGTERM drain, 1 on a startup or runtime failure (the log says why, in SGLang's words),
 2 on a bad argv (argparse).
 """

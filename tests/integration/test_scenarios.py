@@ -16,7 +16,7 @@ pytestmark = pytest.mark.sim
 
 
 #: The sim's startup scale for hosts whose time scale is there for decode speed or long requests: a start in
-#: ~0.1 s instead of ``56 s x time scale`` (3 s at 0.05, 17 s at 0.3), the milestones unchanged.
+#: ~0.1 s instead of ``64 s x time scale`` (3.2 s at 0.05, 19 s at 0.3), the milestones unchanged.
 FAST_START = "0.002"
 
 
