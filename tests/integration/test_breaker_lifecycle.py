@@ -53,13 +53,16 @@ def test_a_server_that_dies_right_after_its_ready_line_is_a_crash_at_once_not_a_
 
 
 #: writes bytes that are not UTF-8, many 2- and 3-byte characters (some cut by a read's boundary), the ready
-#: line, more of the same, then exits
-_MIXED_BYTES = f'''import sys, time
+#: line, waits until the test has seen it ready (the file ``argv[2]``, when given; a fixed 0.3 s was too short
+#: for a ready check over SSH on a loaded machine: the writer had exited, "crashed"), more of the same, exits
+_MIXED_BYTES = f'''import os, sys, time
 with open(sys.argv[1], "wb") as f:
     f.write(b"bad \\xff\\xfe\\xc3 bytes\\n" * 50 + "caf\\u00e9 \\u2014 na\\u00efve\\n".encode() * 400
             + b"{READY_LINE}\\n")
     f.flush()
-    time.sleep(0.3)
+    deadline = time.monotonic() + 60
+    while len(sys.argv) > 2 and not os.path.exists(sys.argv[2]) and time.monotonic() < deadline:
+        time.sleep(0.05)
     f.write("after \\u2014\\n".encode() * 700 + b"end \\xe2\\x80")  # the log ends inside a character
     f.flush()
 '''
@@ -96,11 +99,13 @@ def _lifecycle_of(pid: int, log, tmp_path, request, over: str):
 def test_the_log_stream_counts_bytes_and_decodes_utf8_across_reads(tmp_path, request, over):
     src, log = tmp_path / "writer.py", tmp_path / "srv.log"
     src.write_text(_MIXED_BYTES)
-    p = subprocess.Popen([sys.executable, str(src), str(log)], start_new_session=True)
+    go = tmp_path / "go"
+    p = subprocess.Popen([sys.executable, str(src), str(log), str(go)], start_new_session=True)
     try:
         with _lifecycle_of(p.pid, log, tmp_path, request, over) as (lc, rec):
             stream = lc.follow(rec)
             assert lc.wait_ready(rec, timeout_s=30, stream=stream).kind == "ready"
+            go.touch()  # the writer goes on: the rest of the log, then its exit
             p.wait(10)
             assert stream.wait_end(10), "the stream ends with the writer"
             data = log.read_bytes()
