@@ -80,13 +80,10 @@ class SimServer:
         self.release_delay = release
 
     # ---- helpers -------------------------------------------------------------------------------
-    def pause(self, seconds: float) -> None:
-        """Sleep ``seconds`` of simulated time."""
-        time.sleep(seconds * self.scale)
-
-    def startup_pause(self, seconds: float) -> None:
-        """Sleep ``seconds`` of simulated startup time (the milestones up to ``max_total_num_tokens``)."""
-        time.sleep(seconds * self.startup_scale)
+    def pause(self, seconds: float, *, startup: bool = False) -> None:
+        """Sleep ``seconds`` of simulated time (``startup``: of the milestones up to ``max_total_num_tokens``,
+        at the startup scale)."""
+        time.sleep(seconds * (self.startup_scale if startup else self.scale))
 
     def _hold(self, used_gb: float) -> None:
         for rank, child in enumerate(self.children[: self.args.tp_size]):
@@ -140,22 +137,22 @@ class SimServer:
         log.all_ranks("Init torch distributed begin.")
         if tp > len(self.gpus):
             self.fail(crash_traceback("RuntimeError: CUDA error: invalid device ordinal"), len(self.gpus))
-        self.startup_pause(1.0)
+        self.pause(1.0, startup=True)
         if tp > 1 and "nccl_error" in self.faults:
             self.fail(nccl_traceback(), 1)
         if tp > 1:
             log.line("sglang is using nccl==2.27.3", 0)
-        self.startup_pause(0.92)
+        self.pause(0.92, startup=True)
         log.line(f"Init torch distributed ends. elapsed=1.92 s, mem usage={m.init_gb:.2f} GB", 0)
         self._hold(m.init_gb)
         avail = m.avail_start_gb
         for r in range(tp):
             log.line(f"Load weight begin. avail mem={avail:.2f} GB", r)
         if m.failure == "weights_oom":
-            self.startup_pause(5.0)
+            self.pause(5.0, startup=True)
             self.fail(weights_oom_traceback(m.total_gb, avail))
         t_load = 41.6 * params_billion(a.model_path) / 27 * 2 / tp
-        self.startup_pause(t_load)
+        self.pause(t_load, startup=True)
         mins, secs = divmod(int(t_load), 60)
         log.raw(f"Loading safetensors checkpoint shards: 100% Completed | 11/11 [{mins:02d}:{secs:02d}<00:00, "
                 f"{t_load / 11:5.2f}s/it]")
@@ -175,16 +172,16 @@ class SimServer:
         log.line(f"Memory pool end. avail mem={avail:.2f} GB", 0)
         used = m.init_gb + m.weights_gb + m.mamba_conv_gb + m.mamba_ssm_gb + m.kv_gb
         self._hold(used)
-        self.startup_pause(0.3)
+        self.pause(0.3, startup=True)
         if not a.disable_cuda_graph:
             avail -= 0.03
             log.line(f"Capture cuda graph begin. This can take up to several minutes. avail mem={avail:.2f} GB", 0)
             log.line(f"Capture cuda graph bs {list(m.cuda_graph_bs)}", 0)
             if m.failure == "cuda_graph_oom":
-                self.startup_pause(1.0)
+                self.pause(1.0, startup=True)
                 self.fail(cuda_graph_oom_traceback(m.total_gb, avail))
             t_graph = 8.31 * len(m.cuda_graph_bs) / 6
-            self.startup_pause(t_graph)
+            self.pause(t_graph, startup=True)
             avail -= m.graph_gb
             log.line(f"Capture cuda graph end. Time elapsed: {t_graph:.2f} s. mem usage={m.graph_gb:.2f} GB. "
                      f"avail mem={avail:.2f} GB.", 0)
@@ -195,7 +192,7 @@ class SimServer:
                 a.speculative_algorithm, "Qwen3_5ForCausalLMMTP" if m.hybrid else "Qwen3ForCausalLMEagle")
             if draft_arch:
                 log.line(f"Load weight begin. avail mem={avail:.2f} GB", 0)
-                self.startup_pause(1.12)
+                self.pause(1.12, startup=True)
                 avail -= m.draft_weights_gb
                 log.line(f"Load weight end. elapsed=1.12 s, type={draft_arch}, avail mem={avail:.2f} GB, "
                          f"mem usage={m.draft_weights_gb:.2f} GB.", 0)
@@ -203,7 +200,7 @@ class SimServer:
                 if not a.disable_cuda_graph:
                     log.line("Capture draft cuda graph begin. This can take up to several minutes. "
                              f"avail mem={avail:.2f} GB", 0)
-                    self.startup_pause(2.4)
+                    self.pause(2.4, startup=True)
                     avail -= m.draft_graph_gb
                     log.line(f"Capture draft cuda graph end. Time elapsed: 2.40 s. mem usage={m.draft_graph_gb:.2f}"
                              f" GB. avail mem={avail:.2f} GB.", 0)
