@@ -1,4 +1,5 @@
-"""The simulated engine's HTTP API (FastAPI), with SGLang's routes and JSON shapes.
+"""The simulated engine's HTTP API (Starlette, the toolkit under SGLang's FastAPI app), with SGLang's routes and
+JSON shapes.
 
 Routes (source: sglang ``python/sglang/srt/entrypoints/http_server.py`` and the OpenAI-compatible serving
 code): ``/health`` and ``/health_generate`` (503 until warmup is done or while draining; exempt from the API
@@ -9,8 +10,12 @@ key), ``/generate``, ``/v1/chat/completions``, ``/server_info`` and ``/get_serve
 <key>``. Every request is written to the log in uvicorn's access-log format. An exception inside a request
 (e.g. a ``sampling_params`` key SGLang's ``SamplingParams`` does not take) answers 500 ``Internal Server
 Error`` and logs ``ERROR:    Exception in ASGI application`` with the traceback after the access line, as
-SGLang 0.5.9 does; the server keeps serving. Request/response building lives
+SGLang 0.5.9 does; the server keeps serving. An unknown route answers FastAPI's 404 ``{"detail": "Not Found"}``
+and a known one with the wrong method 405 ``{"detail": "Method Not Allowed"}``. Request/response building lives
 in :mod:`mtp_remote.sim.handlers`.
+
+Starlette rather than FastAPI itself: the sim uses none of FastAPI's validation or OpenAPI, and FastAPI's import
+(~0.37 s of CPU, its OpenAPI models) was a third of every sim start's; the test suite starts ~300 sims.
 """
 
 from __future__ import annotations
@@ -18,8 +23,13 @@ from __future__ import annotations
 import http
 import traceback
 
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
 
 from mtp_remote.sim import chat as chat_api
 from mtp_remote.sim import handlers
@@ -28,12 +38,10 @@ from mtp_remote.sim.metrics import render_metrics
 _KEY_EXEMPT = {"/health", "/health_generate", "/metrics"}
 
 
-def build_app(srv) -> FastAPI:
-    """The FastAPI app serving ``srv`` (a :class:`mtp_remote.sim.server.SimServer`)."""
-    app = FastAPI()
+def build_app(srv) -> Starlette:
+    """The ASGI app serving ``srv`` (a :class:`mtp_remote.sim.server.SimServer`)."""
     args = srv.args
 
-    @app.middleware("http")
     async def access_log_and_auth(request: Request, call_next):
         path = request.url.path
         if (args.api_key and path not in _KEY_EXEMPT
@@ -48,12 +56,10 @@ def build_app(srv) -> FastAPI:
             srv.log.raw(failure.rstrip("\n"))
         return resp
 
-    @app.api_route("/health", methods=["GET", "HEAD"])
-    async def health():
+    async def health(request: Request):
         return Response(status_code=200 if srv.ready and not srv.draining else 503)
 
-    @app.api_route("/health_generate", methods=["GET", "HEAD"])
-    async def health_generate():
+    async def health_generate(request: Request):
         if not srv.ready or srv.draining:
             return Response(status_code=503)
         ok = await handlers.health_generate(srv)
@@ -72,37 +78,28 @@ def build_app(srv) -> FastAPI:
             return PlainTextResponse("Internal Server Error", status_code=500)
         return JSONResponse(out, status_code=status)
 
-    @app.api_route("/generate", methods=["POST", "PUT"])
     async def generate(request: Request):
         return await _serve(request, handlers.generate, handlers.generate_stream)
 
-    @app.post("/v1/chat/completions")
     async def chat(request: Request):
         return await _serve(request, chat_api.chat, chat_api.chat_stream)
 
-    @app.post("/abort_request")
     async def abort_request(request: Request):
         return Response(status_code=handlers.abort_request(srv, await request.json()))
 
-    @app.get("/server_info")
-    @app.get("/get_server_info")
-    async def server_info():
+    async def server_info(request: Request):
         return JSONResponse(handlers.server_info(srv))
 
-    @app.get("/model_info")
-    @app.get("/get_model_info")
-    async def model_info():
+    async def model_info(request: Request):
         return JSONResponse(handlers.model_info(srv))
 
-    @app.get("/v1/models")
-    async def models():
+    async def models(request: Request):
         return JSONResponse({"object": "list", "data": [{
             "id": args.served_model_name, "object": "model", "created": int(srv.started_at),
             "owned_by": "sglang", "root": args.served_model_name, "parent": None,
             "max_model_len": args.context_length}]})
 
-    @app.api_route("/flush_cache", methods=["GET", "POST"])
-    async def flush_cache():
+    async def flush_cache(request: Request):
         ok = srv.engine.flush_cache()
         e = srv.engine  # SGLang 0.5.9's scheduler lines, as measured on the real engine
         srv.log.line("Cache flushed successfully!" if ok else "Cache not flushed because there are pending requests. "
@@ -111,13 +108,28 @@ def build_app(srv) -> FastAPI:
             "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
             "requests, the operation will not be performed.)\n", status_code=200 if ok else 400)
 
-    @app.get("/metrics")
-    async def metrics():
+    async def metrics(request: Request):
         if not args.enable_metrics:
             return JSONResponse({"detail": "Not Found"}, status_code=404)
         return PlainTextResponse(render_metrics(srv), media_type="text/plain; version=0.0.4")
 
-    return app
+    routes = [Route("/health", health, methods=["GET", "HEAD"]),
+              Route("/health_generate", health_generate, methods=["GET", "HEAD"]),
+              Route("/generate", generate, methods=["POST", "PUT"]),
+              Route("/v1/chat/completions", chat, methods=["POST"]),
+              Route("/abort_request", abort_request, methods=["POST"]),
+              *(Route(p, server_info, methods=["GET"]) for p in ("/server_info", "/get_server_info")),
+              *(Route(p, model_info, methods=["GET"]) for p in ("/model_info", "/get_model_info")),
+              Route("/v1/models", models, methods=["GET"]),
+              Route("/flush_cache", flush_cache, methods=["GET", "POST"]),
+              Route("/metrics", metrics, methods=["GET"])]
+    return Starlette(routes=routes, middleware=[Middleware(BaseHTTPMiddleware, dispatch=access_log_and_auth)],
+                     exception_handlers={HTTPException: _fastapi_error})
+
+
+async def _fastapi_error(request: Request, exc: HTTPException) -> Response:
+    """FastAPI's body for the router's own errors (404, 405): ``{"detail": <phrase>}``, as SGLang answers."""
+    return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
 
 
 def _access(srv, request: Request, status: int) -> None:

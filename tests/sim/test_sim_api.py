@@ -105,6 +105,17 @@ def test_model_info_models_and_metrics(spec_server):
     assert 2.5 <= values["sglang:spec_accept_length"] <= 3.8
 
 
+def test_unknown_routes_and_methods_answer_fastapis_json_errors_and_are_logged(spec_server):
+    s, c = spec_server
+    r = c.get("/no_such_route")
+    assert (r.status_code, r.json()) == (404, {"detail": "Not Found"})
+    r = c.get("/generate")
+    assert (r.status_code, r.json()) == (405, {"detail": "Method Not Allowed"})
+    assert r.headers["allow"] == "POST, PUT"
+    assert s.wait_line('"GET /no_such_route HTTP/1.1" 404 Not Found', 5)
+    assert s.wait_line('"GET /generate HTTP/1.1" 405 Method Not Allowed', 5)
+
+
 def test_same_seed_same_output_and_generate_meta_info_shape(spec_server):
     _, c = spec_server
     a, b, other = gen(c, seed=11), gen(c, seed=11), gen(c, seed=12)
