@@ -70,9 +70,12 @@ system-deps:
 ## and the real-engine files and those that assert a measured speed or duration in one group (one worker), handed
 ## out first (the longest).
 ## --durations=10 lists the ten slowest tests. The rig and its measured times: docs/testing.md.
+## PYTHONDONTWRITEBYTECODE (set in many container images) is dropped for the run: the suite starts ~1,000 Python
+## processes of this tree (sims, CLI runs, the nvidia-smi stand-in) and pytest rewrites every test file's asserts
+## in each worker; without cached bytecode each of them compiles its modules again.
 TEST_WORKERS ?= 3
 test: $(STAMP) system-deps real-setup
-	$(BIN)/python -m pytest -q -ra --durations=10 $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup)
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -ra --durations=10 $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup)
 
 ## real-setup: real SGLang 0.5.9 for this CPU + tiny local models + the lint venv of tests/sglang_parser, cached
 ## once per machine outside the clone in ~/.cache/mtp-remote/ (MTP_REMOTE_REAL_CACHE=DIR moves it). A sequence of
@@ -89,7 +92,7 @@ real-setup: $(STAMP)
 ## faults), both real hosts against transformers' reference, and real-cpu served from a container (the container
 ## kind, the CPU venv bind-mounted into a local image)
 test-real: $(STAMP) system-deps real-setup
-	MTP_REMOTE_REAL_FULL=1 $(BIN)/python -m pytest -q -ra -s tests/real
+	env -u PYTHONDONTWRITEBYTECODE MTP_REMOTE_REAL_FULL=1 $(BIN)/python -m pytest -q -ra -s tests/real
 
 ## bench: the performance suite (each issue-11 figure beside its anchor, locally and through a loopback sshd);
 ## rewrites the generated part of docs/PERFORMANCE.md. REPEATS=N per figure (default 5: about 10 minutes on 2 cores);
