@@ -23,37 +23,30 @@ import json
 import os
 import time
 import uuid
-from dataclasses import dataclass
+from collections import namedtuple
 from pathlib import Path
 
 _NAMES = {49140: "NVIDIA RTX A6000", 81920: "NVIDIA A100-SXM4-80GB", 81559: "NVIDIA H100 80GB HBM3",
           24564: "NVIDIA GeForce RTX 4090", 46068: "NVIDIA L40S"}
 
 
-@dataclass(frozen=True)
-class GpuSpec:
-    """One simulated GPU: index, marketing name, UUID, total memory (MiB)."""
+# Named tuples, not dataclasses: the nvidia-smi stand-in imports this module, thousands of times per test suite,
+# and `dataclasses` (with `inspect`) was a fifth of each call's CPU.
+class GpuSpec(namedtuple("GpuSpec", "index name uuid total_mib")):
+    """One simulated GPU: index (int), marketing name, UUID, total memory (MiB)."""
 
-    index: int
-    name: str
-    uuid: str
-    total_mib: int
+    __slots__ = ()
 
 
 #: Added to a ``foreign_pid`` holder's PID in what nvidia-smi reports (4194304: Linux's largest PID limit).
 FOREIGN_PID_SHIFT = 1 << 22
 
 
-@dataclass(frozen=True)
-class Holder:
-    """A process holding GPU memory: pid, title, MiB per GPU index, whether it is still alive, and whether the
-    driver reports it under another PID namespace's number (``reported_pid``)."""
+class Holder(namedtuple("Holder", "pid name mem_mib alive foreign_pid", defaults=(False,))):
+    """A process holding GPU memory: pid, title, MiB per GPU index (dict[int, int]), whether it is still alive,
+    and whether the driver reports it under another PID namespace's number (``reported_pid``)."""
 
-    pid: int
-    name: str
-    mem_mib: dict[int, int]
-    alive: bool
-    foreign_pid: bool = False
+    __slots__ = ()
 
     @property
     def reported_pid(self) -> int:
