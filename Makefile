@@ -63,8 +63,9 @@ system-deps:
 ## test: all tests (unit, integration against the sim, ssh against a real sshd on 127.0.0.1, and real SGLang
 ## 0.5.9 on the CPU: one lifecycle over ssh with the loop stop's abort in it, a baseline diagnose, a NEXTN
 ## lifecycle on the accept-all hybrid, the injected faults and tree ops in one process each; `make test-real` has
-## the rest: the trained hybrid's healthy/looping NEXTN pair, each shipped real host's diagnose). real-setup runs first, outside pytest: it builds the real-engine cache once per
-## machine (nothing when its stamps are there) and stops `make test` with the failed step named.
+## the rest: the trained hybrid's healthy/looping NEXTN pair, each shipped real host's diagnose). real-setup runs
+## first, outside pytest: it builds the real-engine cache once per machine (nothing when its stamps are there) and
+## stops `make test` with the failed step named.
 ## TEST_WORKERS pytest-xdist processes (default 3 on any core count: the suite waits on servers a quarter of its
 ## time, so a third worker fills two cores; 1 = serial) with --dist loadgroup: tests/conftest.py puts
 ## each file in an xdist_group of its own (its tests share its module fixtures and never run beside each other)
