@@ -12,7 +12,6 @@ SIGKILL after ``drain_s`` and says so; afterwards no process of the group is lef
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import threading
@@ -21,8 +20,6 @@ import time
 import httpx
 import pytest
 
-from mtp_remote.analysis.settled import LOOP_STOP
-from mtp_remote.client import ServerClient
 from mtp_remote.config.inventory import HostConfig
 from mtp_remote.config.playbook import Playbook
 from mtp_remote.serving.process import ProcessServer
@@ -31,7 +28,7 @@ from mtp_remote.remote import facts, process
 from mtp_remote.remote.commands import server_argv, server_env
 from tests.conftest import free_port
 from tests.real.conftest import READY_S, wait_ready_with_health
-from tests.support.real_hosts import REQUEST_S
+from tests.support.real_hosts import REQUEST_S, abort_then_close
 
 pytestmark = [pytest.mark.real, pytest.mark.ssh, pytest.mark.timeout(2400)]
 
@@ -73,7 +70,7 @@ def test_real_sglang_over_ssh_launch_ready_generate_then_stop_with_a_request_in_
             assert meta["finish_reason"] == {"type": "length", "length": 32}
             info = httpx.get(f"{url}/server_info", timeout=10).json()
             assert info["version"] == "0.5.9"
-            freed, closed = _abort_then_close(url)
+            freed, closed = abort_then_close(url, PROMPT)
             # the aborted request's slot is free sooner than a closed stream's (compared, not bounded: the
             # scheduler's steps slow down on a loaded machine, for both alike)
             assert freed < closed and closed > 1.0, (freed, closed)
@@ -105,37 +102,6 @@ def _live_members(c, pgid: int) -> list:
     """Members of the group that are not zombies (an exited process shows as ``[name] <defunct>`` until its
     parent reaps it; in a container that parent may be a PID 1 that reaps late)."""
     return [m for m in facts.group_members(facts.get_ps(c), pgid) if not m.args.startswith("[")]
-
-
-def _abort_then_close(url: str) -> tuple[float, float]:
-    """The loop stop's abort path through the tunnel, then a stream only closed: seconds until each one's slot is
-    free (``/flush_cache`` answers 200 only when no request is left)."""
-    async def stopped_then_idle():
-        async with ServerClient(url) as sc:
-            stop = await sc.generate_stream(  # a stand-in watch stops it after 16 tokens, as the loop stop does
-                PROMPT, temperature=0.7, max_new_tokens=2000, seed=1, stream_interval=4,
-                watch=lambda text, ids: {"rule": "test"} if ids and len(ids) >= 16 else None)
-            return stop, await sc.wait_idle(timeout_s=REQUEST_S, interval_s=0.1)
-
-    stop, freed = asyncio.run(stopped_then_idle())
-    assert stop.error is None and stop.finish_reason == LOOP_STOP and stop.stop["aborted"] is True
-    assert 16 <= stop.completion_tokens == len(stop.output_ids) < 2000
-    assert freed is not None, "the aborted request's slot was not freed"
-    with httpx.Client(base_url=url, timeout=REQUEST_S) as h, h.stream("POST", "/generate", json={
-            "text": PROMPT, "stream": True,
-            "sampling_params": {"temperature": 0.7, "max_new_tokens": 2000, "stream_interval": 4}}) as r:
-        events = 0
-        for line in r.iter_lines():
-            events += line.startswith("data: {")
-            if events == 3:
-                break
-    t0 = time.monotonic()
-    with httpx.Client(base_url=url, timeout=10) as h:
-        assert h.post("/flush_cache").status_code != 200  # closed only: still decoding ...
-        while h.post("/flush_cache").status_code != 200:  # ... until SGLang's abort task
-            assert time.monotonic() - t0 < REQUEST_S, "the closed stream's request never ended"
-            time.sleep(0.1)
-    return freed, time.monotonic() - t0
 
 
 def _long_generate(url: str) -> None:

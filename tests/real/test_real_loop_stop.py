@@ -12,16 +12,12 @@ its batch statistics, so after an abort it keeps the last value until the next b
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import time
 
-import httpx
 import pytest
 
-from mtp_remote.analysis.settled import LOOP_STOP
-from mtp_remote.client import ServerClient
 from mtp_remote.config.inventory import HostConfig
 from mtp_remote.config.playbook import Playbook
 from mtp_remote.remote import connect as transport
@@ -29,6 +25,7 @@ from mtp_remote.remote.commands import server_argv, server_env
 from mtp_remote.serving.process import ProcessServer
 from tests.conftest import free_port
 from tests.real.conftest import wait_ready_with_health
+from tests.support.real_hosts import abort_then_close
 
 pytestmark = [pytest.mark.real, pytest.mark.timeout(2400),
               pytest.mark.skipif(os.environ.get("MTP_REMOTE_REAL_FULL") != "1", reason="make test-real runs it")]
@@ -39,19 +36,6 @@ PLAYBOOK = Playbook.model_validate(dict(
                                       "--disable-cuda-graph",
     profiles={"baseline": {"flags": ""}}, prompts=[{"id": "p", "text": "What is 2+2?"}], api="generate"))
 PROMPT = "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n<think>\n"
-
-
-def _idle(url: str) -> bool:
-    return httpx.post(f"{url}/flush_cache", timeout=10).status_code == 200
-
-
-def _seconds_until_idle(url: str, timeout_s: float = 120.0) -> float | None:
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout_s:
-        if _idle(url):
-            return time.monotonic() - t0
-        time.sleep(0.1)
-    return None
 
 
 def test_real_sglang_aborts_a_stopped_stream_frees_its_slot_and_the_stop_drains_nothing(real_engine, tmp_path):
@@ -68,34 +52,11 @@ def test_real_sglang_aborts_a_stopped_stream_frees_its_slot_and_the_stop_drains_
                         server_env(host, PLAYBOOK, "baseline", lc.workdir))
         wait_ready_with_health(lc, rec, url)
 
-        async def stopped_then_idle():
-            async with ServerClient(url) as sc:
-                stop = await sc.generate_stream(  # the abort path: a stand-in watch stops it after 16 tokens
-                    PROMPT, temperature=0.7, max_new_tokens=2000, seed=1, stream_interval=4,
-                    watch=lambda text, ids: {"rule": "test"} if ids and len(ids) >= 16 else None)
-                freed = await sc.wait_idle(timeout_s=120.0, interval_s=0.1)
-                return stop, freed
-
-        stop, freed = asyncio.run(stopped_then_idle())
-        assert stop.error is None and stop.finish_reason == LOOP_STOP
-        assert 16 <= stop.completion_tokens == len(stop.output_ids) < 2000 and stop.stop["aborted"] is True
-        assert freed is not None, "the aborted request's slot was not freed"
-        print(f"abort: slot free after {freed:.3f} s")
-
-        with httpx.Client(base_url=url, timeout=600) as h, h.stream("POST", "/generate", json={
-                "text": PROMPT, "stream": True,
-                "sampling_params": {"temperature": 0.7, "max_new_tokens": 2000, "stream_interval": 4}}) as r:
-            events = 0
-            for line in r.iter_lines():
-                events += line.startswith("data: {")
-                if events == 3:
-                    break
-        assert not _idle(url)  # closed only: still decoding ...
-        closed = _seconds_until_idle(url)
-        # ... until SGLang's abort task, 2 s later: the aborted request's slot was free sooner (compared, not
-        # bounded: the scheduler's steps slow down on a loaded machine, for both alike)
-        assert closed is not None and closed > 1.0 and freed < closed, (freed, closed)
-        print(f"closed stream: slot free after {closed:.2f} s")
+        freed, closed = abort_then_close(url, PROMPT)
+        # the aborted request's slot is free sooner than a closed stream's, which SGLang's abort task ends 2 s
+        # later (compared, not bounded: the scheduler's steps slow down on a loaded machine, for both alike)
+        assert freed < closed and closed > 1.0, (freed, closed)
+        print(f"abort: slot free after {freed:.3f} s; closed stream: after {closed:.2f} s")
 
         t0 = time.monotonic()
         res = lc.stop(term_s=60, drain_s=8, gpu_release_s=20)

@@ -10,6 +10,7 @@ are always stopped by PID (``ProcessServer.stop``) when the block ends.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import socket
@@ -22,6 +23,8 @@ import httpx
 import yaml
 from invoke import Context
 
+from mtp_remote.analysis.settled import LOOP_STOP
+from mtp_remote.client import ServerClient
 from mtp_remote.config.inventory import HostConfig
 from mtp_remote.config.playbook import Playbook, load_playbook
 from mtp_remote.remote.commands import server_argv, server_env
@@ -157,3 +160,35 @@ def hf_reference(engine: RealEngine, model_dir: str, prompts: list[str], max_new
                           input=json.dumps(prompts), capture_output=True, text=True, timeout=REQUEST_S, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def abort_then_close(url: str, prompt: str) -> tuple[float, float]:
+    """The loop stop's abort path on real SGLang at ``url``, then a stream only closed: seconds until each one's
+    slot is free (``/flush_cache`` answers 200 only when no request is left). Asserts the stop was an abort
+    (finish reason ``loop-stop``, 16+ tokens kept) and that the closed stream was still decoding at first."""
+    async def stopped_then_idle():
+        async with ServerClient(url) as sc:
+            stop = await sc.generate_stream(  # a stand-in watch stops it after 16 tokens, as the loop stop does
+                prompt, temperature=0.7, max_new_tokens=2000, seed=1, stream_interval=4,
+                watch=lambda text, ids: {"rule": "test"} if ids and len(ids) >= 16 else None)
+            return stop, await sc.wait_idle(timeout_s=REQUEST_S, interval_s=0.1)
+
+    stop, freed = asyncio.run(stopped_then_idle())
+    assert stop.error is None and stop.finish_reason == LOOP_STOP and stop.stop["aborted"] is True
+    assert 16 <= stop.completion_tokens == len(stop.output_ids) < 2000
+    assert freed is not None, "the aborted request's slot was not freed"
+    with httpx.Client(base_url=url, timeout=REQUEST_S) as h, h.stream("POST", "/generate", json={
+            "text": prompt, "stream": True,
+            "sampling_params": {"temperature": 0.7, "max_new_tokens": 2000, "stream_interval": 4}}) as r:
+        events = 0
+        for line in r.iter_lines():
+            events += line.startswith("data: {")
+            if events == 3:
+                break
+    t0 = time.monotonic()
+    with httpx.Client(base_url=url, timeout=10) as h:
+        assert h.post("/flush_cache").status_code != 200  # closed only: still decoding ...
+        while h.post("/flush_cache").status_code != 200:  # ... until SGLang's abort task
+            assert time.monotonic() - t0 < REQUEST_S, "the closed stream's request never ended"
+            time.sleep(0.1)
+    return freed, time.monotonic() - t0
