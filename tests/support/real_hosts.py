@@ -185,10 +185,12 @@ def abort_then_close(url: str, prompt: str) -> tuple[float, float]:
             events += line.startswith("data: {")
             if events == 3:
                 break
-    t0 = time.monotonic()
-    with httpx.Client(base_url=url, timeout=10) as h:
-        assert h.post("/flush_cache").status_code != 200  # closed only: still decoding ...
-        while h.post("/flush_cache").status_code != 200:  # ... until SGLang's abort task
-            assert time.monotonic() - t0 < REQUEST_S, "the closed stream's request never ended"
-            time.sleep(0.1)
-    return freed, time.monotonic() - t0
+
+    async def busy_then_idle():
+        async with ServerClient(url) as sc:
+            return not await sc.flush_cache(), await sc.wait_idle(timeout_s=REQUEST_S, interval_s=0.1)
+
+    busy, closed = asyncio.run(busy_then_idle())
+    assert busy, "the closed stream's request had ended at once"  # closed only: still decoding ...
+    assert closed is not None, "the closed stream's request never ended"  # ... until SGLang's abort task
+    return freed, closed
