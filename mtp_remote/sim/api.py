@@ -110,7 +110,7 @@ def build_app(srv) -> Starlette:
 
     async def metrics(request: Request):
         if not args.enable_metrics:
-            return JSONResponse({"detail": "Not Found"}, status_code=404)
+            raise HTTPException(404)  # the router's own 404 (_fastapi_error), as without the route
         return PlainTextResponse(render_metrics(srv), media_type="text/plain; version=0.0.4")
 
     routes = [Route("/health", health, methods=["GET", "HEAD"]),
