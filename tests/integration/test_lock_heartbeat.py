@@ -89,3 +89,33 @@ def test_a_lock_with_a_byte_that_is_not_utf8_is_stale_like_any_other(tmp_path, l
     lc.acquire_lock(OWNER)
     assert lock.read_text().split()[:2] == [OWNER, "r1"]
     lc.release_lock()
+
+
+def test_a_lock_released_while_we_look_at_it_is_taken_not_read_as_empty(tmp_path, monkeypatch):
+    """Stop 38, four workers: an interrupted run released its lock (``rm``) between the resume's failed link and
+    its read of the lock, and the resume was refused: "the host lock … is corrupt ('')". The lock is now read
+    through a second name of its own; when it is gone by then, the link is tried again. An ``ln`` stand-in plays
+    the holder: it removes the lock as the script links it to read."""
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    real_ln = next(p for p in ("/usr/bin/ln", "/bin/ln") if os.path.exists(p))
+    (shim / "ln").write_text(
+        "#!/bin/sh\n"
+        f'case "$1" in */lock) [ -e "{tmp_path}/released" ] || {{ : > "{tmp_path}/released"; rm -f "$1"; }} ;; esac\n'
+        f'exec {real_ln} "$@"\n')
+    (shim / "ln").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim}{os.pathsep}{os.environ['PATH']}")
+    lc = _lc(tmp_path, run_id="resume")
+    lc.prepare()
+    _plant(lc, f"{OWNER} interrupted {int(time.time())} {os.getpid()} {lockbeat.machine()}.cafe0002".encode())
+    lc.acquire_lock(OWNER)
+    assert (tmp_path / "released").exists()  # the holder did release it mid-look
+    wd = Path(lc.workdir)
+    assert (wd / "lock").read_text().split()[:2] == [OWNER, "resume"]
+    assert sorted(p.name for p in wd.iterdir() if p.name.startswith(".lock")) == []
+    lc.release_lock()
+    # a live holder that does not release: refused, and the second name it was read through is gone too
+    _plant(lc, f"{OWNER} live {int(time.time())} {os.getpid()} {lockbeat.machine()}.cafe0003".encode())
+    with pytest.raises(LockError, match="run live"):
+        lc.acquire_lock(OWNER)
+    assert sorted(p.name for p in wd.iterdir() if p.name.startswith(".lock")) == []

@@ -52,17 +52,30 @@ IFS= read -r mine
 # written whole to a file of our own, then linked in place (atomic, and only when no lock is there): an interrupt
 # mid-write leaves no empty lock that would refuse the resume for a minute (stop 25)
 t="$wd/.lock.new.$$"
-rm -f "$t"
-if ( set -C; printf '%s\n' "$mine" > "$t" ) 2>/dev/null && ln "$t" "$wd/lock" 2>/dev/null; then
-  rm -f "$t"; say "lock acquired"; exit 0; fi
-rm -f "$t"
+# a held lock is read through a second name of its own (a hard link to the same file): its holder may release it
+# (rm) between our failed link and our read, and a read of the path then found nothing, a "corrupt" empty lock
+# (stop 38). When the lock is gone by then, the link is tried again; a lock we may not link (another user's,
+# fs.protected_hardlinks) is read in place.
+s="$wd/.lock.seen.$$"
+n=0
+while :; do
+  rm -f "$t" "$s"
+  if ( set -C; printf '%s\n' "$mine" > "$t" ) 2>/dev/null && ln "$t" "$wd/lock" 2>/dev/null; then
+    rm -f "$t"; say "lock acquired"; exit 0; fi
+  rm -f "$t"
+  [ ! -L "$wd/lock" ] && ln "$wd/lock" "$s" 2>/dev/null && break
+  n=$((n + 1))
+  if [ -e "$wd/lock" ] || [ -L "$wd/lock" ] || [ "$n" -ge 5 ]; then s="$wd/lock"; break; fi
+done
 say "lock held"
-owned "$wd/lock" || { say "lock-foreign"; exit 0; }
-[ -z "$(find "$wd/lock" -mmin +1 2>/dev/null)" ] || say "lock-old"
+seen_done() { [ "$s" = "$wd/lock" ] || rm -f "$s"; }
+owned "$s" || { seen_done; say "lock-foreign"; exit 0; }
+[ -z "$(find "$s" -mmin +1 2>/dev/null)" ] || say "lock-old"
 # seconds since the lock was last touched (its holder's heartbeat), by the host's own clock
-m=$(stat -c %Y "$wd/lock" 2>/dev/null) && say "lock-age $(( $(date +%s) - m ))"
+m=$(stat -c %Y "$s" 2>/dev/null) && say "lock-age $(( $(date +%s) - m ))"
 # the holder line, read once; its bytes hashed are what a takeover compares (the line may hold bytes that are not
 # UTF-8), so the line judged and the hash are of the same read
-l=$(head -c 512 "$wd/lock" 2>/dev/null | head -n 1)
+l=$(head -c 512 "$s" 2>/dev/null | head -n 1)
+seen_done
 printf 'holder %s\n' "$l"
 h=$(printf '%s\n' "$l" | sha256sum) && say "holder-sha ${h%% *}"
