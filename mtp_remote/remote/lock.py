@@ -14,11 +14,12 @@ from . import hostscripts
 
 #: Replace the lock only if it still holds the line we judged stale, under a mkdir mutex (a mutex left by a
 #: crashed contender is broken after 60 s). stdin: the sha256 of the line seen (its bytes: a line that is not
-#: UTF-8 is compared as it is), then ours. Prints "acquired", or "held", the current line's sha256 and the line.
+#: UTF-8 is compared as it is), then ours. Prints "acquired", or "held", the current line's sha256 and the line, or
+#: "gone" when the lock was released meanwhile (it is then taken as a new one, not judged as an empty line).
 _LOCK_TAKEOVER = (
     'umask 077; IFS= read -r seen; IFS= read -r mine; m="$1.takeover"; n=0; '
     'line() { head -c 512 "$1" 2>/dev/null | head -n 1; }; '
-    'held() { l=$(line "$1"); echo held; h=$(printf "%s\\n" "$l" | sha256sum); echo "${h%% *}"; printf "%s\\n" "$l"; }; '
+    'held() { [ -e "$1" ] || { echo gone; return; }; l=$(line "$1"); echo held; h=$(printf "%s\\n" "$l" | sha256sum); echo "${h%% *}"; printf "%s\\n" "$l"; }; '
     'until mkdir "$m" 2>/dev/null; do n=$((n + 1)); '
     '  if [ $n -ge 100 ]; then if [ -n "$(find "$m" -maxdepth 0 -mmin +1 2>/dev/null)" ]; then rmdir "$m"; n=0; '
     '    else held "$1"; exit 0; fi; fi; sleep 0.05 2>/dev/null || sleep 1; done; '
@@ -31,7 +32,7 @@ _LOCK_TAKEOVER = (
 def take_over(c, path: str, seen_sha: str, mine: str) -> str:
     """Replace the lock at ``path`` by the line ``mine`` if its line still hashes to ``seen_sha`` (sha256 of its
     bytes, as ``workdir.sh`` reports it: ``holder-sha``): "acquired", or "held", the sha256 of the line it holds
-    now and that line (its next two lines)."""
+    now and that line (its next two lines), or "gone" (its holder released it meanwhile)."""
     return c.run(f"sh -c {shlex.quote(_LOCK_TAKEOVER)} sh {shlex.quote(path)}", hide=True, warn=True,
                  in_stream=hostscripts.WholeStdin(f"{seen_sha}\n{mine}\n")).stdout
 

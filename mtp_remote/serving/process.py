@@ -127,8 +127,10 @@ class ProcessServer:
         stale lock exactly one wins. Raises LockError naming the holder otherwise."""
         self._judge_lock(owner, self._workdir_step(owner), stale_s)
 
-    def _judge_lock(self, owner: str, rep: hostscripts.WorkdirReport, stale_s: float = 6 * 3600) -> None:
-        """Given the workdir step's lock report: done when acquired, else take a stale lock over or raise."""
+    def _judge_lock(self, owner: str, rep: hostscripts.WorkdirReport, stale_s: float = 6 * 3600,
+                    rounds: int = 3) -> None:
+        """Given the workdir step's lock report: done when acquired, else take a stale lock over or raise. A lock
+        released while it was judged is linked anew, up to ``rounds`` workdir steps."""
         path = f"{self.workdir}/lock"
         if rep.lock == "acquired":
             self._beat(path)
@@ -165,6 +167,11 @@ class ProcessServer:
                                  f"{'' if corrupt else ')'}")
                 self._beat(path)
                 return
+            if out.startswith("gone"):  # released while we judged it: free, so linked anew
+                if rounds > 1:
+                    self._judge_lock(owner, self._workdir_step(owner), stale_s, rounds - 1)
+                    return
+                break
             _, seen_sha, seen = (out.split("\n", 2) + ["", ""])[:3]
             seen, old, beat_age = seen.strip(), False, None
         raise LockError(f"could not take the lock {path}: it keeps changing hands", host=self.host.name)

@@ -17,7 +17,7 @@ from invoke import Context
 
 from mtp_remote.errors import LockError
 from mtp_remote.serving.process import ProcessServer
-from mtp_remote.remote import lockbeat
+from mtp_remote.remote import lock as lock_commands, lockbeat
 from tests.integration.test_lifecycle import sim_host
 
 OWNER = "ci@runner"
@@ -119,3 +119,26 @@ def test_a_lock_released_while_we_look_at_it_is_taken_not_read_as_empty(tmp_path
     with pytest.raises(LockError, match="run live"):
         lc.acquire_lock(OWNER)
     assert sorted(p.name for p in wd.iterdir() if p.name.startswith(".lock")) == []
+
+
+def test_a_stale_lock_released_during_the_takeover_is_taken_as_a_free_one(tmp_path, monkeypatch):
+    """The takeover's compare-and-swap waits for its mutex (here held by a contender that never lets go); its
+    holder released the lock meanwhile. The takeover says "gone" and the lock is linked anew, not judged as the
+    empty line a read of the missing file gives ("corrupt ('')")."""
+    lc = _lc(tmp_path, run_id="after")
+    lc.prepare()
+    stale = _plant(lc, f"{OWNER} killed {int(time.time())} 999999 {lockbeat.machine()}.cafe0004".encode())
+    (Path(lc.workdir) / "lock.takeover").mkdir()  # a contender's mutex, fresh: the takeover gives up after ~5 s
+    swaps = []
+    real = lock_commands.take_over
+
+    def released_first(c, path, seen_sha, mine):
+        stale.unlink()
+        swaps.append(out := real(c, path, seen_sha, mine))
+        return out
+
+    monkeypatch.setattr(lock_commands, "take_over", released_first)
+    lc.acquire_lock(OWNER)
+    assert swaps == ["gone\n"]
+    assert stale.read_text().split()[:2] == [OWNER, "after"]
+    lc.release_lock()
