@@ -5,7 +5,10 @@ disagree (:class:`Disagreement`). Written and read as the JSON they always were
 
 from __future__ import annotations
 
+from ..records.summary import RegressionCheck
 from ..search.records import Number, Record
+
+__all__ = ["RegressionCheck", "ServedFacts", "ArrayManifest"]
 
 
 class ServedFacts(Record):
@@ -20,38 +23,6 @@ class ServedFacts(Record):
     def key(self) -> tuple:
         """(release, model path, architectures): hosts with equal keys can share one mitigation's candidates."""
         return self.sglang, self.model_path, self.architectures
-
-
-class RegressionCheck(Record):
-    """One tested quantity of the nightly regression check (``regression.check_regressions``): ``kind``
-    (``loop_rate``: tonight's loops ``run``/``n`` vs ``history_loops``/``history_n``, the cell pooled over its
-    ``history_runs`` earlier good runs; ``speed``: the speculative cell's tokens/s over the baseline's tonight
-    (``ratio``) against the ``history_runs`` earlier good runs' mean and sd; ``launch``: launched before, failed
-    tonight), the cell (``profile``, ``temperature``), ``p``/``p_adjusted`` (Holm over the night's tests of that
-    kind, each p doubled: the two kinds share the night's level), ``regressed`` and a ``note``. Written with the fields of its kind, in this order."""
-
-    kind: str
-    profile: str
-    temperature: Number | None = None
-    run: int | None = None
-    n: int | None = None
-    history_loops: int | None = None
-    history_n: int | None = None
-    history_rho: Number | None = None
-    ratio: Number | None = None
-    tokens_per_s: Number | None = None
-    history_runs: int | None = None
-    history_mean: Number | None = None
-    history_sd: Number | None = None
-    p: Number | None = None
-    p_adjusted: Number | None = None
-    regressed: bool = False
-    note: str | None = None
-
-    def label(self) -> str:
-        """``mtp T=0.7 (loop_rate)``: the cell and the kind."""
-        t = "" if self.temperature is None else f" T={self.temperature:g}"
-        return f"{self.profile}{t} ({self.kind})"
 
 
 class ArrayManifest(Record):

@@ -22,7 +22,8 @@ class Record(BaseModel):
     ``of(x)`` takes a record or its JSON mapping. Mapping reads (``r["field"]``, ``r.get("field")``, ``in``,
     ``r["field"] = v``) are kept for callers that still read records as dicts (scripts, tests, modules not yet
     converted); the package reads attributes. Assignment validates (a mapping assigned to a record field becomes
-    that record)."""
+    that record). A writer can start writing a field at its default from some step on (:meth:`mark_written`) or
+    drop one (:meth:`unset`)."""
 
     model_config = ConfigDict(extra="allow", validate_assignment=True, arbitrary_types_allowed=True)
 
@@ -40,6 +41,15 @@ class Record(BaseModel):
         """The JSON object (plain Python values, nested records included): the fields it was given or read,
         not the defaults of those it was not (a record writes back what it read)."""
         return self.model_dump(exclude_unset=True)
+
+    def mark_written(self, *names: str) -> None:
+        """Write ``names`` from now on even at their defaults (a key the document always had from this step)."""
+        self.model_fields_set.update(names)
+
+    def unset(self, name: str) -> None:
+        """Drop ``name`` from the document (back to its default, not written)."""
+        setattr(self, name, type(self).model_fields[name].get_default(call_default_factory=True))
+        self.model_fields_set.discard(name)
 
     # -- read as a mapping (compatibility for callers that still read dicts) ---------------------------------
 

@@ -362,24 +362,35 @@ class FleetTag(Record):
 
 
 class RegressionCheck(Record):
-    """One tested quantity of the nightly regression check (``fleet.regression``): ``kind`` (``loop_rate``,
-    ``speed`` or ``launch``), the cell (``temperature`` None for a launch), then per kind its figures (loops tonight
-    and pooled over the earlier good runs; tokens/s against the earlier good runs' mean and spread), ``p`` (one-sided),
-    ``p_adjusted`` (Holm), ``regressed`` and a ``note``. Only the first three are declared: the rest differ per
-    kind and are kept (and read as attributes) in the order the check wrote them."""
+    """One tested quantity of the nightly regression check (``regression.check_regressions``): ``kind``
+    (``loop_rate``: tonight's loops ``run``/``n`` vs ``history_loops``/``history_n``, the cell pooled over its
+    ``history_runs`` earlier good runs; ``speed``: the speculative cell's tokens/s over the baseline's tonight
+    (``ratio``) against the ``history_runs`` earlier good runs' mean and sd; ``launch``: launched before, failed
+    tonight), the cell (``profile``, ``temperature``), ``p``/``p_adjusted`` (Holm over the night's tests of that
+    kind, each p doubled: the two kinds share the night's level), ``regressed`` and a ``note``. Written by
+    :mod:`mtp_remote.fleet.regression` with the fields of its kind, in this order; read back from
+    ``summary.json``'s ``regression``."""
 
     kind: str = ""
     profile: str = ""
     temperature: Number | None = None
+    run: int | None = None
+    n: int | None = None
+    history_loops: int | None = None
+    history_n: int | None = None
+    history_rho: Number | None = None
+    ratio: Number | None = None
+    tokens_per_s: Number | None = None
+    history_runs: int | None = None
+    history_mean: Number | None = None
+    history_sd: Number | None = None
+    p: Number | None = None
+    p_adjusted: Number | None = None
+    regressed: bool = False
+    note: str | None = None
 
-    @property
-    def regressed(self) -> bool:
-        """The check found a regression (False when it was not tested)."""
-        return bool((self.model_extra or {}).get("regressed"))
-
-    @property
     def label(self) -> str:
-        """``profile T=t (kind)``."""
+        """``mtp T=0.7 (loop_rate)``: the cell and the kind."""
         t = "" if self.temperature is None else f" T={self.temperature:g}"
         return f"{self.profile}{t} ({self.kind})"
 

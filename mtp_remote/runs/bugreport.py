@@ -33,7 +33,7 @@ from ..analysis.divergence import first_divergence
 from ..analysis.settled import LOOP_STOP
 from ..records.base import R
 from ..records.sample import Sample
-from ..records.search import BisectRecord, MitigationRecord
+from ..search.records import BisectDoc, MitigationDoc
 from ..records.summary import CrashRecord, Environment, ProfileRecord, Summary, VerdictRecord
 from ..search.mitigation_report import HEADERS, table_rows
 
@@ -59,11 +59,11 @@ def _read(path: Path, record: type[R]) -> R | None:
         return None
 
 
-def related_runs(runs_dir: Path, run_id: str) -> tuple[MitigationRecord | None, BisectRecord | None]:
+def related_runs(runs_dir: Path, run_id: str) -> tuple[MitigationDoc | None, BisectDoc | None]:
     """The newest mitigation and bisect documents started from ``run_id`` (or being it)."""
     mit = bis = None
     for d in sorted(runs_dir.iterdir()) if runs_dir.is_dir() else []:
-        m, b = _read(d / "mitigation.json", MitigationRecord), _read(d / "bisect.json", BisectRecord)
+        m, b = _read(d / "mitigation.json", MitigationDoc), _read(d / "bisect.json", BisectDoc)
         if m and run_id in (m.from_run, m.run_id):
             mit = m
         if b and run_id in (b.from_run, b.run_id):
@@ -324,12 +324,12 @@ def lossless_names(verdict: VerdictRecord | None) -> list[str]:
     return [str(t.name) for t in (verdict.lossless if verdict else []) if t.evidence]
 
 
-def environment_of(doc: Summary | dict, mitigation: MitigationRecord | dict | None) -> Environment:
+def environment_of(doc: Summary | dict, mitigation: MitigationDoc | dict | None) -> Environment:
     """The host's facts for the Environment section: what the diagnose run recorded (``environment``, read once
     per run as preflight reads them), with a mitigation run's own reading over it where it knows more."""
     doc = Summary.of(doc)
     facts = doc.environment.to_dict() if doc.environment else {}
-    mine = MitigationRecord.of(mitigation).facts if mitigation else None
+    mine = MitigationDoc.of(mitigation).facts if mitigation else None
     facts.update({k: v for k, v in (mine.items() if mine else []) if v})
     return Environment.of(facts)
 
@@ -340,12 +340,12 @@ def _any_version(doc: Summary) -> str | None:
     return next((v for v in ((p.server_info or {}).get("version") for p in doc.profiles) if v), None)
 
 
-def render_bug_report(doc: Summary | dict, samples_path: Path, mitigation: MitigationRecord | dict | None,
-                      bisect: BisectRecord | dict | None) -> str:
+def render_bug_report(doc: Summary | dict, samples_path: Path, mitigation: MitigationDoc | dict | None,
+                      bisect: BisectDoc | dict | None) -> str:
     """The markdown body (masked)."""
     doc = Summary.of(doc)
-    mitigation = MitigationRecord.of(mitigation) if mitigation else None
-    bisect = BisectRecord.of(bisect) if bisect else None
+    mitigation = MitigationDoc.of(mitigation) if mitigation else None
+    bisect = BisectDoc.of(bisect) if bisect else None
     verdicts = doc.verdicts
     bad = next((v for v in verdicts if v.kind == CORRUPT), None) or \
         next((v for v in verdicts if reportable(v.kind)), verdicts[0] if verdicts else None)
@@ -433,7 +433,7 @@ def _failure_evidence(doc: Summary, prof: ProfileRecord, bad: VerdictRecord, sam
     return lines
 
 
-def _finish(lines: list[str], doc: Summary, mitigation: MitigationRecord | None) -> str:
+def _finish(lines: list[str], doc: Summary, mitigation: MitigationDoc | None) -> str:
     """The mitigation table and the footer after ``lines``; the whole body masked."""
     if mitigation and mitigation.rows:
         lines += ["", "### Mitigations tried", "", "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
@@ -453,7 +453,7 @@ def write_bug_report(run_id: str, *, runs_dir: Path = Path("runs"), output: Path
     if not is_name(run_id):
         raise ConfigError(f"{run_id!r} is not a run id", field="RUN_ID")
     run_dir = runs_dir / run_id
-    own = _read(run_dir / "mitigation.json", MitigationRecord) or _read(run_dir / "bisect.json", BisectRecord)
+    own = _read(run_dir / "mitigation.json", MitigationDoc) or _read(run_dir / "bisect.json", BisectDoc)
     diag_id = own.from_run if own and own.from_run else run_id
     doc = _read(runs_dir / diag_id / "summary.json", Summary)
     if doc is None:

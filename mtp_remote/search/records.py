@@ -36,9 +36,8 @@ def plain(value: Any) -> Any:
 
 class Record(BaseRecord):
     """A record (:class:`mtp_remote.records.base.Record`) written by the searches and the fleet: nested records
-    written through their own ``to_dict``, ``WHOLE`` ones (rows, tests) with every declared field (they were
-    dataclasses written whole), and fields that start being written at a step (:meth:`mark_written`) or stop
-    (:meth:`unset`). A ``WHOLE`` record reads every declared field as a mapping too."""
+    written through their own ``to_dict`` and ``WHOLE`` ones (rows, tests) with every declared field (they were
+    dataclasses written whole). A ``WHOLE`` record reads every declared field as a mapping too."""
 
     WHOLE: ClassVar[bool] = False
 
@@ -54,15 +53,6 @@ class Record(BaseRecord):
                if self.WHOLE or k in self.model_fields_set}
         out.update((k, plain(v)) for k, v in (self.model_extra or {}).items())
         return out
-
-    def mark_written(self, *names: str) -> None:
-        """Write ``names`` from now on even at their defaults (a key the document always had from this step)."""
-        self.model_fields_set.update(names)
-
-    def unset(self, name: str) -> None:
-        """Drop ``name`` from the document (back to its default, not written)."""
-        setattr(self, name, type(self).model_fields[name].get_default(call_default_factory=True))
-        self.model_fields_set.discard(name)
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and (key in self.keys() if self.WHOLE else super().__contains__(key))

@@ -106,7 +106,7 @@ def test_bisect_from_a_good_line_other_than_the_baseline_is_not_called_from_the_
     b = tmp_path / "20261202-110000-ffff"
     b.mkdir()
     (b / "bisect.json").write_text(json.dumps({"kind": "bisect", "run_id": b.name, "from_run": "20261202-100000-eeee",
-                                               "good_spec": "no-overlap", "tests": [{}, {}],
+                                               "good_spec": "no-overlap", "tests": [{"name": "t1", "outcome": "fail"}, {"name": "t2", "outcome": "pass"}],
                                                "minimal": ["removed --disable-overlap-schedule"],
                                                "command": "python -m sglang.launch_server ..."}))
     _, text = write_bug_report("20261202-100000-eeee", runs_dir=tmp_path)
