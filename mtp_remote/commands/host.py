@@ -89,9 +89,9 @@ def status(args: StatusArgs, feedback: Feedback) -> ops.StatusReport | FleetRepo
         return ops.status(c, cfg, py)
 
 
-def stop(args: StopArgs, feedback: Feedback) -> dict | FleetReport:
+def stop(args: StopArgs, feedback: Feedback) -> ops.StopCommandResult | FleetReport:
     """Stop the server we started and wait for its GPU memory to be released (:func:`mtp_remote.host.ops.stop`'s
-    result: ``ours``, ``foreign``, ``targets``, ``forced``, ...)."""
+    :class:`~mtp_remote.host.ops.StopCommandResult`), or on a group of hosts the fleet report."""
     config = as_loaded(args.inventory)
     if (report := _fleet("stop", config, args.host, feedback, force=args.force, term_s=args.term_s)) is not None:
         return report

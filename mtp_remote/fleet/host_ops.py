@@ -36,10 +36,10 @@ def host_outcome(command: str, host: str, *, inventory, playbook=None, force: bo
                                f"{len(st.foreign)} foreign SGLang processes")
         res = ops.stop(c, cfg, py, force=force, term_s=term_s or ops.STOP_TERM_S,
                        on_progress=lambda m: on_progress(host, m))
-        left = len(res["targets"]) - len(res["forced"])  # ops.stop returns a dict (StopResult as "ours")
-        return HostOutcome(host, 0, {"stop": res["ours"]["found"]}, res["ours_text"]
-                           + (f"; --force signalled PIDs {res['forced']}" if res["forced"] else "")
-                           + (f"; {left} foreign process(es) on its GPUs or port left alone" if left > 0 else ""))
+        return HostOutcome(host, 0, {"stop": res.ours.found}, res.ours_text
+                           + (f"; --force signalled PIDs {res.forced}" if res.forced else "")
+                           + (f"; {res.left_alone} foreign process(es) on its GPUs or port left alone"
+                              if res.left_alone > 0 else ""))
 
 
 def run_host_fleet(command: str, hosts: list[str], *, inventory, playbook=None, force: bool = False,

@@ -24,7 +24,7 @@ from ..config.inventory import HostConfig
 from ..config.playbook import Playbook
 from ..errors import ConfigError, LaunchError, MtpRemoteError, RemoteError, TransportLost
 from ..serving.kinds import open_server
-from ..serving.base import ServerKind
+from ..serving.base import ServerKind, StopReport
 from ..interrupts import run_async
 from ..remote import connect as transport
 from ..remote import facts, hostscripts, process, snapshot
@@ -45,6 +45,39 @@ class StatusReport:
         d = asdict(self)
         d["foreign"] = [f.to_dict() for f in self.foreign]
         return d
+
+
+@dataclass
+class StopCommandResult:
+    """What ``stop`` did on one host (:func:`stop`): our server's stop (``ours``: the server kind's
+    :class:`~mtp_remote.serving.base.StopReport`), the foreign processes listed, the PIDs ``--force`` may signal
+    (``targets``: they hold this host's GPU memory or its port), those it signalled (``forced``) and those that
+    needed SIGKILL (``killed``), and the seconds the GPU memory took to be released (None when nothing waited
+    for it)."""
+
+    ours: StopReport
+    foreign: list[ForeignProcess] = field(default_factory=list)
+    targets: list[int] = field(default_factory=list)
+    forced: list[int] = field(default_factory=list)
+    killed: list[int] = field(default_factory=list)
+    gpu_release_s: float | None = None
+
+    @property
+    def ours_text(self) -> str:
+        """Our server's stop in words."""
+        return self.ours.describe()
+
+    @property
+    def left_alone(self) -> int:
+        """Foreign processes on this host's GPUs or port that were not signalled."""
+        return len(self.targets) - len(self.forced)
+
+    def to_dict(self) -> dict:
+        """The JSON object: ``ours`` (its fields) and ``ours_text``, ``foreign`` (their fields), ``targets``,
+        ``forced``, ``killed``, ``gpu_release_s``."""
+        return {"ours": asdict(self.ours), "ours_text": self.ours_text, "foreign": [f.to_dict() for f in self.foreign],
+                "targets": self.targets, "forced": self.forced, "killed": self.killed,
+                "gpu_release_s": self.gpu_release_s}
 
 
 def run_quiet(c, cmd: str):
@@ -209,14 +242,12 @@ def stop_again(host: HostConfig, inventory=None) -> str:
 
 
 def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float = STOP_TERM_S,
-         gpu_release_s: float = 120.0, on_progress: Callable[[str], None] | None = None, inventory=None) -> dict:
+         gpu_release_s: float = 120.0, on_progress: Callable[[str], None] | None = None,
+         inventory=None) -> StopCommandResult:
     """Stop our server; with ``force`` also the foreign processes that hold this host's GPU memory or its
     port (:func:`force_targets`), each by PID after listing them. Other SGLang-like processes are listed and
     left alone. ``term_s``: seconds after SIGTERM before SIGKILL (``--term-timeout``; the kill reason names it).
-    ``inventory``: the ``-i`` the command was given (a printed stop command names it).
-
-    Returns {"ours": StopResult dict, "foreign": [listed], "targets": [PIDs --force may signal],
-    "forced": [PIDs signalled], "killed": [PIDs that needed SIGKILL], "gpu_release_s"}."""
+    ``inventory``: the ``-i`` the command was given (a printed stop command names it)."""
     where = host_workdir(c, host)
     lc = open_server(c, host, python=python, run_id="ops", on_progress=on_progress)
     lc.workdir = workdir = where.path
@@ -225,21 +256,18 @@ def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float
     else:
         res = _stop_riding_out(c, host, lc, term_s=term_s, gpu_release_s=gpu_release_s, inventory=inventory)
     if not lc.capabilities.host_view:  # a SLURM login node's processes are not the job's: nothing to list or force
-        return {"ours": asdict(res), "ours_text": res.describe(), "foreign": [], "targets": [], "forced": [],
-                "killed": [], "gpu_release_s": res.gpu_release_s}
+        return StopCommandResult(res, gpu_release_s=res.gpu_release_s)
     foreign = foreign_processes(c, host, python, workdir, None)
-    targets = force_targets(foreign, host.port)
-    out = {"ours": asdict(res), "ours_text": res.describe(), "foreign": [f.to_dict() for f in foreign],
-           "targets": [f.pid for f in targets], "forced": [], "killed": [], "gpu_release_s": None}
-    if force and targets:
-        pids = [f.pid for f in targets]
+    out = StopCommandResult(res, foreign, targets=[f.pid for f in force_targets(foreign, host.port)])
+    if force and out.targets:
+        targets = [f for f in foreign if f.pid in out.targets]
         if on_progress:
             for f in targets:
                 on_progress(f"--force: signalling {f.describe()}")
-        out["killed"] = process.signal_pids(c, [(f.pid, f.start_ticks) for f in targets], term_s=min(term_s, 30.0))
-        out["forced"] = pids
-        out["gpu_release_s"], _ = process.wait_gpu_release(c, facts.nvidia_smi(host, python, workdir), set(pids),
-                                                           gpu_release_s, on_progress)
+        out.killed = process.signal_pids(c, [(f.pid, f.start_ticks) for f in targets], term_s=min(term_s, 30.0))
+        out.forced = list(out.targets)
+        out.gpu_release_s, _ = process.wait_gpu_release(c, facts.nvidia_smi(host, python, workdir), set(out.forced),
+                                                        gpu_release_s, on_progress)
     return out
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -15,6 +16,9 @@ from ..outside_text import for_terminal
 from ..records.summary import LoopStopTotals, Summary
 from .markdown import arm_counts, num, pct
 from .next_step import next_step
+
+if TYPE_CHECKING:
+    from ..host.ops import StopCommandResult
 
 _STYLE = {"healthy": "green", "spec-corrupts-output": "bold red", "base-model-degenerates": "yellow",
           "spec-ineffective": "yellow", "spec-slower": "yellow", "inconclusive": "magenta"}
@@ -227,23 +231,22 @@ def progress_printer(console: Console):
     return RichHooks(console).on_progress
 
 
-def print_stop(console: Console, res: dict) -> None:
+def print_stop(console: Console, res: StopCommandResult) -> None:
     """Render :func:`mtp_remote.host.ops.stop`'s result: our server (unless already shown as progress), every
     foreign process with what was done to it, and the forced stop."""
-    if res["ours"]["found"] in ("none", "not-ours", "gone"):
-        console.print(escape(res["ours_text"]))  # a real stop was already reported as progress
-    for f in res["foreign"]:
-        if f["pid"] in res["forced"]:
+    if res.ours.found in ("none", "not-ours", "gone"):
+        console.print(escape(res.ours_text))  # a real stop was already reported as progress
+    for f in res.foreign:
+        if f.pid in res.forced:
             what = "signalled (--force)"
-        elif f["pid"] in res["targets"]:
+        elif f.pid in res.targets:
             what = "holds this host's GPU memory or port: left alone (--force stops it)"
         else:
             what = "not on this host's GPUs or port: left alone"
-        console.print(escape(f"  foreign PID {f['pid']} ({f['kind']}, user {f['user']}, {f['gpu_mib']} MiB GPU): {what}"),
+        console.print(escape(f"  foreign PID {f.pid} ({f.kind}, user {f.user}, {f.gpu_mib} MiB GPU): {what}"),
                       highlight=False)
-    if res["forced"]:
-        console.print(f"--force: signalled PIDs {res['forced']}; GPU memory released after "
-                      f"{res['gpu_release_s']:.1f} s")
+    if res.forced:
+        console.print(f"--force: signalled PIDs {res.forced}; GPU memory released after {res.gpu_release_s:.1f} s")
 
 
 def print_smoke(console: Console, res: dict) -> None:

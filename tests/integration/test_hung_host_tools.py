@@ -72,7 +72,7 @@ def test_a_stop_with_a_hung_nvidia_smi_stops_the_server_and_says_the_gpu_was_not
         t0 = time.monotonic()
         out = ops.stop(Context(), gpu_host, sys.executable, term_s=2, gpu_release_s=60)
         took = time.monotonic() - t0
-        res = process.StopResult(**out["ours"]) if isinstance(out["ours"], dict) else out["ours"]
+        res = out.ours
         assert res.found == "running" and res.gpu_unchecked
         assert "GPU memory not checked: nvidia-smi did not answer within 1 s" in res.describe()
         assert victim.wait(timeout=5) is not None

@@ -93,8 +93,9 @@ def test_the_stop_command_gives_the_drain_30_s_by_default_and_names_term_timeout
     assert defaults["term_timeout"] == ops.STOP_TERM_S == 30.0
     lc, rec = _ready_with_a_request_in_flight(tmp_path)
     out = ops.stop(lc.c, lc.host, sys.executable, term_s=1.5)
-    assert out["ours"]["signals"] == ["TERM", "KILL"]
-    assert "did not finish within 2 s (--term-timeout)" in out["ours"]["kill_reason"]
+    assert out.ours.signals == ["TERM", "KILL"]
+    assert "did not finish within 2 s (--term-timeout)" in out.ours.kill_reason
+    assert out.to_dict()["ours"]["signals"] == ["TERM", "KILL"] and out.forced == [] and out.gpu_release_s is None
     assert not _port_bound(lc.host.port)
     assert CliRunner().invoke(stop_command, ["--term-timeout", "0"]).exit_code == 2  # refused before any host
 

@@ -27,7 +27,7 @@ def test_launch_status_logs_and_stop_act_on_the_hosts_job(slurm_cluster, tmp_pat
     log, pid = ops.current_log(c, host)
     assert log == st.server["log_path"] and pid is None
     out = ops.stop(c, host, py)
-    assert out["ours"]["found"] == "running" and "the stop we sent" in out["ours_text"]
-    assert out["foreign"] == [] and out["targets"] == []  # the login node's processes are not the job's
+    assert out.ours.found == "running" and "the stop we sent" in out.ours_text
+    assert out.foreign == [] and out.targets == []  # the login node's processes are not the job's
     assert ops.status(c, host, py).server_state == "none"
     assert [n for n in slurm_cluster.run("squeue", "-h", "-o", "%j").stdout.split() if n.startswith("mtp-remote.")] == []

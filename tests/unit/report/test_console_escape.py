@@ -7,9 +7,10 @@ import io
 import pytest
 from rich.console import Console
 
-from mtp_remote.host.ops import StatusReport
+from mtp_remote.host.ops import StatusReport, StopCommandResult
 from mtp_remote.host.preflight import Check
 from mtp_remote.remote.foreign import ForeignProcess
+from mtp_remote.remote.process import StopResult
 from mtp_remote.report.console import RichHooks, checks_table, print_stop, status_table
 
 EVIL = "python -m sglang.launch_server [/] [bold red]x[/bold red] [link=file:///etc]y"
@@ -31,10 +32,9 @@ def test_markup_in_foreign_argv_paths_and_details_is_printed_literally():
     assert EVIL in out and "/w/[/]x.log" in out and "held by [/] [bold]me[/bold]" in out
     buf = io.StringIO()
     con = Console(file=buf, width=400, color_system=None)
-    print_stop(con, {"ours": {"found": "none"}, "ours_text": "[/] none", "foreign": [f.to_dict()], "targets": [],
-                     "forced": []})
+    print_stop(con, StopCommandResult(StopResult(pid=0, found="gone", reason="[/]gone.log"), [f]))
     RichHooks(con).on_progress("taking over a stale lock ([/]x, 1 s old)")
-    assert "[/] none" in buf.getvalue() and "[/]x" in buf.getvalue()
+    assert "([/]gone.log)" in buf.getvalue() and "[/]x" in buf.getvalue() and "user [/]" in buf.getvalue()
 
 
 @pytest.mark.parametrize("kind,runbook", [
