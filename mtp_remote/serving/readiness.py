@@ -53,8 +53,9 @@ class Watch:
         # follows (the warmup reached whoever holds the port)
         if cls.is_fatal:
             return Crashed(cause=cls.cls, hint=cls.hint, fatal_line=cls.fatal_line, **kw)
-        if not alive:
-            return Crashed(cause="process_exited", hint="the server process exited; read the log tail",
+        if not alive:  # the ready line and the exit can arrive in one read (a server that dies right after it)
+            when = " after its ready line, before /health answered 200" if READY_LINE in self.text else ""
+            return Crashed(cause="process_exited", hint=f"the server process exited{when}; read the log tail",
                            fatal_line=None, **kw)
         if READY_LINE in self.text and (self.health is None or self.health()):
             return Ready(cause="ready", **kw)
