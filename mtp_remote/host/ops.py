@@ -258,9 +258,9 @@ def stop(c, host: HostConfig, python: str, *, force: bool = False, term_s: float
     if not lc.capabilities.host_view:  # a SLURM login node's processes are not the job's: nothing to list or force
         return StopCommandResult(res, gpu_release_s=res.gpu_release_s)
     foreign = foreign_processes(c, host, python, workdir, None)
-    out = StopCommandResult(res, foreign, targets=[f.pid for f in force_targets(foreign, host.port)])
-    if force and out.targets:
-        targets = [f for f in foreign if f.pid in out.targets]
+    targets = force_targets(foreign, host.port)
+    out = StopCommandResult(res, foreign, targets=[f.pid for f in targets])
+    if force and targets:
         if on_progress:
             for f in targets:
                 on_progress(f"--force: signalling {f.describe()}")
