@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from ..client import ServerClient
 from ..interrupts import run_async
 from ..remote.logs import classify_log
+from ..serving.readiness import EXITED_AFTER_READY
 from ..serving.base import TAIL_LINES, Crashed, LogFollower, ServerIdentity, ServerKind, TimedOut, WaitOutcome
 from .progress import ServingProgress
 from .rideout import poll_riding_out, riding_out
@@ -87,8 +88,7 @@ def confirm_health(server: ServerKind, rec: ServerIdentity, url: str, outcome: W
             return Crashed(profile=rec.profile, elapsed_s=time.monotonic() - t0, milestones=outcome.milestones,
                            log_tail=text.splitlines()[-TAIL_LINES:],
                            cause=cls.cls if cls.is_fatal else "process_exited", fatal_line=cls.fatal_line,
-                           hint=cls.hint if cls.is_fatal else "the server exited after its ready line, before "
-                                                              "/health answered 200; read the log tail")
+                           hint=cls.hint if cls.is_fatal else EXITED_AFTER_READY)
         return TimedOut(profile=rec.profile, elapsed_s=time.monotonic() - t0, milestones=outcome.milestones,
                         log_tail=outcome.log_tail, cause="health_check_failed",
                         hint="the ready line was printed but /health never answered 200")

@@ -21,6 +21,10 @@ log = logging.getLogger(__name__)
 #: Seconds between two polls when the log cannot be followed.
 POLL_S = 0.1
 
+#: The hint of a server that printed its ready line and then exited (no fatal line): the readiness wait's, when it
+#: reads both in one step, and the ``/health`` check's (``experiment.watch.confirm_health``).
+EXITED_AFTER_READY = "the server process exited after its ready line, before /health answered 200; read the log tail"
+
 
 class Watch:
     """The judgement part of the readiness wait: accumulate log text, report milestones (through
@@ -54,9 +58,8 @@ class Watch:
         if cls.is_fatal:
             return Crashed(cause=cls.cls, hint=cls.hint, fatal_line=cls.fatal_line, **kw)
         if not alive:  # the ready line and the exit can arrive in one read (a server that dies right after it)
-            when = " after its ready line, before /health answered 200" if READY_LINE in self.text else ""
-            return Crashed(cause="process_exited", hint=f"the server process exited{when}; read the log tail",
-                           fatal_line=None, **kw)
+            hint = EXITED_AFTER_READY if READY_LINE in self.text else "the server process exited; read the log tail"
+            return Crashed(cause="process_exited", hint=hint, fatal_line=None, **kw)
         if READY_LINE in self.text and (self.health is None or self.health()):
             return Ready(cause="ready", **kw)
         if elapsed >= self.timeout_s:
